@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the two benchmark baselines (idempotent):
+#   bench/lucene/target/lucene-baseline.jar      (run it with bench/lucene/lucene-baseline)
+#   bench/tantivy/target/release/tantivy-baseline
+# Installs nothing outside the repo except Maven's ~/.m2 and cargo's registry downloads.
+#
+#   build.sh [lucene|tantivy|all]     (default all; one build at a time)
+#   LUCENE_PROFILE=lucene9            build Lucene 9.12.x for JDK 17 instead of Lucene 10 (JDK 21+)
+#   LUCENE_BASELINE_JAVA_HOME=DIR     JDK used to build (and, recorded, to run) the Lucene baseline
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"   # .../bench
+what="${1:-all}"
+
+build_lucene() {
+  local dir="$root/lucene" jh min=21 prof=()
+  if [ "${LUCENE_PROFILE:-}" = "lucene9" ]; then min=17; prof=(-Plucene9); fi
+  jh="$("$dir/find-jdk.sh" "$min")"
+  command -v mvn >/dev/null || { echo "build.sh: mvn not found (apt-get install maven)" >&2; exit 1; }
+  echo "== lucene baseline: JDK $jh, profile ${prof[*]:-default (Lucene 10)}" >&2
+  (cd "$dir" && JAVA_HOME="$jh" mvn -q -B "${prof[@]}" package)
+  echo "$jh" > "$dir/target/java-home"
+  echo "   -> $dir/target/lucene-baseline.jar (run: $dir/lucene-baseline ...)" >&2
+}
+
+build_tantivy() {
+  local dir="$root/tantivy"
+  command -v cargo >/dev/null || { echo "build.sh: cargo not found" >&2; exit 1; }
+  echo "== tantivy baseline (standalone cargo project, target dir $dir/target)" >&2
+  # its own [workspace] table keeps cargo inside bench/tantivy: the spirit workspace is never built here
+  local locked=(); [ -f "$dir/Cargo.lock" ] && locked=(--locked)
+  (cd "$dir" && CARGO_TARGET_DIR="$dir/target" nice -n 10 cargo build -q --release "${locked[@]}")
+  echo "   -> $dir/target/release/tantivy-baseline" >&2
+}
+
+case "$what" in
+  lucene) build_lucene ;;
+  tantivy) build_tantivy ;;
+  all) build_lucene; build_tantivy ;;
+  *) echo "usage: build.sh [lucene|tantivy|all]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,702 @@
+//! tantivy-baseline: the Tantivy side of the spirit benchmark baselines.
+//!
+//! Same command-line contract and JSON output as bench/lucene (see bench/baselines/README.md):
+//!
+//! ```text
+//! tantivy-baseline --docs FILE [--max-docs N] --tasks FILE [--categories C1,C2,...]
+//!     [--queries-per-category N] --mode static|nrt [--reopen-every K] [--wrt-fraction F]
+//!     [--top-k 10] [--index-dir DIR] --out result.json
+//! ```
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use clap::{Parser, ValueEnum};
+use flate2::read::MultiGzDecoder;
+use serde_json::{json, Map, Value as Json};
+use tantivy::collector::{Count, TopDocs};
+use tantivy::indexer::NoMergePolicy;
+use tantivy::query::{Query, QueryParser};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED,
+};
+use tantivy::tokenizer::{LowerCaser, SimpleTokenizer, TextAnalyzer};
+use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Score, TantivyDocument};
+
+const ENGINE: &str = "tantivy";
+const TOKENIZER: &str = "spirit_simple_lower";
+/// Single indexing thread with a 1 GB budget (as required by the baseline contract).
+const WRITER_THREADS: usize = 1;
+const WRITER_BUDGET: usize = 1_000_000_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    Static,
+    Nrt,
+}
+
+impl Mode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Mode::Static => "static",
+            Mode::Nrt => "nrt",
+        }
+    }
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "tantivy-baseline", version, about = "Tantivy baseline for the spirit benchmarks")]
+struct Args {
+    /// luceneutil line file (title\tdate\tbody per line, optional header), plain or .gz
+    #[arg(long)]
+    docs: PathBuf,
+    /// index at most this many documents (default: all)
+    #[arg(long)]
+    max_docs: Option<usize>,
+    /// luceneutil task file (`Category: query # comment`)
+    #[arg(long)]
+    tasks: PathBuf,
+    /// comma-separated categories, in this order (default: all, in file order)
+    #[arg(long, value_delimiter = ',')]
+    categories: Option<Vec<String>>,
+    /// first N distinct queries of each category
+    #[arg(long, default_value_t = 100)]
+    queries_per_category: usize,
+    #[arg(long, value_enum)]
+    mode: Mode,
+    /// nrt mode: commit + reload the reader every K queries (0 = never)
+    #[arg(long, default_value_t = 1)]
+    reopen_every: usize,
+    /// nrt mode: fraction of the documents indexed (and committed) before querying starts
+    #[arg(long, default_value_t = 0.8)]
+    wrt_fraction: f64,
+    #[arg(long, default_value_t = 10)]
+    top_k: usize,
+    /// untimed warm-up: at least this many passes over the whole query set...
+    #[arg(long, default_value_t = 1)]
+    warmup_passes: usize,
+    /// ...and at least this many seconds
+    #[arg(long, default_value_t = 10.0)]
+    warmup_seconds: f64,
+    /// index directory (created; an old tantivy index in it is wiped; kept afterwards).
+    /// Default: a temporary directory that is removed at the end.
+    #[arg(long)]
+    index_dir: Option<PathBuf>,
+    /// where to write the JSON result
+    #[arg(long)]
+    out: PathBuf,
+}
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+struct Doc {
+    title: String,
+    date: String,
+    body: String,
+}
+
+#[derive(Clone, Copy)]
+struct Fields {
+    title: Field,
+    date: Field,
+    body: Field,
+    id: Field,
+}
+
+struct Category {
+    name: String,
+    queries: Vec<String>,
+}
+
+// ---------------------------------------------------------------- input
+
+fn load_docs(path: &Path, max_docs: Option<usize>) -> Result<Vec<Doc>> {
+    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let raw: Box<dyn Read> = if path.extension().is_some_and(|e| e == "gz") {
+        Box::new(MultiGzDecoder::new(file))
+    } else {
+        Box::new(file)
+    };
+    let mut reader = BufReader::with_capacity(1 << 20, raw);
+    let mut buf = Vec::with_capacity(4096);
+    let mut docs = Vec::new();
+    let mut first = true;
+    loop {
+        if max_docs.is_some_and(|m| docs.len() >= m) {
+            break;
+        }
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        }
+        if first {
+            first = false;
+            if buf.starts_with(b"FIELDS_HEADER_INDICATOR") {
+                continue;
+            }
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let mut parts = line.splitn(3, '\t');
+        let title = parts.next().unwrap_or("").to_string();
+        let date = parts.next().unwrap_or("").to_string();
+        let body = parts.next().unwrap_or("").to_string();
+        docs.push(Doc { title, date, body });
+    }
+    Ok(docs)
+}
+
+fn load_tasks(path: &Path, wanted: Option<&[String]>, per_category: usize) -> Result<Vec<Category>> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut cats: Vec<Category> = Vec::new();
+    let mut seen: Vec<HashSet<String>> = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((cat, rest)) = line.split_once(':') else { continue };
+        let cat = cat.trim();
+        let query = rest.split('#').next().unwrap_or("").trim();
+        if query.is_empty() {
+            continue;
+        }
+        let idx = match cats.iter().position(|c| c.name == cat) {
+            Some(i) => i,
+            None => {
+                cats.push(Category { name: cat.to_string(), queries: Vec::new() });
+                seen.push(HashSet::new());
+                cats.len() - 1
+            }
+        };
+        if cats[idx].queries.len() < per_category && seen[idx].insert(query.to_string()) {
+            cats[idx].queries.push(query.to_string());
+        }
+    }
+    match wanted {
+        None => Ok(cats),
+        Some(names) => {
+            let mut out = Vec::new();
+            for name in names {
+                let name = name.trim();
+                if name.is_empty() {
+                    continue;
+                }
+                let pos = cats
+                    .iter()
+                    .position(|c| c.name == name)
+                    .ok_or_else(|| format!("category {name} not found in the task file"))?;
+                out.push(Category { name: name.to_string(), queries: cats[pos].queries.clone() });
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Queries interleaved round-robin over the categories: (category, query index).
+fn round_robin(cats: &[Category]) -> Vec<(usize, usize)> {
+    let longest = cats.iter().map(|c| c.queries.len()).max().unwrap_or(0);
+    let mut order = Vec::new();
+    for i in 0..longest {
+        for (c, cat) in cats.iter().enumerate() {
+            if i < cat.queries.len() {
+                order.push((c, i));
+            }
+        }
+    }
+    order
+}
+
+// ---------------------------------------------------------------- index
+
+fn build_schema() -> (Schema, Fields) {
+    let indexing = TextFieldIndexing::default()
+        .set_tokenizer(TOKENIZER)
+        .set_index_option(IndexRecordOption::WithFreqsAndPositions);
+    let mut sb = Schema::builder();
+    let title = sb.add_text_field(
+        "title",
+        TextOptions::default().set_indexing_options(indexing.clone()).set_stored(),
+    );
+    let date = sb.add_text_field("date", STORED);
+    let body = sb.add_text_field("body", TextOptions::default().set_indexing_options(indexing));
+    let id = sb.add_u64_field("id", STORED);
+    (sb.build(), Fields { title, date, body, id })
+}
+
+fn register_analyzer(index: &Index) {
+    // maximal runs of char::is_alphanumeric, lowercased; no length limit, stop words or stemming
+    let analyzer = TextAnalyzer::builder(SimpleTokenizer::default()).filter(LowerCaser).build();
+    index.tokenizers().register(TOKENIZER, analyzer);
+}
+
+fn make_doc(f: &Fields, id: u64, d: Doc) -> TantivyDocument {
+    let mut doc = TantivyDocument::new();
+    doc.add_text(f.title, &d.title);
+    doc.add_text(f.date, &d.date);
+    doc.add_text(f.body, &d.body);
+    doc.add_u64(f.id, id);
+    doc
+}
+
+/// Returns (directory, remove_at_end).
+fn prepare_index_dir(opt: &Option<PathBuf>) -> Result<(PathBuf, bool)> {
+    match opt {
+        Some(dir) => {
+            if dir.exists() {
+                let mut entries = std::fs::read_dir(dir)?.peekable();
+                if entries.peek().is_some() {
+                    if dir.join("meta.json").exists() {
+                        std::fs::remove_dir_all(dir)?;
+                    } else {
+                        return Err(format!(
+                            "--index-dir {} is not empty and holds no tantivy index; refusing to wipe it",
+                            dir.display()
+                        )
+                        .into());
+                    }
+                }
+            }
+            std::fs::create_dir_all(dir)?;
+            Ok((dir.clone(), false))
+        }
+        None => {
+            let dir = std::env::temp_dir().join(format!("tantivy-baseline-{}", std::process::id()));
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)?;
+            }
+            std::fs::create_dir_all(&dir)?;
+            Ok((dir, true))
+        }
+    }
+}
+
+fn dir_size(path: &Path) -> u64 {
+    let mut total = 0;
+    if let Ok(rd) = std::fs::read_dir(path) {
+        for e in rd.flatten() {
+            let Ok(md) = e.metadata() else { continue };
+            if md.is_dir() {
+                total += dir_size(&e.path());
+            } else if e.file_name() != ".tantivy-writer.lock" && e.file_name() != ".tantivy-meta.lock" {
+                total += md.len();
+            }
+        }
+    }
+    total
+}
+
+fn peak_rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    for line in status.lines() {
+        if let Some(rest) = line.strip_prefix("VmHWM:") {
+            let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+            return kb * 1024;
+        }
+    }
+    0
+}
+
+fn micros(t: Instant) -> f64 {
+    let ns = t.elapsed().as_nanos() as f64;
+    (ns / 1000.0 * 1000.0).round() / 1000.0
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+// ---------------------------------------------------------------- main
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(args) {
+        eprintln!("tantivy-baseline: error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Args) -> Result<()> {
+    if args.top_k == 0 {
+        return Err("--top-k must be > 0".into());
+    }
+    if !(args.warmup_seconds >= 0.0) {
+        return Err("--warmup-seconds must be >= 0".into());
+    }
+    if !(args.wrt_fraction >= 0.0 && args.wrt_fraction < 1.0) {
+        return Err("--wrt-fraction must be in [0, 1)".into());
+    }
+    let cats = load_tasks(&args.tasks, args.categories.as_deref(), args.queries_per_category)?;
+    if cats.iter().all(|c| c.queries.is_empty()) {
+        return Err("no queries selected".into());
+    }
+    let t_load = Instant::now();
+    let docs = load_docs(&args.docs, args.max_docs)?;
+    let n_docs = docs.len();
+    eprintln!(
+        "[tantivy] loaded {} docs in {:.1}s, {} categories",
+        n_docs,
+        t_load.elapsed().as_secs_f64(),
+        cats.len()
+    );
+
+    let (dir, remove_dir) = prepare_index_dir(&args.index_dir)?;
+    let (schema, fields) = build_schema();
+    let index = Index::create_in_dir(&dir, schema)?;
+    register_analyzer(&index);
+
+    let parser = QueryParser::for_index(&index, vec![fields.body]); // OR by default
+    let mut parsed: Vec<Vec<Box<dyn Query>>> = Vec::new();
+    for c in &cats {
+        let mut v = Vec::new();
+        for q in &c.queries {
+            v.push(parser.parse_query(q).map_err(|e| format!("cannot parse {q:?}: {e}"))?);
+        }
+        parsed.push(v);
+    }
+    let order = round_robin(&cats);
+
+    let mut out = Map::new();
+    out.insert("engine".into(), json!(ENGINE));
+    // "tantivy v0.27.0, index_format v7" -> "0.27.0"
+    let full = tantivy::version_string();
+    let short = full.split_once(" v").map(|(_, r)| r.split(',').next().unwrap_or(r)).unwrap_or(full);
+    out.insert("version".into(), json!(short));
+    out.insert("runtime".into(), json!(tantivy::version_string()));
+    out.insert("mode".into(), json!(args.mode.as_str()));
+    out.insert("reopen_every".into(), json!(if args.mode == Mode::Nrt { args.reopen_every } else { 0 }));
+    out.insert("docs".into(), json!(n_docs));
+    out.insert("top_k".into(), json!(args.top_k));
+
+    let mut cat_json = Map::new();
+    match args.mode {
+        Mode::Static => run_static(&args, &index, &fields, docs, &cats, &parsed, &order, &dir, &mut out, &mut cat_json)?,
+        Mode::Nrt => run_nrt(&args, &index, &fields, docs, &cats, &parsed, &order, &dir, &mut out, &mut cat_json)?,
+    }
+    out.insert("peak_rss_bytes".into(), json!(peak_rss_bytes()));
+    out.insert("categories".into(), Json::Object(cat_json));
+
+    let text = serde_json::to_string_pretty(&Json::Object(out.clone()))?;
+    let mut f = File::create(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    f.write_all(text.as_bytes())?;
+    f.write_all(b"\n")?;
+    summary(&out);
+    drop(index);
+    if remove_dir {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
+}
+
+fn new_writer(index: &Index) -> Result<IndexWriter<TantivyDocument>> {
+    Ok(index.writer_with_num_threads(WRITER_THREADS, WRITER_BUDGET)?)
+}
+
+fn open_reader(index: &Index) -> Result<IndexReader> {
+    Ok(index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_static(
+    args: &Args,
+    index: &Index,
+    fields: &Fields,
+    docs: Vec<Doc>,
+    cats: &[Category],
+    parsed: &[Vec<Box<dyn Query>>],
+    order: &[(usize, usize)],
+    dir: &Path,
+    out: &mut Map<String, Json>,
+    cat_json: &mut Map<String, Json>,
+) -> Result<()> {
+    let n_docs = docs.len();
+    let mut writer = new_writer(index)?;
+    let t0 = Instant::now();
+    for (i, d) in docs.into_iter().enumerate() {
+        writer.add_document(make_doc(fields, i as u64, d))?;
+    }
+    writer.commit()?;
+    let index_secs = t0.elapsed().as_secs_f64();
+
+    // merge everything into one segment and wait
+    let tm = Instant::now();
+    writer.wait_merging_threads()?; // lets any background merge finish
+    let segments_before = index.searchable_segment_ids()?.len();
+    if segments_before > 1 {
+        let mut merger = new_writer(index)?;
+        merger.set_merge_policy(Box::new(NoMergePolicy));
+        let ids = index.searchable_segment_ids()?;
+        merger.merge(&ids).wait()?;
+        merger.garbage_collect_files().wait()?;
+        merger.wait_merging_threads()?;
+    }
+    let merge_secs = tm.elapsed().as_secs_f64();
+    let segments_after = index.searchable_segment_ids()?.len();
+    let index_bytes = dir_size(dir);
+
+    out.insert(
+        "ingest".into(),
+        json!({"docs": n_docs, "seconds": index_secs, "docs_per_sec": n_docs as f64 / index_secs}),
+    );
+    out.insert("merge_seconds".into(), json!(merge_secs));
+    out.insert("segments_before_merge".into(), json!(segments_before));
+    out.insert("segments".into(), json!(segments_after));
+    out.insert("index_bytes".into(), json!(index_bytes));
+
+    let reader = open_reader(index)?;
+    let searcher = reader.searcher();
+    let collector = TopDocs::with_limit(args.top_k).order_by_score();
+
+    // warm-up: every query once (--warmup-passes), untimed
+    warm_up(args, &searcher, parsed, order, out)?;
+    // timed
+    let mut lat: Vec<Vec<f64>> = cats.iter().map(|_| Vec::new()).collect();
+    let mut tops: Vec<Vec<Vec<(Score, DocAddress)>>> =
+        cats.iter().map(|c| vec![Vec::new(); c.queries.len()]).collect();
+    for &(c, i) in order {
+        let t = Instant::now();
+        let top = searcher.search(parsed[c][i].as_ref(), &collector)?;
+        let us = micros(t);
+        lat[c].push(us);
+        tops[c][i] = top;
+    }
+    // untimed: hit counts and the ids of the top hits
+    for (c, cat) in cats.iter().enumerate() {
+        let mut counts = Vec::new();
+        let mut ids = Vec::new();
+        let mut scores = Vec::new();
+        for (i, q) in parsed[c].iter().enumerate() {
+            counts.push(searcher.search(q.as_ref(), &Count)?);
+            let mut qi = Vec::new();
+            let mut qs = Vec::new();
+            for (score, addr) in &tops[c][i] {
+                let doc: TantivyDocument = searcher.doc(*addr)?;
+                qi.push(doc.get_first(fields.id).and_then(|v| v.as_u64()).unwrap_or(u64::MAX));
+                qs.push(((*score as f64) * 1e4).round() / 1e4);
+            }
+            ids.push(qi);
+            scores.push(qs);
+        }
+        cat_json.insert(
+            cat.name.clone(),
+            json!({
+                "latencies_us": lat[c],
+                "hit_counts": counts,
+                "queries": cat.queries,
+                "top_ids": ids,
+                "top_scores": scores,
+            }),
+        );
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_nrt(
+    args: &Args,
+    index: &Index,
+    fields: &Fields,
+    mut docs: Vec<Doc>,
+    cats: &[Category],
+    parsed: &[Vec<Box<dyn Query>>],
+    order: &[(usize, usize)],
+    dir: &Path,
+    out: &mut Map<String, Json>,
+    cat_json: &mut Map<String, Json>,
+) -> Result<()> {
+    let n_docs = docs.len();
+    let n_init = ((n_docs as f64) * args.wrt_fraction).floor() as usize;
+    let rest = docs.split_off(n_init);
+    let n_rest = rest.len();
+    if n_rest == 0 {
+        return Err("nrt mode needs documents left to ingest after the initial fraction".into());
+    }
+
+    // initial load (committed)
+    let mut writer = new_writer(index)?;
+    let t0 = Instant::now();
+    for (i, d) in docs.into_iter().enumerate() {
+        writer.add_document(make_doc(fields, i as u64, d))?;
+    }
+    writer.commit()?;
+    let init_secs = t0.elapsed().as_secs_f64();
+    eprintln!("[tantivy] initial load: {n_init} docs in {init_secs:.2}s");
+
+    let reader = open_reader(index)?;
+    let mut searcher = reader.searcher();
+    let collector = TopDocs::with_limit(args.top_k).order_by_score();
+    // warm-up on the initial snapshot: every query once (--warmup-passes), untimed
+    warm_up(args, &searcher, parsed, order, out)?;
+
+    let writer = Arc::new(RwLock::new(writer));
+    let done = Arc::new(AtomicBool::new(false));
+    let ingest_start = Instant::now();
+    let handle = {
+        let writer = Arc::clone(&writer);
+        let done = Arc::clone(&done);
+        let fields = *fields;
+        std::thread::Builder::new().name("ingest".into()).spawn(move || -> Result<f64> {
+            let t = Instant::now();
+            let res = (|| -> Result<()> {
+                for (j, d) in rest.into_iter().enumerate() {
+                    let doc = make_doc(&fields, (n_init + j) as u64, d);
+                    writer.read().map_err(|_| "writer lock poisoned")?.add_document(doc)?;
+                }
+                Ok(())
+            })();
+            done.store(true, Ordering::Release);
+            res.map(|_| t.elapsed().as_secs_f64())
+        })?
+    };
+
+    let k = args.reopen_every;
+    let mut lat: Vec<Vec<f64>> = cats.iter().map(|_| Vec::new()).collect();
+    let mut qn: usize = 0;
+    let mut reopens: u64 = 0;
+    let mut reopen_us_total = 0.0;
+    let mut reopen_us_max: f64 = 0.0;
+    while !done.load(Ordering::Acquire) {
+        let (c, i) = order[qn % order.len()];
+        let t = Instant::now();
+        if k > 0 && qn % k == 0 {
+            let tr = Instant::now();
+            writer.write().map_err(|_| "writer lock poisoned")?.commit()?;
+            reader.reload()?;
+            searcher = reader.searcher();
+            let r = micros(tr);
+            reopens += 1;
+            reopen_us_total += r;
+            reopen_us_max = reopen_us_max.max(r);
+        }
+        let top = searcher.search(parsed[c][i].as_ref(), &collector)?;
+        let us = micros(t);
+        std::hint::black_box(top);
+        lat[c].push(us);
+        qn += 1;
+    }
+    let visible_at_end = searcher.num_docs();
+    let add_loop_secs = handle.join().map_err(|_| "ingest thread panicked")??;
+    let tf = Instant::now();
+    writer.write().map_err(|_| "writer lock poisoned")?.commit()?;
+    let final_commit_secs = tf.elapsed().as_secs_f64();
+    let ingest_secs = ingest_start.elapsed().as_secs_f64();
+    reader.reload()?;
+    let total_visible = reader.searcher().num_docs();
+    let writer = Arc::try_unwrap(writer)
+        .map_err(|_| "writer still shared")?
+        .into_inner()
+        .map_err(|_| "writer lock poisoned")?;
+    writer.wait_merging_threads()?;
+    let index_bytes = dir_size(dir);
+
+    out.insert(
+        "ingest".into(),
+        json!({"docs": n_rest, "seconds": ingest_secs, "docs_per_sec": n_rest as f64 / ingest_secs}),
+    );
+    out.insert("index_bytes".into(), json!(index_bytes));
+    out.insert(
+        "nrt".into(),
+        json!({
+            "wrt_fraction": args.wrt_fraction,
+            "initial_docs": n_init,
+            "initial_seconds": init_secs,
+            "add_loop_seconds": add_loop_secs,
+            "final_commit_seconds": final_commit_secs,
+            "queries_run": qn,
+            "reopens": reopens,
+            "reopen_us_total": reopen_us_total,
+            "reopen_us_mean": if reopens > 0 { reopen_us_total / reopens as f64 } else { 0.0 },
+            "reopen_us_max": reopen_us_max,
+            "visible_docs_at_last_query": visible_at_end,
+            "visible_docs_final": total_visible,
+            "segments_final": index.searchable_segment_ids()?.len(),
+        }),
+    );
+    for (c, cat) in cats.iter().enumerate() {
+        cat_json.insert(
+            cat.name.clone(),
+            json!({"latencies_us": lat[c], "queries": cat.queries}),
+        );
+    }
+    Ok(())
+}
+
+/// Untimed passes over the whole query set: at least --warmup-passes and --warmup-seconds.
+fn warm_up(
+    args: &Args,
+    searcher: &tantivy::Searcher,
+    parsed: &[Vec<Box<dyn Query>>],
+    order: &[(usize, usize)],
+    out: &mut Map<String, Json>,
+) -> Result<()> {
+    let collector = TopDocs::with_limit(args.top_k).order_by_score();
+    let t0 = Instant::now();
+    let mut passes = 0usize;
+    while passes < args.warmup_passes || t0.elapsed().as_secs_f64() < args.warmup_seconds {
+        for &(c, i) in order {
+            std::hint::black_box(searcher.search(parsed[c][i].as_ref(), &collector)?);
+        }
+        passes += 1;
+    }
+    out.insert("warmup".into(), json!({"passes": passes, "seconds": t0.elapsed().as_secs_f64()}));
+    Ok(())
+}
+
+fn summary(out: &Map<String, Json>) {
+    let g = |k: &str| out.get(k).cloned().unwrap_or(Json::Null);
+    let ingest = g("ingest");
+    eprintln!(
+        "[{}] {} mode={} K={} docs={} ingest: {} docs in {:.2}s = {:.0} docs/s, index {:.1} MB, peak RSS {:.0} MB",
+        g("engine").as_str().unwrap_or(""),
+        g("version").as_str().unwrap_or(""),
+        g("mode").as_str().unwrap_or(""),
+        g("reopen_every"),
+        g("docs"),
+        ingest["docs"],
+        ingest["seconds"].as_f64().unwrap_or(0.0),
+        ingest["docs_per_sec"].as_f64().unwrap_or(0.0),
+        g("index_bytes").as_f64().unwrap_or(0.0) / 1e6,
+        g("peak_rss_bytes").as_f64().unwrap_or(0.0) / 1e6,
+    );
+    if let Some(n) = out.get("nrt") {
+        eprintln!(
+            "  nrt: {} queries, {} reopens (mean {:.0} us, max {:.0} us), visible at last query {}",
+            n["queries_run"],
+            n["reopens"],
+            n["reopen_us_mean"].as_f64().unwrap_or(0.0),
+            n["reopen_us_max"].as_f64().unwrap_or(0.0),
+            n["visible_docs_at_last_query"]
+        );
+    }
+    eprintln!("  {:<12} {:>6} {:>10} {:>10} {:>10} {:>10}", "category", "n", "mean_us", "p50_us", "p90_us", "p99_us");
+    if let Some(Json::Object(cats)) = out.get("categories") {
+        for (name, v) in cats {
+            let mut l: Vec<f64> = v["latencies_us"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
+                .unwrap_or_default();
+            l.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            let mean = if l.is_empty() { 0.0 } else { l.iter().sum::<f64>() / l.len() as f64 };
+            eprintln!(
+                "  {:<12} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+                name,
+                l.len(),
+                mean,
+                percentile(&l, 50.0),
+                percentile(&l, 90.0),
+                percentile(&l, 99.0)
+            );
+        }
+    }
+}

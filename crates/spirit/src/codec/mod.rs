@@ -1,0 +1,25 @@
+//! Codecs: how posting lists are laid out as bytes.
+//!
+//! A posting list is cut into blocks of [`BLOCK`] postings. Full blocks store doc-id gaps and term
+//! frequencies SIMD bit-packed (the `bitpacking` crate, seed 004's SIMD-BP128); the last, partial block uses
+//! VByte. A skip table in front (last doc, byte offset, positions offset and max tf per block) lets
+//! [`PostingsCursor::advance`] jump over whole blocks, and positions live in their own VByte stream that is
+//! decoded only when a phrase needs them. The layout is position independent: the same bytes are read from
+//! the DRAM copy and from the persistent copy.
+//!
+//! Every decoder bounds-checks what it reads and reports [`CodecError`] instead of panicking, because
+//! persistent bytes can be corrupted.
+
+mod postings;
+mod vbyte;
+
+pub use postings::{encode_postings, PostingsCursor, PostingsMeta, BLOCK, NO_DOC};
+pub use vbyte::{read_vbyte, write_vbyte};
+
+/// A malformed encoded structure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("corrupt {what} at byte {offset}")]
+pub struct CodecError {
+    pub what: &'static str,
+    pub offset: usize,
+}

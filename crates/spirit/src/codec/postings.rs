@@ -1,0 +1,415 @@
+//! The posting-list blob: header, skip table, blocks, positions stream.
+//!
+//! ```text
+//! u32 n_postings | u32 n_blocks | u32 positions_start | u32 reserved
+//! skip[n_blocks]: u32 last_doc | u32 block_offset | u32 positions_offset | u32 max_tf
+//! blocks: full:    u8 doc_bits | u8 tf_bits | packed (doc gaps - 1) | packed (tf - 1)
+//!         partial: VByte gaps, then VByte tf - 1
+//! positions: per posting, tf VByte position gaps (first absolute)
+//! ```
+//! Gaps are taken from the previous block's last doc; the first posting of the list is stored as is.
+
+use super::vbyte::{read_vbyte, write_vbyte};
+use super::CodecError;
+use bitpacking::{BitPacker, BitPacker4x};
+
+/// Postings per block.
+pub const BLOCK: usize = BitPacker4x::BLOCK_LEN;
+/// The doc id of an exhausted cursor.
+pub const NO_DOC: u32 = u32::MAX;
+const HEADER: usize = 16;
+const SKIP: usize = 16;
+
+/// What the encoder learned about the list (stored in the dictionary).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PostingsMeta {
+    pub df: u32,
+    pub total_tf: u64,
+    pub max_tf: u32,
+}
+
+/// Encodes postings (`docs` strictly increasing, `tfs[i] >= 1`, `positions` concatenated per posting,
+/// `tfs[i]` positions each, increasing within a posting) and appends the blob to `out`.
+pub fn encode_postings(docs: &[u32], tfs: &[u32], positions: &[u32], out: &mut Vec<u8>) -> PostingsMeta {
+    assert_eq!(docs.len(), tfs.len());
+    assert!(!docs.is_empty(), "empty posting list");
+    debug_assert!(docs.windows(2).all(|w| w[0] < w[1]), "doc ids must increase");
+    let n = docs.len();
+    let n_blocks = n.div_ceil(BLOCK);
+    let start = out.len();
+    out.extend_from_slice(&(n as u32).to_le_bytes());
+    out.extend_from_slice(&(n_blocks as u32).to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes()); // positions_start, patched below
+    out.extend_from_slice(&0u32.to_le_bytes());
+    let skip_at = out.len();
+    out.resize(skip_at + n_blocks * SKIP, 0);
+
+    let bp = BitPacker4x::new();
+    let mut positions_stream = Vec::new();
+    let mut pos_i = 0usize;
+    let mut prev: Option<u32> = None;
+    let mut meta = PostingsMeta { df: n as u32, ..Default::default() };
+    let mut packed = [0u8; 4 * BLOCK];
+    let mut tf_minus = [0u32; BLOCK];
+    for b in 0..n_blocks {
+        let lo = b * BLOCK;
+        let hi = (lo + BLOCK).min(n);
+        let block_off = out.len() - start;
+        let pos_off = positions_stream.len();
+        let mut max_tf = 0;
+        for i in lo..hi {
+            let tf = tfs[i];
+            assert!(tf >= 1);
+            max_tf = max_tf.max(tf);
+            meta.total_tf += tf as u64;
+            let mut last = 0;
+            for (j, &p) in positions[pos_i..pos_i + tf as usize].iter().enumerate() {
+                write_vbyte(&mut positions_stream, if j == 0 { p } else { p - last });
+                last = p;
+            }
+            pos_i += tf as usize;
+        }
+        meta.max_tf = meta.max_tf.max(max_tf);
+        if hi - lo == BLOCK {
+            let d = &docs[lo..hi];
+            let doc_bits = bp.num_bits_strictly_sorted(prev, d);
+            for (k, &tf) in tfs[lo..hi].iter().enumerate() {
+                tf_minus[k] = tf - 1;
+            }
+            let tf_bits = bp.num_bits(&tf_minus);
+            out.push(doc_bits);
+            out.push(tf_bits);
+            let w = bp.compress_strictly_sorted(prev, d, &mut packed, doc_bits);
+            out.extend_from_slice(&packed[..w]);
+            let w = bp.compress(&tf_minus, &mut packed, tf_bits);
+            out.extend_from_slice(&packed[..w]);
+        } else {
+            let mut p = prev;
+            for &d in &docs[lo..hi] {
+                write_vbyte(out, match p {
+                    Some(p) => d - p - 1,
+                    None => d,
+                });
+                p = Some(d);
+            }
+            for &tf in &tfs[lo..hi] {
+                write_vbyte(out, tf - 1);
+            }
+        }
+        let last_doc = docs[hi - 1];
+        prev = Some(last_doc);
+        let s = skip_at + b * SKIP;
+        out[s..s + 4].copy_from_slice(&last_doc.to_le_bytes());
+        out[s + 4..s + 8].copy_from_slice(&(block_off as u32).to_le_bytes());
+        out[s + 8..s + 12].copy_from_slice(&(pos_off as u32).to_le_bytes());
+        out[s + 12..s + 16].copy_from_slice(&max_tf.to_le_bytes());
+    }
+    assert_eq!(pos_i, positions.len(), "positions do not match term frequencies");
+    let positions_start = (out.len() - start) as u32;
+    out[start + 8..start + 12].copy_from_slice(&positions_start.to_le_bytes());
+    out.extend_from_slice(&positions_stream);
+    meta
+}
+
+fn u32_at(buf: &[u8], at: usize, what: &'static str) -> Result<u32, CodecError> {
+    buf.get(at..at + 4)
+        .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+        .ok_or(CodecError { what, offset: at })
+}
+
+/// A forward cursor over one posting blob: `next`, `advance(target)` with block skipping, lazy positions.
+pub struct PostingsCursor<'a> {
+    blob: &'a [u8],
+    n: u32,
+    n_blocks: u32,
+    positions_start: usize,
+    block: u32,
+    docs: [u32; BLOCK],
+    tfs: [u32; BLOCK],
+    len: usize,
+    i: usize,
+    doc: u32,
+    /// Byte offset in the positions stream of the positions of posting `pos_index` of the current block.
+    pos_cursor: usize,
+    pos_index: usize,
+}
+
+impl<'a> PostingsCursor<'a> {
+    /// Opens a cursor positioned on the first posting (or exhausted for an empty list).
+    pub fn new(blob: &'a [u8]) -> Result<PostingsCursor<'a>, CodecError> {
+        let n = u32_at(blob, 0, "postings header")?;
+        let n_blocks = u32_at(blob, 4, "postings header")?;
+        let positions_start = u32_at(blob, 8, "postings header")? as usize;
+        if n_blocks as usize != (n as usize).div_ceil(BLOCK)
+            || HEADER + n_blocks as usize * SKIP > blob.len()
+            || positions_start > blob.len()
+        {
+            return Err(CodecError { what: "postings header", offset: 0 });
+        }
+        let mut c = PostingsCursor {
+            blob,
+            n,
+            n_blocks,
+            positions_start,
+            block: 0,
+            docs: [0; BLOCK],
+            tfs: [0; BLOCK],
+            len: 0,
+            i: 0,
+            doc: NO_DOC,
+            pos_cursor: 0,
+            pos_index: 0,
+        };
+        if n > 0 {
+            c.load_block(0)?;
+        }
+        Ok(c)
+    }
+
+    /// Number of postings in the list.
+    pub fn len(&self) -> u32 {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Last doc of block `b` (from the skip table).
+    fn last_doc(&self, b: u32) -> u32 {
+        u32_at(self.blob, HEADER + b as usize * SKIP, "skip").unwrap_or(NO_DOC)
+    }
+
+    /// Max tf of the current block (for block-max scoring).
+    pub fn block_max_tf(&self) -> u32 {
+        u32_at(self.blob, HEADER + self.block as usize * SKIP + 12, "skip").unwrap_or(u32::MAX)
+    }
+
+    fn load_block(&mut self, b: u32) -> Result<(), CodecError> {
+        let s = HEADER + b as usize * SKIP;
+        let mut at = u32_at(self.blob, s + 4, "skip")? as usize;
+        let pos_off = u32_at(self.blob, s + 8, "skip")? as usize;
+        let prev = if b == 0 { None } else { Some(self.last_doc(b - 1)) };
+        let lo = b as usize * BLOCK;
+        let len = (self.n as usize - lo).min(BLOCK);
+        if len == BLOCK {
+            let (Some(&doc_bits), Some(&tf_bits)) = (self.blob.get(at), self.blob.get(at + 1)) else {
+                return Err(CodecError { what: "block header", offset: at });
+            };
+            if doc_bits > 32 || tf_bits > 32 {
+                return Err(CodecError { what: "block bit width", offset: at });
+            }
+            at += 2;
+            let bp = BitPacker4x::new();
+            let need = doc_bits as usize * BLOCK / 8;
+            let src = self.blob.get(at..at + need).ok_or(CodecError { what: "doc block", offset: at })?;
+            bp.decompress_strictly_sorted(prev, src, &mut self.docs, doc_bits);
+            at += need;
+            let need = tf_bits as usize * BLOCK / 8;
+            let src = self.blob.get(at..at + need).ok_or(CodecError { what: "tf block", offset: at })?;
+            bp.decompress(src, &mut self.tfs, tf_bits);
+            for t in self.tfs.iter_mut() {
+                *t = t.wrapping_add(1);
+            }
+        } else {
+            let mut p = prev;
+            for k in 0..len {
+                let g = read_vbyte(self.blob, &mut at)?;
+                let d = match p {
+                    Some(p) => p.checked_add(g).and_then(|x| x.checked_add(1)),
+                    None => Some(g),
+                }
+                .ok_or(CodecError { what: "doc gap", offset: at })?;
+                self.docs[k] = d;
+                p = Some(d);
+            }
+            for k in 0..len {
+                self.tfs[k] = read_vbyte(self.blob, &mut at)?.wrapping_add(1);
+            }
+        }
+        self.block = b;
+        self.len = len;
+        self.i = 0;
+        self.doc = self.docs[0];
+        self.pos_cursor = self.positions_start + pos_off;
+        self.pos_index = 0;
+        Ok(())
+    }
+
+    /// The current doc, or [`NO_DOC`].
+    #[inline]
+    pub fn doc(&self) -> u32 {
+        self.doc
+    }
+
+    /// Term frequency of the current posting.
+    #[inline]
+    pub fn freq(&self) -> u32 {
+        self.tfs[self.i]
+    }
+
+    /// Moves to the next posting.
+    pub fn next(&mut self) -> Result<u32, CodecError> {
+        if self.doc == NO_DOC {
+            return Ok(NO_DOC);
+        }
+        self.i += 1;
+        if self.i < self.len {
+            self.doc = self.docs[self.i];
+        } else if self.block + 1 < self.n_blocks {
+            self.load_block(self.block + 1)?;
+        } else {
+            self.doc = NO_DOC;
+        }
+        Ok(self.doc)
+    }
+
+    /// Moves to the first posting with doc >= `target`, skipping whole blocks through the skip table and
+    /// galloping inside the decoded block.
+    pub fn advance(&mut self, target: u32) -> Result<u32, CodecError> {
+        if self.doc >= target {
+            return Ok(self.doc);
+        }
+        if self.last_doc(self.block) < target {
+            // Find the first block whose last doc reaches the target.
+            let (mut lo, mut hi) = (self.block + 1, self.n_blocks);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if self.last_doc(mid) < target {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            if lo >= self.n_blocks {
+                self.doc = NO_DOC;
+                return Ok(NO_DOC);
+            }
+            self.load_block(lo)?;
+        }
+        // Gallop inside the block.
+        let mut step = 1;
+        let mut lo = self.i;
+        while lo + step < self.len && self.docs[lo + step] < target {
+            lo += step;
+            step *= 2;
+        }
+        let hi = (lo + step).min(self.len);
+        let k = lo + self.docs[lo..hi].partition_point(|&d| d < target);
+        if k >= self.len {
+            // Cannot happen when the skip table is consistent; treat as corruption.
+            return Err(CodecError { what: "skip table", offset: HEADER + self.block as usize * SKIP });
+        }
+        self.i = k;
+        self.doc = self.docs[k];
+        Ok(self.doc)
+    }
+
+    /// Decodes the positions of the current posting into `out` (cleared first).
+    pub fn positions(&mut self, out: &mut Vec<u32>) -> Result<(), CodecError> {
+        out.clear();
+        while self.pos_index < self.i {
+            for _ in 0..self.tfs[self.pos_index] {
+                read_vbyte(self.blob, &mut self.pos_cursor)?;
+            }
+            self.pos_index += 1;
+        }
+        let mut at = self.pos_cursor;
+        let mut p = 0u32;
+        for j in 0..self.tfs[self.i] {
+            let g = read_vbyte(self.blob, &mut at)?;
+            p = if j == 0 { g } else { p.wrapping_add(g) };
+            out.push(p);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn list(docs: &[u32]) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+        let tfs: Vec<u32> = docs.iter().map(|d| d % 5 + 1).collect();
+        let mut pos = vec![];
+        for (k, &tf) in tfs.iter().enumerate() {
+            for j in 0..tf {
+                pos.push(k as u32 * 3 + j * 7);
+            }
+        }
+        (docs.to_vec(), tfs, pos)
+    }
+
+    fn check(docs: &[u32]) {
+        let (docs, tfs, pos) = list(docs);
+        let mut blob = vec![];
+        let meta = encode_postings(&docs, &tfs, &pos, &mut blob);
+        assert_eq!(meta.df as usize, docs.len());
+        let mut c = PostingsCursor::new(&blob).unwrap();
+        let mut out = vec![];
+        let mut pi = 0;
+        for (k, &d) in docs.iter().enumerate() {
+            assert_eq!(c.doc(), d);
+            assert_eq!(c.freq(), tfs[k]);
+            if k % 3 == 0 {
+                c.positions(&mut out).unwrap();
+                assert_eq!(&out[..], &pos[pi..pi + tfs[k] as usize]);
+            }
+            pi += tfs[k] as usize;
+            c.next().unwrap();
+        }
+        assert_eq!(c.doc(), NO_DOC);
+        // advance to every doc and to every gap
+        for (k, &d) in docs.iter().enumerate() {
+            let mut c = PostingsCursor::new(&blob).unwrap();
+            assert_eq!(c.advance(d).unwrap(), d);
+            if d > 0 && (k == 0 || docs[k - 1] < d - 1) {
+                let mut c = PostingsCursor::new(&blob).unwrap();
+                assert_eq!(c.advance(d - 1).unwrap(), d);
+            }
+        }
+        let mut c = PostingsCursor::new(&blob).unwrap();
+        assert_eq!(c.advance(docs[docs.len() - 1].saturating_add(1)).unwrap(), if *docs.last().unwrap() == u32::MAX { u32::MAX } else { NO_DOC });
+    }
+
+    #[test]
+    fn adversarial_lengths() {
+        for n in [1usize, 2, 127, 128, 129, 255, 256, 257, 1000] {
+            let docs: Vec<u32> = (0..n as u32).map(|i| i * 3 + 1).collect();
+            check(&docs);
+            let dense: Vec<u32> = (0..n as u32).collect();
+            check(&dense);
+        }
+        check(&[0]);
+        check(&[u32::MAX - 1]);
+        check(&[0, u32::MAX - 1]);
+        let gaps: Vec<u32> = (0..300u32).map(|i| i * 14_000_000).collect();
+        check(&gaps);
+    }
+
+    proptest! {
+        #[test]
+        fn random_lists(mut docs in proptest::collection::btree_set(0u32..5_000_000, 1..700)) {
+            let docs: Vec<u32> = std::mem::take(&mut docs).into_iter().collect();
+            check(&docs);
+        }
+
+        #[test]
+        fn corrupt_blobs_never_panic(docs in proptest::collection::btree_set(0u32..100_000, 1..400), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
+            let docs: Vec<u32> = docs.into_iter().collect();
+            let (docs, tfs, pos) = list(&docs);
+            let mut blob = vec![];
+            encode_postings(&docs, &tfs, &pos, &mut blob);
+            for (i, x) in flips { let n = blob.len(); blob[i % n] ^= x | 1; }
+            if let Ok(mut c) = PostingsCursor::new(&blob) {
+                let mut out = vec![];
+                for _ in 0..2000 {
+                    if c.doc() == NO_DOC { break; }
+                    let _ = c.positions(&mut out);
+                    if c.next().is_err() { break; }
+                }
+            }
+        }
+    }
+}

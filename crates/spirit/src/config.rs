@@ -1,0 +1,130 @@
+//! Configuration: budgets, durability mode and lifecycle policies, with sane defaults.
+
+use serde::{Deserialize, Serialize};
+
+/// What survives a shutdown or a crash (DESIGN.md §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Durability {
+    /// Nothing survives: the persistent tier is only overflow space. Fastest.
+    Volatile,
+    /// A clean shutdown (`close()`, SIGTERM, SIGINT) persists everything; restart maps the heap.
+    #[default]
+    Graceful,
+    /// Survives `kill -9` and power loss (write-ahead log). Not available yet.
+    CrashSafe,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "volatile" => Ok(Durability::Volatile),
+            "graceful" | "async" => Ok(Durability::Graceful),
+            "crash-safe" | "crash_safe" | "request" => Ok(Durability::CrashSafe),
+            other => Err(format!("unknown durability mode [{other}]; use volatile, graceful or crash-safe")),
+        }
+    }
+}
+
+/// When an engraved segment is committed (its DRAM copy released).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CommitPolicy {
+    /// Only when DRAM is needed (SPIRIT's lazy pointer update): queries read DRAM copies while they fit.
+    #[default]
+    Lazy,
+    /// Right after engraving: DRAM holds only fresh segments and images in flight.
+    Eager,
+}
+
+/// Per-shard settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardConfig {
+    /// Hard cap on the DRAM heap in bytes.
+    pub dram_budget: usize,
+    /// Hard cap on the persistent heap file in bytes.
+    pub persistent_budget: u64,
+    /// Arena size of one fresh segment; default: min(16 MiB, budget / 8).
+    pub fresh_segment_bytes: Option<usize>,
+    /// Upper bound on documents per segment.
+    pub max_docs_per_segment: u32,
+    pub durability: Durability,
+    pub commit: CommitPolicy,
+}
+
+impl Default for ShardConfig {
+    fn default() -> Self {
+        ShardConfig {
+            dram_budget: 1 << 30,
+            persistent_budget: 64 << 30,
+            fresh_segment_bytes: None,
+            max_docs_per_segment: 1 << 16,
+            durability: Durability::Graceful,
+            commit: CommitPolicy::Lazy,
+        }
+    }
+}
+
+/// The smallest DRAM budget that holds two fresh segments and a long-term ring.
+pub const MIN_DRAM_BUDGET: usize = 4 << 20;
+
+impl ShardConfig {
+    pub fn fresh_bytes(&self) -> usize {
+        let b = self.fresh_segment_bytes.unwrap_or((self.dram_budget / 8).min(16 << 20));
+        b.clamp(256 << 10, self.dram_budget / 4) / 64 * 64
+    }
+
+    /// The short-term ring holds the fresh segment being written plus the ones waiting for the flusher.
+    pub fn short_term_bytes(&self) -> usize {
+        let f = self.fresh_bytes();
+        (2 * f).max((self.dram_budget / 2).min(4 * f))
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.dram_budget < MIN_DRAM_BUDGET {
+            return Err(format!("dram budget must be at least {} bytes", MIN_DRAM_BUDGET));
+        }
+        if self.persistent_budget < (1 << 20) {
+            return Err("persistent budget must be at least 1 MiB".into());
+        }
+        if self.max_docs_per_segment == 0 {
+            return Err("max_docs_per_segment must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// Parses sizes like `64MB`, `1g`, `512k`, `1000`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = match t.trim_end_matches(['b', 'i']) {
+        x if x.ends_with('k') => (&x[..x.len() - 1], 1u64 << 10),
+        x if x.ends_with('m') => (&x[..x.len() - 1], 1 << 20),
+        x if x.ends_with('g') => (&x[..x.len() - 1], 1 << 30),
+        x if x.ends_with('t') => (&x[..x.len() - 1], 1 << 40),
+        x => (x, 1),
+    };
+    let n: f64 = num.trim().parse().map_err(|_| format!("invalid size [{s}]; use e.g. 64MB, 2GB"))?;
+    if !(n >= 0.0) {
+        return Err(format!("invalid size [{s}]"));
+    }
+    Ok((n * mult as f64) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_rings() {
+        assert_eq!(parse_size("64MB").unwrap(), 64 << 20);
+        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
+        assert_eq!(parse_size("512KiB").unwrap(), 512 << 10);
+        assert_eq!(parse_size("1000").unwrap(), 1000);
+        assert!(parse_size("lots").is_err());
+        let c = ShardConfig { dram_budget: 64 << 20, ..Default::default() };
+        assert_eq!(c.fresh_bytes(), 8 << 20);
+        assert!(c.short_term_bytes() >= 2 * c.fresh_bytes() && c.short_term_bytes() < c.dram_budget);
+    }
+}

@@ -1,0 +1,291 @@
+//! An index: a schema, its settings and its shard, behind the document-level API (`add`, `get`, `delete`,
+//! `search`).
+
+use crate::config::ShardConfig;
+use crate::error::{Error, Result};
+use crate::query::{self, Query, SearchOptions, Sort};
+use crate::schema::document::{new_fields, take_id};
+use crate::schema::{analyze_document, Schema};
+use crate::shard::{Shard, ShardStats};
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::time::Instant;
+
+/// Settings stored with the index.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IndexSettings {
+    #[serde(default = "k1")]
+    pub bm25_k1: f32,
+    #[serde(default = "b")]
+    pub bm25_b: f32,
+    /// Largest accepted document (`_source` bytes).
+    #[serde(default = "max_doc")]
+    pub max_document_bytes: usize,
+}
+
+fn k1() -> f32 {
+    1.2
+}
+fn b() -> f32 {
+    0.75
+}
+fn max_doc() -> usize {
+    100 << 20
+}
+
+impl Default for IndexSettings {
+    fn default() -> Self {
+        IndexSettings { bm25_k1: k1(), bm25_b: b(), max_document_bytes: max_doc() }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Persisted {
+    schema: Schema,
+    settings: IndexSettings,
+    id_counter: u64,
+}
+
+/// The outcome of an `add`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddResult {
+    pub id: String,
+    /// Internal doc id (global within the shard).
+    pub doc: u32,
+    /// A live document with the same `_id` was replaced.
+    pub replaced: bool,
+}
+
+/// One search hit.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub id: String,
+    pub score: f32,
+    pub doc: u32,
+    /// The stored `_source` as JSON bytes.
+    pub source: Vec<u8>,
+}
+
+impl Hit {
+    pub fn source_json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.source).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SearchResult {
+    pub total: u64,
+    pub total_exact: bool,
+    pub hits: Vec<Hit>,
+    pub took_micros: u64,
+}
+
+/// An index.
+pub struct Index {
+    name: String,
+    shard: Shard,
+    schema: RwLock<Schema>,
+    settings: IndexSettings,
+    id_counter: AtomicU64,
+    id_prefix: String,
+}
+
+/// Stats of one index.
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexStats {
+    pub name: String,
+    pub fields: usize,
+    #[serde(flatten)]
+    pub shard: ShardStats,
+}
+
+impl Index {
+    /// Opens (or creates) the index stored in `dir`. `mappings` and `settings` apply to a new index; for an
+    /// existing one, new mappings are merged in.
+    pub fn open(
+        name: &str,
+        dir: &Path,
+        cfg: ShardConfig,
+        mappings: Option<&serde_json::Value>,
+        settings: Option<IndexSettings>,
+    ) -> Result<Index> {
+        cfg.validate().map_err(Error::InvalidArgument)?;
+        let (shard, extra) = Shard::open(dir, cfg)?;
+        let (mut schema, settings, counter) = if extra.is_null() {
+            (Schema::default(), settings.unwrap_or_default(), 0)
+        } else {
+            let p: Persisted = serde_json::from_value(extra)
+                .map_err(|e| Error::Format(format!("{}: index metadata: {e}", dir.display())))?;
+            (p.schema.rebuild()?, p.settings, p.id_counter)
+        };
+        if let Some(m) = mappings {
+            schema.apply_mappings(m)?;
+        }
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        Ok(Index {
+            name: name.to_string(),
+            shard,
+            schema: RwLock::new(schema),
+            settings,
+            id_counter: AtomicU64::new(counter),
+            id_prefix: format!("{:x}", (nanos as u64) >> 10),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn settings(&self) -> &IndexSettings {
+        &self.settings
+    }
+
+    /// A copy of the schema.
+    pub fn schema(&self) -> Schema {
+        self.schema.read().clone()
+    }
+
+    /// Adds fields from Elasticsearch `mappings`.
+    pub fn put_mappings(&self, mappings: &serde_json::Value) -> Result<()> {
+        self.schema.write().apply_mappings(mappings)
+    }
+
+    fn next_id(&self) -> String {
+        let n = self.id_counter.fetch_add(1, Relaxed);
+        format!("{}{:x}", self.id_prefix, n)
+    }
+
+    /// Adds a JSON document (an object with optional `_id`). A document with the `_id` of a live document
+    /// replaces it. Visible to every search that starts after this returns.
+    pub fn add(&self, doc: serde_json::Value) -> Result<AddResult> {
+        let (id, body) = take_id(doc)?;
+        self.add_with_id(id, body)
+    }
+
+    /// Adds a document given as JSON text.
+    pub fn add_json(&self, json: &[u8]) -> Result<AddResult> {
+        if json.len() > self.settings.max_document_bytes {
+            return Err(Error::DocumentTooLarge { size: json.len(), limit: self.settings.max_document_bytes });
+        }
+        let v: serde_json::Value =
+            serde_json::from_slice(json).map_err(|e| Error::BadDocument(format!("malformed JSON: {e}")))?;
+        self.add(v)
+    }
+
+    /// Adds `body` (without `_id`) under `id`, or a generated id when `None`.
+    pub fn add_with_id(&self, id: Option<String>, body: serde_json::Value) -> Result<AddResult> {
+        if !body.is_object() {
+            return Err(Error::BadDocument("a document must be a JSON object".into()));
+        }
+        {
+            let s = self.schema.read();
+            let new = new_fields(&s, &body);
+            drop(s);
+            if !new.is_empty() {
+                let mut w = self.schema.write();
+                for f in new {
+                    w.add_field(f)?;
+                }
+            }
+        }
+        let generated = id.is_none();
+        let id = match id {
+            Some(id) => {
+                crate::schema::document::validate_id(&id)?;
+                id
+            }
+            None => self.next_id(),
+        };
+        let analyzed = analyze_document(&self.schema.read(), id, &body)?;
+        if analyzed.source.len() > self.settings.max_document_bytes {
+            return Err(Error::DocumentTooLarge { size: analyzed.source.len(), limit: self.settings.max_document_bytes });
+        }
+        let (doc, replaced) = self.shard.upsert(&analyzed, !generated)?;
+        Ok(AddResult { id: analyzed.id, doc, replaced })
+    }
+
+    /// Deletes the document with `_id`; returns whether it existed.
+    pub fn delete(&self, id: &str) -> Result<bool> {
+        self.shard.delete(id)
+    }
+
+    /// Real-time get by `_id`: the `_source` bytes of the live document.
+    pub fn get(&self, id: &str) -> Result<Option<Vec<u8>>> {
+        match self.shard.find_id(id) {
+            None => Ok(None),
+            Some((seg, local)) => {
+                let r = match &seg.data {
+                    crate::gdt::SegData::Fresh(f) => f.stored(local),
+                    crate::gdt::SegData::Image { .. } => {
+                        seg.image().expect("image").and_then(|v| v.stored(local))
+                    }
+                };
+                r.map(|(_, src)| Some(src)).map_err(|e| Error::Format(e.0))
+            }
+        }
+    }
+
+    /// Parses a Lucene-style query string and searches.
+    pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<SearchResult> {
+        let q = query::parse(query)?;
+        self.search_query(&q, opts)
+    }
+
+    /// Searches with a query AST.
+    pub fn search_query(&self, q: &Query, opts: &SearchOptions) -> Result<SearchResult> {
+        let t0 = Instant::now();
+        let snap = self.shard.pin();
+        let node = {
+            let schema = self.schema.read();
+            query::plan(q, &schema, &snap)?
+        };
+        let mut opts = opts.clone();
+        opts.bm25 = query::Bm25 { k1: self.settings.bm25_k1, b: self.settings.bm25_b };
+        let res = query::execute(&snap, &node, &opts)?;
+        let mut hits = Vec::with_capacity(res.hits.len());
+        for h in res.hits {
+            let seg = snap.segment_of(h.doc).ok_or_else(|| Error::Format(format!("hit {} has no segment", h.doc)))?;
+            let local = h.doc - seg.base_doc;
+            let stored = match &seg.data {
+                crate::gdt::SegData::Fresh(f) => f.stored(local),
+                crate::gdt::SegData::Image { .. } => seg.image().expect("image").and_then(|v| v.stored(local)),
+            }
+            .map_err(|e| Error::Format(format!("segment {}: {}", seg.id, e.0)))?;
+            hits.push(Hit { id: stored.0, score: h.score, doc: h.doc, source: stored.1 });
+        }
+        Ok(SearchResult { total: res.total, total_exact: res.total_exact, hits, took_micros: t0.elapsed().as_micros() as u64 })
+    }
+
+    /// Number of live documents matching a query string.
+    pub fn count(&self, query: &str) -> Result<u64> {
+        let opts = SearchOptions { limit: 0, sort: Sort::Score, ..Default::default() };
+        Ok(self.search(query, &opts)?.total)
+    }
+
+    pub fn stats(&self) -> IndexStats {
+        IndexStats { name: self.name.clone(), fields: self.schema.read().fields().len(), shard: self.shard.stats() }
+    }
+
+    /// The shard (for lifecycle control in tests and benchmarks).
+    pub fn shard(&self) -> &Shard {
+        &self.shard
+    }
+
+    /// Closes the index: drains the pipeline and, in graceful mode, persists everything.
+    pub fn close(&self) -> Result<()> {
+        let p = Persisted {
+            schema: self.schema.read().clone(),
+            settings: self.settings.clone(),
+            id_counter: self.id_counter.load(Relaxed),
+        };
+        self.shard.close(serde_json::to_value(&p).expect("index metadata serializes"))
+    }
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}

@@ -1,0 +1,182 @@
+//! The DRAM heap: one anonymous mapping of exactly the DRAM budget, split into the short-term ring (fresh
+//! segment arenas) and the long-term ring (flushed images awaiting commit).
+
+use super::mapping::{atomic_u32s, Mapping};
+use super::ring::Ring;
+use parking_lot::{Condvar, Mutex};
+use std::io;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which ring a block comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingKind {
+    /// Fresh segments' arenas; recycled after flush.
+    ShortTerm,
+    /// Flushed images; recycled after commit.
+    LongTerm,
+}
+
+/// Usage of the DRAM heap, for `stats` and metrics.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct DramStats {
+    pub budget: usize,
+    pub short_term_capacity: usize,
+    pub short_term_used: usize,
+    pub long_term_capacity: usize,
+    pub long_term_used: usize,
+    /// The most bytes ever held by both rings at once since the heap was created.
+    pub high_water: usize,
+}
+
+/// The DRAM heap. Shared by every segment of one shard.
+pub struct DramHeap {
+    map: Mapping,
+    short_cap: usize,
+    rings: Mutex<[Ring; 2]>,
+    freed: Condvar,
+    high_water: AtomicUsize,
+}
+
+impl DramHeap {
+    /// Maps `budget` bytes; `short_term` of them form the short-term ring, the rest the long-term ring.
+    pub fn new(budget: usize, short_term: usize) -> io::Result<Arc<DramHeap>> {
+        assert!(short_term < budget, "short-term ring must leave room for the long-term ring");
+        let map = Mapping::anonymous(budget)?;
+        let short_cap = short_term / 64 * 64;
+        Ok(Arc::new(DramHeap {
+            map,
+            short_cap,
+            rings: Mutex::new([Ring::new(short_cap), Ring::new(budget - short_cap)]),
+            freed: Condvar::new(),
+            high_water: AtomicUsize::new(0),
+        }))
+    }
+
+    fn idx(kind: RingKind) -> usize {
+        match kind {
+            RingKind::ShortTerm => 0,
+            RingKind::LongTerm => 1,
+        }
+    }
+
+    /// Capacity of one ring: the largest block it could ever hand out.
+    pub fn capacity(&self, kind: RingKind) -> usize {
+        self.rings.lock()[Self::idx(kind)].capacity()
+    }
+
+    /// Allocates a zero-filled block, or `None` when the ring has no room now.
+    pub fn try_alloc(self: &Arc<Self>, kind: RingKind, len: usize) -> Option<DramBlock> {
+        let mut rings = self.rings.lock();
+        let (off, rounded) = rings[Self::idx(kind)].alloc(len)?;
+        let used = rings[0].used() + rings[1].used();
+        drop(rings);
+        self.high_water.fetch_max(used, Ordering::Relaxed);
+        let base = if kind == RingKind::ShortTerm { 0 } else { self.short_cap };
+        let block = DramBlock { heap: self.clone(), kind, offset: base + off, ring_offset: off, len: rounded };
+        // SAFETY: the ring never hands out overlapping ranges, so this block is the only owner of
+        // [offset, offset+len) until it is dropped; zeroing it races with nobody.
+        unsafe { std::ptr::write_bytes(self.map.as_ptr().add(block.offset), 0, rounded) };
+        Some(block)
+    }
+
+    /// Allocates, waiting up to `timeout` for space to be freed. `None` on time-out.
+    pub fn alloc_wait(self: &Arc<Self>, kind: RingKind, len: usize, timeout: Duration) -> Option<DramBlock> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(b) = self.try_alloc(kind, len) {
+                return Some(b);
+            }
+            let mut rings = self.rings.lock();
+            if self.freed.wait_until(&mut rings, deadline).timed_out() {
+                drop(rings);
+                return self.try_alloc(kind, len);
+            }
+        }
+    }
+
+    pub fn stats(&self) -> DramStats {
+        let rings = self.rings.lock();
+        DramStats {
+            budget: self.map.len(),
+            short_term_capacity: rings[0].capacity(),
+            short_term_used: rings[0].used(),
+            long_term_capacity: rings[1].capacity(),
+            long_term_used: rings[1].used(),
+            high_water: self.high_water.load(Ordering::Relaxed),
+        }
+    }
+
+    fn free(&self, kind: RingKind, ring_offset: usize) {
+        self.rings.lock()[Self::idx(kind)].free(ring_offset);
+        self.freed.notify_all();
+    }
+}
+
+/// A block of the DRAM heap, owned uniquely; returned to its ring on drop.
+pub struct DramBlock {
+    heap: Arc<DramHeap>,
+    kind: RingKind,
+    offset: usize,
+    ring_offset: usize,
+    len: usize,
+}
+
+impl DramBlock {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The block as bytes, writable: this block is the unique owner of its range.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the range is inside the mapping and owned by this block alone (ring invariant); the
+        // `&mut self` borrow rules out any other view of it for the slice's lifetime.
+        unsafe { std::slice::from_raw_parts_mut(self.heap.map.as_ptr().add(self.offset), self.len) }
+    }
+
+    /// The block as bytes, read-only.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: as above; shared borrows only permit reads.
+        unsafe { std::slice::from_raw_parts(self.heap.map.as_ptr().add(self.offset), self.len) }
+    }
+
+    /// The block as 32-bit atomic words, for structures with one writer and concurrent readers (the fresh
+    /// segment). Callers must not mix this view with [`as_slice`](Self::as_slice).
+    pub fn atomic_words(&self) -> &[AtomicU32] {
+        // SAFETY: blocks are 64-byte aligned (ring alignment, mapping page aligned), in bounds, and the
+        // caller promises atomic-only access while this view is used.
+        unsafe { atomic_u32s(self.heap.map.as_ptr().add(self.offset), self.len) }
+    }
+}
+
+impl Drop for DramBlock {
+    fn drop(&mut self) {
+        self.heap.free(self.kind, self.ring_offset);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_is_a_hard_cap() {
+        let heap = DramHeap::new(1 << 20, 1 << 18).unwrap();
+        let a = heap.try_alloc(RingKind::LongTerm, 500_000).unwrap();
+        assert!(heap.try_alloc(RingKind::LongTerm, 500_000).is_none());
+        assert!(heap.alloc_wait(RingKind::LongTerm, 500_000, Duration::from_millis(10)).is_none());
+        drop(a);
+        let mut b = heap.try_alloc(RingKind::LongTerm, 500_000).unwrap();
+        assert!(b.as_mut_slice().iter().all(|&x| x == 0));
+        b.as_mut_slice()[0] = 7;
+        assert_eq!(b.as_slice()[0], 7);
+        let s = heap.stats();
+        assert!(s.high_water <= s.budget);
+        assert!(s.long_term_used >= 500_000);
+    }
+}

@@ -1,0 +1,135 @@
+//! Raw mappings (anonymous and file-backed) and the typed views over them.
+
+use std::io;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+/// An owned mapping of `len` bytes at `ptr`, unmapped on drop.
+pub(crate) struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory; synchronisation of its contents is the job of the views built on it
+// (unique blocks, shared immutable slices, atomics).
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Anonymous, private, zero-filled memory. Pages are touched lazily, so reserving the whole budget costs
+    /// nothing until it is used.
+    pub(crate) fn anonymous(len: usize) -> io::Result<Mapping> {
+        Self::raw(len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE)
+    }
+
+    /// An inaccessible reservation of address space, to be filled by [`Mapping::map_file_at`].
+    pub(crate) fn reserve(len: usize) -> io::Result<Mapping> {
+        Self::raw(len, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE)
+    }
+
+    fn raw(len: usize, prot: i32, flags: i32) -> io::Result<Mapping> {
+        assert!(len > 0, "empty mapping");
+        // SAFETY: a fresh mapping at an address the kernel chooses; no existing memory is affected.
+        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, -1, 0) };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping { ptr: ptr as *mut u8, len })
+    }
+
+    /// Maps `len` bytes of `fd` starting at file offset `offset` over `[offset, offset+len)` of this
+    /// reservation, shared and writable.
+    pub(crate) fn map_file_at(&self, fd: i32, offset: usize, len: usize) -> io::Result<()> {
+        assert!(offset + len <= self.len, "file mapping beyond the reserved range");
+        assert_eq!(offset % page_size(), 0, "file chunk not page aligned");
+        // SAFETY: the target range lies inside our own reservation (asserted above), so MAP_FIXED replaces
+        // only pages this mapping owns and no other object's memory.
+        let ptr = unsafe {
+            libc::mmap(
+                self.ptr.add(offset) as *mut libc::c_void,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                fd,
+                offset as libc::off_t,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// `msync(MS_SYNC)` of the pages covering `[offset, offset+len)`.
+    pub(crate) fn sync(&self, offset: usize, len: usize) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let page = page_size();
+        let start = offset / page * page;
+        let end = (offset + len).min(self.len);
+        // SAFETY: the range is inside this mapping (clamped to its length) and page aligned at its start.
+        let rc = unsafe { libc::msync(self.ptr.add(start) as *mut libc::c_void, end - start, libc::MS_SYNC) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len came from a successful mmap and nothing refers to the memory any more (every
+        // view borrows the owner of this mapping).
+        unsafe {
+            libc::munmap(self.ptr as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p <= 0 {
+        4096
+    } else {
+        p as usize
+    }
+}
+
+/// Views `len` bytes at `ptr` as shared 32-bit atomic words.
+///
+/// # Safety
+/// `ptr` must be 4-byte aligned, valid for `len` bytes for `'a`, and every access to that memory during
+/// `'a` must go through atomics.
+pub(crate) unsafe fn atomic_u32s<'a>(ptr: *const u8, len: usize) -> &'a [AtomicU32] {
+    debug_assert_eq!(ptr as usize % 4, 0);
+    std::slice::from_raw_parts(ptr as *const AtomicU32, len / 4)
+}
+
+/// # Safety
+/// As [`atomic_u32s`], for one 8-byte aligned word.
+pub(crate) unsafe fn atomic_u64<'a>(ptr: *const u8) -> &'a AtomicU64 {
+    debug_assert_eq!(ptr as usize % 8, 0);
+    &*(ptr as *const AtomicU64)
+}
+
+/// Reads a little-endian byte string out of atomic words (the fresh segment stores stored fields and term
+/// bytes in its word arena).
+pub(crate) fn words_of(words: &[AtomicU32], byte_len: usize, out: &mut Vec<u8>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    out.clear();
+    out.reserve(byte_len);
+    for w in words.iter().take(byte_len.div_ceil(4)) {
+        out.extend_from_slice(&w.load(Relaxed).to_le_bytes());
+    }
+    out.truncate(byte_len);
+}

@@ -1,0 +1,24 @@
+//! Memory: the two heaps every segment lives in, allocated once, with hard caps.
+//!
+//! * [`DramHeap`] is one anonymous mapping of exactly `dram_budget` bytes, split into a *short-term ring*
+//!   (fresh segments' arenas, recycled after flush) and a *long-term ring* (flushed images until they are
+//!   committed). Allocation in segment order makes freeing a pointer bump (SPIRIT §4.4). Because the heap is
+//!   one fixed mapping, exceeding the budget is impossible by construction: a full ring is back-pressure.
+//! * [`PersistentHeap`] is one file of the data directory mapped `MAP_SHARED` into a virtual range reserved
+//!   up front for the whole `persistent_budget`, so the file can grow by chunks without any address moving.
+//!   Everything persistent refers to everything else by *offset* from the heap base, never by address.
+//! * [`persist`](PersistentHeap::persist) is the single persistence barrier (`msync` on ordinary file
+//!   systems).
+//!
+//! This is one of the two modules allowed to use `unsafe` (with `codec`). Everything above it works on the
+//! safe views handed out here: unique writable blocks before publication, shared `&[u8]` after, and atomic
+//! words for the few locations that change while readers look at them.
+
+mod dram;
+mod mapping;
+mod persistent;
+mod ring;
+
+pub use dram::{DramBlock, DramHeap, DramStats, RingKind};
+pub use persistent::{HeapError as PersistentHeapError, PersistentHeap, PersistentStats, RecoveryRecord, FORMAT_VERSION, SUPERBLOCK_BYTES};
+pub(crate) use mapping::words_of;

@@ -1,0 +1,34 @@
+//! The query AST: what every front end (the Lucene-style query string, the Elasticsearch DSL) produces and
+//! the evaluator consumes. Text in the AST is *raw*: the evaluator runs it through the field's analyzer, so
+//! `Term { text: "Running" }` on an English-stemmed field looks up `run`.
+
+use std::ops::Bound;
+
+/// A parsed query.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Query {
+    /// Matches every live document.
+    MatchAll,
+    /// One term in a field (`None` = the index's default fields). The text is analyzed; if analysis yields
+    /// several tokens (`wi-fi`), they are treated as a phrase (as Tantivy does; Lucene ORs them).
+    Term { field: Option<String>, text: String },
+    /// A phrase (`"a b"`): the analyzed tokens must occur at consecutive positions.
+    Phrase { field: Option<String>, text: String },
+    /// Every term starting with `prefix` (`pre*`), lowercased, not stemmed.
+    Prefix { field: Option<String>, prefix: String },
+    /// A range over a numeric or date field (`price:[10 TO 20]`, `date:{* TO 2015-01-01]`).
+    /// Bounds are raw strings, interpreted by the field's type.
+    Range { field: String, lower: Bound<String>, upper: Bound<String> },
+    /// Boolean combination, with Lucene/Elasticsearch semantics: a document matches when it matches every
+    /// `must` and `filter` clause, no `must_not` clause, and — if there are no `must`/`filter` clauses — at
+    /// least one `should` clause. `must` and `should` clauses contribute to the score; `filter` and
+    /// `must_not` do not. A query with only `must_not` clauses matches all other documents.
+    Bool { must: Vec<Query>, should: Vec<Query>, must_not: Vec<Query>, filter: Vec<Query> },
+}
+
+impl Query {
+    /// An empty boolean query (matches nothing until clauses are added).
+    pub fn bool() -> Query {
+        Query::Bool { must: vec![], should: vec![], must_not: vec![], filter: vec![] }
+    }
+}

@@ -1,0 +1,899 @@
+//! Evaluation: document-at-a-time scorers over every segment kind, BM25 with index-wide statistics, and
+//! top-k / newest-first / count collection.
+//!
+//! Statistics (documents with the field, total field length, document frequency) are summed over every
+//! segment of the pinned snapshot — the fresh segment up to its watermark — so a document's score does not
+//! depend on which segment holds it. Deleted documents still count in the statistics until they are
+//! compacted away, as in Lucene.
+
+use super::plan::Node;
+use crate::codec::{PostingsCursor, NO_DOC};
+use crate::error::{Error, Result};
+use crate::gdt::{SegData, SegState, SegmentDesc, Snapshot};
+use crate::segment::image::{norm_at, number_at};
+use crate::segment::{FieldStats, FreshPostings, FreshSegment, ImageView, SegmentError};
+use std::cell::RefCell;
+use std::collections::{BinaryHeap, HashMap};
+use std::ops::Bound;
+
+/// BM25 parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bm25 {
+    pub k1: f32,
+    pub b: f32,
+}
+
+impl Default for Bm25 {
+    fn default() -> Self {
+        Bm25 { k1: 1.2, b: 0.75 }
+    }
+}
+
+/// Result order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sort {
+    /// BM25 descending, ties newest first.
+    #[default]
+    Score,
+    /// Newest (highest doc id) first.
+    Newest,
+}
+
+#[derive(Debug, Clone)]
+pub struct SearchOptions {
+    /// Hits to return (after `offset`).
+    pub limit: usize,
+    pub offset: usize,
+    pub sort: Sort,
+    /// Count every match exactly (otherwise newest-first may stop early and report a lower bound).
+    pub track_total: bool,
+    pub bm25: Bm25,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        SearchOptions { limit: 10, offset: 0, sort: Sort::Score, track_total: true, bm25: Bm25::default() }
+    }
+}
+
+/// A hit: global doc id and score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScoredDoc {
+    pub doc: u32,
+    pub score: f32,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SearchHits {
+    /// Matching live documents (exact when `track_total`, else a lower bound).
+    pub total: u64,
+    pub total_exact: bool,
+    pub hits: Vec<ScoredDoc>,
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Segment access
+
+enum SegKind<'a> {
+    Fresh(&'a FreshSegment),
+    Image(ImageView<'a>),
+}
+
+struct Seg<'a> {
+    desc: &'a SegmentDesc,
+    visible: u32,
+    kind: SegKind<'a>,
+    merged: bool,
+}
+
+type ErrSlot = RefCell<Option<SegmentError>>;
+
+struct Ctx<'a> {
+    snap: &'a Snapshot,
+    segs: Vec<Seg<'a>>,
+    bm25: Bm25,
+    err: ErrSlot,
+    /// Per key: df over the snapshot, and the posting blob of each merged segment (by seg index).
+    terms: HashMap<Vec<u8>, TermData<'a>>,
+    fields: HashMap<u16, FieldStats>,
+}
+
+struct TermData<'a> {
+    df: u64,
+    merged: HashMap<usize, &'a [u8]>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(snap: &'a Snapshot, bm25: Bm25) -> Result<Ctx<'a>> {
+        let mut segs = Vec::with_capacity(snap.segments.len());
+        for d in &snap.segments {
+            let visible = d.visible_docs();
+            let kind = match &d.data {
+                SegData::Fresh(f) => SegKind::Fresh(f),
+                SegData::Image { .. } => SegKind::Image(d.image().expect("image").map_err(|e| Error::Format(e.0))?),
+            };
+            let merged = d.state == SegState::Merged && snap.merged_upto.is_some_and(|m| d.id <= m);
+            segs.push(Seg { desc: d, visible, kind, merged });
+        }
+        Ok(Ctx { snap, segs, bm25, err: RefCell::new(None), terms: HashMap::new(), fields: HashMap::new() })
+    }
+
+    fn resolve_term(&mut self, key: &[u8]) -> Result<()> {
+        if self.terms.contains_key(key) {
+            return Ok(());
+        }
+        let mut df = 0u64;
+        let mut merged = HashMap::new();
+        if self.segs.iter().any(|s| s.merged) {
+            let upto = self.snap.merged_upto.unwrap_or(0);
+            for node in self.snap.merged.chain(key) {
+                if node.seg_id > upto {
+                    continue;
+                }
+                let Some(idx) = self.snap.index_of(node.seg_id) else { continue };
+                if self.segs[idx].merged {
+                    df += node.df as u64;
+                    merged.insert(idx, node.blob);
+                }
+            }
+        }
+        for s in &self.segs {
+            if s.merged {
+                continue;
+            }
+            match &s.kind {
+                SegKind::Fresh(f) => {
+                    if let Some(e) = f.lookup(key) {
+                        let mut p = f.postings(e, s.visible);
+                        while p.doc() != NO_DOC {
+                            df += 1;
+                            p.next();
+                        }
+                    }
+                }
+                SegKind::Image(v) => {
+                    if let Some(t) = v.term(key).map_err(|e| Error::Format(e.0))? {
+                        df += t.df as u64;
+                    }
+                }
+            }
+        }
+        self.terms.insert(key.to_vec(), TermData { df, merged });
+        Ok(())
+    }
+
+    fn field_stats(&mut self, field: u16) -> FieldStats {
+        if let Some(s) = self.fields.get(&field) {
+            return *s;
+        }
+        let mut st = FieldStats::default();
+        for s in &self.segs {
+            st += match &s.kind {
+                SegKind::Fresh(f) => f.field_stats(field, s.visible),
+                SegKind::Image(v) => v.field_stats(field),
+            };
+        }
+        self.fields.insert(field, st);
+        st
+    }
+
+    fn idf(&self, df: u64, n: u64) -> f32 {
+        let (df, n) = (df as f64, n.max(df) as f64);
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Weights: the segment-independent part of scoring.
+
+enum Weight {
+    Nothing,
+    All,
+    Term { key: Vec<u8>, field: u16, idf: f32, avgdl: f32 },
+    Phrase { keys: Vec<Vec<u8>>, offsets: Vec<u32>, field: u16, idf: f32, avgdl: f32 },
+    TermSet { keys: Vec<Vec<u8>> },
+    Exists { field: u16 },
+    Range { field: u16, lower: Bound<f64>, upper: Bound<f64> },
+    Bool { must: Vec<Weight>, should: Vec<Weight>, must_not: Vec<Weight>, filter: Vec<Weight> },
+    DisMax(Vec<Weight>),
+}
+
+fn weight(n: &Node, ctx: &mut Ctx<'_>) -> Result<Weight> {
+    Ok(match n {
+        Node::Nothing | Node::Dropped => Weight::Nothing,
+        Node::All => Weight::All,
+        Node::Term { field, key } => {
+            ctx.resolve_term(key)?;
+            let st = ctx.field_stats(*field);
+            let df = ctx.terms[key].df;
+            Weight::Term { key: key.clone(), field: *field, idf: ctx.idf(df, st.docs), avgdl: avgdl(st) }
+        }
+        Node::Phrase { field, keys, offsets } => {
+            let st = ctx.field_stats(*field);
+            let mut idf = 0.0;
+            for k in keys {
+                ctx.resolve_term(k)?;
+                idf += ctx.idf(ctx.terms[k].df, st.docs);
+            }
+            Weight::Phrase { keys: keys.clone(), offsets: offsets.clone(), field: *field, idf, avgdl: avgdl(st) }
+        }
+        Node::TermSet { keys } => {
+            for k in keys {
+                ctx.resolve_term(k)?;
+            }
+            Weight::TermSet { keys: keys.clone() }
+        }
+        Node::Exists { field } => Weight::Exists { field: *field },
+        Node::Range { field, lower, upper } => Weight::Range { field: *field, lower: *lower, upper: *upper },
+        Node::Bool { must, should, must_not, filter } => {
+            let mut ws = |v: &[Node]| -> Result<Vec<Weight>> { v.iter().map(|n| weight(n, ctx)).collect() };
+            Weight::Bool { must: ws(must)?, should: ws(should)?, must_not: ws(must_not)?, filter: ws(filter)? }
+        }
+        Node::DisMax(v) => Weight::DisMax(v.iter().map(|n| weight(n, ctx)).collect::<Result<_>>()?),
+    })
+}
+
+fn avgdl(st: FieldStats) -> f32 {
+    if st.docs == 0 {
+        1.0
+    } else {
+        (st.total_len as f64 / st.docs as f64) as f32
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Scorers: positioned on their first doc when built; NO_DOC when exhausted.
+
+trait Scorer {
+    fn doc(&self) -> u32;
+    fn next(&mut self) -> u32;
+    fn advance(&mut self, target: u32) -> u32;
+    fn score(&mut self) -> f32;
+}
+
+enum Postings<'a> {
+    Fresh(FreshPostings<'a>),
+    Block(Box<PostingsCursor<'a>>, &'a ErrSlot),
+    Empty,
+}
+
+impl Postings<'_> {
+    fn doc(&self) -> u32 {
+        match self {
+            Postings::Fresh(p) => p.doc(),
+            Postings::Block(c, _) => c.doc(),
+            Postings::Empty => NO_DOC,
+        }
+    }
+    fn freq(&self) -> u32 {
+        match self {
+            Postings::Fresh(p) => p.freq(),
+            Postings::Block(c, _) => c.freq(),
+            Postings::Empty => 0,
+        }
+    }
+    fn fail(&mut self, e: SegmentError) -> u32 {
+        if let Postings::Block(_, slot) = self {
+            slot.borrow_mut().get_or_insert(e);
+        }
+        *self = Postings::Empty;
+        NO_DOC
+    }
+    fn next(&mut self) -> u32 {
+        let r = match self {
+            Postings::Fresh(p) => return p.next(),
+            Postings::Block(c, _) => c.next(),
+            Postings::Empty => return NO_DOC,
+        };
+        r.unwrap_or_else(|e| self.fail(e.into()))
+    }
+    fn advance(&mut self, t: u32) -> u32 {
+        let r = match self {
+            Postings::Fresh(p) => return p.advance(t),
+            Postings::Block(c, _) => c.advance(t),
+            Postings::Empty => return NO_DOC,
+        };
+        r.unwrap_or_else(|e| self.fail(e.into()))
+    }
+    fn positions(&mut self, out: &mut Vec<u32>) {
+        let r = match self {
+            Postings::Fresh(p) => {
+                p.positions(out);
+                Ok(())
+            }
+            Postings::Block(c, _) => c.positions(out),
+            Postings::Empty => Ok(()),
+        };
+        if let Err(e) = r {
+            out.clear();
+            self.fail(e.into());
+        }
+    }
+}
+
+enum Norms<'a> {
+    Image(&'a [u8]),
+    Fresh(&'a FreshSegment, u16),
+    None,
+}
+
+impl Norms<'_> {
+    fn get(&self, doc: u32) -> u32 {
+        match self {
+            Norms::Image(c) => norm_at(c, doc),
+            Norms::Fresh(f, field) => f.field_len(*field, doc),
+            Norms::None => 1,
+        }
+    }
+}
+
+struct Bm25Doc {
+    idf: f32,
+    k1: f32,
+    b: f32,
+    avgdl: f32,
+}
+
+impl Bm25Doc {
+    #[inline]
+    fn score(&self, tf: f32, dl: u32) -> f32 {
+        let norm = self.k1 * (1.0 - self.b + self.b * dl as f32 / self.avgdl);
+        self.idf * tf / (tf + norm)
+    }
+}
+
+struct TermScorer<'a> {
+    p: Postings<'a>,
+    norms: Norms<'a>,
+    bm: Bm25Doc,
+}
+
+impl Scorer for TermScorer<'_> {
+    fn doc(&self) -> u32 {
+        self.p.doc()
+    }
+    fn next(&mut self) -> u32 {
+        self.p.next()
+    }
+    fn advance(&mut self, t: u32) -> u32 {
+        self.p.advance(t)
+    }
+    fn score(&mut self) -> f32 {
+        self.bm.score(self.p.freq() as f32, self.norms.get(self.p.doc()))
+    }
+}
+
+struct PhraseScorer<'a> {
+    ps: Vec<Postings<'a>>,
+    offsets: Vec<u32>,
+    norms: Norms<'a>,
+    bm: Bm25Doc,
+    doc: u32,
+    freq: u32,
+    bufs: Vec<Vec<u32>>,
+}
+
+impl PhraseScorer<'_> {
+    /// From the current candidate of the lead list, finds the next doc where all terms occur at the right
+    /// relative positions.
+    fn settle(&mut self, mut target: u32) -> u32 {
+        'outer: loop {
+            // Leapfrog to a doc every list contains.
+            for i in 0..self.ps.len() {
+                let d = self.ps[i].advance(target);
+                if d == NO_DOC {
+                    self.doc = NO_DOC;
+                    return NO_DOC;
+                }
+                if d > target {
+                    target = d;
+                    continue 'outer;
+                }
+            }
+            // Positions, decoded only now that every term matches.
+            for i in 0..self.ps.len() {
+                let mut b = std::mem::take(&mut self.bufs[i]);
+                self.ps[i].positions(&mut b);
+                self.bufs[i] = b;
+            }
+            let freq = self.bufs[0]
+                .iter()
+                .filter(|&&p0| {
+                    (1..self.ps.len()).all(|i| {
+                        let want = p0 + self.offsets[i] - self.offsets[0];
+                        self.bufs[i].binary_search(&want).is_ok()
+                    })
+                })
+                .count() as u32;
+            if freq > 0 {
+                self.doc = target;
+                self.freq = freq;
+                return target;
+            }
+            target += 1;
+            if target == NO_DOC {
+                self.doc = NO_DOC;
+                return NO_DOC;
+            }
+        }
+    }
+}
+
+impl Scorer for PhraseScorer<'_> {
+    fn doc(&self) -> u32 {
+        self.doc
+    }
+    fn next(&mut self) -> u32 {
+        if self.doc == NO_DOC {
+            return NO_DOC;
+        }
+        self.settle(self.doc + 1)
+    }
+    fn advance(&mut self, t: u32) -> u32 {
+        if self.doc >= t {
+            return self.doc;
+        }
+        self.settle(t)
+    }
+    fn score(&mut self) -> f32 {
+        self.bm.score(self.freq as f32, self.norms.get(self.doc))
+    }
+}
+
+/// Docs `0..max` filtered by a predicate, constant score.
+struct ScanScorer<'a> {
+    doc: u32,
+    max: u32,
+    pred: Box<dyn Fn(u32) -> bool + 'a>,
+}
+
+impl ScanScorer<'_> {
+    fn seek(&mut self, mut d: u32) -> u32 {
+        while d < self.max && !(self.pred)(d) {
+            d += 1;
+        }
+        self.doc = if d < self.max { d } else { NO_DOC };
+        self.doc
+    }
+}
+
+impl Scorer for ScanScorer<'_> {
+    fn doc(&self) -> u32 {
+        self.doc
+    }
+    fn next(&mut self) -> u32 {
+        if self.doc == NO_DOC {
+            return NO_DOC;
+        }
+        self.seek(self.doc + 1)
+    }
+    fn advance(&mut self, t: u32) -> u32 {
+        if self.doc >= t {
+            return self.doc;
+        }
+        self.seek(t)
+    }
+    fn score(&mut self) -> f32 {
+        1.0
+    }
+}
+
+struct EmptyScorer;
+impl Scorer for EmptyScorer {
+    fn doc(&self) -> u32 {
+        NO_DOC
+    }
+    fn next(&mut self) -> u32 {
+        NO_DOC
+    }
+    fn advance(&mut self, _: u32) -> u32 {
+        NO_DOC
+    }
+    fn score(&mut self) -> f32 {
+        0.0
+    }
+}
+
+/// Constant score wrapper (filters score 0, prefix sets 1).
+struct ConstScorer<'a> {
+    inner: Box<dyn Scorer + 'a>,
+    score: f32,
+}
+impl Scorer for ConstScorer<'_> {
+    fn doc(&self) -> u32 {
+        self.inner.doc()
+    }
+    fn next(&mut self) -> u32 {
+        self.inner.next()
+    }
+    fn advance(&mut self, t: u32) -> u32 {
+        self.inner.advance(t)
+    }
+    fn score(&mut self) -> f32 {
+        self.score
+    }
+}
+
+/// OR: sum (or max) of the clauses on the current doc.
+struct UnionScorer<'a> {
+    subs: Vec<Box<dyn Scorer + 'a>>,
+    doc: u32,
+    max: bool,
+}
+
+impl UnionScorer<'_> {
+    fn settle(&mut self) -> u32 {
+        self.doc = self.subs.iter().map(|s| s.doc()).min().unwrap_or(NO_DOC);
+        self.doc
+    }
+}
+
+impl Scorer for UnionScorer<'_> {
+    fn doc(&self) -> u32 {
+        self.doc
+    }
+    fn next(&mut self) -> u32 {
+        let d = self.doc;
+        for s in &mut self.subs {
+            if s.doc() == d {
+                s.next();
+            }
+        }
+        self.settle()
+    }
+    fn advance(&mut self, t: u32) -> u32 {
+        for s in &mut self.subs {
+            if s.doc() < t {
+                s.advance(t);
+            }
+        }
+        self.settle()
+    }
+    fn score(&mut self) -> f32 {
+        let d = self.doc;
+        let mut acc = 0.0f32;
+        for s in &mut self.subs {
+            if s.doc() == d {
+                let x = s.score();
+                acc = if self.max { acc.max(x) } else { acc + x };
+            }
+        }
+        acc
+    }
+}
+
+/// AND by leapfrogging, rarest-first order is the caller's job.
+struct ConjScorer<'a> {
+    subs: Vec<Box<dyn Scorer + 'a>>,
+    doc: u32,
+}
+
+impl ConjScorer<'_> {
+    fn settle(&mut self, mut target: u32) -> u32 {
+        'outer: loop {
+            for i in 0..self.subs.len() {
+                let d = self.subs[i].advance(target);
+                if d == NO_DOC {
+                    self.doc = NO_DOC;
+                    return NO_DOC;
+                }
+                if d > target {
+                    target = d;
+                    continue 'outer;
+                }
+            }
+            self.doc = target;
+            return target;
+        }
+    }
+}
+
+impl Scorer for ConjScorer<'_> {
+    fn doc(&self) -> u32 {
+        self.doc
+    }
+    fn next(&mut self) -> u32 {
+        if self.doc == NO_DOC {
+            return NO_DOC;
+        }
+        self.settle(self.doc + 1)
+    }
+    fn advance(&mut self, t: u32) -> u32 {
+        if self.doc >= t {
+            return self.doc;
+        }
+        self.settle(t)
+    }
+    fn score(&mut self) -> f32 {
+        self.subs.iter_mut().map(|s| s.score()).sum()
+    }
+}
+
+/// Required clauses, optional scoring clauses and exclusions.
+struct BoolScorer<'a> {
+    req: Box<dyn Scorer + 'a>,
+    opt: Option<Box<dyn Scorer + 'a>>,
+    excl: Option<Box<dyn Scorer + 'a>>,
+    doc: u32,
+}
+
+impl BoolScorer<'_> {
+    fn skip_excluded(&mut self) -> u32 {
+        let mut d = self.req.doc();
+        if let Some(x) = &mut self.excl {
+            while d != NO_DOC && x.advance(d) == d {
+                d = self.req.next();
+            }
+        }
+        self.doc = d;
+        d
+    }
+}
+
+impl Scorer for BoolScorer<'_> {
+    fn doc(&self) -> u32 {
+        self.doc
+    }
+    fn next(&mut self) -> u32 {
+        self.req.next();
+        self.skip_excluded()
+    }
+    fn advance(&mut self, t: u32) -> u32 {
+        self.req.advance(t);
+        self.skip_excluded()
+    }
+    fn score(&mut self) -> f32 {
+        let mut s = self.req.score();
+        if let Some(o) = &mut self.opt {
+            if o.advance(self.doc) == self.doc {
+                s += o.score();
+            }
+        }
+        s
+    }
+}
+
+fn term_postings<'a>(ctx: &'a Ctx<'a>, si: usize, key: &[u8]) -> Postings<'a> {
+    let seg = &ctx.segs[si];
+    let res = (|| -> std::result::Result<Postings<'a>, SegmentError> {
+        if seg.merged {
+            return Ok(match ctx.terms.get(key).and_then(|t| t.merged.get(&si)) {
+                Some(blob) => Postings::Block(Box::new(PostingsCursor::new(blob)?), &ctx.err),
+                None => Postings::Empty,
+            });
+        }
+        Ok(match &seg.kind {
+            SegKind::Fresh(f) => match f.lookup(key) {
+                Some(e) => Postings::Fresh(f.postings(e, seg.visible)),
+                None => Postings::Empty,
+            },
+            SegKind::Image(v) => match v.term(key)? {
+                Some(t) => Postings::Block(Box::new(PostingsCursor::new(t.blob)?), &ctx.err),
+                None => Postings::Empty,
+            },
+        })
+    })();
+    res.unwrap_or_else(|e| {
+        ctx.err.borrow_mut().get_or_insert(e);
+        Postings::Empty
+    })
+}
+
+fn norms<'a>(seg: &Seg<'a>, field: u16) -> Norms<'a> {
+    match &seg.kind {
+        SegKind::Fresh(f) => Norms::Fresh(f, field),
+        SegKind::Image(v) => v.norms(field).map_or(Norms::None, Norms::Image),
+    }
+}
+
+fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a> {
+    let seg = &ctx.segs[si];
+    let bm = |idf: f32, avgdl: f32| Bm25Doc { idf, k1: ctx.bm25.k1, b: ctx.bm25.b, avgdl };
+    match w {
+        Weight::Nothing => Box::new(EmptyScorer),
+        Weight::All => {
+            let mut s = ScanScorer { doc: 0, max: seg.visible, pred: Box::new(|_| true) };
+            s.seek(0);
+            Box::new(s)
+        }
+        Weight::Term { key, field, idf, avgdl } => {
+            Box::new(TermScorer { p: term_postings(ctx, si, key), norms: norms(seg, *field), bm: bm(*idf, *avgdl) })
+        }
+        Weight::Phrase { keys, offsets, field, idf, avgdl } => {
+            let ps: Vec<Postings<'a>> = keys.iter().map(|k| term_postings(ctx, si, k)).collect();
+            let n = ps.len();
+            let mut s = PhraseScorer {
+                ps,
+                offsets: offsets.clone(),
+                norms: norms(seg, *field),
+                bm: bm(*idf, *avgdl),
+                doc: 0,
+                freq: 0,
+                bufs: vec![vec![]; n],
+            };
+            s.settle(0);
+            Box::new(s)
+        }
+        Weight::TermSet { keys } => {
+            let subs: Vec<Box<dyn Scorer + 'a>> = keys
+                .iter()
+                .map(|k| {
+                    Box::new(TermScorer { p: term_postings(ctx, si, k), norms: Norms::None, bm: bm(0.0, 1.0) })
+                        as Box<dyn Scorer + 'a>
+                })
+                .filter(|s| s.doc() != NO_DOC)
+                .collect();
+            let mut u = UnionScorer { subs, doc: 0, max: true };
+            u.settle();
+            Box::new(ConstScorer { inner: Box::new(u), score: 1.0 })
+        }
+        Weight::Exists { field } => {
+            let field = *field;
+            let pred: Box<dyn Fn(u32) -> bool + 'a> = match &seg.kind {
+                SegKind::Fresh(f) => Box::new(move |d| f.field_len(field, d) > 0 || f.numeric(field, d).is_some()),
+                SegKind::Image(v) => {
+                    let (n, x) = (v.norms(field), v.numbers(field));
+                    Box::new(move |d| n.is_some_and(|c| norm_at(c, d) > 0) || x.is_some_and(|c| number_at(c, d).is_some()))
+                }
+            };
+            let mut s = ScanScorer { doc: 0, max: seg.visible, pred };
+            s.seek(0);
+            Box::new(s)
+        }
+        Weight::Range { field, lower, upper } => {
+            let (field, lower, upper) = (*field, *lower, *upper);
+            let inside = move |x: f64| {
+                (match lower {
+                    Bound::Included(l) => x >= l,
+                    Bound::Excluded(l) => x > l,
+                    Bound::Unbounded => true,
+                }) && (match upper {
+                    Bound::Included(u) => x <= u,
+                    Bound::Excluded(u) => x < u,
+                    Bound::Unbounded => true,
+                })
+            };
+            let pred: Box<dyn Fn(u32) -> bool + 'a> = match &seg.kind {
+                SegKind::Fresh(f) => Box::new(move |d| f.numeric(field, d).is_some_and(inside)),
+                SegKind::Image(v) => match v.numbers(field) {
+                    Some(c) => Box::new(move |d| number_at(c, d).is_some_and(inside)),
+                    None => return Box::new(EmptyScorer),
+                },
+            };
+            let mut s = ScanScorer { doc: 0, max: seg.visible, pred };
+            s.seek(0);
+            Box::new(s)
+        }
+        Weight::DisMax(ws) => {
+            let subs = ws.iter().map(|w| scorer(w, ctx, si)).collect();
+            let mut u = UnionScorer { subs, doc: 0, max: true };
+            u.settle();
+            Box::new(u)
+        }
+        Weight::Bool { must, should, must_not, filter } => {
+            let mut req: Vec<Box<dyn Scorer + 'a>> = must.iter().map(|w| scorer(w, ctx, si)).collect();
+            req.extend(filter.iter().map(|w| Box::new(ConstScorer { inner: scorer(w, ctx, si), score: 0.0 }) as Box<dyn Scorer>));
+            let union = |ws: &'a [Weight]| -> Option<Box<dyn Scorer + 'a>> {
+                if ws.is_empty() {
+                    return None;
+                }
+                let mut u = UnionScorer { subs: ws.iter().map(|w| scorer(w, ctx, si)).collect(), doc: 0, max: false };
+                u.settle();
+                Some(Box::new(u))
+            };
+            let opt = union(should);
+            let excl = union(must_not);
+            let (req, opt): (Box<dyn Scorer + 'a>, _) = if req.is_empty() {
+                match opt {
+                    Some(o) => (o, None),
+                    None => {
+                        // Only exclusions: everything else matches (score 0, as Elasticsearch).
+                        let mut s = ScanScorer { doc: 0, max: seg.visible, pred: Box::new(|_| true) };
+                        s.seek(0);
+                        (Box::new(ConstScorer { inner: Box::new(s), score: 0.0 }), None)
+                    }
+                }
+            } else if req.len() == 1 {
+                (req.pop().unwrap(), opt)
+            } else {
+                let mut c = ConjScorer { subs: req, doc: 0 };
+                c.settle(0);
+                (Box::new(c), opt)
+            };
+            let mut b = BoolScorer { req, opt, excl, doc: 0 };
+            b.skip_excluded();
+            Box::new(b)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Collection
+
+#[derive(PartialEq)]
+struct Entry(f32, u32);
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    /// "Better" is greater: higher score, then newer doc. The heap keeps the worst on top via Reverse.
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0).then(self.1.cmp(&o.1))
+    }
+}
+
+/// Evaluates a planned query on a pinned snapshot.
+pub fn execute(snap: &Snapshot, node: &Node, opts: &SearchOptions) -> Result<SearchHits> {
+    let mut ctx = Ctx::new(snap, opts.bm25)?;
+    let w = weight(node, &mut ctx)?;
+    let ctx = ctx;
+    let k = opts.limit.saturating_add(opts.offset);
+    let mut total = 0u64;
+    let mut heap: BinaryHeap<std::cmp::Reverse<Entry>> = BinaryHeap::new();
+    let mut newest: Vec<u32> = vec![];
+    let mut exact = true;
+    let order: Vec<usize> = match opts.sort {
+        Sort::Score => (0..ctx.segs.len()).collect(),
+        Sort::Newest => (0..ctx.segs.len()).rev().collect(),
+    };
+    for si in order {
+        let seg = &ctx.segs[si];
+        if seg.visible == 0 {
+            continue;
+        }
+        if opts.sort == Sort::Newest && !opts.track_total && newest.len() >= k {
+            exact = false;
+            break;
+        }
+        let mut s = scorer(&w, &ctx, si);
+        let del = &seg.desc.deletes;
+        let base = seg.desc.base_doc;
+        let mut seg_hits: Vec<u32> = vec![];
+        let mut d = s.doc();
+        while d != NO_DOC && d < seg.visible {
+            if !del.is_deleted(d) {
+                total += 1;
+                match opts.sort {
+                    Sort::Score if k > 0 => {
+                        let e = Entry(s.score(), base + d);
+                        if heap.len() < k {
+                            heap.push(std::cmp::Reverse(e));
+                        } else if heap.peek().is_some_and(|top| e > top.0) {
+                            heap.pop();
+                            heap.push(std::cmp::Reverse(e));
+                        }
+                    }
+                    Sort::Newest if k > 0 => {
+                        seg_hits.push(base + d);
+                        if seg_hits.len() > k {
+                            seg_hits.remove(0);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            d = s.next();
+        }
+        if let Some(e) = ctx.err.borrow_mut().take() {
+            return Err(Error::Format(format!("segment {}: {}", seg.desc.id, e.0)));
+        }
+        seg_hits.reverse();
+        for h in seg_hits {
+            if newest.len() < k {
+                newest.push(h);
+            }
+        }
+    }
+    let hits: Vec<ScoredDoc> = match opts.sort {
+        Sort::Score => {
+            let mut v: Vec<Entry> = heap.into_iter().map(|r| r.0).collect();
+            v.sort_by(|a, b| b.cmp(a));
+            v.into_iter().map(|e| ScoredDoc { doc: e.1, score: e.0 }).collect()
+        }
+        Sort::Newest => newest.into_iter().map(|doc| ScoredDoc { doc, score: 0.0 }).collect(),
+    };
+    Ok(SearchHits { total, total_exact: exact, hits: hits.into_iter().skip(opts.offset).collect() })
+}

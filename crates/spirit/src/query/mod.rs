@@ -1,0 +1,13 @@
+//! Queries: the AST every front end produces, the Lucene-style query-string parser, the planner that turns
+//! an AST into weights against a GDT snapshot (analysis, prefix expansion, index-wide BM25 statistics), and
+//! the document-at-a-time evaluator that scores and collects top-k per segment.
+
+pub mod ast;
+mod eval;
+pub mod parser;
+mod plan;
+
+pub use ast::Query;
+pub use eval::{execute, Bm25, ScoredDoc, SearchHits, SearchOptions, Sort};
+pub use parser::{parse, ParseError};
+pub use plan::{plan, Node};

@@ -1,0 +1,227 @@
+//! Planning: from the AST to a [`Node`] tree with analyzed term keys, resolved fields and expanded
+//! prefixes.
+
+use super::ast::Query;
+use crate::error::{Error, Result};
+use crate::gdt::{SegData, Snapshot};
+use crate::schema::{parse_date_millis, term_key, FieldType, Schema};
+use std::collections::BTreeSet;
+use std::ops::Bound;
+
+/// Most terms one prefix may expand to (Elasticsearch's `indices.query.bool.max_clause_count` default).
+pub const MAX_PREFIX_EXPANSION: usize = 4096;
+
+/// A planned query node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Node {
+    /// Matches nothing.
+    Nothing,
+    /// Analysis produced no token (a stop word): the clause is dropped from its boolean parent.
+    Dropped,
+    All,
+    Term { field: u16, key: Vec<u8> },
+    /// Terms at relative positions `offsets` (from the analyzer, so removed stop words leave gaps).
+    Phrase { field: u16, keys: Vec<Vec<u8>>, offsets: Vec<u32> },
+    /// Union of terms with constant score 1 (prefix queries).
+    TermSet { keys: Vec<Vec<u8>> },
+    /// Documents with any value in the field (constant score 1).
+    Exists { field: u16 },
+    /// Numeric range (constant score 1).
+    Range { field: u16, lower: Bound<f64>, upper: Bound<f64> },
+    Bool { must: Vec<Node>, should: Vec<Node>, must_not: Vec<Node>, filter: Vec<Node> },
+    /// Best of its clauses (one unqualified term over several default fields).
+    DisMax(Vec<Node>),
+}
+
+/// Plans `q` against `schema`, expanding prefixes over the segments of `snap`.
+pub fn plan(q: &Query, schema: &Schema, snap: &Snapshot) -> Result<Node> {
+    Ok(match plan_inner(q, schema, snap)? {
+        Node::Dropped => Node::Nothing,
+        n => n,
+    })
+}
+
+fn fields_of(field: &Option<String>, schema: &Schema) -> Vec<Option<u16>> {
+    match field {
+        Some(name) => vec![schema.field_id(name)],
+        None => schema.default_search_fields().into_iter().map(Some).collect(),
+    }
+}
+
+fn per_field(field: &Option<String>, schema: &Schema, mut f: impl FnMut(u16) -> Result<Node>) -> Result<Node> {
+    let mut nodes = vec![];
+    for fid in fields_of(field, schema) {
+        nodes.push(match fid {
+            Some(fid) => f(fid)?,
+            None => Node::Nothing,
+        });
+    }
+    if nodes.iter().all(|n| *n == Node::Dropped) && !nodes.is_empty() {
+        return Ok(Node::Dropped);
+    }
+    nodes.retain(|n| !matches!(n, Node::Nothing | Node::Dropped));
+    Ok(match nodes.len() {
+        0 => Node::Nothing,
+        1 => nodes.pop().unwrap(),
+        _ => Node::DisMax(nodes),
+    })
+}
+
+fn parse_number(schema: &Schema, field: u16, s: &str) -> Result<f64> {
+    let ty = schema.field(field).ty;
+    if ty == FieldType::Date {
+        if let Some(ms) = parse_date_millis(s) {
+            return Ok(ms as f64);
+        }
+    }
+    s.trim().parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| {
+        Error::InvalidArgument(format!("failed to parse [{s}] as a {} for field [{}]", ty.es_name(), schema.field(field).name))
+    })
+}
+
+fn plan_inner(q: &Query, schema: &Schema, snap: &Snapshot) -> Result<Node> {
+    Ok(match q {
+        Query::MatchAll => Node::All,
+        Query::Term { field, text } | Query::Phrase { field, text } => {
+            let phrase = matches!(q, Query::Phrase { .. });
+            per_field(field, schema, |fid| {
+                let def = schema.field(fid);
+                Ok(match def.ty {
+                    FieldType::Keyword => {
+                        let mut key = vec![];
+                        term_key(fid, text, &mut key);
+                        Node::Term { field: fid, key }
+                    }
+                    FieldType::Text => {
+                        let toks = schema.analyzer(fid).analyze_to_vec(text);
+                        match toks.len() {
+                            0 => Node::Dropped,
+                            1 => {
+                                let mut key = vec![];
+                                term_key(fid, &toks[0].0, &mut key);
+                                Node::Term { field: fid, key }
+                            }
+                            _ => {
+                                let first = toks[0].1;
+                                let keys = toks
+                                    .iter()
+                                    .map(|(t, _)| {
+                                        let mut k = vec![];
+                                        term_key(fid, t, &mut k);
+                                        k
+                                    })
+                                    .collect();
+                                let offsets = toks.iter().map(|(_, p)| p - first).collect();
+                                Node::Phrase { field: fid, keys, offsets }
+                            }
+                        }
+                    }
+                    _ if phrase && field.is_none() => Node::Nothing,
+                    _ => {
+                        let x = parse_number(schema, fid, text)?;
+                        Node::Range { field: fid, lower: Bound::Included(x), upper: Bound::Included(x) }
+                    }
+                })
+            })?
+        }
+        Query::Prefix { field, prefix } => per_field(field, schema, |fid| {
+            let def = schema.field(fid);
+            if prefix.is_empty() {
+                return Ok(Node::Exists { field: fid });
+            }
+            if !def.ty.is_indexed_terms() {
+                return Err(Error::InvalidArgument(format!(
+                    "prefix queries are not supported on {} field [{}]",
+                    def.ty.es_name(),
+                    def.name
+                )));
+            }
+            let norm = if def.ty == FieldType::Text { schema.analyzer(fid).normalize_prefix(prefix) } else { prefix.clone() };
+            let mut p = vec![];
+            term_key(fid, &norm, &mut p);
+            let keys = expand_prefix(snap, &p)?;
+            Ok(if keys.is_empty() { Node::Nothing } else { Node::TermSet { keys } })
+        })?,
+        Query::Range { field, lower, upper } => {
+            let Some(fid) = schema.field_id(field) else { return Ok(Node::Nothing) };
+            let def = schema.field(fid);
+            if !def.ty.is_numeric() {
+                return Err(Error::InvalidArgument(format!(
+                    "range queries are supported on numeric and date fields; [{}] is {}",
+                    def.name,
+                    def.ty.es_name()
+                )));
+            }
+            let conv = |b: &Bound<String>| -> Result<Bound<f64>> {
+                Ok(match b {
+                    Bound::Included(s) => Bound::Included(parse_number(schema, fid, s)?),
+                    Bound::Excluded(s) => Bound::Excluded(parse_number(schema, fid, s)?),
+                    Bound::Unbounded => Bound::Unbounded,
+                })
+            };
+            Node::Range { field: fid, lower: conv(lower)?, upper: conv(upper)? }
+        }
+        Query::Bool { must, should, must_not, filter } => {
+            let list = |qs: &[Query]| -> Result<Vec<Node>> {
+                let mut out = vec![];
+                for q in qs {
+                    match plan_inner(q, schema, snap)? {
+                        Node::Dropped => {}
+                        n => out.push(n),
+                    }
+                }
+                Ok(out)
+            };
+            let (must, should, must_not, filter) = (list(must)?, list(should)?, list(must_not)?, list(filter)?);
+            if must.is_empty() && should.is_empty() && must_not.is_empty() && filter.is_empty() {
+                return Ok(Node::Dropped);
+            }
+            if must.contains(&Node::Nothing) || filter.contains(&Node::Nothing) {
+                return Ok(Node::Nothing);
+            }
+            let should: Vec<Node> = should.into_iter().filter(|n| *n != Node::Nothing).collect();
+            let must_not: Vec<Node> = must_not.into_iter().filter(|n| *n != Node::Nothing).collect();
+            if must.is_empty() && filter.is_empty() && should.is_empty() && must_not.is_empty() {
+                return Ok(Node::Nothing);
+            }
+            Node::Bool { must, should, must_not, filter }
+        }
+    })
+}
+
+/// Every term key starting with `prefix` in any segment of the snapshot.
+fn expand_prefix(snap: &Snapshot, prefix: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let mut keys = BTreeSet::new();
+    let too_many = || {
+        Error::InvalidArgument(format!(
+            "prefix query expands to more than {MAX_PREFIX_EXPANSION} terms; use a longer prefix"
+        ))
+    };
+    for s in &snap.segments {
+        match &s.data {
+            SegData::Fresh(f) => {
+                let mut n = 0;
+                f.for_each_key(&mut |k, _| {
+                    if k.starts_with(prefix) {
+                        keys.insert(k.to_vec());
+                        n += 1;
+                    }
+                });
+            }
+            SegData::Image { .. } => {
+                let v = s.image().expect("image").map_err(|e| Error::Format(e.0))?;
+                let r = v.prefix_range(prefix).map_err(|e| Error::Format(e.0))?;
+                if r.len() > MAX_PREFIX_EXPANSION {
+                    return Err(too_many());
+                }
+                for i in r {
+                    keys.insert(v.key_at(i).map_err(|e| Error::Format(e.0))?.to_vec());
+                }
+            }
+        }
+        if keys.len() > MAX_PREFIX_EXPANSION {
+            return Err(too_many());
+        }
+    }
+    Ok(keys.into_iter().collect())
+}

@@ -1,0 +1,219 @@
+//! Turning one JSON document into what the index stores: the analyzed terms with positions, the field
+//! lengths (BM25 norms), the numeric column values, the `_id` and the `_source`.
+
+use super::{parse_date_millis, term_key, FieldDef, FieldType, Schema};
+use crate::error::{Error, Result};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// Elasticsearch's `position_increment_gap`: values of a multi-valued text field are this many positions
+/// apart, so a phrase never matches across two values.
+pub const POSITION_GAP: u32 = 100;
+
+/// One distinct term of a document with its positions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocTerm {
+    /// `term_key(field, term)`.
+    pub key: Vec<u8>,
+    pub positions: Vec<u32>,
+}
+
+/// A document ready for the ingester.
+#[derive(Debug, Clone, Default)]
+pub struct AnalyzedDoc {
+    pub id: String,
+    /// The stored `_source` (the document without `_id`), as JSON bytes.
+    pub source: Vec<u8>,
+    /// Distinct terms sorted by key.
+    pub terms: Vec<DocTerm>,
+    /// Field lengths (tokens) of the term fields present, sorted by field.
+    pub lens: Vec<(u16, u32)>,
+    /// Numeric values (first value of a multi-valued field), sorted by field.
+    pub numerics: Vec<(u16, f64)>,
+}
+
+impl AnalyzedDoc {
+    /// Arena words the fresh segment needs for this document's postings and stored bytes (an upper bound
+    /// used to decide whether it fits the current segment).
+    pub fn postings_words(&self) -> usize {
+        self.terms.iter().map(|t| 2 + t.positions.len()).sum()
+    }
+}
+
+fn walk<'a>(prefix: &str, v: &'a Value, out: &mut Vec<(String, &'a Value)>) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                walk(&name, child, out);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                walk(prefix, item, out);
+            }
+        }
+        Value::Null => {}
+        _ => out.push((prefix.to_string(), v)),
+    }
+}
+
+/// Splits `_id` off a document object; returns the id (if present) and the remaining object.
+pub fn take_id(mut doc: Value) -> Result<(Option<String>, Value)> {
+    let Value::Object(map) = &mut doc else {
+        return Err(Error::BadDocument("a document must be a JSON object".into()));
+    };
+    let id = match map.remove("_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        Some(other) => return Err(Error::BadDocument(format!("[_id] must be a string, got {other}"))),
+    };
+    if let Some(id) = &id {
+        validate_id(id)?;
+    }
+    Ok((id, doc))
+}
+
+/// Elasticsearch's limit on `_id`: at most 512 bytes.
+pub fn validate_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > 512 {
+        return Err(Error::BadDocument(format!("[_id] must be 1 to 512 bytes long, got {} bytes", id.len())));
+    }
+    Ok(())
+}
+
+/// The fields of `doc` that the schema does not know yet, typed the way Elasticsearch's dynamic mapping
+/// would type them. Empty if the schema is not dynamic.
+pub fn new_fields(schema: &Schema, doc: &Value) -> Vec<FieldDef> {
+    if !schema.dynamic {
+        return vec![];
+    }
+    let mut leaves = vec![];
+    walk("", doc, &mut leaves);
+    let mut out: Vec<FieldDef> = vec![];
+    for (name, v) in leaves {
+        if name.is_empty() || name.starts_with('_') || schema.field_id(&name).is_some() || out.iter().any(|f| f.name == name)
+        {
+            continue;
+        }
+        let ty = match v {
+            Value::String(s) if parse_date_millis(s).is_some() => FieldType::Date,
+            Value::String(_) => FieldType::Text,
+            Value::Number(n) if n.is_f64() => FieldType::Double,
+            Value::Number(_) => FieldType::Long,
+            Value::Bool(_) => FieldType::Keyword,
+            _ => continue,
+        };
+        out.push(FieldDef { name, ty, analyzer: "standard".into() });
+    }
+    out
+}
+
+/// Analyzes a document (without `_id`) whose fields are all known to `schema` (call [`new_fields`] and add
+/// them first). Fields the schema does not know are stored in `_source` but not indexed.
+pub fn analyze_document(schema: &Schema, id: String, doc: &Value) -> Result<AnalyzedDoc> {
+    let source = serde_json::to_vec(doc).map_err(|e| Error::BadDocument(e.to_string()))?;
+    let mut leaves = vec![];
+    walk("", doc, &mut leaves);
+    let mut terms: HashMap<Vec<u8>, Vec<u32>> = HashMap::new();
+    let mut lens: HashMap<u16, (u32, u32)> = HashMap::new(); // field -> (tokens, next position)
+    let mut numerics: Vec<(u16, f64)> = vec![];
+    let mut key = Vec::new();
+    for (name, v) in leaves {
+        let Some(fid) = schema.field_id(&name) else { continue };
+        let def = schema.field(fid);
+        let bad = || Error::BadDocument(format!("failed to parse field [{name}] of type [{}]: {v}", def.ty.es_name()));
+        match def.ty {
+            FieldType::Text | FieldType::Keyword => {
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let entry = lens.entry(fid).or_insert((0, 0));
+                let start = if entry.1 == 0 { 0 } else { entry.1 + POSITION_GAP };
+                if def.ty == FieldType::Keyword {
+                    term_key(fid, &text, &mut key);
+                    terms.entry(key.clone()).or_default().push(start);
+                    entry.0 += 1;
+                    entry.1 = start + 1;
+                } else {
+                    let mut count = 0;
+                    let used = schema.analyzer(fid).analyze(&text, &mut |tok, pos| {
+                        term_key(fid, tok, &mut key);
+                        terms.entry(key.clone()).or_default().push(start + pos);
+                        count += 1;
+                    });
+                    entry.0 += count;
+                    entry.1 = start + used;
+                }
+            }
+            FieldType::Long | FieldType::Double => {
+                let x = match v {
+                    Value::Number(n) => n.as_f64().ok_or_else(bad)?,
+                    Value::String(s) => s.trim().parse::<f64>().map_err(|_| bad())?,
+                    _ => return Err(bad()),
+                };
+                if !x.is_finite() {
+                    return Err(bad());
+                }
+                let x = if def.ty == FieldType::Long { x.trunc() } else { x };
+                if !numerics.iter().any(|(f, _)| *f == fid) {
+                    numerics.push((fid, x));
+                }
+            }
+            FieldType::Date => {
+                let x = match v {
+                    Value::Number(n) => n.as_f64().ok_or_else(bad)?,
+                    Value::String(s) => parse_date_millis(s).ok_or_else(bad)? as f64,
+                    _ => return Err(bad()),
+                };
+                if !numerics.iter().any(|(f, _)| *f == fid) {
+                    numerics.push((fid, x));
+                }
+            }
+        }
+    }
+    let mut terms: Vec<DocTerm> = terms.into_iter().map(|(key, positions)| DocTerm { key, positions }).collect();
+    terms.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    let mut lens: Vec<(u16, u32)> = lens.into_iter().map(|(f, (n, _))| (f, n)).collect();
+    lens.sort_unstable();
+    numerics.sort_unstable_by_key(|x| x.0);
+    Ok(AnalyzedDoc { id, source, terms, lens, numerics })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn dynamic_mapping_and_analysis() {
+        let mut s = Schema::default();
+        let doc = json!({"title": "Hello World", "n": 3, "x": 1.5, "ok": true, "d": "2015-05-23",
+                          "tags": ["a b", "c"], "o": {"k": "v"}, "nil": null});
+        for f in new_fields(&s, &doc) {
+            s.add_field(f).unwrap();
+        }
+        let ty = |n: &str| s.field(s.field_id(n).unwrap()).ty;
+        assert_eq!(ty("title"), FieldType::Text);
+        assert_eq!(ty("n"), FieldType::Long);
+        assert_eq!(ty("x"), FieldType::Double);
+        assert_eq!(ty("ok"), FieldType::Keyword);
+        assert_eq!(ty("d"), FieldType::Date);
+        assert_eq!(ty("o.k"), FieldType::Text);
+        assert!(s.field_id("nil").is_none());
+        let a = analyze_document(&s, "1".into(), &doc).unwrap();
+        let tags = s.field_id("tags").unwrap();
+        let mut k = vec![];
+        term_key(tags, "c", &mut k);
+        let c = a.terms.iter().find(|t| t.key == k).unwrap();
+        assert_eq!(c.positions, vec![2 + POSITION_GAP], "second value starts after the gap");
+        assert!(a.lens.contains(&(tags, 3)));
+        assert!(a.numerics.contains(&(s.field_id("d").unwrap(), 1_432_339_200_000.0)));
+        let bad = analyze_document(&s, "2".into(), &json!({"n": "not a number"})).unwrap_err();
+        assert!(bad.to_string().contains("failed to parse field [n]"), "{bad}");
+        assert!(take_id(json!([1])).is_err());
+        assert_eq!(take_id(json!({"_id": 7, "a": 1})).unwrap().0.as_deref(), Some("7"));
+    }
+}

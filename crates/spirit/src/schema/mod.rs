@@ -1,0 +1,276 @@
+//! Schema: the fields of an index and how a JSON document maps onto them.
+//!
+//! Field types follow Elasticsearch: `text` (analyzed, with frequencies and positions), `keyword` (exact
+//! term), `long`/`double` (numeric: stored in a column, range-filterable, sortable) and `date` (a numeric
+//! column of epoch milliseconds). Unknown fields are mapped dynamically as Elasticsearch does: a string
+//! becomes `text` (or `date` when it looks like an ISO date), a number `long`/`double`, a boolean `keyword`;
+//! objects are flattened with dotted names and arrays make multi-valued fields.
+
+mod date;
+pub mod document;
+
+
+pub use date::parse_date_millis;
+pub use document::{analyze_document, AnalyzedDoc, DocTerm};
+
+use crate::analysis::{Analyzer, AnalyzerConfig};
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Field ids are u16 and stored in term keys; Elasticsearch's default field limit is 1000.
+pub const MAX_FIELDS: usize = 1000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FieldType {
+    Text,
+    Keyword,
+    Long,
+    Double,
+    Date,
+}
+
+impl FieldType {
+    /// Whether the field has postings (text, keyword) rather than a numeric column.
+    pub fn is_indexed_terms(self) -> bool {
+        matches!(self, FieldType::Text | FieldType::Keyword)
+    }
+    pub fn is_numeric(self) -> bool {
+        !self.is_indexed_terms()
+    }
+    pub fn from_es(name: &str) -> Option<FieldType> {
+        Some(match name {
+            "text" | "match_only_text" => FieldType::Text,
+            "keyword" | "boolean" | "constant_keyword" | "wildcard" => FieldType::Keyword,
+            "long" | "integer" | "short" | "byte" | "unsigned_long" => FieldType::Long,
+            "double" | "float" | "half_float" | "scaled_float" => FieldType::Double,
+            "date" | "date_nanos" => FieldType::Date,
+            _ => return None,
+        })
+    }
+    pub fn es_name(self) -> &'static str {
+        match self {
+            FieldType::Text => "text",
+            FieldType::Keyword => "keyword",
+            FieldType::Long => "long",
+            FieldType::Double => "double",
+            FieldType::Date => "date",
+        }
+    }
+}
+
+/// One field of the schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldDef {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: FieldType,
+    /// Analyzer name for text fields: `standard` (lowercase words) or `english` (plus stop words and
+    /// Snowball stemming).
+    #[serde(default = "standard")]
+    pub analyzer: String,
+}
+
+fn standard() -> String {
+    "standard".into()
+}
+
+/// Resolves an analyzer name to its configuration.
+pub fn analyzer_config(name: &str) -> Result<AnalyzerConfig> {
+    Ok(match name {
+        "standard" | "simple" | "default" => AnalyzerConfig { stop_words: false, stemming: false },
+        "english" => AnalyzerConfig { stop_words: true, stemming: true },
+        "stop" => AnalyzerConfig { stop_words: true, stemming: false },
+        "stemming" => AnalyzerConfig { stop_words: false, stemming: true },
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "unknown analyzer [{other}]; use standard, english, stop or stemming"
+            )))
+        }
+    })
+}
+
+/// The schema of an index. Field ids are positions in `fields` and never change.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Schema {
+    fields: Vec<FieldDef>,
+    /// Fields searched by terms without a `field:` prefix; `None` means every text field.
+    #[serde(default)]
+    pub default_fields: Option<Vec<String>>,
+    /// Map unknown fields on first sight (Elasticsearch `dynamic: true`); otherwise they are stored in
+    /// `_source` but not indexed.
+    #[serde(default = "yes")]
+    pub dynamic: bool,
+    #[serde(skip)]
+    by_name: HashMap<String, u16>,
+    #[serde(skip)]
+    analyzers: Vec<Arc<Analyzer>>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for Schema {
+    fn default() -> Self {
+        Schema { fields: vec![], default_fields: None, dynamic: true, by_name: HashMap::new(), analyzers: vec![] }
+    }
+}
+
+impl Schema {
+    /// Rebuilds derived lookup tables (after deserialization).
+    pub fn rebuild(mut self) -> Result<Schema> {
+        let fields = std::mem::take(&mut self.fields);
+        for f in fields {
+            self.add_field(f)?;
+        }
+        Ok(self)
+    }
+
+    pub fn fields(&self) -> &[FieldDef] {
+        &self.fields
+    }
+
+    pub fn field_id(&self, name: &str) -> Option<u16> {
+        self.by_name.get(name).copied()
+    }
+
+    pub fn field(&self, id: u16) -> &FieldDef {
+        &self.fields[id as usize]
+    }
+
+    pub fn analyzer(&self, id: u16) -> &Arc<Analyzer> {
+        &self.analyzers[id as usize]
+    }
+
+    /// Adds a field; an existing field of the same name and type is fine, another type is an error.
+    pub fn add_field(&mut self, def: FieldDef) -> Result<u16> {
+        if let Some(&id) = self.by_name.get(&def.name) {
+            let old = &self.fields[id as usize];
+            if old.ty != def.ty {
+                return Err(Error::InvalidArgument(format!(
+                    "mapper [{}] cannot be changed from type [{}] to [{}]",
+                    def.name,
+                    old.ty.es_name(),
+                    def.ty.es_name()
+                )));
+            }
+            return Ok(id);
+        }
+        if def.name.is_empty() || def.name.starts_with('_') {
+            return Err(Error::InvalidArgument(format!("field name [{}] is empty or reserved", def.name)));
+        }
+        if self.fields.len() >= MAX_FIELDS {
+            return Err(Error::InvalidArgument(format!(
+                "limit of total fields [{MAX_FIELDS}] has been exceeded while adding [{}]",
+                def.name
+            )));
+        }
+        let cfg = analyzer_config(&def.analyzer)?;
+        let id = self.fields.len() as u16;
+        self.by_name.insert(def.name.clone(), id);
+        self.analyzers.push(Arc::new(Analyzer::new(cfg)));
+        self.fields.push(def);
+        Ok(id)
+    }
+
+    /// Parses Elasticsearch `mappings` (`{"properties": {"title": {"type": "text"}}}`), with nested
+    /// `properties` flattened to dotted names.
+    pub fn from_mappings(mappings: &serde_json::Value) -> Result<Schema> {
+        let mut s = Schema::default();
+        s.apply_mappings(mappings)?;
+        Ok(s)
+    }
+
+    /// Adds the fields of an Elasticsearch `mappings` object.
+    pub fn apply_mappings(&mut self, mappings: &serde_json::Value) -> Result<()> {
+        if let Some(d) = mappings.get("dynamic") {
+            self.dynamic = !matches!(d, serde_json::Value::Bool(false)) && d.as_str() != Some("false");
+        }
+        fn walk(s: &mut Schema, prefix: &str, props: &serde_json::Value) -> Result<()> {
+            let Some(obj) = props.as_object() else {
+                return Err(Error::InvalidArgument("[properties] must be an object".into()));
+            };
+            for (name, def) in obj {
+                let full = if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
+                if let Some(p) = def.get("properties") {
+                    walk(s, &full, p)?;
+                    continue;
+                }
+                let ty_name = def.get("type").and_then(|t| t.as_str()).unwrap_or("object");
+                let Some(ty) = FieldType::from_es(ty_name) else {
+                    return Err(Error::InvalidArgument(format!(
+                        "no handler for type [{ty_name}] declared on field [{full}]"
+                    )));
+                };
+                let analyzer = def.get("analyzer").and_then(|a| a.as_str()).unwrap_or("standard").to_string();
+                s.add_field(FieldDef { name: full, ty, analyzer })?;
+            }
+            Ok(())
+        }
+        if let Some(props) = mappings.get("properties") {
+            walk(self, "", props)?;
+        }
+        Ok(())
+    }
+
+    /// The mappings in Elasticsearch form.
+    pub fn to_mappings(&self) -> serde_json::Value {
+        let mut props = serde_json::Map::new();
+        for f in &self.fields {
+            let mut def = serde_json::json!({ "type": f.ty.es_name() });
+            if f.ty == FieldType::Text && f.analyzer != "standard" {
+                def["analyzer"] = f.analyzer.clone().into();
+            }
+            props.insert(f.name.clone(), def);
+        }
+        serde_json::json!({ "dynamic": self.dynamic, "properties": props })
+    }
+
+    /// The fields an unqualified query term searches.
+    pub fn default_search_fields(&self) -> Vec<u16> {
+        match &self.default_fields {
+            Some(names) => names.iter().filter_map(|n| self.field_id(n)).collect(),
+            None => (0..self.fields.len() as u16).filter(|&i| self.fields[i as usize].ty == FieldType::Text).collect(),
+        }
+    }
+}
+
+/// The key of a term in every dictionary: the field id (big-endian, so keys group by field when sorted)
+/// followed by the term's bytes.
+pub fn term_key(field: u16, term: &str, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&field.to_be_bytes());
+    out.extend_from_slice(term.as_bytes());
+}
+
+/// The field id of a term key.
+pub fn key_field(key: &[u8]) -> u16 {
+    u16::from_be_bytes([key[0], key[1]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mappings_round_trip_and_conflicts() {
+        let m = serde_json::json!({"properties": {
+            "title": {"type": "text", "analyzer": "english"},
+            "meta": {"properties": {"tag": {"type": "keyword"}}},
+            "n": {"type": "integer"}, "when": {"type": "date"}}});
+        let mut s = Schema::from_mappings(&m).unwrap();
+        assert_eq!(s.field(s.field_id("meta.tag").unwrap()).ty, FieldType::Keyword);
+        assert_eq!(s.field(s.field_id("n").unwrap()).ty, FieldType::Long);
+        let again = Schema::from_mappings(&s.to_mappings()).unwrap();
+        assert_eq!(again.fields(), s.fields());
+        let err = s.add_field(FieldDef { name: "n".into(), ty: FieldType::Text, analyzer: standard() }).unwrap_err();
+        assert!(err.to_string().contains("cannot be changed"), "{err}");
+        assert!(Schema::from_mappings(&serde_json::json!({"properties": {"x": {"type": "geo_shape"}}})).is_err());
+        let json = serde_json::to_string(&s).unwrap();
+        let back: Schema = serde_json::from_str::<Schema>(&json).unwrap().rebuild().unwrap();
+        assert_eq!(back.field_id("title"), s.field_id("title"));
+    }
+}

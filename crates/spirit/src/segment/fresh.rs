@@ -1,0 +1,493 @@
+//! The fresh segment (SPIRIT's write-optimized store): searchable while it is written.
+//!
+//! Everything lives in one arena block of the DRAM heap's short-term ring, viewed as 32-bit atomic words:
+//!
+//! ```text
+//! word 0                 reserved (offset 0 is the null pointer)
+//! [1, 1+table_cap)       open-addressing term table: each slot holds the word offset of a term entry
+//! doc table[max_docs]    word offset of each document's stored record
+//! field dir[MAX_FIELDS]  word offset of each field's column block (norms and running sums, or numbers)
+//! bump area              term entries, posting blocks, stored records, column blocks
+//!
+//! term entry:     hash | key bytes | head block | tail block | key words...
+//! posting block:  capacity | used | next block | postings: doc, tf, positions[tf] ...
+//! text column:    norms[max_docs] | running length[max_docs] | running doc count[max_docs]
+//! numeric column: f64 bits as two words per doc (NaN = no value)
+//! ```
+//!
+//! One writer, many readers, no locks on the read side. The writer fills words with relaxed stores and
+//! publishes them with release stores (a block's `used`, a slot, a `next` link); the *watermark* — the number
+//! of complete documents — is published last. A reader loads the watermark with acquire and ignores every
+//! posting of a later document, so it never sees half a document. Posting blocks grow geometrically, as in
+//! Earlybird and SPIRIT §4.5. Per-document running sums make the exact BM25 statistics (documents with the
+//! field and total field length) at any watermark an O(1) read.
+
+use super::{FieldStats, SegmentError};
+use crate::memory::{words_of, DramBlock};
+use crate::schema::{key_field, AnalyzedDoc, FieldType, MAX_FIELDS};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering::*};
+
+const ENTRY_HEADER: usize = 4;
+const BLOCK_HEADER: usize = 3;
+const FIRST_BLOCK: usize = 6;
+const MAX_BLOCK: usize = 4096;
+const KIND_TEXT: u32 = 1;
+const KIND_NUMERIC: u32 = 2;
+
+/// A fresh segment. Shared (`Arc`) between its writer and any number of readers.
+pub struct FreshSegment {
+    block: DramBlock,
+    table_cap: usize,
+    max_docs: u32,
+    doc_table: usize,
+    field_dir: usize,
+    watermark: AtomicU32,
+    writer: Mutex<WriterState>,
+}
+
+struct WriterState {
+    cursor: usize,
+    terms: usize,
+    /// Term fields with a column block, for the per-document running sums.
+    term_fields: Vec<u16>,
+    ids: HashMap<String, u32>,
+}
+
+pub(crate) fn hash_key(key: &[u8]) -> u32 {
+    let h = xxhash_rust::xxh3::xxh3_64(key);
+    (h as u32) | 1 // never 0
+}
+
+fn words_for(bytes: usize) -> usize {
+    bytes.div_ceil(4)
+}
+
+/// Why a document did not go into this segment.
+#[derive(Debug, PartialEq, Eq)]
+pub enum InsertError {
+    /// The segment is full; seal it and retry in a new one.
+    Full,
+}
+
+impl FreshSegment {
+    /// Lays out a fresh segment in `block`, holding at most `max_docs` documents.
+    pub fn new(block: DramBlock, max_docs: u32) -> FreshSegment {
+        let words = block.len() / 4;
+        // About an eighth of the arena for the term table, which is kept at most half full.
+        let table_cap = (words / 8).next_power_of_two().clamp(1024, 1 << 24);
+        let max_docs = max_docs.clamp(1, (words / 16) as u32);
+        let doc_table = 1 + table_cap;
+        let field_dir = doc_table + max_docs as usize;
+        let cursor = field_dir + MAX_FIELDS;
+        assert!(cursor < words, "fresh arena too small for its tables");
+        FreshSegment {
+            block,
+            table_cap,
+            max_docs,
+            doc_table,
+            field_dir,
+            watermark: AtomicU32::new(0),
+            writer: Mutex::new(WriterState { cursor, terms: 0, term_fields: vec![], ids: HashMap::new() }),
+        }
+    }
+
+    #[inline]
+    fn w(&self) -> &[AtomicU32] {
+        self.block.atomic_words()
+    }
+
+    /// Number of complete, visible documents.
+    #[inline]
+    pub fn visible(&self) -> u32 {
+        self.watermark.load(Acquire)
+    }
+
+    pub fn max_docs(&self) -> u32 {
+        self.max_docs
+    }
+
+    /// Bytes of DRAM this segment holds.
+    pub fn dram_bytes(&self) -> usize {
+        self.block.len()
+    }
+
+    /// Bytes used so far (for stats).
+    pub fn used_bytes(&self) -> usize {
+        self.writer.lock().cursor * 4
+    }
+
+    /// Local doc of a live `_id` in this segment (writer side).
+    pub fn lookup_id(&self, id: &str) -> Option<u32> {
+        self.writer.lock().ids.get(id).copied()
+    }
+
+    /// Whether an empty segment could ever hold `doc`.
+    pub fn fits_empty(&self, doc: &AnalyzedDoc) -> bool {
+        let empty_cursor = self.field_dir + MAX_FIELDS;
+        empty_cursor + self.bound(doc, doc.lens.len() + doc.numerics.len()) <= self.w().len()
+            && doc.terms.len() <= self.table_cap / 2
+    }
+
+    /// Upper bound on the words `doc` takes, with `new_fields` column blocks to allocate.
+    fn bound(&self, doc: &AnalyzedDoc, new_fields: usize) -> usize {
+        let postings: usize = doc
+            .terms
+            .iter()
+            .map(|t| {
+                let p = 2 + t.positions.len();
+                ENTRY_HEADER + words_for(t.key.len()) + 2 * (BLOCK_HEADER + p.max(FIRST_BLOCK)) + p
+            })
+            .sum();
+        let record = 2 + words_for(doc.id.len()) + words_for(doc.source.len());
+        postings + record + new_fields * (1 + 3 * self.max_docs as usize)
+    }
+
+    /// Appends one document and publishes it. The caller is the only writer.
+    pub fn insert(&self, doc: &AnalyzedDoc) -> Result<u32, InsertError> {
+        let mut st = self.writer.lock();
+        let local = self.watermark.load(Relaxed);
+        if local >= self.max_docs || st.terms + doc.terms.len() > self.table_cap / 2 {
+            return Err(InsertError::Full);
+        }
+        let w = self.w();
+        let new_fields = doc
+            .lens
+            .iter()
+            .map(|x| x.0)
+            .chain(doc.numerics.iter().map(|x| x.0))
+            .filter(|&f| w[self.field_dir + f as usize].load(Relaxed) == 0)
+            .count();
+        if st.cursor + self.bound(doc, new_fields) > w.len() {
+            return Err(InsertError::Full);
+        }
+        // Column blocks for fields this segment has not seen yet.
+        for &(f, _) in &doc.lens {
+            if w[self.field_dir + f as usize].load(Relaxed) == 0 {
+                let at = self.bump(&mut st, 1 + 3 * self.max_docs as usize);
+                w[at].store(KIND_TEXT, Relaxed);
+                w[self.field_dir + f as usize].store(at as u32, Release);
+                st.term_fields.push(f);
+            }
+        }
+        for &(f, _) in &doc.numerics {
+            if w[self.field_dir + f as usize].load(Relaxed) == 0 {
+                let n = 2 * self.max_docs as usize;
+                let at = self.bump(&mut st, 1 + n);
+                w[at].store(KIND_NUMERIC, Relaxed);
+                let nan = f64::NAN.to_bits();
+                for d in 0..self.max_docs as usize {
+                    w[at + 1 + 2 * d].store(nan as u32, Relaxed);
+                    w[at + 2 + 2 * d].store((nan >> 32) as u32, Relaxed);
+                }
+                w[self.field_dir + f as usize].store(at as u32, Release);
+            }
+        }
+        // Postings.
+        for t in &doc.terms {
+            let entry = self.find_or_insert(&mut st, &t.key);
+            self.append_posting(&mut st, entry, local, &t.positions);
+        }
+        // Norms and running sums of every term field of the segment.
+        let md = self.max_docs as usize;
+        for &f in &st.term_fields {
+            let col = w[self.field_dir + f as usize].load(Relaxed) as usize;
+            let len = doc.lens.iter().find(|x| x.0 == f).map(|x| x.1);
+            let (prev_len, prev_cnt) = if local == 0 {
+                (0, 0)
+            } else {
+                (w[col + 1 + md + local as usize - 1].load(Relaxed), w[col + 1 + 2 * md + local as usize - 1].load(Relaxed))
+            };
+            w[col + 1 + local as usize].store(len.unwrap_or(0), Relaxed);
+            w[col + 1 + md + local as usize].store(prev_len + len.unwrap_or(0), Relaxed);
+            w[col + 1 + 2 * md + local as usize].store(prev_cnt + len.is_some() as u32, Relaxed);
+        }
+        for &(f, x) in &doc.numerics {
+            let col = w[self.field_dir + f as usize].load(Relaxed) as usize;
+            let bits = x.to_bits();
+            w[col + 1 + 2 * local as usize].store(bits as u32, Relaxed);
+            w[col + 2 + 2 * local as usize].store((bits >> 32) as u32, Relaxed);
+        }
+        // Stored record.
+        let rec = self.bump(&mut st, 2 + words_for(doc.id.len()) + words_for(doc.source.len()));
+        w[rec].store(doc.id.len() as u32, Relaxed);
+        w[rec + 1].store(doc.source.len() as u32, Relaxed);
+        let id_at = rec + 2;
+        store_bytes(&w[id_at..], doc.id.as_bytes());
+        store_bytes(&w[id_at + words_for(doc.id.len())..], &doc.source);
+        w[self.doc_table + local as usize].store(rec as u32, Relaxed);
+        st.ids.insert(doc.id.clone(), local);
+        // Publish the whole document at once.
+        self.watermark.store(local + 1, Release);
+        Ok(local)
+    }
+
+    /// Forgets an `_id` (after a delete), so a later lookup does not find the deleted doc.
+    pub fn forget_id(&self, id: &str) {
+        self.writer.lock().ids.remove(id);
+    }
+
+    fn bump(&self, st: &mut WriterState, words: usize) -> usize {
+        let at = st.cursor;
+        st.cursor += words;
+        debug_assert!(st.cursor <= self.w().len(), "bump past the arena (bound() was wrong)");
+        at
+    }
+
+    fn find_or_insert(&self, st: &mut WriterState, key: &[u8]) -> usize {
+        let w = self.w();
+        let h = hash_key(key);
+        let mask = self.table_cap - 1;
+        let mut slot = h as usize & mask;
+        loop {
+            let e = w[1 + slot].load(Relaxed) as usize;
+            if e == 0 {
+                break;
+            }
+            if self.entry_is(e, h, key) {
+                return e;
+            }
+            slot = (slot + 1) & mask;
+        }
+        let e = self.bump(st, ENTRY_HEADER + words_for(key.len()));
+        w[e].store(h, Relaxed);
+        w[e + 1].store(key.len() as u32, Relaxed);
+        store_bytes(&w[e + ENTRY_HEADER..], key);
+        st.terms += 1;
+        // head/tail stay 0 until the first posting block is linked.
+        w[1 + slot].store(e as u32, Release);
+        e
+    }
+
+    fn entry_is(&self, e: usize, h: u32, key: &[u8]) -> bool {
+        let w = self.w();
+        if w[e].load(Relaxed) != h || w[e + 1].load(Relaxed) as usize != key.len() {
+            return false;
+        }
+        key.chunks(4).enumerate().all(|(i, c)| {
+            let mut b = [0u8; 4];
+            b[..c.len()].copy_from_slice(c);
+            w[e + ENTRY_HEADER + i].load(Relaxed) == u32::from_le_bytes(b)
+        })
+    }
+
+    fn append_posting(&self, st: &mut WriterState, entry: usize, doc: u32, positions: &[u32]) {
+        let w = self.w();
+        let need = 2 + positions.len();
+        let mut tail = w[entry + 3].load(Relaxed) as usize;
+        if tail == 0 || w[tail].load(Relaxed) as usize - (w[tail + 1].load(Relaxed) as usize) < need {
+            let cap = if tail == 0 {
+                need.max(FIRST_BLOCK)
+            } else {
+                (2 * w[tail].load(Relaxed) as usize).min(MAX_BLOCK).max(need)
+            };
+            let b = self.bump(st, BLOCK_HEADER + cap);
+            w[b].store(cap as u32, Relaxed);
+            if tail == 0 {
+                w[entry + 2].store(b as u32, Release);
+            } else {
+                w[tail + 2].store(b as u32, Release);
+            }
+            w[entry + 3].store(b as u32, Relaxed);
+            tail = b;
+        }
+        let used = w[tail + 1].load(Relaxed) as usize;
+        let at = tail + BLOCK_HEADER + used;
+        w[at].store(doc, Relaxed);
+        w[at + 1].store(positions.len() as u32, Relaxed);
+        for (i, &p) in positions.iter().enumerate() {
+            w[at + 2 + i].store(p, Relaxed);
+        }
+        w[tail + 1].store((used + need) as u32, Release);
+    }
+
+    /// Looks a term key up; returns a handle for [`postings`](Self::postings).
+    pub fn lookup(&self, key: &[u8]) -> Option<u32> {
+        let w = self.w();
+        let h = hash_key(key);
+        let mask = self.table_cap - 1;
+        let mut slot = h as usize & mask;
+        for _ in 0..self.table_cap {
+            let e = w[1 + slot].load(Acquire) as usize;
+            if e == 0 {
+                return None;
+            }
+            if self.entry_is(e, h, key) {
+                return Some(e as u32);
+            }
+            slot = (slot + 1) & mask;
+        }
+        None
+    }
+
+    /// Postings of a term, limited to documents below `limit` (a watermark the caller loaded).
+    pub fn postings(&self, entry: u32, limit: u32) -> FreshPostings<'_> {
+        let head = self.w()[entry as usize + 2].load(Acquire) as usize;
+        let mut p = FreshPostings { seg: self, block: head, i: 0, limit, doc: 0, tf: 0, pos_at: 0 };
+        p.next();
+        p
+    }
+
+    /// Every term key in the segment (unordered). Used by flush and prefix expansion.
+    pub fn for_each_key(&self, f: &mut dyn FnMut(&[u8], u32)) {
+        let w = self.w();
+        let mut key = Vec::new();
+        for slot in 0..self.table_cap {
+            let e = w[1 + slot].load(Acquire) as usize;
+            if e != 0 {
+                let len = w[e + 1].load(Relaxed) as usize;
+                words_of(&w[e + ENTRY_HEADER..], len, &mut key);
+                f(&key, e as u32);
+            }
+        }
+    }
+
+    fn column(&self, field: u16, kind: u32) -> Option<usize> {
+        let at = self.w()[self.field_dir + field as usize].load(Acquire) as usize;
+        (at != 0 && self.w()[at].load(Relaxed) == kind).then_some(at + 1)
+    }
+
+    /// BM25 statistics of a field over documents below `limit`.
+    pub fn field_stats(&self, field: u16, limit: u32) -> FieldStats {
+        match (self.column(field, KIND_TEXT), limit) {
+            (Some(c), 1..) => {
+                let md = self.max_docs as usize;
+                let w = self.w();
+                FieldStats {
+                    docs: w[c + 2 * md + limit as usize - 1].load(Relaxed) as u64,
+                    total_len: w[c + md + limit as usize - 1].load(Relaxed) as u64,
+                }
+            }
+            _ => FieldStats::default(),
+        }
+    }
+
+    /// Field length (tokens) of `doc` in a term field.
+    pub fn field_len(&self, field: u16, doc: u32) -> u32 {
+        self.column(field, KIND_TEXT).map_or(0, |c| self.w()[c + doc as usize].load(Relaxed))
+    }
+
+    /// Numeric value of `doc` in a numeric or date field.
+    pub fn numeric(&self, field: u16, doc: u32) -> Option<f64> {
+        let c = self.column(field, KIND_NUMERIC)?;
+        let w = self.w();
+        let bits = w[c + 2 * doc as usize].load(Relaxed) as u64 | (w[c + 2 * doc as usize + 1].load(Relaxed) as u64) << 32;
+        let x = f64::from_bits(bits);
+        (!x.is_nan()).then_some(x)
+    }
+
+    /// `_id` and `_source` of a visible document.
+    pub fn stored(&self, doc: u32) -> Result<(String, Vec<u8>), SegmentError> {
+        if doc >= self.visible() {
+            return Err(SegmentError("stored doc beyond the watermark".into()));
+        }
+        let w = self.w();
+        let rec = w[self.doc_table + doc as usize].load(Relaxed) as usize;
+        let id_len = w[rec].load(Relaxed) as usize;
+        let src_len = w[rec + 1].load(Relaxed) as usize;
+        let mut id = Vec::new();
+        words_of(&w[rec + 2..], id_len, &mut id);
+        let mut src = Vec::new();
+        words_of(&w[rec + 2 + words_for(id_len)..], src_len, &mut src);
+        Ok((String::from_utf8(id).map_err(|_| SegmentError("stored _id is not UTF-8".into()))?, src))
+    }
+
+    /// Kinds of the fields with columns in this segment: `(field, is_text)`.
+    pub fn column_fields(&self) -> Vec<(u16, bool)> {
+        (0..MAX_FIELDS as u16)
+            .filter_map(|f| {
+                let at = self.w()[self.field_dir + f as usize].load(Acquire) as usize;
+                (at != 0).then(|| (f, self.w()[at].load(Relaxed) == KIND_TEXT))
+            })
+            .collect()
+    }
+
+    /// Field id of a key (convenience for flush).
+    pub fn key_field(key: &[u8]) -> u16 {
+        key_field(key)
+    }
+
+    /// The type a column kind corresponds to when flushed.
+    pub fn column_type(is_text: bool) -> FieldType {
+        if is_text {
+            FieldType::Text
+        } else {
+            FieldType::Double
+        }
+    }
+}
+
+fn store_bytes(words: &[AtomicU32], bytes: &[u8]) {
+    for (i, c) in bytes.chunks(4).enumerate() {
+        let mut b = [0u8; 4];
+        b[..c.len()].copy_from_slice(c);
+        words[i].store(u32::from_le_bytes(b), Relaxed);
+    }
+}
+
+/// A cursor over a fresh term's postings below a watermark.
+pub struct FreshPostings<'a> {
+    seg: &'a FreshSegment,
+    block: usize,
+    i: usize,
+    limit: u32,
+    doc: u32,
+    tf: u32,
+    pos_at: usize,
+}
+
+impl FreshPostings<'_> {
+    #[inline]
+    pub fn doc(&self) -> u32 {
+        self.doc
+    }
+
+    #[inline]
+    pub fn freq(&self) -> u32 {
+        self.tf
+    }
+
+    pub fn next(&mut self) -> u32 {
+        use crate::codec::NO_DOC;
+        if self.doc == NO_DOC {
+            return NO_DOC;
+        }
+        let w = self.seg.w();
+        loop {
+            if self.block == 0 {
+                self.doc = NO_DOC;
+                return NO_DOC;
+            }
+            let used = w[self.block + 1].load(Acquire) as usize;
+            if self.i < used {
+                let at = self.block + BLOCK_HEADER + self.i;
+                let d = w[at].load(Relaxed);
+                if d >= self.limit {
+                    self.doc = NO_DOC;
+                    return NO_DOC;
+                }
+                self.tf = w[at + 1].load(Relaxed);
+                self.pos_at = at + 2;
+                self.i += 2 + self.tf as usize;
+                self.doc = d;
+                return d;
+            }
+            self.block = w[self.block + 2].load(Acquire) as usize;
+            self.i = 0;
+        }
+    }
+
+    pub fn advance(&mut self, target: u32) -> u32 {
+        while self.doc < target {
+            self.next();
+        }
+        self.doc
+    }
+
+    pub fn positions(&self, out: &mut Vec<u32>) {
+        out.clear();
+        let w = self.seg.w();
+        out.extend((0..self.tf as usize).map(|k| w[self.pos_at + k].load(Relaxed)));
+    }
+}

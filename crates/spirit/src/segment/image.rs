@@ -1,0 +1,435 @@
+//! The segment image: the read-optimized, position-independent bytes of a flushed segment.
+//!
+//! ```text
+//! header (64 B): magic "SPSEG001" | version | doc_count | seg_id | base_doc | n_terms | n_fields | body crc32
+//!                | reserved | total length
+//! sections (7 × off,len; offsets from the image start):
+//!   TERMS    n_terms × 32 B, sorted by key: key_off u32 | key_len u32 | df u32 | max_tf u32 | post_off u64 | post_len u64
+//!   KEYS     concatenated term keys (field id big-endian + term bytes)
+//!   POSTINGS one codec blob per term (see `codec`)
+//!   FIELDS   n_fields × 32 B: field u32 | kind u32 | docs u64 | total_len u64 | column offset u64
+//!   COLUMNS  norms (u32 per doc) or numbers (f64 per doc, NaN = none)
+//!   DOCSTORE n_blocks u32 | pad | n_blocks × (first_doc u32 | comp_len u32 | off u64) | LZ4 blocks of
+//!            records (VByte id length, id, VByte source length, source)
+//!   IDS      doc_count × 16 B sorted: xxh3(_id) u64 | doc u32 | pad
+//! ```
+//! No pointer inside is absolute, so engraving is one bulk copy and the persistent copy is read with the same
+//! code as the DRAM copy. The body checksum is verified by `spirit check` and on demand.
+
+use super::{FieldStats, FreshSegment, SegmentError};
+use crate::codec::{encode_postings, read_vbyte, write_vbyte, PostingsCursor};
+
+const MAGIC: &[u8; 8] = b"SPSEG001";
+const VERSION: u32 = 1;
+const HEADER: usize = 64;
+const N_SECTIONS: usize = 7;
+const PREFIX: usize = HEADER + N_SECTIONS * 16;
+const TERMS: usize = 0;
+const KEYS: usize = 1;
+const POSTINGS: usize = 2;
+const FIELDS: usize = 3;
+const COLUMNS: usize = 4;
+const DOCSTORE: usize = 5;
+const IDS: usize = 6;
+const KIND_NORMS: u32 = 1;
+const KIND_NUMERIC: u32 = 2;
+const DOC_BLOCK_BYTES: usize = 16 * 1024;
+
+/// Hash of an `_id` in the IDS section.
+pub fn id_hash(id: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(id.as_bytes())
+}
+
+/// Builds images.
+pub struct ImageBuilder;
+
+impl ImageBuilder {
+    /// Flushes the visible documents of a (sealed) fresh segment into an image.
+    pub fn from_fresh(fresh: &FreshSegment, seg_id: u32, base_doc: u32) -> Result<Vec<u8>, SegmentError> {
+        let n = fresh.visible();
+        let mut keys: Vec<(Vec<u8>, u32)> = vec![];
+        fresh.for_each_key(&mut |k, e| keys.push((k.to_vec(), e)));
+        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+
+        let mut sections: [Vec<u8>; N_SECTIONS] = Default::default();
+        let (mut docs, mut tfs, mut pos, mut p) = (vec![], vec![], vec![], vec![]);
+        let mut n_terms = 0u32;
+        for (key, e) in &keys {
+            docs.clear();
+            tfs.clear();
+            pos.clear();
+            let mut c = fresh.postings(*e, n);
+            while c.doc() != crate::codec::NO_DOC {
+                docs.push(c.doc());
+                tfs.push(c.freq());
+                c.positions(&mut p);
+                pos.extend_from_slice(&p);
+                c.next();
+            }
+            if docs.is_empty() {
+                continue;
+            }
+            let post_off = sections[POSTINGS].len() as u64;
+            let meta = encode_postings(&docs, &tfs, &pos, &mut sections[POSTINGS]);
+            let post_len = sections[POSTINGS].len() as u64 - post_off;
+            let key_off = sections[KEYS].len() as u32;
+            let t = &mut sections[TERMS];
+            t.extend_from_slice(&key_off.to_le_bytes());
+            t.extend_from_slice(&(key.len() as u32).to_le_bytes());
+            t.extend_from_slice(&meta.df.to_le_bytes());
+            t.extend_from_slice(&meta.max_tf.to_le_bytes());
+            t.extend_from_slice(&post_off.to_le_bytes());
+            t.extend_from_slice(&post_len.to_le_bytes());
+            sections[KEYS].extend_from_slice(key);
+            n_terms += 1;
+        }
+
+        let fields = fresh.column_fields();
+        for &(f, is_text) in &fields {
+            let col_off = sections[COLUMNS].len() as u64;
+            let (kind, stats) = if is_text {
+                for d in 0..n {
+                    sections[COLUMNS].extend_from_slice(&fresh.field_len(f, d).to_le_bytes());
+                }
+                (KIND_NORMS, fresh.field_stats(f, n))
+            } else {
+                for d in 0..n {
+                    let x = fresh.numeric(f, d).unwrap_or(f64::NAN);
+                    sections[COLUMNS].extend_from_slice(&x.to_le_bytes());
+                }
+                (KIND_NUMERIC, FieldStats::default())
+            };
+            while sections[COLUMNS].len() % 8 != 0 {
+                sections[COLUMNS].push(0);
+            }
+            let fs = &mut sections[FIELDS];
+            fs.extend_from_slice(&(f as u32).to_le_bytes());
+            fs.extend_from_slice(&kind.to_le_bytes());
+            fs.extend_from_slice(&stats.docs.to_le_bytes());
+            fs.extend_from_slice(&stats.total_len.to_le_bytes());
+            fs.extend_from_slice(&col_off.to_le_bytes());
+        }
+
+        // Doc store and id index.
+        let mut blocks: Vec<(u32, Vec<u8>)> = vec![];
+        let mut raw = vec![];
+        let mut first = 0;
+        let mut ids = Vec::with_capacity(n as usize);
+        for d in 0..n {
+            let (id, src) = fresh.stored(d)?;
+            ids.push((id_hash(&id), d));
+            write_vbyte(&mut raw, id.len() as u32);
+            raw.extend_from_slice(id.as_bytes());
+            write_vbyte(&mut raw, src.len() as u32);
+            raw.extend_from_slice(&src);
+            if raw.len() >= DOC_BLOCK_BYTES || d + 1 == n {
+                blocks.push((first, lz4_flex::compress(&raw)));
+                raw.clear();
+                first = d + 1;
+            }
+        }
+        let ds = &mut sections[DOCSTORE];
+        ds.extend_from_slice(&(blocks.len() as u32).to_le_bytes());
+        ds.extend_from_slice(&0u32.to_le_bytes());
+        let mut off = 0u64;
+        for (first, data) in &blocks {
+            ds.extend_from_slice(&first.to_le_bytes());
+            ds.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            ds.extend_from_slice(&off.to_le_bytes());
+            off += data.len() as u64;
+        }
+        for (_, data) in &blocks {
+            ds.extend_from_slice(data);
+        }
+        ids.sort_unstable();
+        for (h, d) in ids {
+            sections[IDS].extend_from_slice(&h.to_le_bytes());
+            sections[IDS].extend_from_slice(&d.to_le_bytes());
+            sections[IDS].extend_from_slice(&0u32.to_le_bytes());
+        }
+
+        // Assemble.
+        let mut out = vec![0u8; PREFIX];
+        let mut table = vec![];
+        for s in &sections {
+            while out.len() % 8 != 0 {
+                out.push(0);
+            }
+            table.push((out.len() as u64, s.len() as u64));
+            out.extend_from_slice(s);
+        }
+        out[..8].copy_from_slice(MAGIC);
+        out[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        out[12..16].copy_from_slice(&n.to_le_bytes());
+        out[16..20].copy_from_slice(&seg_id.to_le_bytes());
+        out[20..24].copy_from_slice(&base_doc.to_le_bytes());
+        out[24..28].copy_from_slice(&n_terms.to_le_bytes());
+        out[28..32].copy_from_slice(&(fields.len() as u32).to_le_bytes());
+        let total = out.len() as u64;
+        out[40..48].copy_from_slice(&total.to_le_bytes());
+        for (i, (o, l)) in table.iter().enumerate() {
+            out[HEADER + i * 16..HEADER + i * 16 + 8].copy_from_slice(&o.to_le_bytes());
+            out[HEADER + i * 16 + 8..HEADER + i * 16 + 16].copy_from_slice(&l.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&out[HEADER..]);
+        out[32..36].copy_from_slice(&crc.to_le_bytes());
+        Ok(out)
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// A dictionary entry.
+#[derive(Debug, Clone, Copy)]
+pub struct TermInfo<'a> {
+    pub df: u32,
+    pub max_tf: u32,
+    pub blob: &'a [u8],
+    /// Offset of the blob from the image start (for the merged segment's chain).
+    pub blob_offset: u64,
+}
+
+/// A validated view of an image's bytes.
+#[derive(Clone, Copy)]
+pub struct ImageView<'a> {
+    bytes: &'a [u8],
+    doc_count: u32,
+    seg_id: u32,
+    base_doc: u32,
+    n_terms: usize,
+    n_fields: usize,
+    sections: [(usize, usize); N_SECTIONS],
+}
+
+impl<'a> ImageView<'a> {
+    /// Validates the header and section table (not the body checksum: see [`verify`](Self::verify)).
+    pub fn parse(bytes: &'a [u8]) -> Result<ImageView<'a>, SegmentError> {
+        let err = |m: &str| SegmentError(format!("segment image: {m}"));
+        if bytes.len() < PREFIX || &bytes[..8] != MAGIC {
+            return Err(err("bad magic or truncated header"));
+        }
+        if u32_at(bytes, 8) != VERSION {
+            return Err(err(&format!("unsupported version {}", u32_at(bytes, 8))));
+        }
+        let total = u64_at(bytes, 40) as usize;
+        if total > bytes.len() || total < PREFIX {
+            return Err(err("truncated"));
+        }
+        let bytes = &bytes[..total];
+        let mut sections = [(0, 0); N_SECTIONS];
+        for (i, s) in sections.iter_mut().enumerate() {
+            let (o, l) = (u64_at(bytes, HEADER + i * 16) as usize, u64_at(bytes, HEADER + i * 16 + 8) as usize);
+            if o < PREFIX || o.checked_add(l).is_none_or(|e| e > total) {
+                return Err(err("section out of bounds"));
+            }
+            *s = (o, l);
+        }
+        let v = ImageView {
+            bytes,
+            doc_count: u32_at(bytes, 12),
+            seg_id: u32_at(bytes, 16),
+            base_doc: u32_at(bytes, 20),
+            n_terms: u32_at(bytes, 24) as usize,
+            n_fields: u32_at(bytes, 28) as usize,
+            sections,
+        };
+        if v.sections[TERMS].1 != v.n_terms * 32
+            || v.sections[FIELDS].1 != v.n_fields * 32
+            || v.sections[IDS].1 != v.doc_count as usize * 16
+            || v.sections[DOCSTORE].1 < 8
+        {
+            return Err(err("section sizes disagree with the header"));
+        }
+        Ok(v)
+    }
+
+    /// Verifies the body checksum.
+    pub fn verify(&self) -> Result<(), SegmentError> {
+        if crc32fast::hash(&self.bytes[HEADER..]) != u32_at(self.bytes, 32) {
+            return Err(SegmentError("segment image: checksum mismatch".into()));
+        }
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.doc_count == 0
+    }
+    pub fn doc_count(&self) -> u32 {
+        self.doc_count
+    }
+    pub fn seg_id(&self) -> u32 {
+        self.seg_id
+    }
+    pub fn base_doc(&self) -> u32 {
+        self.base_doc
+    }
+    pub fn n_terms(&self) -> usize {
+        self.n_terms
+    }
+
+    fn section(&self, s: usize) -> &'a [u8] {
+        let (o, l) = self.sections[s];
+        &self.bytes[o..o + l]
+    }
+
+    /// The key of term `i` (in sorted order).
+    pub fn key_at(&self, i: usize) -> Result<&'a [u8], SegmentError> {
+        let t = self.section(TERMS);
+        let (o, l) = (u32_at(t, i * 32) as usize, u32_at(t, i * 32 + 4) as usize);
+        self.section(KEYS).get(o..o + l).ok_or_else(|| SegmentError("term key out of bounds".into()))
+    }
+
+    /// Dictionary entry `i`.
+    pub fn term_at(&self, i: usize) -> Result<TermInfo<'a>, SegmentError> {
+        let t = self.section(TERMS);
+        let e = &t[i * 32..i * 32 + 32];
+        let (po, pl) = (u64_at(e, 16) as usize, u64_at(e, 24) as usize);
+        let blob = self
+            .section(POSTINGS)
+            .get(po..po.saturating_add(pl))
+            .ok_or_else(|| SegmentError("postings out of bounds".into()))?;
+        Ok(TermInfo {
+            df: u32_at(e, 8),
+            max_tf: u32_at(e, 12),
+            blob,
+            blob_offset: (self.sections[POSTINGS].0 + po) as u64,
+        })
+    }
+
+    /// Exact lookup by binary search over the sorted dictionary.
+    pub fn term(&self, key: &[u8]) -> Result<Option<TermInfo<'a>>, SegmentError> {
+        let (mut lo, mut hi) = (0, self.n_terms);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.key_at(mid)?.cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return self.term_at(mid).map(Some),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Index range of the terms whose key starts with `prefix`.
+    pub fn prefix_range(&self, prefix: &[u8]) -> Result<std::ops::Range<usize>, SegmentError> {
+        let lower = |strict: bool| -> Result<usize, SegmentError> {
+            let (mut lo, mut hi) = (0, self.n_terms);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                let k = self.key_at(mid)?;
+                let before = if strict { k < prefix || k.starts_with(prefix) } else { k < prefix };
+                if before {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            Ok(lo)
+        };
+        Ok(lower(false)?..lower(true)?)
+    }
+
+    fn field_entry(&self, field: u16) -> Option<&'a [u8]> {
+        let f = self.section(FIELDS);
+        (0..self.n_fields).map(|i| &f[i * 32..i * 32 + 32]).find(|e| u32_at(e, 0) == field as u32)
+    }
+
+    pub fn field_stats(&self, field: u16) -> FieldStats {
+        self.field_entry(field)
+            .filter(|e| u32_at(e, 4) == KIND_NORMS)
+            .map(|e| FieldStats { docs: u64_at(e, 8), total_len: u64_at(e, 16) })
+            .unwrap_or_default()
+    }
+
+    fn column(&self, field: u16, kind: u32, width: usize) -> Option<&'a [u8]> {
+        let e = self.field_entry(field).filter(|e| u32_at(e, 4) == kind)?;
+        let off = u64_at(e, 24) as usize;
+        self.section(COLUMNS).get(off..off.checked_add(self.doc_count as usize * width)?)
+    }
+
+    /// The norms column of a term field (field length per doc).
+    pub fn norms(&self, field: u16) -> Option<&'a [u8]> {
+        self.column(field, KIND_NORMS, 4)
+    }
+
+    /// The numeric column of a numeric or date field.
+    pub fn numbers(&self, field: u16) -> Option<&'a [u8]> {
+        self.column(field, KIND_NUMERIC, 8)
+    }
+
+    /// `_id` and `_source` of a document.
+    pub fn stored(&self, doc: u32) -> Result<(String, Vec<u8>), SegmentError> {
+        let ds = self.section(DOCSTORE);
+        let bad = |m: &str| SegmentError(format!("doc store: {m}"));
+        let n = u32_at(ds, 0) as usize;
+        let dir_end = 8usize.checked_add(n.checked_mul(16).ok_or_else(|| bad("block count"))?).ok_or_else(|| bad("block count"))?;
+        if dir_end > ds.len() || doc >= self.doc_count {
+            return Err(bad("block directory out of bounds"));
+        }
+        let entry = |i: usize| &ds[8 + i * 16..8 + i * 16 + 16];
+        let b = (0..n).rev().find(|&i| u32_at(entry(i), 0) <= doc).ok_or_else(|| bad("no block"))?;
+        let e = entry(b);
+        let (first, clen, off) = (u32_at(e, 0), u32_at(e, 4) as usize, u64_at(e, 8) as usize);
+        let data = ds.get(dir_end + off..dir_end + off + clen).ok_or_else(|| bad("block out of bounds"))?;
+        let raw = lz4_flex::decompress(data, 64 * DOC_BLOCK_BYTES.max(1 << 20)).map_err(|e| bad(&e.to_string()))?;
+        let mut at = 0;
+        for d in first..=doc {
+            let il = read_vbyte(&raw, &mut at)? as usize;
+            let id = raw.get(at..at + il).ok_or_else(|| bad("record"))?;
+            at += il;
+            let sl = read_vbyte(&raw, &mut at)? as usize;
+            let src = raw.get(at..at + sl).ok_or_else(|| bad("record"))?;
+            at += sl;
+            if d == doc {
+                let id = std::str::from_utf8(id).map_err(|_| bad("_id not UTF-8"))?;
+                return Ok((id.to_string(), src.to_vec()));
+            }
+        }
+        Err(bad("record not found"))
+    }
+
+    /// Docs whose `_id` hashes to `hash`.
+    pub fn docs_with_id_hash(&self, hash: u64) -> impl Iterator<Item = u32> + 'a {
+        let ids = self.section(IDS);
+        let n = ids.len() / 16;
+        let start = {
+            let (mut lo, mut hi) = (0, n);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if u64_at(ids, mid * 16) < hash {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        };
+        (start..n).take_while(move |&i| u64_at(ids, i * 16) == hash).map(move |i| u32_at(ids, i * 16 + 8))
+    }
+
+    /// Opens a cursor over a term's postings.
+    pub fn cursor(blob: &'a [u8]) -> Result<PostingsCursor<'a>, SegmentError> {
+        Ok(PostingsCursor::new(blob)?)
+    }
+}
+
+/// Reads a u32 norm of `doc` from a norms column.
+#[inline]
+pub fn norm_at(col: &[u8], doc: u32) -> u32 {
+    col.get(doc as usize * 4..doc as usize * 4 + 4).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap()))
+}
+
+/// Reads the number of `doc` from a numeric column.
+#[inline]
+pub fn number_at(col: &[u8], doc: u32) -> Option<f64> {
+    let x = f64::from_le_bytes(col.get(doc as usize * 8..doc as usize * 8 + 8)?.try_into().unwrap());
+    (!x.is_nan()).then_some(x)
+}

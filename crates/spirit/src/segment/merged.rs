@@ -1,0 +1,249 @@
+//! The merged segment (SPIRIT §4.7): one persistent dictionary for every merged image, whose entries head a
+//! chain of that term's per-segment posting lists, newest first. Merging an engraved image *links* each of
+//! its posting lists into the chain — one node and one pointer store per term — instead of rewriting
+//! postings. The lists stay where the engrave put them.
+//!
+//! ```text
+//! header (64 B):   table pointer (atomic)
+//! table:           capacity u64 | count u64 | slots[capacity] × 32 B: key ref | hash | chain head | reserved
+//! key record:      len u32 | bytes
+//! chain node 32 B: seg_id u32 | df u32 | blob offset u64 | blob len u32 | max_tf u32 | next u64
+//! ```
+//! Readers never lock: a slot's key ref and a chain head are published with release stores after what they
+//! point to is written; a resize writes a whole new table and publishes it with one pointer store. A reader
+//! only trusts nodes of segments its GDT snapshot says are merged, so it ignores a segment being linked.
+
+use super::image::ImageView;
+use super::SegmentError;
+use crate::memory::{PersistentHeap, PersistentHeapError};
+use std::sync::atomic::Ordering::*;
+use std::sync::Arc;
+
+const SLOT: u64 = 32;
+const NODE: u64 = 32;
+const TABLE_HEADER: u64 = 16;
+const INITIAL_CAP: u64 = 1 << 12;
+
+/// The merged segment of one shard.
+pub struct MergedSegment {
+    heap: Arc<PersistentHeap>,
+    header: u64,
+}
+
+/// One node of a term's chain.
+#[derive(Debug, Clone, Copy)]
+pub struct ChainNode<'a> {
+    pub seg_id: u32,
+    pub df: u32,
+    pub max_tf: u32,
+    pub blob: &'a [u8],
+}
+
+fn hash64(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key) | 1
+}
+
+impl MergedSegment {
+    /// Creates an empty merged segment in the heap.
+    pub fn create(heap: Arc<PersistentHeap>) -> Result<MergedSegment, PersistentHeapError> {
+        let header = heap.alloc_copy(&[0u8; 64])?;
+        let ms = MergedSegment { heap, header };
+        let table = ms.new_table(INITIAL_CAP)?;
+        ms.heap.atomic(header).store(table, Release);
+        Ok(ms)
+    }
+
+    /// Re-attaches to a merged segment whose header is at `header`.
+    pub fn open(heap: Arc<PersistentHeap>, header: u64) -> Result<MergedSegment, SegmentError> {
+        let ms = MergedSegment { heap, header };
+        let (table, cap) = ms.table();
+        if cap == 0 || !cap.is_power_of_two() || table == 0 {
+            return Err(SegmentError("merged segment: bad table header".into()));
+        }
+        Ok(ms)
+    }
+
+    pub fn header_offset(&self) -> u64 {
+        self.header
+    }
+
+    fn new_table(&self, cap: u64) -> Result<u64, PersistentHeapError> {
+        let bytes = (TABLE_HEADER + cap * SLOT) as usize;
+        let t = self.heap.alloc(bytes)?;
+        // Fresh heap space is zero, but write it anyway: the table must start empty whatever was there.
+        let zeros = vec![0u8; bytes];
+        self.heap.write(t, &zeros);
+        self.heap.write(t, &cap.to_le_bytes());
+        Ok(t)
+    }
+
+    fn table(&self) -> (u64, u64) {
+        let t = self.heap.atomic(self.header).load(Acquire);
+        if t == 0 {
+            return (0, 0);
+        }
+        (t, u64::from_le_bytes(self.heap.slice(t, 8).try_into().unwrap()))
+    }
+
+    /// Number of distinct terms.
+    pub fn term_count(&self) -> u64 {
+        let (t, _) = self.table();
+        self.heap.atomic(t + 8).load(Relaxed)
+    }
+
+    fn slot(t: u64, i: u64) -> u64 {
+        t + TABLE_HEADER + i * SLOT
+    }
+
+    fn key_matches(&self, key_ref: u64, key: &[u8]) -> bool {
+        let len = u32::from_le_bytes(self.heap.slice(key_ref, 4).try_into().unwrap()) as usize;
+        len == key.len() && self.heap.slice(key_ref + 4, len) == key
+    }
+
+    /// Finds the slot of `key` in table `t`, or the empty slot where it would go.
+    fn probe(&self, t: u64, cap: u64, key: &[u8], h: u64) -> (u64, bool) {
+        let mut i = h & (cap - 1);
+        loop {
+            let s = Self::slot(t, i);
+            let key_ref = self.heap.atomic(s).load(Acquire);
+            if key_ref == 0 {
+                return (s, false);
+            }
+            if self.heap.atomic(s + 8).load(Relaxed) == h && self.key_matches(key_ref, key) {
+                return (s, true);
+            }
+            i = (i + 1) & (cap - 1);
+        }
+    }
+
+    /// Links every posting list of an engraved image (at heap offset `image_off`) into the chains.
+    /// Single-threaded (the merger).
+    pub fn link(&self, image_off: u64, view: &ImageView<'_>) -> Result<(), MergeError> {
+        let n = view.n_terms() as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        let (mut t, mut cap) = self.table();
+        let mut count = self.heap.atomic(t + 8).load(Relaxed);
+        let nodes = self.heap.alloc((n * NODE) as usize)?;
+        for i in 0..n {
+            let key = view.key_at(i as usize)?;
+            let info = view.term_at(i as usize)?;
+            if (count + 1) * 2 > cap {
+                (t, cap) = self.grow(t, cap)?;
+            }
+            let h = hash64(key);
+            let (s, found) = self.probe(t, cap, key, h);
+            let head = if found { self.heap.atomic(s + 16).load(Relaxed) } else { 0 };
+            let node = nodes + i * NODE;
+            let mut b = [0u8; NODE as usize];
+            b[0..4].copy_from_slice(&view.seg_id().to_le_bytes());
+            b[4..8].copy_from_slice(&info.df.to_le_bytes());
+            b[8..16].copy_from_slice(&(image_off + info.blob_offset).to_le_bytes());
+            b[16..20].copy_from_slice(&(info.blob.len() as u32).to_le_bytes());
+            b[20..24].copy_from_slice(&info.max_tf.to_le_bytes());
+            b[24..32].copy_from_slice(&head.to_le_bytes());
+            self.heap.write(node, &b);
+            if found {
+                self.heap.atomic(s + 16).store(node, Release);
+            } else {
+                let mut rec = Vec::with_capacity(4 + key.len());
+                rec.extend_from_slice(&(key.len() as u32).to_le_bytes());
+                rec.extend_from_slice(key);
+                let key_ref = self.heap.alloc_copy(&rec)?;
+                self.heap.atomic(s + 8).store(h, Relaxed);
+                self.heap.atomic(s + 16).store(node, Relaxed);
+                self.heap.atomic(s).store(key_ref, Release);
+                count += 1;
+                self.heap.atomic(t + 8).store(count, Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    fn grow(&self, t: u64, cap: u64) -> Result<(u64, u64), MergeError> {
+        let ncap = cap * 2;
+        let nt = self.new_table(ncap)?;
+        let mut count = 0;
+        for i in 0..cap {
+            let s = Self::slot(t, i);
+            let key_ref = self.heap.atomic(s).load(Relaxed);
+            if key_ref == 0 {
+                continue;
+            }
+            let h = self.heap.atomic(s + 8).load(Relaxed);
+            let mut j = h & (ncap - 1);
+            while self.heap.atomic(Self::slot(nt, j)).load(Relaxed) != 0 {
+                j = (j + 1) & (ncap - 1);
+            }
+            let ns = Self::slot(nt, j);
+            self.heap.atomic(ns + 8).store(h, Relaxed);
+            self.heap.atomic(ns + 16).store(self.heap.atomic(s + 16).load(Relaxed), Relaxed);
+            self.heap.atomic(ns).store(key_ref, Relaxed);
+            count += 1;
+        }
+        self.heap.atomic(nt + 8).store(count, Relaxed);
+        self.heap.atomic(self.header).store(nt, Release);
+        Ok((nt, ncap))
+    }
+
+    /// The chain of `key`, newest segment first.
+    pub fn chain(&self, key: &[u8]) -> Chain<'_> {
+        let (t, cap) = self.table();
+        let h = hash64(key);
+        let (s, found) = self.probe(t, cap, key, h);
+        Chain { ms: self, node: if found { self.heap.atomic(s + 16).load(Acquire) } else { 0 } }
+    }
+
+    /// Every key in the merged dictionary (for `check` and prefix expansion fallbacks).
+    pub fn for_each_key(&self, f: &mut dyn FnMut(&[u8])) {
+        let (t, cap) = self.table();
+        for i in 0..cap {
+            let key_ref = self.heap.atomic(Self::slot(t, i)).load(Acquire);
+            if key_ref != 0 {
+                let len = u32::from_le_bytes(self.heap.slice(key_ref, 4).try_into().unwrap()) as usize;
+                f(self.heap.slice(key_ref + 4, len));
+            }
+        }
+    }
+}
+
+/// Iterator over a chain.
+pub struct Chain<'a> {
+    ms: &'a MergedSegment,
+    node: u64,
+}
+
+impl<'a> Iterator for Chain<'a> {
+    type Item = ChainNode<'a>;
+    fn next(&mut self) -> Option<ChainNode<'a>> {
+        if self.node == 0 {
+            return None;
+        }
+        let b = self.ms.heap.slice(self.node, NODE as usize);
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        let blob_off = u64::from_le_bytes(b[8..16].try_into().unwrap());
+        let n = ChainNode {
+            seg_id: u32_at(0),
+            df: u32_at(4),
+            max_tf: u32_at(20),
+            blob: self.ms.heap.slice(blob_off, u32_at(16) as usize),
+        };
+        self.node = u64::from_le_bytes(b[24..32].try_into().unwrap());
+        Some(n)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error(transparent)]
+    Heap(#[from] PersistentHeapError),
+    #[error("{}", .0.0)]
+    Segment(SegmentError),
+}
+
+impl From<SegmentError> for MergeError {
+    fn from(e: SegmentError) -> Self {
+        MergeError::Segment(e)
+    }
+}

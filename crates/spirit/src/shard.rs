@@ -1,0 +1,783 @@
+//! A shard (SPIRIT's executor): its two heaps, its GDT and its pipeline.
+//!
+//! ```text
+//! add() ─► fresh segment ──seal──► flusher ──► engraver ──► (commit when DRAM is short) ──► merger
+//!           (caller thread)        image in     copy in       GDT points at the            links lists
+//!                                  DRAM ring    persistent    persistent copy, DRAM        into the merged
+//!                                               heap          copy freed after readers     segment
+//! ```
+//! The ingester is the caller's thread holding the writer lock (one writer per shard, as in SPIRIT). Each
+//! later stage is one thread fed by a bounded queue, so a slow stage back-pressures the one before it and,
+//! ultimately, `add`. Nothing in the pipeline blocks readers: every hand-over is a GDT state change.
+
+use crate::config::{CommitPolicy, Durability, ShardConfig};
+use crate::error::{Error, Result};
+use crate::gdt::{DramImage, Gdt, PersistentImage, SegData, SegState, SegmentDesc, Snapshot};
+use crate::memory::{DramHeap, DramStats, PersistentHeap, PersistentStats, RecoveryRecord, RingKind};
+use crate::schema::AnalyzedDoc;
+use crate::segment::image::id_hash;
+use crate::segment::{DeleteBitmap, FreshSegment, ImageBuilder, ImageView, InsertError, MergedSegment};
+use crossbeam_channel::{bounded, Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Name of the persistent heap file in a shard directory.
+pub const HEAP_FILE: &str = "heap.spirit";
+const MANIFEST_FORMAT: u32 = 1;
+
+/// What a clean close leaves for the next open (serialized as JSON inside the heap).
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    format: u32,
+    next_doc: u32,
+    next_seg: u32,
+    merged_header: u64,
+    segments: Vec<ManifestSegment>,
+    /// The owner's data (schema, settings).
+    extra: serde_json::Value,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ManifestSegment {
+    id: u32,
+    base_doc: u32,
+    doc_count: u32,
+    image_off: u64,
+    image_len: u64,
+    deletes_off: u64,
+    deletes_len: u64,
+    merged: bool,
+}
+
+struct Writer {
+    fresh: Arc<FreshSegment>,
+    fresh_id: u32,
+    fresh_deletes: Arc<DeleteBitmap>,
+    next_seg: u32,
+    closed: bool,
+}
+
+/// Counters for stats and benchmarks.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub flushes: AtomicU64,
+    pub engraves: AtomicU64,
+    pub commits: AtomicU64,
+    pub merges: AtomicU64,
+    pub flush_nanos: AtomicU64,
+    pub engrave_nanos: AtomicU64,
+    pub merge_nanos: AtomicU64,
+}
+
+pub(crate) struct ShardInner {
+    cfg: ShardConfig,
+    dir: PathBuf,
+    pub(crate) dram: Arc<DramHeap>,
+    pub(crate) heap: Arc<PersistentHeap>,
+    pub(crate) gdt: Gdt,
+    writer: Mutex<Writer>,
+    flush_tx: Mutex<Option<Sender<u32>>>,
+    merge_tx: Mutex<Option<Sender<u32>>>,
+    progress: (Mutex<()>, Condvar),
+    failure: Mutex<Option<String>>,
+    pub(crate) counters: Counters,
+}
+
+/// A shard. Dropping it closes it (gracefully, in graceful mode).
+pub struct Shard {
+    pub(crate) inner: Arc<ShardInner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// Segment counts and tier usage.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShardStats {
+    pub docs: u64,
+    pub deleted: u64,
+    pub segments: std::collections::BTreeMap<SegState, usize>,
+    pub dram: DramStats,
+    pub persistent: PersistentStats,
+    pub merged_terms: u64,
+    pub flushes: u64,
+    pub engraves: u64,
+    pub commits: u64,
+    pub merges: u64,
+    pub epoch: u64,
+}
+
+impl Shard {
+    /// Opens the shard in `dir`, creating it if absent. Returns the shard and the `extra` data stored at its
+    /// last clean close (`Null` for a new shard).
+    pub fn open(dir: &Path, cfg: ShardConfig) -> Result<(Shard, serde_json::Value)> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let path = dir.join(HEAP_FILE);
+        let heap_err = |e: crate::memory::PersistentHeapError| match e {
+            crate::memory::PersistentHeapError::Locked => Error::Locked(dir.to_path_buf()),
+            crate::memory::PersistentHeapError::Io(io) => Error::io(&path, io),
+            other => Error::Format(format!("{}: {other}", path.display())),
+        };
+        if cfg.durability == Durability::Volatile && path.exists() {
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+        }
+        let dram = DramHeap::new(cfg.dram_budget, cfg.short_term_bytes()).map_err(|e| Error::io("DRAM heap", e))?;
+        let (heap, manifest) = if path.exists() {
+            let (heap, rec) = PersistentHeap::open(&path, cfg.persistent_budget).map_err(heap_err)?;
+            if !rec.clean {
+                return Err(Error::Format(format!(
+                    "{} was not closed cleanly (the process crashed or was killed) and graceful mode cannot \
+                     recover it; restore a backup or re-index",
+                    path.display()
+                )));
+            }
+            if rec.manifest_len == 0 {
+                return Err(Error::Format(format!("{}: clean heap without a manifest", path.display())));
+            }
+            let bytes = heap.slice(rec.manifest_off, rec.manifest_len as usize);
+            if crc32fast::hash(bytes) != rec.manifest_crc {
+                return Err(Error::corrupt(&path, rec.manifest_off, "manifest checksum mismatch"));
+            }
+            let m: Manifest = serde_json::from_slice(bytes)
+                .map_err(|e| Error::corrupt(&path, rec.manifest_off, format!("manifest: {e}")))?;
+            if m.format != MANIFEST_FORMAT {
+                return Err(Error::Format(format!("{}: manifest format {} is not supported", path.display(), m.format)));
+            }
+            (Arc::new(heap), Some(m))
+        } else {
+            (Arc::new(PersistentHeap::create(&path, cfg.persistent_budget).map_err(heap_err)?), None)
+        };
+
+        let (merged, segments, next_doc, next_seg, merged_upto, extra) = match manifest {
+            Some(m) => {
+                let merged = MergedSegment::open(heap.clone(), m.merged_header)
+                    .map_err(|e| Error::corrupt(&path, m.merged_header, e.0))?;
+                let mut segs = vec![];
+                let mut merged_upto = None;
+                for s in &m.segments {
+                    let p = PersistentImage { heap: heap.clone(), off: s.image_off, len: s.image_len as usize };
+                    if s.image_off + s.image_len > heap.stats().file_len {
+                        return Err(Error::corrupt(&path, s.image_off, "segment image beyond the end of the file"));
+                    }
+                    let v = ImageView::parse(p.bytes()).map_err(|e| Error::corrupt(&path, s.image_off, e.0))?;
+                    if v.doc_count() != s.doc_count || v.seg_id() != s.id || v.base_doc() != s.base_doc {
+                        return Err(Error::corrupt(&path, s.image_off, "segment header disagrees with the manifest"));
+                    }
+                    let del = DeleteBitmap::from_bytes(s.doc_count, heap.slice(s.deletes_off, s.deletes_len as usize));
+                    if s.merged {
+                        merged_upto = Some(s.id);
+                    }
+                    segs.push(Arc::new(SegmentDesc {
+                        id: s.id,
+                        base_doc: s.base_doc,
+                        state: if s.merged { SegState::Merged } else { SegState::Committed },
+                        deletes: Arc::new(del),
+                        data: SegData::Image { dram: None, persistent: Some(p) },
+                        doc_count: s.doc_count,
+                    }));
+                }
+                // The heap is now in use: a crash from here on must be detected at the next open.
+                heap.write_record(&RecoveryRecord { clean: false, heap_end: heap.head(), manifest_off: 0, manifest_len: 0, manifest_crc: 0 })
+                    .map_err(|e| Error::io(&path, e))?;
+                (Arc::new(merged), segs, m.next_doc, m.next_seg, merged_upto, m.extra)
+            }
+            None => {
+                let ms = MergedSegment::create(heap.clone()).map_err(heap_err)?;
+                (Arc::new(ms), vec![], 0, 0, None, serde_json::Value::Null)
+            }
+        };
+
+        let fresh_block = dram
+            .try_alloc(RingKind::ShortTerm, cfg.fresh_bytes())
+            .ok_or_else(|| Error::ResourceExhausted("DRAM budget too small for one fresh segment".into()))?;
+        let fresh = Arc::new(FreshSegment::new(fresh_block, cfg.max_docs_per_segment));
+        let fresh_deletes = Arc::new(DeleteBitmap::new(fresh.max_docs()));
+        let mut segments = segments;
+        segments.push(Arc::new(SegmentDesc {
+            id: next_seg,
+            base_doc: next_doc,
+            state: SegState::Fresh,
+            deletes: fresh_deletes.clone(),
+            data: SegData::Fresh(fresh.clone()),
+            doc_count: 0,
+        }));
+        let gdt = Gdt::new(Snapshot { epoch: 0, segments, merged_upto, merged });
+        let (flush_tx, flush_rx) = bounded::<u32>(1);
+        let (engrave_tx, engrave_rx) = bounded::<u32>(4);
+        let (merge_tx, merge_rx) = bounded::<u32>(1 << 16);
+        let inner = Arc::new(ShardInner {
+            cfg,
+            dir: dir.to_path_buf(),
+            dram,
+            heap,
+            gdt,
+            writer: Mutex::new(Writer { fresh, fresh_id: next_seg, fresh_deletes, next_seg: next_seg + 1, closed: false }),
+            flush_tx: Mutex::new(Some(flush_tx)),
+            merge_tx: Mutex::new(Some(merge_tx)),
+            progress: (Mutex::new(()), Condvar::new()),
+            failure: Mutex::new(None),
+            counters: Counters::default(),
+        });
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new().name(name.into()).spawn(f).map_err(|e| Error::io("thread", e))
+        };
+        let (a, b, c) = (inner.clone(), inner.clone(), inner.clone());
+        let threads = vec![
+            spawn("spirit-flusher", Box::new(move || a.flusher(flush_rx, engrave_tx)))?,
+            spawn("spirit-engraver", Box::new(move || b.engraver(engrave_rx)))?,
+            spawn("spirit-merger", Box::new(move || c.merger(merge_rx)))?,
+        ];
+        Ok((Shard { inner, threads: Mutex::new(threads) }, extra))
+    }
+
+    /// Pins the current epoch for a query.
+    pub fn pin(&self) -> Arc<Snapshot> {
+        self.inner.gdt.pin()
+    }
+
+    /// Adds a document; it is visible to every query that starts after this returns. Returns its doc id.
+    pub fn add(&self, doc: &AnalyzedDoc) -> Result<u32> {
+        let mut w = self.inner.writer.lock();
+        self.add_locked(&mut w, doc)
+    }
+
+    fn add_locked(&self, w: &mut Writer, doc: &AnalyzedDoc) -> Result<u32> {
+        self.inner.check_open(w)?;
+        if !w.fresh.fits_empty(doc) {
+            return Err(Error::DocumentTooLarge {
+                size: doc.source.len() + doc.postings_words() * 4,
+                limit: w.fresh.dram_bytes(),
+            });
+        }
+        loop {
+            match w.fresh.insert(doc) {
+                Ok(local) => {
+                    let base = self.inner.gdt.pin().segments.last().map_or(0, |s| s.base_doc);
+                    return Ok(base + local);
+                }
+                Err(InsertError::Full) => self.inner.seal(w)?,
+            }
+        }
+    }
+
+    /// Finds the live doc with `_id`, if any.
+    pub fn find_id(&self, id: &str) -> Option<(Arc<SegmentDesc>, u32)> {
+        let snap = self.inner.gdt.pin();
+        let h = id_hash(id);
+        for s in snap.segments.iter().rev() {
+            match &s.data {
+                SegData::Fresh(f) => {
+                    if let Some(local) = f.lookup_id(id) {
+                        if !s.deletes.is_deleted(local) {
+                            return Some((s.clone(), local));
+                        }
+                    }
+                }
+                SegData::Image { .. } => {
+                    let Some(Ok(v)) = s.image() else { continue };
+                    for local in v.docs_with_id_hash(h) {
+                        if !s.deletes.is_deleted(local) && v.stored(local).is_ok_and(|(sid, _)| sid == id) {
+                            return Some((s.clone(), local));
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Deletes the live doc with `_id`; returns whether there was one.
+    pub fn delete(&self, id: &str) -> Result<bool> {
+        let w = self.inner.writer.lock();
+        self.inner.check_open(&w)?;
+        Ok(self.delete_locked(id))
+    }
+
+    fn delete_locked(&self, id: &str) -> bool {
+        match self.find_id(id) {
+            Some((seg, local)) => {
+                seg.deletes.delete(local);
+                if let SegData::Fresh(f) = &seg.data {
+                    f.forget_id(id);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Adds `doc`, replacing the live doc with the same `_id` (Elasticsearch `index` semantics). With
+    /// `check_existing` false the caller promises the id is new (auto-generated ids). Returns the new doc id
+    /// and whether a doc was replaced.
+    pub fn upsert(&self, doc: &AnalyzedDoc, check_existing: bool) -> Result<(u32, bool)> {
+        // One writer: find, add and delete under the writer lock, so no other write interleaves.
+        let mut w = self.inner.writer.lock();
+        let old = if check_existing { self.find_id(&doc.id) } else { None };
+        let new = self.add_locked(&mut w, doc)?;
+        let replaced = old.is_some();
+        if let Some((seg, local)) = old {
+            // Bitmaps are shared by every descriptor of a segment, so this reaches the current one.
+            seg.deletes.delete(local);
+        }
+        Ok((new, replaced))
+    }
+
+    /// Seals the current fresh segment (if it has documents) so the pipeline flushes it.
+    pub fn seal(&self) -> Result<()> {
+        let mut w = self.inner.writer.lock();
+        self.inner.check_open(&w)?;
+        if w.fresh.visible() > 0 {
+            self.inner.seal(&mut w)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every sealed segment is flushed and engraved (tests and benchmarks use this to reach a
+    /// lifecycle stage deterministically).
+    pub fn wait_idle(&self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            if let Some(f) = self.inner.failure.lock().clone() {
+                return Err(Error::ResourceExhausted(f));
+            }
+            let active = {
+                let w = self.inner.writer.lock();
+                (!w.closed).then_some(w.fresh_id)
+            };
+            let snap = self.inner.gdt.pin();
+            let busy = snap
+                .segments
+                .iter()
+                .any(|s| Some(s.id) != active && matches!(s.state, SegState::Fresh | SegState::Flushed));
+            if !busy {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(Error::ResourceExhausted("pipeline did not drain in 300 s".into()));
+            }
+            let mut g = self.inner.progress.0.lock();
+            self.inner.progress.1.wait_for(&mut g, Duration::from_millis(5));
+        }
+    }
+
+    /// Commits every engraved segment (GDT switches to the persistent copy) and waits until all committed
+    /// segments are merged.
+    pub fn commit_and_merge_all(&self) -> Result<()> {
+        self.wait_idle()?;
+        while self.inner.commit_oldest() == Commit::Done {}
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let snap = self.inner.gdt.pin();
+            if !snap.segments.iter().any(|s| s.state == SegState::Committed) {
+                return Ok(());
+            }
+            if let Some(f) = self.inner.failure.lock().clone() {
+                return Err(Error::ResourceExhausted(f));
+            }
+            if Instant::now() > deadline {
+                return Err(Error::ResourceExhausted("merger did not finish in 300 s".into()));
+            }
+            let mut g = self.inner.progress.0.lock();
+            self.inner.progress.1.wait_for(&mut g, Duration::from_millis(5));
+        }
+    }
+
+    pub fn stats(&self) -> ShardStats {
+        let snap = self.inner.gdt.pin();
+        let mut segments = std::collections::BTreeMap::new();
+        for st in SegState::ALL {
+            segments.insert(st, 0);
+        }
+        let (mut docs, mut deleted) = (0u64, 0u64);
+        for s in &snap.segments {
+            if s.state == SegState::Fresh && s.visible_docs() == 0 {
+                continue;
+            }
+            *segments.get_mut(&s.state).unwrap() += 1;
+            docs += s.visible_docs() as u64;
+            deleted += s.deletes.count() as u64;
+        }
+        let c = &self.inner.counters;
+        ShardStats {
+            docs: docs - deleted,
+            deleted,
+            segments,
+            dram: self.inner.dram.stats(),
+            persistent: self.inner.heap.stats(),
+            merged_terms: snap.merged.term_count(),
+            flushes: c.flushes.load(Relaxed),
+            engraves: c.engraves.load(Relaxed),
+            commits: c.commits.load(Relaxed),
+            merges: c.merges.load(Relaxed),
+            epoch: snap.epoch,
+        }
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.inner.counters
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.inner.cfg.durability
+    }
+
+    /// Closes the shard: drains the pipeline, commits and merges everything, and (in graceful mode) writes the
+    /// manifest and the recovery record. `extra` is stored in the manifest and returned by the next `open`.
+    pub fn close(&self, extra: serde_json::Value) -> Result<()> {
+        {
+            let mut w = self.inner.writer.lock();
+            if w.closed {
+                return Ok(());
+            }
+            if w.fresh.visible() > 0 {
+                self.inner.seal_last(&mut w)?;
+            } else {
+                let id = w.fresh_id;
+                self.inner.gdt.update(|s| s.segments.retain(|d| d.id != id));
+            }
+            w.closed = true;
+        }
+        // Let the flusher and engraver drain, then stop them.
+        let drained = self.wait_idle();
+        self.inner.flush_tx.lock().take();
+        let result = drained.and_then(|_| {
+            if self.inner.cfg.durability == Durability::Volatile {
+                return Ok(());
+            }
+            self.commit_and_merge_all()
+        });
+        self.inner.merge_tx.lock().take();
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        result?;
+        if self.inner.cfg.durability == Durability::Volatile {
+            return Ok(());
+        }
+        self.inner.write_manifest(extra)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        // Graceful mode promises survival of a clean shutdown even if the owner forgot close(); the extra data
+        // is then lost, so owners always call close() themselves.
+        if !self.inner.writer.lock().closed {
+            let _ = self.close(serde_json::Value::Null);
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Commit {
+    Done,
+    /// The oldest uncommitted segment is not engraved yet.
+    Wait,
+    /// Nothing left to commit.
+    Nothing,
+}
+
+impl ShardInner {
+    fn check_open(&self, w: &Writer) -> Result<()> {
+        if w.closed {
+            return Err(Error::Closed);
+        }
+        if let Some(f) = self.failure.lock().clone() {
+            return Err(Error::ResourceExhausted(f));
+        }
+        Ok(())
+    }
+
+    fn fail(&self, msg: String) {
+        let mut f = self.failure.lock();
+        if f.is_none() {
+            *f = Some(msg);
+        }
+        self.progress.1.notify_all();
+    }
+
+    fn notify(&self) {
+        let _g = self.progress.0.lock();
+        self.progress.1.notify_all();
+    }
+
+    /// Hands the current fresh segment to the flusher without starting a new one (close).
+    fn seal_last(&self, w: &mut Writer) -> Result<()> {
+        let tx = self.flush_tx.lock().clone().ok_or(Error::Closed)?;
+        tx.send(w.fresh_id).map_err(|_| Error::ResourceExhausted("flusher stopped".into()))
+    }
+
+    /// Hands the current fresh segment to the flusher and starts a new one.
+    fn seal(&self, w: &mut Writer) -> Result<()> {
+        let sealed_id = w.fresh_id;
+        let next_base = {
+            let snap = self.gdt.pin();
+            let cur = snap.segments.last().expect("a fresh segment is always last");
+            cur.base_doc + w.fresh.visible()
+        };
+        let tx = self.flush_tx.lock().clone().ok_or(Error::Closed)?;
+        tx.send(sealed_id).map_err(|_| Error::ResourceExhausted("flusher stopped".into()))?;
+        // Back-pressure: wait for the short-term ring (the flusher frees arenas as it goes).
+        let block = loop {
+            if let Some(b) = self.dram.alloc_wait(RingKind::ShortTerm, self.cfg.fresh_bytes(), Duration::from_millis(100)) {
+                break b;
+            }
+            if let Some(f) = self.failure.lock().clone() {
+                return Err(Error::ResourceExhausted(f));
+            }
+        };
+        let fresh = Arc::new(FreshSegment::new(block, self.cfg.max_docs_per_segment));
+        let deletes = Arc::new(DeleteBitmap::new(fresh.max_docs()));
+        let id = w.next_seg;
+        w.next_seg += 1;
+        self.gdt.update(|s| {
+            s.segments.push(Arc::new(SegmentDesc {
+                id,
+                base_doc: next_base,
+                state: SegState::Fresh,
+                deletes: deletes.clone(),
+                data: SegData::Fresh(fresh.clone()),
+                doc_count: 0,
+            }))
+        });
+        w.fresh = fresh;
+        w.fresh_id = id;
+        w.fresh_deletes = deletes;
+        Ok(())
+    }
+
+    fn flusher(self: Arc<Self>, rx: Receiver<u32>, engrave: Sender<u32>) {
+        for id in rx {
+            if let Err(e) = self.flush_one(id, &engrave) {
+                self.fail(format!("flush of segment {id} failed: {e}"));
+            }
+            self.notify();
+        }
+    }
+
+    fn flush_one(&self, id: u32, engrave: &Sender<u32>) -> Result<()> {
+        let t0 = Instant::now();
+        let snap = self.gdt.pin();
+        let seg = snap.segments[snap.index_of(id).expect("sealed segment in GDT")].clone();
+        drop(snap);
+        let SegData::Fresh(fresh) = &seg.data else { return Ok(()) };
+        let bytes = ImageBuilder::from_fresh(fresh, id, seg.base_doc).map_err(|e| Error::Format(e.0))?;
+        let doc_count = fresh.visible();
+        let dram = self.alloc_image(bytes.len())?;
+        let data = match dram {
+            Some(block) => SegData::Image { dram: Some(Arc::new(DramImage::new(block, &bytes))), persistent: None },
+            None => {
+                // Larger than the whole long-term ring: engrave directly and read it from the persistent tier.
+                let off = self.heap.alloc_copy(&bytes).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
+                SegData::Image { dram: None, persistent: Some(PersistentImage { heap: self.heap.clone(), off, len: bytes.len() }) }
+            }
+        };
+        let direct = matches!(data, SegData::Image { dram: None, .. });
+        // The delete bitmap stays the same object through every state, so deletes racing with this swap
+        // are never lost.
+        self.gdt.update_segment(id, |d| {
+            d.state = if direct { SegState::Committed } else { SegState::Flushed };
+            d.data = data;
+            d.doc_count = doc_count;
+        });
+        self.counters.flushes.fetch_add(1, Relaxed);
+        self.counters.flush_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
+        if direct {
+            self.counters.engraves.fetch_add(1, Relaxed);
+            if let Some(tx) = self.merge_tx.lock().as_ref() {
+                let _ = tx.send(id);
+            }
+        } else {
+            engrave.send(id).map_err(|_| Error::ResourceExhausted("engraver stopped".into()))?;
+        }
+        Ok(())
+    }
+
+    /// A block in the long-term ring for a new image, committing the oldest engraved segments to make room.
+    /// `None` if the image can never fit the ring.
+    fn alloc_image(&self, len: usize) -> Result<Option<crate::memory::DramBlock>> {
+        if len > self.dram.capacity(RingKind::LongTerm) {
+            return Ok(None);
+        }
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            if let Some(b) = self.dram.try_alloc(RingKind::LongTerm, len) {
+                return Ok(Some(b));
+            }
+            match self.commit_oldest() {
+                Commit::Done => continue,
+                Commit::Wait | Commit::Nothing => {
+                    // Wait for the engraver to finish, or for readers of old epochs to release DRAM copies.
+                    if let Some(b) = self.dram.alloc_wait(RingKind::LongTerm, len, Duration::from_millis(20)) {
+                        return Ok(Some(b));
+                    }
+                }
+            }
+            if let Some(f) = self.failure.lock().clone() {
+                return Err(Error::ResourceExhausted(f));
+            }
+            if Instant::now() > deadline {
+                return Err(Error::ResourceExhausted("DRAM long-term ring did not free up in 600 s".into()));
+            }
+        }
+    }
+
+    /// Commits the oldest engraved segment: the GDT switches it to the persistent copy, so its DRAM copy is
+    /// freed when the readers of older epochs leave (SPIRIT's lazy pointer update).
+    fn commit_oldest(&self) -> Commit {
+        let r = self.gdt.update(|s| {
+            for i in 0..s.segments.len() {
+                match s.segments[i].state {
+                    SegState::Committed | SegState::Merged => continue,
+                    SegState::Fresh | SegState::Flushed => return (Commit::Wait, None),
+                    SegState::Engraved => {
+                        let mut d = (*s.segments[i]).clone();
+                        d.state = SegState::Committed;
+                        if let SegData::Image { dram, .. } = &mut d.data {
+                            *dram = None;
+                        }
+                        let id = d.id;
+                        s.segments[i] = Arc::new(d);
+                        return (Commit::Done, Some(id));
+                    }
+                }
+            }
+            (Commit::Nothing, None)
+        });
+        if let (Commit::Done, Some(id)) = &r {
+            self.counters.commits.fetch_add(1, Relaxed);
+            if let Some(tx) = self.merge_tx.lock().as_ref() {
+                let _ = tx.send(*id);
+            }
+        }
+        let _ = self.last_fresh_is_fresh();
+        r.0
+    }
+
+    fn last_fresh_is_fresh(&self) -> bool {
+        self.gdt.pin().segments.last().is_some_and(|s| s.state == SegState::Fresh)
+    }
+
+    fn engraver(self: Arc<Self>, rx: Receiver<u32>) {
+        for id in rx {
+            if let Err(e) = self.engrave_one(id) {
+                self.fail(format!("engrave of segment {id} failed: {e}"));
+            }
+            self.notify();
+        }
+    }
+
+    fn engrave_one(&self, id: u32) -> Result<()> {
+        let t0 = Instant::now();
+        let snap = self.gdt.pin();
+        let seg = snap.segments[snap.index_of(id).expect("flushed segment in GDT")].clone();
+        drop(snap);
+        let SegData::Image { dram: Some(img), .. } = &seg.data else { return Ok(()) };
+        let bytes = img.bytes();
+        let off = self.heap.alloc_copy(bytes).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
+        if self.cfg.durability == Durability::CrashSafe {
+            self.heap.persist(off, bytes.len()).map_err(|e| Error::io(self.heap.path(), e))?;
+        }
+        let p = PersistentImage { heap: self.heap.clone(), off, len: bytes.len() };
+        self.gdt.update_segment(id, |d| {
+            d.state = SegState::Engraved;
+            if let SegData::Image { persistent, .. } = &mut d.data {
+                *persistent = Some(p);
+            }
+        });
+        self.counters.engraves.fetch_add(1, Relaxed);
+        self.counters.engrave_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
+        if self.cfg.commit == CommitPolicy::Eager {
+            while self.commit_oldest() == Commit::Done {}
+        }
+        Ok(())
+    }
+
+    fn merger(self: Arc<Self>, rx: Receiver<u32>) {
+        for id in rx {
+            if let Err(e) = self.merge_one(id) {
+                self.fail(format!("merge of segment {id} failed: {e}"));
+            }
+            self.notify();
+        }
+    }
+
+    fn merge_one(&self, id: u32) -> Result<()> {
+        let t0 = Instant::now();
+        let snap = self.gdt.pin();
+        let seg = snap.segments[snap.index_of(id).expect("committed segment in GDT")].clone();
+        let SegData::Image { persistent: Some(p), .. } = &seg.data else {
+            return Err(Error::Format(format!("segment {id} committed without a persistent copy")));
+        };
+        let view = ImageView::parse(p.bytes()).map_err(|e| Error::corrupt(self.heap.path(), p.off, e.0))?;
+        snap.merged.link(p.off, &view).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
+        drop(snap);
+        self.gdt.update(|s| {
+            if let Some(i) = s.index_of(id) {
+                let mut d = (*s.segments[i]).clone();
+                d.state = SegState::Merged;
+                s.segments[i] = Arc::new(d);
+            }
+            s.merged_upto = Some(s.merged_upto.map_or(id, |m| m.max(id)));
+        });
+        self.counters.merges.fetch_add(1, Relaxed);
+        self.counters.merge_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
+        Ok(())
+    }
+
+    fn write_manifest(&self, extra: serde_json::Value) -> Result<()> {
+        let path = self.heap.path().to_path_buf();
+        let snap = self.gdt.pin();
+        let w = self.writer.lock();
+        let mut segments = vec![];
+        let mut next_doc = 0;
+        for s in &snap.segments {
+            if s.state == SegState::Fresh {
+                continue; // the empty fresh segment of a closed shard
+            }
+            let SegData::Image { persistent: Some(p), .. } = &s.data else {
+                return Err(Error::Format(format!("segment {} not engraved at close", s.id)));
+            };
+            let del = s.deletes.to_bytes();
+            let deletes_off = self.heap.alloc_copy(&del).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
+            segments.push(ManifestSegment {
+                id: s.id,
+                base_doc: s.base_doc,
+                doc_count: s.doc_count,
+                image_off: p.off,
+                image_len: p.len as u64,
+                deletes_off,
+                deletes_len: del.len() as u64,
+                merged: s.state == SegState::Merged,
+            });
+            next_doc = s.base_doc + s.doc_count;
+        }
+        let m = Manifest {
+            format: MANIFEST_FORMAT,
+            next_doc,
+            next_seg: w.next_seg,
+            merged_header: snap.merged.header_offset(),
+            segments,
+            extra,
+        };
+        let bytes = serde_json::to_vec(&m).expect("manifest serializes");
+        let off = self.heap.alloc_copy(&bytes).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
+        self.heap.persist_all().map_err(|e| Error::io(&path, e))?;
+        self.heap
+            .write_record(&RecoveryRecord {
+                clean: true,
+                heap_end: self.heap.head(),
+                manifest_off: off,
+                manifest_len: bytes.len() as u64,
+                manifest_crc: crc32fast::hash(&bytes),
+            })
+            .map_err(|e| Error::io(&path, e))
+    }
+}

@@ -1,0 +1,230 @@
+//! A brute-force reference index: a few lines over a `Vec` of documents, with the engine's query semantics
+//! (Lucene boolean logic, BM25 with Lucene's formula over all documents ever added, dis-max over default
+//! fields, constant-score prefix and range). Every engine answer is checked against it.
+
+#![allow(dead_code)]
+
+use spirit::query::Query;
+use std::collections::HashMap;
+use std::ops::Bound;
+
+pub const TEXT_FIELDS: [&str; 2] = ["title", "body"];
+
+#[derive(Debug, Clone)]
+pub struct RefDoc {
+    pub id: String,
+    pub title: Vec<String>,
+    pub body: Vec<String>,
+    pub tag: String,
+    pub n: i64,
+    pub live: bool,
+    /// Global insertion order = engine doc id order.
+    pub seq: usize,
+}
+
+impl RefDoc {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({"_id": self.id, "title": self.title.join(" "), "body": self.body.join(" "),
+                           "tag": self.tag, "n": self.n})
+    }
+    fn field(&self, f: &str) -> Option<&Vec<String>> {
+        match f {
+            "title" => Some(&self.title),
+            "body" => Some(&self.body),
+            _ => None,
+        }
+    }
+}
+
+pub fn mappings() -> serde_json::Value {
+    serde_json::json!({"properties": {"title": {"type": "text"}, "body": {"type": "text"},
+                                      "tag": {"type": "keyword"}, "n": {"type": "long"}}})
+}
+
+#[derive(Default)]
+pub struct Reference {
+    pub docs: Vec<RefDoc>,
+}
+
+pub const K1: f64 = 1.2;
+pub const B: f64 = 0.75;
+
+impl Reference {
+    pub fn add(&mut self, mut d: RefDoc) {
+        for old in self.docs.iter_mut().filter(|o| o.id == d.id && o.live) {
+            old.live = false;
+        }
+        d.seq = self.docs.len();
+        d.live = true;
+        self.docs.push(d);
+    }
+
+    pub fn delete(&mut self, id: &str) -> bool {
+        let mut found = false;
+        for d in self.docs.iter_mut().filter(|o| o.id == id && o.live) {
+            d.live = false;
+            found = true;
+        }
+        found
+    }
+
+    fn stats(&self, field: &str) -> (f64, f64) {
+        // Every document has both text fields (generator guarantees non-empty values).
+        let n = self.docs.len() as f64;
+        let total: usize = self.docs.iter().map(|d| d.field(field).unwrap().len()).sum();
+        (n, if n == 0.0 { 1.0 } else { total as f64 / n })
+    }
+
+    fn idf(&self, field: &str, term: &str) -> f64 {
+        let (n, _) = self.stats(field);
+        let df = self.docs.iter().filter(|d| d.field(field).unwrap().iter().any(|t| t == term)).count() as f64;
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    }
+
+    fn bm25(&self, field: &str, idf: f64, tf: f64, dl: usize) -> f64 {
+        let (_, avgdl) = self.stats(field);
+        idf * tf / (tf + K1 * (1.0 - B + B * dl as f64 / avgdl))
+    }
+
+    /// Score of `d` for `q`, or None if it does not match.
+    pub fn eval(&self, q: &Query, d: &RefDoc) -> Option<f64> {
+        match q {
+            Query::MatchAll => Some(1.0),
+            Query::Term { field, text } | Query::Phrase { field, text } => {
+                let toks: Vec<String> = spirit::analysis::Analyzer::new(Default::default())
+                    .analyze_to_vec(text)
+                    .into_iter()
+                    .map(|t| t.0)
+                    .collect();
+                let fields: Vec<&str> = match field.as_deref() {
+                    None => TEXT_FIELDS.to_vec(),
+                    Some(f) => vec![f],
+                };
+                let mut best: Option<f64> = None;
+                for f in fields {
+                    let s = match f {
+                        "tag" => (d.tag == *text).then(|| {
+                            let n = self.docs.len() as f64;
+                            let df = self.docs.iter().filter(|o| o.tag == *text).count() as f64;
+                            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                            idf * 1.0 / (1.0 + K1)
+                        }),
+                        "n" => text.parse::<f64>().ok().filter(|x| *x == d.n as f64).map(|_| 1.0),
+                        "title" | "body" => self.text_score(f, &toks, d),
+                        _ => None,
+                    };
+                    if let Some(s) = s {
+                        best = Some(best.map_or(s, |b: f64| b.max(s)));
+                    }
+                }
+                best
+            }
+            Query::Prefix { field, prefix } => {
+                let fields: Vec<&str> = match field.as_deref() {
+                    None => TEXT_FIELDS.to_vec(),
+                    Some(f) => vec![f],
+                };
+                let p = prefix.to_lowercase();
+                fields
+                    .iter()
+                    .any(|f| match *f {
+                        "tag" => d.tag.starts_with(prefix.as_str()),
+                        f => d.field(f).is_some_and(|ts| ts.iter().any(|t| t.starts_with(&p))),
+                    })
+                    .then_some(1.0)
+            }
+            Query::Range { field, lower, upper } => {
+                assert_eq!(field, "n");
+                let x = d.n as f64;
+                let p = |b: &Bound<String>| b.as_ref().map(|s| s.parse::<f64>().unwrap());
+                let ok = match p(lower) {
+                    Bound::Included(l) => x >= l,
+                    Bound::Excluded(l) => x > l,
+                    Bound::Unbounded => true,
+                } && match p(upper) {
+                    Bound::Included(u) => x <= u,
+                    Bound::Excluded(u) => x < u,
+                    Bound::Unbounded => true,
+                };
+                ok.then_some(1.0)
+            }
+            Query::Bool { must, should, must_not, filter } => {
+                let mut score = 0.0;
+                for m in must {
+                    score += self.eval(m, d)?;
+                }
+                for f in filter {
+                    self.eval(f, d)?;
+                }
+                if must_not.iter().any(|m| self.eval(m, d).is_some()) {
+                    return None;
+                }
+                let mut any_should = false;
+                for s in should {
+                    if let Some(x) = self.eval(s, d) {
+                        score += x;
+                        any_should = true;
+                    }
+                }
+                if must.is_empty() && filter.is_empty() && !should.is_empty() && !any_should {
+                    return None;
+                }
+                Some(score)
+            }
+        }
+    }
+
+    fn text_score(&self, f: &str, toks: &[String], d: &RefDoc) -> Option<f64> {
+        let ts = d.field(f).unwrap();
+        match toks.len() {
+            0 => None,
+            1 => {
+                let tf = ts.iter().filter(|t| **t == toks[0]).count();
+                (tf > 0).then(|| self.bm25(f, self.idf(f, &toks[0]), tf as f64, ts.len()))
+            }
+            _ => {
+                let freq = (0..ts.len()).filter(|&i| toks.iter().enumerate().all(|(j, t)| ts.get(i + j) == Some(t))).count();
+                let idf: f64 = toks.iter().map(|t| self.idf(f, t)).sum();
+                (freq > 0).then(|| self.bm25(f, idf, freq as f64, ts.len()))
+            }
+        }
+    }
+
+    /// All live matches with their scores and sequence numbers.
+    pub fn matches(&self, q: &Query) -> Vec<(f64, usize, String)> {
+        self.docs.iter().filter(|d| d.live).filter_map(|d| self.eval(q, d).map(|s| (s, d.seq, d.id.clone()))).collect()
+    }
+}
+
+/// Checks an engine answer against the reference: exact count; the hits are a valid top-k (scores match the
+/// reference within tolerance, order is non-increasing, and nothing outside the hits beats the last hit).
+pub fn check_top_k(reference: &Reference, q: &Query, total: u64, hits: &[(String, f32)], k: usize, ctx: &str) {
+    let m = reference.matches(q);
+    assert_eq!(total as usize, m.len(), "{ctx}: count mismatch for {q:?}");
+    assert_eq!(hits.len(), k.min(m.len()), "{ctx}: hit count for {q:?}");
+    let scores: HashMap<&str, f64> = m.iter().map(|(s, _, id)| (id.as_str(), *s)).collect();
+    let tol = |a: f64| 1e-4 * a.abs().max(1.0);
+    for (id, s) in hits {
+        let want = *scores.get(id.as_str()).unwrap_or_else(|| panic!("{ctx}: hit {id} does not match {q:?}"));
+        assert!((want - *s as f64).abs() <= tol(want), "{ctx}: score of {id} for {q:?}: engine {s}, reference {want}");
+    }
+    for w in hits.windows(2) {
+        assert!(w[0].1 as f64 >= w[1].1 as f64 - tol(w[1].1 as f64), "{ctx}: hits not sorted for {q:?}");
+    }
+    if let Some(last) = hits.last() {
+        let returned: std::collections::HashSet<&str> = hits.iter().map(|h| h.0.as_str()).collect();
+        for (s, _, id) in &m {
+            if !returned.contains(id.as_str()) {
+                assert!(*s <= last.1 as f64 + tol(*s), "{ctx}: {id} (score {s}) should be in top {k} of {q:?}, last hit {}", last.1);
+            }
+        }
+    }
+}
+
+/// Newest-first: the hits are exactly the k matches with the highest sequence numbers.
+pub fn check_newest(reference: &Reference, q: &Query, hits: &[String], k: usize, ctx: &str) {
+    let mut m = reference.matches(q);
+    m.sort_by(|a, b| b.1.cmp(&a.1));
+    let want: Vec<String> = m.into_iter().take(k).map(|x| x.2).collect();
+    assert_eq!(hits, &want[..], "{ctx}: newest-first for {q:?}");
+}

@@ -1,0 +1,161 @@
+//! Random documents and random operation sequences (adds, updates, deletes, seals, commits + merges, graceful
+//! reopens) with queries of every kind between them, each answer checked against the brute-force reference.
+//! Tiny segments make every lifecycle stage occur: fresh, flushed, engraved, committed (persistent copy) and
+//! merged.
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use spirit::query::Query;
+use spirit::{CommitPolicy, Index, SearchOptions, ShardConfig, Sort};
+use std::ops::Bound;
+use std::path::Path;
+
+const WORDS: [&str; 10] = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"];
+const TAGS: [&str; 3] = ["red", "green", "blue"];
+
+fn word() -> impl Strategy<Value = String> {
+    // Skewed: low indexes are frequent.
+    (0usize..10, 0usize..10).prop_map(|(a, b)| WORDS[a.min(b)].to_string())
+}
+
+fn doc() -> impl Strategy<Value = RefDoc> {
+    (0u32..25, proptest::collection::vec(word(), 1..4), proptest::collection::vec(word(), 1..16), 0usize..3, 0i64..40)
+        .prop_map(|(id, title, body, tag, n)| RefDoc { id: format!("d{id}"), title, body, tag: TAGS[tag].into(), n, live: true, seq: 0 })
+}
+
+fn leaf() -> impl Strategy<Value = Query> {
+    let field = prop_oneof![Just(None), Just(Some("title".to_string())), Just(Some("body".to_string()))];
+    prop_oneof![
+        4 => (field.clone(), word()).prop_map(|(field, text)| Query::Term { field, text }),
+        2 => (field.clone(), word(), word()).prop_map(|(field, a, b)| Query::Phrase { field, text: format!("{a} {b}") }),
+        1 => (field, 0usize..10, 1usize..3).prop_map(|(field, w, n)| Query::Prefix { field, prefix: WORDS[w][..n].to_string() }),
+        1 => (0usize..3).prop_map(|t| Query::Term { field: Some("tag".into()), text: TAGS[t].into() }),
+        1 => (0i64..40, 0i64..20, any::<bool>()).prop_map(|(lo, w, inc)| Query::Range {
+            field: "n".into(),
+            lower: if inc { Bound::Included(lo.to_string()) } else { Bound::Excluded(lo.to_string()) },
+            upper: Bound::Included((lo + w).to_string()),
+        }),
+        1 => Just(Query::MatchAll),
+    ]
+}
+
+fn query() -> impl Strategy<Value = Query> {
+    leaf().prop_recursive(2, 12, 4, |inner| {
+        (
+            proptest::collection::vec(inner.clone(), 0..3),
+            proptest::collection::vec(inner.clone(), 0..3),
+            proptest::collection::vec(inner.clone(), 0..2),
+            proptest::collection::vec(inner, 0..2),
+        )
+            .prop_filter("non-empty bool", |(a, b, c, d)| !(a.is_empty() && b.is_empty() && c.is_empty() && d.is_empty()))
+            .prop_map(|(must, should, must_not, filter)| Query::Bool { must, should, must_not, filter })
+    })
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Add(RefDoc),
+    Delete(u32),
+    Query(Query),
+    Seal,
+    CommitMerge,
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        10 => doc().prop_map(Op::Add),
+        2 => (0u32..25).prop_map(Op::Delete),
+        5 => query().prop_map(Op::Query),
+        1 => Just(Op::Seal),
+        1 => Just(Op::CommitMerge),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+fn config(commit: CommitPolicy) -> ShardConfig {
+    ShardConfig {
+        dram_budget: 8 << 20,
+        persistent_budget: 1 << 30,
+        fresh_segment_bytes: Some(256 << 10),
+        max_docs_per_segment: 5,
+        commit,
+        ..Default::default()
+    }
+}
+
+fn open(dir: &Path, commit: CommitPolicy) -> Index {
+    Index::open("t", dir, config(commit), Some(&mappings()), None).unwrap()
+}
+
+fn check_query(index: &Index, r: &Reference, q: &Query, ctx: &str) {
+    let k = 5;
+    let res = index.search_query(q, &SearchOptions { limit: k, ..Default::default() }).unwrap();
+    let hits: Vec<(String, f32)> = res.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
+    check_top_k(r, q, res.total, &hits, k, ctx);
+    let res = index.search_query(q, &SearchOptions { limit: k, sort: Sort::Newest, ..Default::default() }).unwrap();
+    let ids: Vec<String> = res.hits.iter().map(|h| h.id.clone()).collect();
+    check_newest(r, q, &ids, k, ctx);
+    assert_eq!(res.total as usize, r.matches(q).len());
+}
+
+fn run(ops: Vec<Op>, commit: CommitPolicy) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = open(dir.path(), commit);
+    let mut r = Reference::default();
+    for (i, op) in ops.into_iter().enumerate() {
+        let ctx = format!("op {i}");
+        match op {
+            Op::Add(d) => {
+                let res = index.add(d.json()).unwrap();
+                let existed = r.docs.iter().any(|o| o.id == d.id && o.live);
+                assert_eq!(res.replaced, existed, "{ctx}: replaced flag");
+                r.add(d.clone());
+                // Visible to the very next read, with no refresh.
+                let got = index.get(&d.id).unwrap().expect("just added");
+                let v: serde_json::Value = serde_json::from_slice(&got).unwrap();
+                assert_eq!(v["body"], d.json()["body"]);
+                let q = Query::Term { field: Some("tag".into()), text: d.tag.clone() };
+                check_query(&index, &r, &q, &ctx);
+            }
+            Op::Delete(id) => {
+                let id = format!("d{id}");
+                assert_eq!(index.delete(&id).unwrap(), r.delete(&id), "{ctx}: delete {id}");
+                assert!(index.get(&id).unwrap().is_none());
+            }
+            Op::Query(q) => check_query(&index, &r, &q, &ctx),
+            Op::Seal => {
+                index.shard().seal().unwrap();
+                index.shard().wait_idle().unwrap();
+            }
+            Op::CommitMerge => index.shard().commit_and_merge_all().unwrap(),
+            Op::Reopen => {
+                index.close().unwrap();
+                drop(index);
+                index = open(dir.path(), commit);
+            }
+        }
+    }
+    // Final full check over a fixed query set at the end, after merging everything.
+    index.shard().commit_and_merge_all().unwrap();
+    for w in WORDS {
+        check_query(&index, &r, &Query::Term { field: None, text: w.into() }, "final");
+    }
+    index.close().unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, max_shrink_iters: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn lazy_commit_matches_reference(ops in proptest::collection::vec(op(), 1..60)) {
+        run(ops, CommitPolicy::Lazy);
+    }
+
+    #[test]
+    fn eager_commit_matches_reference(ops in proptest::collection::vec(op(), 1..60)) {
+        run(ops, CommitPolicy::Eager);
+    }
+}
