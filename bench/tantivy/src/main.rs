@@ -77,6 +77,9 @@ struct Args {
     wrt_fraction: f64,
     #[arg(long, default_value_t = 10)]
     top_k: usize,
+    /// nrt mode: pace the ingest thread at this many docs/s (0 = as fast as possible)
+    #[arg(long, default_value_t = 0.0)]
+    ingest_rate: f64,
     /// untimed warm-up: at least this many passes over the whole query set...
     #[arg(long, default_value_t = 1)]
     warmup_passes: usize,
@@ -331,6 +334,9 @@ fn run(args: Args) -> Result<()> {
     if args.top_k == 0 {
         return Err("--top-k must be > 0".into());
     }
+    if !(args.ingest_rate >= 0.0) {
+        return Err("--ingest-rate must be >= 0".into());
+    }
     if !(args.warmup_seconds >= 0.0) {
         return Err("--warmup-seconds must be >= 0".into());
     }
@@ -541,22 +547,34 @@ fn run_nrt(
 
     let writer = Arc::new(RwLock::new(writer));
     let done = Arc::new(AtomicBool::new(false));
-    let ingest_start = Instant::now();
     let handle = {
         let writer = Arc::clone(&writer);
         let done = Arc::clone(&done);
         let fields = *fields;
-        std::thread::Builder::new().name("ingest".into()).spawn(move || -> Result<f64> {
+        let rate = args.ingest_rate;
+        // Adds the remaining docs one by one, then commits them: add_document only queues a doc
+        // for tantivy's indexing worker, so the ingest is finished when that commit returns.
+        std::thread::Builder::new().name("ingest".into()).spawn(move || -> Result<(f64, f64, f64)> {
             let t = Instant::now();
-            let res = (|| -> Result<()> {
+            let res = (|| -> Result<(f64, f64, f64)> {
                 for (j, d) in rest.into_iter().enumerate() {
+                    if rate > 0.0 {
+                        let due = std::time::Duration::from_secs_f64(j as f64 / rate);
+                        let now = t.elapsed();
+                        if due > now {
+                            std::thread::sleep(due - now);
+                        }
+                    }
                     let doc = make_doc(&fields, (n_init + j) as u64, d);
                     writer.read().map_err(|_| "writer lock poisoned")?.add_document(doc)?;
                 }
-                Ok(())
+                let add_loop = t.elapsed().as_secs_f64();
+                let tc = Instant::now();
+                writer.write().map_err(|_| "writer lock poisoned")?.commit()?;
+                Ok((add_loop, tc.elapsed().as_secs_f64(), t.elapsed().as_secs_f64()))
             })();
             done.store(true, Ordering::Release);
-            res.map(|_| t.elapsed().as_secs_f64())
+            res
         })?
     };
 
@@ -566,6 +584,7 @@ fn run_nrt(
     let mut reopens: u64 = 0;
     let mut reopen_us_total = 0.0;
     let mut reopen_us_max: f64 = 0.0;
+    let mut reopen_us: Vec<f64> = Vec::new();
     while !done.load(Ordering::Acquire) {
         let (c, i) = order[qn % order.len()];
         let t = Instant::now();
@@ -578,6 +597,7 @@ fn run_nrt(
             reopens += 1;
             reopen_us_total += r;
             reopen_us_max = reopen_us_max.max(r);
+            reopen_us.push(r);
         }
         let top = searcher.search(parsed[c][i].as_ref(), &collector)?;
         let us = micros(t);
@@ -586,11 +606,8 @@ fn run_nrt(
         qn += 1;
     }
     let visible_at_end = searcher.num_docs();
-    let add_loop_secs = handle.join().map_err(|_| "ingest thread panicked")??;
-    let tf = Instant::now();
-    writer.write().map_err(|_| "writer lock poisoned")?.commit()?;
-    let final_commit_secs = tf.elapsed().as_secs_f64();
-    let ingest_secs = ingest_start.elapsed().as_secs_f64();
+    let (add_loop_secs, final_commit_secs, ingest_secs) =
+        handle.join().map_err(|_| "ingest thread panicked")??;
     reader.reload()?;
     let total_visible = reader.searcher().num_docs();
     let writer = Arc::try_unwrap(writer)
@@ -609,6 +626,7 @@ fn run_nrt(
         "nrt".into(),
         json!({
             "wrt_fraction": args.wrt_fraction,
+            "ingest_rate": args.ingest_rate,
             "initial_docs": n_init,
             "initial_seconds": init_secs,
             "add_loop_seconds": add_loop_secs,
@@ -621,6 +639,7 @@ fn run_nrt(
             "visible_docs_at_last_query": visible_at_end,
             "visible_docs_final": total_visible,
             "segments_final": index.searchable_segment_ids()?.len(),
+            "reopen_us": reopen_us,
         }),
     );
     for (c, cat) in cats.iter().enumerate() {

@@ -1,1 +1,477 @@
-fn main(){}
+//! `spirit`: the command-line tool. Index JSON-lines or luceneutil line files with a progress bar, search with
+//! Lucene-style queries, show tier and segment statistics, verify a data directory, and run the demo on the
+//! bundled sample.
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use spirit::formats::{parse_lines_doc, Format};
+use spirit::{Durability, Engine, EngineConfig, Index, SearchOptions, ShardConfig, Sort};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "spirit",
+    version,
+    about = "spirit: a real-time, persistent, tiered full-text search engine"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Args, Clone)]
+struct Open {
+    /// Data directory.
+    #[arg(long, short = 'd')]
+    data: PathBuf,
+    /// Index name inside the data directory.
+    #[arg(long, short = 'i', default_value = "default")]
+    index: String,
+    /// Hard cap on DRAM used by the index heap (e.g. 64MB, 2GB).
+    #[arg(long, default_value = "1GB")]
+    dram_budget: String,
+    /// Hard cap on the persistent heap file (e.g. 10GB).
+    #[arg(long, default_value = "64GB")]
+    persistent_budget: String,
+    /// Durability mode for a new index: volatile or graceful.
+    #[arg(long, default_value = "graceful")]
+    durability: Durability,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Index documents from JSON-lines or luceneutil line files (.gz allowed).
+    Index {
+        #[command(flatten)]
+        open: Open,
+        /// Input format (default: from the file name; `.lines[.gz]`/`.txt` are line files).
+        #[arg(long)]
+        format: Option<Format>,
+        /// Stop after this many documents.
+        #[arg(long)]
+        limit: Option<u64>,
+        /// Files to index.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Search with a Lucene-style query (`+a +b`, `a b`, `"a b"`, `-c`, `title:x`, `pre*`, `n:[1 TO 5]`).
+    Search {
+        #[command(flatten)]
+        open: Open,
+        /// Number of hits.
+        #[arg(long, short = 'k', default_value_t = 10)]
+        limit: usize,
+        /// Result order.
+        #[arg(long, default_value = "score", value_parser = ["score", "newest"])]
+        sort: String,
+        /// Print only the number of matching documents.
+        #[arg(long)]
+        count: bool,
+        /// One JSON object per hit (`_id`, `_score`, `_source`).
+        #[arg(long)]
+        json: bool,
+        query: String,
+    },
+    /// Documents, segments by state, and bytes per tier against the budgets.
+    Stats {
+        #[command(flatten)]
+        open: Open,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify a data directory: open every index and check every segment checksum.
+    Check {
+        #[arg(long, short = 'd')]
+        data: PathBuf,
+    },
+    /// The main job on the bundled sample: index 2,000 Wikipedia documents, run example queries, print stats.
+    Demo {
+        /// Keep the index here (default: a temporary directory that is removed afterwards).
+        #[arg(long)]
+        data: Option<PathBuf>,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Index { open, format, limit, files } => cmd_index(&open, format, limit, &files),
+        Cmd::Search { open, limit, sort, count, json, query } => {
+            cmd_search(&open, limit, &sort, count, json, &query)
+        }
+        Cmd::Stats { open, json } => cmd_stats(&open, json),
+        Cmd::Check { data } => cmd_check(&data),
+        Cmd::Demo { data } => cmd_demo(data),
+    };
+    if let Err(e) = r {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+type R<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn engine_config(o: &Open) -> R<EngineConfig> {
+    let shard = ShardConfig {
+        dram_budget: spirit::parse_size(&o.dram_budget)? as usize,
+        persistent_budget: spirit::parse_size(&o.persistent_budget)?,
+        durability: o.durability,
+        ..Default::default()
+    };
+    shard.validate()?;
+    Ok(EngineConfig { shard })
+}
+
+fn open_index(o: &Open, create: bool) -> R<(Engine, Arc<Index>)> {
+    let engine = Engine::open(&o.data, engine_config(o)?)?;
+    let index = match engine.index(&o.index) {
+        Some(i) => i,
+        None if create => engine.create_index(&o.index, None, None)?,
+        None => {
+            return Err(format!(
+                "no index [{}] in {} (indexes: {:?})",
+                o.index,
+                o.data.display(),
+                engine.index_names()
+            )
+            .into())
+        }
+    };
+    Ok((engine, index))
+}
+
+fn reader(path: &Path) -> R<(Box<dyn BufRead>, u64)> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let len = f.metadata()?.len();
+    let counted = CountingReader { inner: f, count: PROGRESS.clone() };
+    let r: Box<dyn BufRead> = if path.extension().is_some_and(|e| e == "gz") {
+        Box::new(BufReader::with_capacity(1 << 20, flate2::read::MultiGzDecoder::new(counted)))
+    } else {
+        Box::new(BufReader::with_capacity(1 << 20, counted))
+    };
+    Ok((r, len))
+}
+
+static PROGRESS: std::sync::LazyLock<Arc<std::sync::atomic::AtomicU64>> =
+    std::sync::LazyLock::new(|| Arc::new(std::sync::atomic::AtomicU64::new(0)));
+
+/// Counts compressed bytes read, for the progress bar.
+struct CountingReader<T> {
+    inner: T,
+    count: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<T: Read> Read for CountingReader<T> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// Indexes every document of `r`; returns (indexed, rejected). Stops early when `stop` is set.
+fn index_stream(
+    index: &Index,
+    r: Box<dyn BufRead>,
+    format: Format,
+    name: &str,
+    limit: u64,
+    stop: &AtomicBool,
+    mut on_doc: impl FnMut(u64),
+) -> R<(u64, u64)> {
+    let (mut ok, mut bad) = (0u64, 0u64);
+    for (lineno, line) in r.lines().enumerate() {
+        if stop.load(Ordering::Relaxed) || ok >= limit {
+            break;
+        }
+        let line = line.map_err(|e| format!("{name}: line {}: {e}", lineno + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let res = match format {
+            Format::Lines => match parse_lines_doc(&line) {
+                Ok(None) => continue,
+                Ok(Some(doc)) => index.add(doc).map(|_| ()),
+                Err(e) => Err(e),
+            },
+            Format::Jsonl => index.add_json(line.as_bytes()).map(|_| ()),
+        };
+        match res {
+            Ok(()) => {
+                ok += 1;
+                on_doc(ok);
+            }
+            Err(
+                e @ (spirit::Error::BadDocument(_)
+                | spirit::Error::DocumentTooLarge { .. }
+                | spirit::Error::InvalidArgument(_)),
+            ) => {
+                bad += 1;
+                if bad <= 10 {
+                    eprintln!("{name}:{}: skipped: {e}", lineno + 1);
+                } else if bad == 11 {
+                    eprintln!("{name}: more rejected documents; not showing them");
+                }
+            }
+            Err(e) => return Err(Box::new(e)),
+        }
+    }
+    Ok((ok, bad))
+}
+
+fn cmd_index(o: &Open, format: Option<Format>, limit: Option<u64>, files: &[PathBuf]) -> R<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+    let (engine, index) = open_index(o, true)?;
+    let t0 = Instant::now();
+    let (mut total, mut rejected) = (0u64, 0u64);
+    let limit = limit.unwrap_or(u64::MAX);
+    for path in files {
+        let name = path.display().to_string();
+        let fmt = format.unwrap_or_else(|| Format::guess(&name));
+        let (r, len) = reader(path)?;
+        PROGRESS.store(0, Ordering::Relaxed);
+        let pb = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            ProgressBar::new(len)
+        } else {
+            ProgressBar::hidden()
+        };
+        pb.set_style(
+            ProgressStyle::with_template("{msg} [{bar:40}] {bytes}/{total_bytes} {per_sec} eta {eta}")
+                .unwrap()
+                .progress_chars("=> "),
+        );
+        pb.set_message(name.clone());
+        let (ok, bad) = index_stream(&index, r, fmt, &name, limit - total, &stop, |n| {
+            if n % 1024 == 0 {
+                pb.set_position(PROGRESS.load(Ordering::Relaxed));
+            }
+        })?;
+        pb.finish_and_clear();
+        total += ok;
+        rejected += bad;
+        if stop.load(Ordering::Relaxed) {
+            eprintln!("interrupted: closing the index gracefully");
+            break;
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    engine.close()?;
+    eprintln!(
+        "indexed {total} documents in {secs:.2} s ({:.0} docs/s), {rejected} rejected; close took {:.2} s",
+        total as f64 / secs.max(1e-9),
+        t1.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn print_hits(res: &spirit::SearchResult, json: bool, out: &mut impl Write) -> R<()> {
+    for h in &res.hits {
+        if json {
+            let v = serde_json::json!({"_id": h.id, "_score": h.score, "_source": h.source_json()});
+            writeln!(out, "{v}")?;
+        } else {
+            let src = h.source_json();
+            let title = src.get("title").and_then(|t| t.as_str()).unwrap_or("");
+            let body = src.get("body").or_else(|| src.get("text")).and_then(|t| t.as_str()).unwrap_or("");
+            let snippet: String = body.chars().take(90).collect();
+            writeln!(out, "{:>8.4}  {:<12} {}  {}", h.score, h.id, title, snippet.replace('\n', " "))?;
+        }
+    }
+    Ok(())
+}
+
+fn cmd_search(o: &Open, limit: usize, sort: &str, count: bool, json: bool, query: &str) -> R<()> {
+    let (engine, index) = open_index(o, false)?;
+    let opts = SearchOptions {
+        limit: if count { 0 } else { limit },
+        sort: if sort == "newest" { Sort::Newest } else { Sort::Score },
+        ..Default::default()
+    };
+    let res = index.search(query, &opts)?;
+    let mut out = std::io::stdout().lock();
+    if count {
+        writeln!(out, "{}", res.total)?;
+    } else {
+        print_hits(&res, json, &mut out)?;
+        if !json {
+            eprintln!("{} hits, {} µs", res.total, res.took_micros);
+        }
+    }
+    drop(out);
+    engine.close()?;
+    Ok(())
+}
+
+fn human(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = b as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < units.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    format!("{x:.1} {}", units[u])
+}
+
+fn print_stats(s: &spirit::IndexStats, out: &mut impl Write) -> R<()> {
+    let sh = &s.shard;
+    writeln!(out, "index {}: {} documents ({} deleted), {} fields", s.name, sh.docs, sh.deleted, s.fields)?;
+    let segs: Vec<String> = sh.segments.iter().map(|(k, v)| format!("{k:?}={v}").to_lowercase()).collect();
+    writeln!(out, "  segments: {}", segs.join(" "))?;
+    writeln!(
+        out,
+        "  DRAM heap: {} used of {} budget (short-term {} / {}, long-term {} / {}), high-water mark {}",
+        human((sh.dram.short_term_used + sh.dram.long_term_used) as u64),
+        human(sh.dram.budget as u64),
+        human(sh.dram.short_term_used as u64),
+        human(sh.dram.short_term_capacity as u64),
+        human(sh.dram.long_term_used as u64),
+        human(sh.dram.long_term_capacity as u64),
+        human(sh.dram.high_water as u64)
+    )?;
+    writeln!(
+        out,
+        "  persistent heap: {} used of {} budget (file {})",
+        human(sh.persistent.used),
+        human(sh.persistent.budget),
+        human(sh.persistent.file_len)
+    )?;
+    writeln!(
+        out,
+        "  segment images: {} in DRAM copies, {} in persistent copies",
+        human(sh.image_bytes_dram),
+        human(sh.image_bytes_persistent)
+    )?;
+    writeln!(
+        out,
+        "  pipeline: {} flushes, {} engraves, {} commits, {} merges; merged dictionary {} terms",
+        sh.flushes, sh.engraves, sh.commits, sh.merges, sh.merged_terms
+    )?;
+    Ok(())
+}
+
+fn cmd_stats(o: &Open, json: bool) -> R<()> {
+    let engine = Engine::open(&o.data, engine_config(o)?)?;
+    let mut out = std::io::stdout().lock();
+    for name in engine.index_names() {
+        let s = engine.index(&name).unwrap().stats();
+        if json {
+            writeln!(out, "{}", serde_json::to_string(&s)?)?;
+        } else {
+            print_stats(&s, &mut out)?;
+        }
+    }
+    drop(out);
+    engine.close()?;
+    Ok(())
+}
+
+fn cmd_check(data: &Path) -> R<()> {
+    let engine = Engine::open(data, EngineConfig::default())?;
+    let mut problems = 0;
+    for name in engine.index_names() {
+        let index = engine.index(&name).unwrap();
+        let snap = index.shard().pin();
+        for s in &snap.segments {
+            if let Some(v) = s.image() {
+                match v.and_then(|v| v.verify()) {
+                    Ok(()) => {}
+                    Err(e) => {
+                        problems += 1;
+                        println!("index {name}: segment {}: {}", s.id, e.0);
+                    }
+                }
+            }
+        }
+        println!("index {name}: {} segments checked", snap.segments.len());
+    }
+    engine.close()?;
+    if problems > 0 {
+        return Err(format!("{problems} problems found").into());
+    }
+    println!("ok");
+    Ok(())
+}
+
+const SAMPLE: &[u8] = include_bytes!("../data/sample.lines.gz");
+
+fn cmd_demo(data: Option<PathBuf>) -> R<()> {
+    let tmp;
+    let dir = match data {
+        Some(d) => d,
+        None => {
+            tmp = std::env::temp_dir().join(format!("spirit-demo-{}", std::process::id()));
+            tmp.clone()
+        }
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = EngineConfig { shard: ShardConfig { dram_budget: 64 << 20, ..Default::default() } };
+    println!("spirit demo: indexing the bundled sample (2,000 Wikipedia chunks) into {}", dir.display());
+    let engine = Engine::open(&dir, cfg.clone())?;
+    let index = engine.create_index("wiki", None, None)?;
+    let r: Box<dyn BufRead> = Box::new(BufReader::new(flate2::read::GzDecoder::new(SAMPLE)));
+    let t0 = Instant::now();
+    let never = AtomicBool::new(false);
+    let mut first_visible = None;
+    let (n, _) = index_stream(&index, r, Format::Lines, "sample", u64::MAX, &never, |n| {
+        if n == 1 {
+            // Real time: the very first document is searchable as soon as add() returns.
+            first_visible = Some(index.count("anarchism").unwrap_or(0));
+        }
+    })?;
+    let secs = t0.elapsed().as_secs_f64();
+    println!("indexed {n} documents in {:.3} s ({:.0} docs/s)", secs, n as f64 / secs);
+    println!(
+        "first document visible to the very next query: {} hit(s) for 'anarchism'",
+        first_visible.unwrap_or(0)
+    );
+    let mut out = std::io::stdout().lock();
+    for q in [
+        "anarchism",
+        "+political +philosophy",
+        "\"free software\"",
+        "title:autism",
+        "philosoph*",
+        "apollo -moon",
+    ] {
+        let res = index.search(q, &SearchOptions { limit: 3, ..Default::default() })?;
+        writeln!(out, "\nquery {q:?}: {} hits in {} µs", res.total, res.took_micros)?;
+        print_hits(&res, false, &mut out)?;
+    }
+    let res = index.search("war", &SearchOptions { limit: 3, sort: Sort::Newest, ..Default::default() })?;
+    writeln!(out, "\nquery \"war\", newest first: {} hits", res.total)?;
+    print_hits(&res, false, &mut out)?;
+    writeln!(out)?;
+    print_stats(&index.stats(), &mut out)?;
+    drop(out);
+    drop(index);
+    let t1 = Instant::now();
+    engine.close()?;
+    drop(engine);
+    let close = t1.elapsed();
+    let t2 = Instant::now();
+    let engine = Engine::open(&dir, cfg)?;
+    let reopen = t2.elapsed();
+    let index = engine.index("wiki").ok_or("index missing after reopen")?;
+    let after = index.count("anarchism")?;
+    println!(
+        "\ngraceful close {:.1} ms; reopen {:.1} ms (maps the heap, no re-indexing); 'anarchism' still has {after} hits",
+        close.as_secs_f64() * 1e3,
+        reopen.as_secs_f64() * 1e3
+    );
+    print_stats(&index.stats(), &mut std::io::stdout().lock())?;
+    drop(index);
+    engine.close()?;
+    drop(engine);
+    if std::env::temp_dir().join(format!("spirit-demo-{}", std::process::id())) == dir {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
+}

@@ -98,7 +98,11 @@ impl Engine {
 
     /// Closes and deletes an index with all its data.
     pub fn delete_index(&self, name: &str) -> Result<()> {
-        let index = self.indexes.lock().remove(name).ok_or_else(|| Error::NotFound(format!("no such index [{name}]")))?;
+        let index = self
+            .indexes
+            .lock()
+            .remove(name)
+            .ok_or_else(|| Error::NotFound(format!("no such index [{name}]")))?;
         index.close()?;
         drop(index);
         let dir = self.dir.join("indexes").join(name);

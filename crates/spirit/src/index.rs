@@ -123,7 +123,8 @@ impl Index {
         if let Some(m) = mappings {
             schema.apply_mappings(m)?;
         }
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         Ok(Index {
             name: name.to_string(),
             shard,
@@ -147,6 +148,16 @@ impl Index {
         self.schema.read().clone()
     }
 
+    /// Sets the fields that terms without a `field:` prefix search (default: every text field).
+    pub fn set_default_fields(&self, fields: Option<Vec<String>>) -> Result<()> {
+        let mut s = self.schema.write();
+        if let Some(f) = fields.iter().flatten().find(|f| s.field_id(f).is_none()) {
+            return Err(Error::InvalidArgument(format!("unknown default field [{f}]")));
+        }
+        s.default_fields = fields;
+        Ok(())
+    }
+
     /// Adds fields from Elasticsearch `mappings`.
     pub fn put_mappings(&self, mappings: &serde_json::Value) -> Result<()> {
         self.schema.write().apply_mappings(mappings)
@@ -167,7 +178,10 @@ impl Index {
     /// Adds a document given as JSON text.
     pub fn add_json(&self, json: &[u8]) -> Result<AddResult> {
         if json.len() > self.settings.max_document_bytes {
-            return Err(Error::DocumentTooLarge { size: json.len(), limit: self.settings.max_document_bytes });
+            return Err(Error::DocumentTooLarge {
+                size: json.len(),
+                limit: self.settings.max_document_bytes,
+            });
         }
         let v: serde_json::Value =
             serde_json::from_slice(json).map_err(|e| Error::BadDocument(format!("malformed JSON: {e}")))?;
@@ -200,7 +214,10 @@ impl Index {
         };
         let analyzed = analyze_document(&self.schema.read(), id, &body)?;
         if analyzed.source.len() > self.settings.max_document_bytes {
-            return Err(Error::DocumentTooLarge { size: analyzed.source.len(), limit: self.settings.max_document_bytes });
+            return Err(Error::DocumentTooLarge {
+                size: analyzed.source.len(),
+                limit: self.settings.max_document_bytes,
+            });
         }
         let (doc, replaced) = self.shard.upsert(&analyzed, !generated)?;
         Ok(AddResult { id: analyzed.id, doc, replaced })
@@ -246,16 +263,29 @@ impl Index {
         let res = query::execute(&snap, &node, &opts)?;
         let mut hits = Vec::with_capacity(res.hits.len());
         for h in res.hits {
-            let seg = snap.segment_of(h.doc).ok_or_else(|| Error::Format(format!("hit {} has no segment", h.doc)))?;
+            if !opts.fetch {
+                hits.push(Hit { id: String::new(), score: h.score, doc: h.doc, source: vec![] });
+                continue;
+            }
+            let seg = snap
+                .segment_of(h.doc)
+                .ok_or_else(|| Error::Format(format!("hit {} has no segment", h.doc)))?;
             let local = h.doc - seg.base_doc;
             let stored = match &seg.data {
                 crate::gdt::SegData::Fresh(f) => f.stored(local),
-                crate::gdt::SegData::Image { .. } => seg.image().expect("image").and_then(|v| v.stored(local)),
+                crate::gdt::SegData::Image { .. } => {
+                    seg.image().expect("image").and_then(|v| v.stored(local))
+                }
             }
             .map_err(|e| Error::Format(format!("segment {}: {}", seg.id, e.0)))?;
             hits.push(Hit { id: stored.0, score: h.score, doc: h.doc, source: stored.1 });
         }
-        Ok(SearchResult { total: res.total, total_exact: res.total_exact, hits, took_micros: t0.elapsed().as_micros() as u64 })
+        Ok(SearchResult {
+            total: res.total,
+            total_exact: res.total_exact,
+            hits,
+            took_micros: t0.elapsed().as_micros() as u64,
+        })
     }
 
     /// Number of live documents matching a query string.
@@ -265,7 +295,11 @@ impl Index {
     }
 
     pub fn stats(&self) -> IndexStats {
-        IndexStats { name: self.name.clone(), fields: self.schema.read().fields().len(), shard: self.shard.stats() }
+        IndexStats {
+            name: self.name.clone(),
+            fields: self.schema.read().fields().len(),
+            shard: self.shard.stats(),
+        }
     }
 
     /// The shard (for lifecycle control in tests and benchmarks).

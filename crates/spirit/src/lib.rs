@@ -26,6 +26,7 @@ pub mod codec;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod formats;
 pub mod gdt;
 pub mod index;
 pub mod memory;

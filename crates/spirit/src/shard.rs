@@ -103,6 +103,9 @@ pub struct ShardStats {
     pub dram: DramStats,
     pub persistent: PersistentStats,
     pub merged_terms: u64,
+    /// Bytes of segment images read from DRAM copies and from persistent copies.
+    pub image_bytes_dram: u64,
+    pub image_bytes_persistent: u64,
     pub flushes: u64,
     pub engraves: u64,
     pub commits: u64,
@@ -124,7 +127,8 @@ impl Shard {
         if cfg.durability == Durability::Volatile && path.exists() {
             std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
         }
-        let dram = DramHeap::new(cfg.dram_budget, cfg.short_term_bytes()).map_err(|e| Error::io("DRAM heap", e))?;
+        let dram =
+            DramHeap::new(cfg.dram_budget, cfg.short_term_bytes()).map_err(|e| Error::io("DRAM heap", e))?;
         let (heap, manifest) = if path.exists() {
             let (heap, rec) = PersistentHeap::open(&path, cfg.persistent_budget).map_err(heap_err)?;
             if !rec.clean {
@@ -144,7 +148,11 @@ impl Shard {
             let m: Manifest = serde_json::from_slice(bytes)
                 .map_err(|e| Error::corrupt(&path, rec.manifest_off, format!("manifest: {e}")))?;
             if m.format != MANIFEST_FORMAT {
-                return Err(Error::Format(format!("{}: manifest format {} is not supported", path.display(), m.format)));
+                return Err(Error::Format(format!(
+                    "{}: manifest format {} is not supported",
+                    path.display(),
+                    m.format
+                )));
             }
             (Arc::new(heap), Some(m))
         } else {
@@ -158,15 +166,28 @@ impl Shard {
                 let mut segs = vec![];
                 let mut merged_upto = None;
                 for s in &m.segments {
-                    let p = PersistentImage { heap: heap.clone(), off: s.image_off, len: s.image_len as usize };
+                    let p =
+                        PersistentImage { heap: heap.clone(), off: s.image_off, len: s.image_len as usize };
                     if s.image_off + s.image_len > heap.stats().file_len {
-                        return Err(Error::corrupt(&path, s.image_off, "segment image beyond the end of the file"));
+                        return Err(Error::corrupt(
+                            &path,
+                            s.image_off,
+                            "segment image beyond the end of the file",
+                        ));
                     }
-                    let v = ImageView::parse(p.bytes()).map_err(|e| Error::corrupt(&path, s.image_off, e.0))?;
+                    let v =
+                        ImageView::parse(p.bytes()).map_err(|e| Error::corrupt(&path, s.image_off, e.0))?;
                     if v.doc_count() != s.doc_count || v.seg_id() != s.id || v.base_doc() != s.base_doc {
-                        return Err(Error::corrupt(&path, s.image_off, "segment header disagrees with the manifest"));
+                        return Err(Error::corrupt(
+                            &path,
+                            s.image_off,
+                            "segment header disagrees with the manifest",
+                        ));
                     }
-                    let del = DeleteBitmap::from_bytes(s.doc_count, heap.slice(s.deletes_off, s.deletes_len as usize));
+                    let del = DeleteBitmap::from_bytes(
+                        s.doc_count,
+                        heap.slice(s.deletes_off, s.deletes_len as usize),
+                    );
                     if s.merged {
                         merged_upto = Some(s.id);
                     }
@@ -180,8 +201,14 @@ impl Shard {
                     }));
                 }
                 // The heap is now in use: a crash from here on must be detected at the next open.
-                heap.write_record(&RecoveryRecord { clean: false, heap_end: heap.head(), manifest_off: 0, manifest_len: 0, manifest_crc: 0 })
-                    .map_err(|e| Error::io(&path, e))?;
+                heap.write_record(&RecoveryRecord {
+                    clean: false,
+                    heap_end: heap.head(),
+                    manifest_off: 0,
+                    manifest_len: 0,
+                    manifest_crc: 0,
+                })
+                .map_err(|e| Error::io(&path, e))?;
                 (Arc::new(merged), segs, m.next_doc, m.next_seg, merged_upto, m.extra)
             }
             None => {
@@ -214,7 +241,13 @@ impl Shard {
             dram,
             heap,
             gdt,
-            writer: Mutex::new(Writer { fresh, fresh_id: next_seg, fresh_deletes, next_seg: next_seg + 1, closed: false }),
+            writer: Mutex::new(Writer {
+                fresh,
+                fresh_id: next_seg,
+                fresh_deletes,
+                next_seg: next_seg + 1,
+                closed: false,
+            }),
             flush_tx: Mutex::new(Some(flush_tx)),
             merge_tx: Mutex::new(Some(merge_tx)),
             progress: (Mutex::new(()), Condvar::new()),
@@ -392,7 +425,12 @@ impl Shard {
             segments.insert(st, 0);
         }
         let (mut docs, mut deleted) = (0u64, 0u64);
+        let (mut img_dram, mut img_pers) = (0u64, 0u64);
         for s in &snap.segments {
+            if let SegData::Image { dram, persistent } = &s.data {
+                img_dram += dram.as_ref().map_or(0, |d| d.bytes().len() as u64);
+                img_pers += persistent.as_ref().map_or(0, |p| p.len as u64);
+            }
             if s.state == SegState::Fresh && s.visible_docs() == 0 {
                 continue;
             }
@@ -408,6 +446,8 @@ impl Shard {
             dram: self.inner.dram.stats(),
             persistent: self.inner.heap.stats(),
             merged_terms: snap.merged.term_count(),
+            image_bytes_dram: img_dram,
+            image_bytes_persistent: img_pers,
             flushes: c.flushes.load(Relaxed),
             engraves: c.engraves.load(Relaxed),
             commits: c.commits.load(Relaxed),
@@ -526,7 +566,9 @@ impl ShardInner {
         tx.send(sealed_id).map_err(|_| Error::ResourceExhausted("flusher stopped".into()))?;
         // Back-pressure: wait for the short-term ring (the flusher frees arenas as it goes).
         let block = loop {
-            if let Some(b) = self.dram.alloc_wait(RingKind::ShortTerm, self.cfg.fresh_bytes(), Duration::from_millis(100)) {
+            if let Some(b) =
+                self.dram.alloc_wait(RingKind::ShortTerm, self.cfg.fresh_bytes(), Duration::from_millis(100))
+            {
                 break b;
             }
             if let Some(f) = self.failure.lock().clone() {
@@ -572,11 +614,17 @@ impl ShardInner {
         let doc_count = fresh.visible();
         let dram = self.alloc_image(bytes.len())?;
         let data = match dram {
-            Some(block) => SegData::Image { dram: Some(Arc::new(DramImage::new(block, &bytes))), persistent: None },
+            Some(block) => {
+                SegData::Image { dram: Some(Arc::new(DramImage::new(block, &bytes))), persistent: None }
+            }
             None => {
                 // Larger than the whole long-term ring: engrave directly and read it from the persistent tier.
-                let off = self.heap.alloc_copy(&bytes).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
-                SegData::Image { dram: None, persistent: Some(PersistentImage { heap: self.heap.clone(), off, len: bytes.len() }) }
+                let off =
+                    self.heap.alloc_copy(&bytes).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
+                SegData::Image {
+                    dram: None,
+                    persistent: Some(PersistentImage { heap: self.heap.clone(), off, len: bytes.len() }),
+                }
             }
         };
         let direct = matches!(data, SegData::Image { dram: None, .. });
@@ -615,7 +663,8 @@ impl ShardInner {
                 Commit::Done => continue,
                 Commit::Wait | Commit::Nothing => {
                     // Wait for the engraver to finish, or for readers of old epochs to release DRAM copies.
-                    if let Some(b) = self.dram.alloc_wait(RingKind::LongTerm, len, Duration::from_millis(20)) {
+                    if let Some(b) = self.dram.alloc_wait(RingKind::LongTerm, len, Duration::from_millis(20))
+                    {
                         return Ok(Some(b));
                     }
                 }
@@ -746,7 +795,8 @@ impl ShardInner {
                 return Err(Error::Format(format!("segment {} not engraved at close", s.id)));
             };
             let del = s.deletes.to_bytes();
-            let deletes_off = self.heap.alloc_copy(&del).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
+            let deletes_off =
+                self.heap.alloc_copy(&del).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
             segments.push(ManifestSegment {
                 id: s.id,
                 base_doc: s.base_doc,

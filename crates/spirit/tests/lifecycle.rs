@@ -32,7 +32,17 @@ fn doc(i: usize) -> RefDoc {
 }
 
 fn check_all(index: &Index, r: &Reference, ctx: &str) {
-    for q in ["alpha", "beta", "gamma", "title:alpha", "\"alpha beta\"", "+alpha -beta", "n:[3 TO 9]", "al*", "*:*"] {
+    for q in [
+        "alpha",
+        "beta",
+        "gamma",
+        "title:alpha",
+        "\"alpha beta\"",
+        "+alpha -beta",
+        "n:[3 TO 9]",
+        "al*",
+        "*:*",
+    ] {
         let q = spirit::query::parse(q).unwrap();
         let res = index.search_query(&q, &SearchOptions { limit: 5, ..Default::default() }).unwrap();
         let hits: Vec<(String, f32)> = res.hits.iter().map(|h| (h.id.clone(), h.score)).collect();

@@ -21,8 +21,22 @@ fn word() -> impl Strategy<Value = String> {
 }
 
 fn doc() -> impl Strategy<Value = RefDoc> {
-    (0u32..25, proptest::collection::vec(word(), 1..4), proptest::collection::vec(word(), 1..16), 0usize..3, 0i64..40)
-        .prop_map(|(id, title, body, tag, n)| RefDoc { id: format!("d{id}"), title, body, tag: TAGS[tag].into(), n, live: true, seq: 0 })
+    (
+        0u32..25,
+        proptest::collection::vec(word(), 1..4),
+        proptest::collection::vec(word(), 1..16),
+        0usize..3,
+        0i64..40,
+    )
+        .prop_map(|(id, title, body, tag, n)| RefDoc {
+            id: format!("d{id}"),
+            title,
+            body,
+            tag: TAGS[tag].into(),
+            n,
+            live: true,
+            seq: 0,
+        })
 }
 
 fn leaf() -> impl Strategy<Value = Query> {
@@ -49,8 +63,15 @@ fn query() -> impl Strategy<Value = Query> {
             proptest::collection::vec(inner.clone(), 0..2),
             proptest::collection::vec(inner, 0..2),
         )
-            .prop_filter("non-empty bool", |(a, b, c, d)| !(a.is_empty() && b.is_empty() && c.is_empty() && d.is_empty()))
-            .prop_map(|(must, should, must_not, filter)| Query::Bool { must, should, must_not, filter })
+            .prop_filter("non-empty bool", |(a, b, c, d)| {
+                !(a.is_empty() && b.is_empty() && c.is_empty() && d.is_empty())
+            })
+            .prop_map(|(must, should, must_not, filter)| Query::Bool {
+                must,
+                should,
+                must_not,
+                filter,
+            })
     })
 }
 
@@ -95,7 +116,8 @@ fn check_query(index: &Index, r: &Reference, q: &Query, ctx: &str) {
     let res = index.search_query(q, &SearchOptions { limit: k, ..Default::default() }).unwrap();
     let hits: Vec<(String, f32)> = res.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
     check_top_k(r, q, res.total, &hits, k, ctx);
-    let res = index.search_query(q, &SearchOptions { limit: k, sort: Sort::Newest, ..Default::default() }).unwrap();
+    let res =
+        index.search_query(q, &SearchOptions { limit: k, sort: Sort::Newest, ..Default::default() }).unwrap();
     let ids: Vec<String> = res.hits.iter().map(|h| h.id.clone()).collect();
     check_newest(r, q, &ids, k, ctx);
     assert_eq!(res.total as usize, r.matches(q).len());

@@ -1,13 +1,15 @@
 //! The posting-list blob: header, skip table, blocks, positions stream.
 //!
 //! ```text
-//! u32 n_postings | u32 n_blocks | u32 positions_start | u32 reserved
-//! skip[n_blocks]: u32 last_doc | u32 block_offset | u32 positions_offset | u32 max_tf
-//! blocks: full:    u8 doc_bits | u8 tf_bits | packed (doc gaps - 1) | packed (tf - 1)
+//! VByte n_postings | VByte blocks_len
+//! skip[n_blocks] (only when n_blocks > 1): u32 last_doc | u32 block_offset | u32 positions_offset | u32 max_tf
+//! blocks (blocks_len bytes):
+//!         full:    u8 doc_bits | u8 tf_bits | packed (doc gaps - 1) | packed (tf - 1)
 //!         partial: VByte gaps, then VByte tf - 1
 //! positions: per posting, tf VByte position gaps (first absolute)
 //! ```
-//! Gaps are taken from the previous block's last doc; the first posting of the list is stored as is.
+//! Gaps are taken from the previous block's last doc; the first posting of the list is stored as is. Most
+//! terms of a segment occur once (Zipf), so a one-block list has no skip table and costs a few bytes.
 
 use super::vbyte::{read_vbyte, write_vbyte};
 use super::CodecError;
@@ -17,7 +19,6 @@ use bitpacking::{BitPacker, BitPacker4x};
 pub const BLOCK: usize = BitPacker4x::BLOCK_LEN;
 /// The doc id of an exhausted cursor.
 pub const NO_DOC: u32 = u32::MAX;
-const HEADER: usize = 16;
 const SKIP: usize = 16;
 
 /// What the encoder learned about the list (stored in the dictionary).
@@ -36,14 +37,8 @@ pub fn encode_postings(docs: &[u32], tfs: &[u32], positions: &[u32], out: &mut V
     debug_assert!(docs.windows(2).all(|w| w[0] < w[1]), "doc ids must increase");
     let n = docs.len();
     let n_blocks = n.div_ceil(BLOCK);
-    let start = out.len();
-    out.extend_from_slice(&(n as u32).to_le_bytes());
-    out.extend_from_slice(&(n_blocks as u32).to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes()); // positions_start, patched below
-    out.extend_from_slice(&0u32.to_le_bytes());
-    let skip_at = out.len();
-    out.resize(skip_at + n_blocks * SKIP, 0);
-
+    let mut skip = vec![0u8; if n_blocks > 1 { n_blocks * SKIP } else { 0 }];
+    let mut blocks: Vec<u8> = Vec::new();
     let bp = BitPacker4x::new();
     let mut positions_stream = Vec::new();
     let mut pos_i = 0usize;
@@ -54,7 +49,7 @@ pub fn encode_postings(docs: &[u32], tfs: &[u32], positions: &[u32], out: &mut V
     for b in 0..n_blocks {
         let lo = b * BLOCK;
         let hi = (lo + BLOCK).min(n);
-        let block_off = out.len() - start;
+        let block_off = blocks.len();
         let pos_off = positions_stream.len();
         let mut max_tf = 0;
         for i in lo..hi {
@@ -77,36 +72,43 @@ pub fn encode_postings(docs: &[u32], tfs: &[u32], positions: &[u32], out: &mut V
                 tf_minus[k] = tf - 1;
             }
             let tf_bits = bp.num_bits(&tf_minus);
-            out.push(doc_bits);
-            out.push(tf_bits);
+            blocks.push(doc_bits);
+            blocks.push(tf_bits);
             let w = bp.compress_strictly_sorted(prev, d, &mut packed, doc_bits);
-            out.extend_from_slice(&packed[..w]);
+            blocks.extend_from_slice(&packed[..w]);
             let w = bp.compress(&tf_minus, &mut packed, tf_bits);
-            out.extend_from_slice(&packed[..w]);
+            blocks.extend_from_slice(&packed[..w]);
         } else {
             let mut p = prev;
             for &d in &docs[lo..hi] {
-                write_vbyte(out, match p {
-                    Some(p) => d - p - 1,
-                    None => d,
-                });
+                write_vbyte(
+                    &mut blocks,
+                    match p {
+                        Some(p) => d - p - 1,
+                        None => d,
+                    },
+                );
                 p = Some(d);
             }
             for &tf in &tfs[lo..hi] {
-                write_vbyte(out, tf - 1);
+                write_vbyte(&mut blocks, tf - 1);
             }
         }
         let last_doc = docs[hi - 1];
         prev = Some(last_doc);
-        let s = skip_at + b * SKIP;
-        out[s..s + 4].copy_from_slice(&last_doc.to_le_bytes());
-        out[s + 4..s + 8].copy_from_slice(&(block_off as u32).to_le_bytes());
-        out[s + 8..s + 12].copy_from_slice(&(pos_off as u32).to_le_bytes());
-        out[s + 12..s + 16].copy_from_slice(&max_tf.to_le_bytes());
+        if n_blocks > 1 {
+            let s = b * SKIP;
+            skip[s..s + 4].copy_from_slice(&last_doc.to_le_bytes());
+            skip[s + 4..s + 8].copy_from_slice(&(block_off as u32).to_le_bytes());
+            skip[s + 8..s + 12].copy_from_slice(&(pos_off as u32).to_le_bytes());
+            skip[s + 12..s + 16].copy_from_slice(&max_tf.to_le_bytes());
+        }
     }
     assert_eq!(pos_i, positions.len(), "positions do not match term frequencies");
-    let positions_start = (out.len() - start) as u32;
-    out[start + 8..start + 12].copy_from_slice(&positions_start.to_le_bytes());
+    write_vbyte(out, n as u32);
+    write_vbyte(out, blocks.len() as u32);
+    out.extend_from_slice(&skip);
+    out.extend_from_slice(&blocks);
     out.extend_from_slice(&positions_stream);
     meta
 }
@@ -122,6 +124,8 @@ pub struct PostingsCursor<'a> {
     blob: &'a [u8],
     n: u32,
     n_blocks: u32,
+    skip_start: usize,
+    blocks_start: usize,
     positions_start: usize,
     block: u32,
     docs: [u32; BLOCK],
@@ -137,19 +141,22 @@ pub struct PostingsCursor<'a> {
 impl<'a> PostingsCursor<'a> {
     /// Opens a cursor positioned on the first posting (or exhausted for an empty list).
     pub fn new(blob: &'a [u8]) -> Result<PostingsCursor<'a>, CodecError> {
-        let n = u32_at(blob, 0, "postings header")?;
-        let n_blocks = u32_at(blob, 4, "postings header")?;
-        let positions_start = u32_at(blob, 8, "postings header")? as usize;
-        if n_blocks as usize != (n as usize).div_ceil(BLOCK)
-            || HEADER + n_blocks as usize * SKIP > blob.len()
-            || positions_start > blob.len()
-        {
+        let mut at = 0;
+        let n = read_vbyte(blob, &mut at)?;
+        let blocks_len = read_vbyte(blob, &mut at)? as usize;
+        let n_blocks = n.div_ceil(BLOCK as u32);
+        let skip_start = at;
+        let blocks_start = skip_start + if n_blocks > 1 { n_blocks as usize * SKIP } else { 0 };
+        let positions_start = blocks_start.saturating_add(blocks_len);
+        if positions_start > blob.len() {
             return Err(CodecError { what: "postings header", offset: 0 });
         }
         let mut c = PostingsCursor {
             blob,
             n,
             n_blocks,
+            skip_start,
+            blocks_start,
             positions_start,
             block: 0,
             docs: [0; BLOCK],
@@ -175,20 +182,30 @@ impl<'a> PostingsCursor<'a> {
         self.n == 0
     }
 
-    /// Last doc of block `b` (from the skip table).
+    /// Last doc of block `b` (from the skip table; a one-block list has none and its block is loaded).
     fn last_doc(&self, b: u32) -> u32 {
-        u32_at(self.blob, HEADER + b as usize * SKIP, "skip").unwrap_or(NO_DOC)
+        if self.n_blocks == 1 {
+            return self.docs[self.len.max(1) - 1];
+        }
+        u32_at(self.blob, self.skip_start + b as usize * SKIP, "skip").unwrap_or(NO_DOC)
     }
 
     /// Max tf of the current block (for block-max scoring).
     pub fn block_max_tf(&self) -> u32 {
-        u32_at(self.blob, HEADER + self.block as usize * SKIP + 12, "skip").unwrap_or(u32::MAX)
+        if self.n_blocks == 1 {
+            return self.tfs[..self.len].iter().copied().max().unwrap_or(0);
+        }
+        u32_at(self.blob, self.skip_start + self.block as usize * SKIP + 12, "skip").unwrap_or(u32::MAX)
     }
 
     fn load_block(&mut self, b: u32) -> Result<(), CodecError> {
-        let s = HEADER + b as usize * SKIP;
-        let mut at = u32_at(self.blob, s + 4, "skip")? as usize;
-        let pos_off = u32_at(self.blob, s + 8, "skip")? as usize;
+        let (block_off, pos_off) = if self.n_blocks == 1 {
+            (0, 0)
+        } else {
+            let s = self.skip_start + b as usize * SKIP;
+            (u32_at(self.blob, s + 4, "skip")? as usize, u32_at(self.blob, s + 8, "skip")? as usize)
+        };
+        let mut at = self.blocks_start.saturating_add(block_off);
         let prev = if b == 0 { None } else { Some(self.last_doc(b - 1)) };
         let lo = b as usize * BLOCK;
         let len = (self.n as usize - lo).min(BLOCK);
@@ -298,7 +315,10 @@ impl<'a> PostingsCursor<'a> {
         let k = lo + self.docs[lo..hi].partition_point(|&d| d < target);
         if k >= self.len {
             // Cannot happen when the skip table is consistent; treat as corruption.
-            return Err(CodecError { what: "skip table", offset: HEADER + self.block as usize * SKIP });
+            return Err(CodecError {
+                what: "skip table",
+                offset: self.skip_start + self.block as usize * SKIP,
+            });
         }
         self.i = k;
         self.doc = self.docs[k];
@@ -370,7 +390,10 @@ mod tests {
             }
         }
         let mut c = PostingsCursor::new(&blob).unwrap();
-        assert_eq!(c.advance(docs[docs.len() - 1].saturating_add(1)).unwrap(), if *docs.last().unwrap() == u32::MAX { u32::MAX } else { NO_DOC });
+        assert_eq!(
+            c.advance(docs[docs.len() - 1].saturating_add(1)).unwrap(),
+            if *docs.last().unwrap() == u32::MAX { u32::MAX } else { NO_DOC }
+        );
     }
 
     #[test]

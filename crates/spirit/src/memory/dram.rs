@@ -74,7 +74,8 @@ impl DramHeap {
         drop(rings);
         self.high_water.fetch_max(used, Ordering::Relaxed);
         let base = if kind == RingKind::ShortTerm { 0 } else { self.short_cap };
-        let block = DramBlock { heap: self.clone(), kind, offset: base + off, ring_offset: off, len: rounded };
+        let block =
+            DramBlock { heap: self.clone(), kind, offset: base + off, ring_offset: off, len: rounded };
         // SAFETY: the ring never hands out overlapping ranges, so this block is the only owner of
         // [offset, offset+len) until it is dropped; zeroing it races with nobody.
         unsafe { std::ptr::write_bytes(self.map.as_ptr().add(block.offset), 0, rounded) };

@@ -19,7 +19,11 @@ impl Mapping {
     /// Anonymous, private, zero-filled memory. Pages are touched lazily, so reserving the whole budget costs
     /// nothing until it is used.
     pub(crate) fn anonymous(len: usize) -> io::Result<Mapping> {
-        Self::raw(len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE)
+        Self::raw(
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+        )
     }
 
     /// An inaccessible reservation of address space, to be filled by [`Mapping::map_file_at`].

@@ -20,5 +20,8 @@ mod persistent;
 mod ring;
 
 pub use dram::{DramBlock, DramHeap, DramStats, RingKind};
-pub use persistent::{HeapError as PersistentHeapError, PersistentHeap, PersistentStats, RecoveryRecord, FORMAT_VERSION, SUPERBLOCK_BYTES};
 pub(crate) use mapping::words_of;
+pub use persistent::{
+    HeapError as PersistentHeapError, PersistentHeap, PersistentStats, RecoveryRecord, FORMAT_VERSION,
+    SUPERBLOCK_BYTES,
+};

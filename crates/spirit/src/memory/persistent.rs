@@ -172,7 +172,11 @@ impl PersistentHeap {
         self.file.set_len(new_len as u64)?;
         // SAFETY: posix_fallocate on our own open descriptor; no memory is involved.
         let rc = unsafe {
-            libc::posix_fallocate(self.file.as_raw_fd(), mapped as libc::off_t, (new_len - mapped) as libc::off_t)
+            libc::posix_fallocate(
+                self.file.as_raw_fd(),
+                mapped as libc::off_t,
+                (new_len - mapped) as libc::off_t,
+            )
         };
         if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
             // Roll back the length so the file does not claim space it does not have.
@@ -288,8 +292,6 @@ fn lock(file: &File) -> Result<(), HeapError> {
     Ok(())
 }
 
-
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,8 +311,14 @@ mod tests {
         heap.atomic(heap.alloc(8).unwrap()).store(42, Ordering::Release);
         assert!(matches!(PersistentHeap::open(&p, 1 << 30), Err(HeapError::Locked)));
         let end = heap.head();
-        heap.write_record(&RecoveryRecord { clean: true, heap_end: end, manifest_off: a, manifest_len: 5, manifest_crc: 1 })
-            .unwrap();
+        heap.write_record(&RecoveryRecord {
+            clean: true,
+            heap_end: end,
+            manifest_off: a,
+            manifest_len: 5,
+            manifest_crc: 1,
+        })
+        .unwrap();
         heap.persist_all().unwrap();
         drop(heap);
         let (heap, rec) = PersistentHeap::open(&p, 1 << 30).unwrap();

@@ -48,11 +48,20 @@ pub struct SearchOptions {
     /// Count every match exactly (otherwise newest-first may stop early and report a lower bound).
     pub track_total: bool,
     pub bm25: Bm25,
+    /// Load `_id` and `_source` of the hits (off: hits carry only the internal doc id and score).
+    pub fetch: bool,
 }
 
 impl Default for SearchOptions {
     fn default() -> Self {
-        SearchOptions { limit: 10, offset: 0, sort: Sort::Score, track_total: true, bm25: Bm25::default() }
+        SearchOptions {
+            limit: 10,
+            offset: 0,
+            sort: Sort::Score,
+            track_total: true,
+            bm25: Bm25::default(),
+            fetch: true,
+        }
     }
 }
 
@@ -110,7 +119,9 @@ impl<'a> Ctx<'a> {
             let visible = d.visible_docs();
             let kind = match &d.data {
                 SegData::Fresh(f) => SegKind::Fresh(f),
-                SegData::Image { .. } => SegKind::Image(d.image().expect("image").map_err(|e| Error::Format(e.0))?),
+                SegData::Image { .. } => {
+                    SegKind::Image(d.image().expect("image").map_err(|e| Error::Format(e.0))?)
+                }
             };
             let merged = d.state == SegState::Merged && snap.merged_upto.is_some_and(|m| d.id <= m);
             segs.push(Seg { desc: d, visible, kind, merged });
@@ -215,7 +226,13 @@ fn weight(n: &Node, ctx: &mut Ctx<'_>) -> Result<Weight> {
                 ctx.resolve_term(k)?;
                 idf += ctx.idf(ctx.terms[k].df, st.docs);
             }
-            Weight::Phrase { keys: keys.clone(), offsets: offsets.clone(), field: *field, idf, avgdl: avgdl(st) }
+            Weight::Phrase {
+                keys: keys.clone(),
+                offsets: offsets.clone(),
+                field: *field,
+                idf,
+                avgdl: avgdl(st),
+            }
         }
         Node::TermSet { keys } => {
             for k in keys {
@@ -227,7 +244,12 @@ fn weight(n: &Node, ctx: &mut Ctx<'_>) -> Result<Weight> {
         Node::Range { field, lower, upper } => Weight::Range { field: *field, lower: *lower, upper: *upper },
         Node::Bool { must, should, must_not, filter } => {
             let mut ws = |v: &[Node]| -> Result<Vec<Weight>> { v.iter().map(|n| weight(n, ctx)).collect() };
-            Weight::Bool { must: ws(must)?, should: ws(should)?, must_not: ws(must_not)?, filter: ws(filter)? }
+            Weight::Bool {
+                must: ws(must)?,
+                should: ws(should)?,
+                must_not: ws(must_not)?,
+                filter: ws(filter)?,
+            }
         }
         Node::DisMax(v) => Weight::DisMax(v.iter().map(|n| weight(n, ctx)).collect::<Result<_>>()?),
     })
@@ -696,9 +718,11 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             s.seek(0);
             Box::new(s)
         }
-        Weight::Term { key, field, idf, avgdl } => {
-            Box::new(TermScorer { p: term_postings(ctx, si, key), norms: norms(seg, *field), bm: bm(*idf, *avgdl) })
-        }
+        Weight::Term { key, field, idf, avgdl } => Box::new(TermScorer {
+            p: term_postings(ctx, si, key),
+            norms: norms(seg, *field),
+            bm: bm(*idf, *avgdl),
+        }),
         Weight::Phrase { keys, offsets, field, idf, avgdl } => {
             let ps: Vec<Postings<'a>> = keys.iter().map(|k| term_postings(ctx, si, k)).collect();
             let n = ps.len();
@@ -718,8 +742,11 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             let subs: Vec<Box<dyn Scorer + 'a>> = keys
                 .iter()
                 .map(|k| {
-                    Box::new(TermScorer { p: term_postings(ctx, si, k), norms: Norms::None, bm: bm(0.0, 1.0) })
-                        as Box<dyn Scorer + 'a>
+                    Box::new(TermScorer {
+                        p: term_postings(ctx, si, k),
+                        norms: Norms::None,
+                        bm: bm(0.0, 1.0),
+                    }) as Box<dyn Scorer + 'a>
                 })
                 .filter(|s| s.doc() != NO_DOC)
                 .collect();
@@ -730,10 +757,14 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
         Weight::Exists { field } => {
             let field = *field;
             let pred: Box<dyn Fn(u32) -> bool + 'a> = match &seg.kind {
-                SegKind::Fresh(f) => Box::new(move |d| f.field_len(field, d) > 0 || f.numeric(field, d).is_some()),
+                SegKind::Fresh(f) => {
+                    Box::new(move |d| f.field_len(field, d) > 0 || f.numeric(field, d).is_some())
+                }
                 SegKind::Image(v) => {
                     let (n, x) = (v.norms(field), v.numbers(field));
-                    Box::new(move |d| n.is_some_and(|c| norm_at(c, d) > 0) || x.is_some_and(|c| number_at(c, d).is_some()))
+                    Box::new(move |d| {
+                        n.is_some_and(|c| norm_at(c, d) > 0) || x.is_some_and(|c| number_at(c, d).is_some())
+                    })
                 }
             };
             let mut s = ScanScorer { doc: 0, max: seg.visible, pred };
@@ -772,12 +803,17 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
         }
         Weight::Bool { must, should, must_not, filter } => {
             let mut req: Vec<Box<dyn Scorer + 'a>> = must.iter().map(|w| scorer(w, ctx, si)).collect();
-            req.extend(filter.iter().map(|w| Box::new(ConstScorer { inner: scorer(w, ctx, si), score: 0.0 }) as Box<dyn Scorer>));
+            req.extend(
+                filter.iter().map(|w| {
+                    Box::new(ConstScorer { inner: scorer(w, ctx, si), score: 0.0 }) as Box<dyn Scorer>
+                }),
+            );
             let union = |ws: &'a [Weight]| -> Option<Box<dyn Scorer + 'a>> {
                 if ws.is_empty() {
                     return None;
                 }
-                let mut u = UnionScorer { subs: ws.iter().map(|w| scorer(w, ctx, si)).collect(), doc: 0, max: false };
+                let mut u =
+                    UnionScorer { subs: ws.iter().map(|w| scorer(w, ctx, si)).collect(), doc: 0, max: false };
                 u.settle();
                 Some(Box::new(u))
             };

@@ -19,16 +19,36 @@ pub enum Node {
     /// Analysis produced no token (a stop word): the clause is dropped from its boolean parent.
     Dropped,
     All,
-    Term { field: u16, key: Vec<u8> },
+    Term {
+        field: u16,
+        key: Vec<u8>,
+    },
     /// Terms at relative positions `offsets` (from the analyzer, so removed stop words leave gaps).
-    Phrase { field: u16, keys: Vec<Vec<u8>>, offsets: Vec<u32> },
+    Phrase {
+        field: u16,
+        keys: Vec<Vec<u8>>,
+        offsets: Vec<u32>,
+    },
     /// Union of terms with constant score 1 (prefix queries).
-    TermSet { keys: Vec<Vec<u8>> },
+    TermSet {
+        keys: Vec<Vec<u8>>,
+    },
     /// Documents with any value in the field (constant score 1).
-    Exists { field: u16 },
+    Exists {
+        field: u16,
+    },
     /// Numeric range (constant score 1).
-    Range { field: u16, lower: Bound<f64>, upper: Bound<f64> },
-    Bool { must: Vec<Node>, should: Vec<Node>, must_not: Vec<Node>, filter: Vec<Node> },
+    Range {
+        field: u16,
+        lower: Bound<f64>,
+        upper: Bound<f64>,
+    },
+    Bool {
+        must: Vec<Node>,
+        should: Vec<Node>,
+        must_not: Vec<Node>,
+        filter: Vec<Node>,
+    },
     /// Best of its clauses (one unqualified term over several default fields).
     DisMax(Vec<Node>),
 }
@@ -48,7 +68,11 @@ fn fields_of(field: &Option<String>, schema: &Schema) -> Vec<Option<u16>> {
     }
 }
 
-fn per_field(field: &Option<String>, schema: &Schema, mut f: impl FnMut(u16) -> Result<Node>) -> Result<Node> {
+fn per_field(
+    field: &Option<String>,
+    schema: &Schema,
+    mut f: impl FnMut(u16) -> Result<Node>,
+) -> Result<Node> {
     let mut nodes = vec![];
     for fid in fields_of(field, schema) {
         nodes.push(match fid {
@@ -75,7 +99,11 @@ fn parse_number(schema: &Schema, field: u16, s: &str) -> Result<f64> {
         }
     }
     s.trim().parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| {
-        Error::InvalidArgument(format!("failed to parse [{s}] as a {} for field [{}]", ty.es_name(), schema.field(field).name))
+        Error::InvalidArgument(format!(
+            "failed to parse [{s}] as a {} for field [{}]",
+            ty.es_name(),
+            schema.field(field).name
+        ))
     })
 }
 
@@ -136,7 +164,11 @@ fn plan_inner(q: &Query, schema: &Schema, snap: &Snapshot) -> Result<Node> {
                     def.name
                 )));
             }
-            let norm = if def.ty == FieldType::Text { schema.analyzer(fid).normalize_prefix(prefix) } else { prefix.clone() };
+            let norm = if def.ty == FieldType::Text {
+                schema.analyzer(fid).normalize_prefix(prefix)
+            } else {
+                prefix.clone()
+            };
             let mut p = vec![];
             term_key(fid, &norm, &mut p);
             let keys = expand_prefix(snap, &p)?;
@@ -172,18 +204,23 @@ fn plan_inner(q: &Query, schema: &Schema, snap: &Snapshot) -> Result<Node> {
                 }
                 Ok(out)
             };
-            let (must, should, must_not, filter) = (list(must)?, list(should)?, list(must_not)?, list(filter)?);
+            let (must, should, must_not, filter) =
+                (list(must)?, list(should)?, list(must_not)?, list(filter)?);
             if must.is_empty() && should.is_empty() && must_not.is_empty() && filter.is_empty() {
                 return Ok(Node::Dropped);
             }
             if must.contains(&Node::Nothing) || filter.contains(&Node::Nothing) {
                 return Ok(Node::Nothing);
             }
+            let had_should = !should.is_empty();
             let should: Vec<Node> = should.into_iter().filter(|n| *n != Node::Nothing).collect();
             let must_not: Vec<Node> = must_not.into_iter().filter(|n| *n != Node::Nothing).collect();
-            if must.is_empty() && filter.is_empty() && should.is_empty() && must_not.is_empty() {
+            if must.is_empty() && filter.is_empty() && should.is_empty() && had_should {
+                // Only should clauses can make a doc match, and none can.
                 return Ok(Node::Nothing);
             }
+            // (A bool left with no clause at all had only must_not clauses that match nothing: it matches
+            // every document, with score 0.)
             Node::Bool { must, should, must_not, filter }
         }
     })

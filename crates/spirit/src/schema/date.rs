@@ -95,9 +95,20 @@ mod tests {
         assert_eq!(parse_date_millis("1970-01-01"), Some(0));
         assert_eq!(parse_date_millis("2015-05-23"), Some(1_432_339_200_000));
         assert_eq!(parse_date_millis("2015-05-23T01:02:03Z"), Some(1_432_339_200_000 + 3_723_000));
-        assert_eq!(parse_date_millis("2015-05-23T01:02:03.5+01:00"), Some(1_432_339_200_000 + 3_723_500 - 3_600_000));
+        assert_eq!(
+            parse_date_millis("2015-05-23T01:02:03.5+01:00"),
+            Some(1_432_339_200_000 + 3_723_500 - 3_600_000)
+        );
         assert_eq!(parse_date_millis("2016-02-29"), Some(1_456_704_000_000));
-        for bad in ["2015-02-29", "2015-13-01", "hello", "2015-05-23T", "2015-05-23x", "20150523", "2015-05-23T25:00"] {
+        for bad in [
+            "2015-02-29",
+            "2015-13-01",
+            "hello",
+            "2015-05-23T",
+            "2015-05-23x",
+            "20150523",
+            "2015-05-23T25:00",
+        ] {
             assert_eq!(parse_date_millis(bad), None, "{bad}");
         }
     }

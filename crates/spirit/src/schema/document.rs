@@ -93,7 +93,10 @@ pub fn new_fields(schema: &Schema, doc: &Value) -> Vec<FieldDef> {
     walk("", doc, &mut leaves);
     let mut out: Vec<FieldDef> = vec![];
     for (name, v) in leaves {
-        if name.is_empty() || name.starts_with('_') || schema.field_id(&name).is_some() || out.iter().any(|f| f.name == name)
+        if name.is_empty()
+            || name.starts_with('_')
+            || schema.field_id(&name).is_some()
+            || out.iter().any(|f| f.name == name)
         {
             continue;
         }
@@ -123,7 +126,9 @@ pub fn analyze_document(schema: &Schema, id: String, doc: &Value) -> Result<Anal
     for (name, v) in leaves {
         let Some(fid) = schema.field_id(&name) else { continue };
         let def = schema.field(fid);
-        let bad = || Error::BadDocument(format!("failed to parse field [{name}] of type [{}]: {v}", def.ty.es_name()));
+        let bad = || {
+            Error::BadDocument(format!("failed to parse field [{name}] of type [{}]: {v}", def.ty.es_name()))
+        };
         match def.ty {
             FieldType::Text | FieldType::Keyword => {
                 let text = match v {
@@ -174,7 +179,8 @@ pub fn analyze_document(schema: &Schema, id: String, doc: &Value) -> Result<Anal
             }
         }
     }
-    let mut terms: Vec<DocTerm> = terms.into_iter().map(|(key, positions)| DocTerm { key, positions }).collect();
+    let mut terms: Vec<DocTerm> =
+        terms.into_iter().map(|(key, positions)| DocTerm { key, positions }).collect();
     terms.sort_unstable_by(|a, b| a.key.cmp(&b.key));
     let mut lens: Vec<(u16, u32)> = lens.into_iter().map(|(f, (n, _))| (f, n)).collect();
     lens.sort_unstable();

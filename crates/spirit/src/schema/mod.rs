@@ -9,7 +9,6 @@
 mod date;
 pub mod document;
 
-
 pub use date::parse_date_millis;
 pub use document::{analyze_document, AnalyzedDoc, DocTerm};
 
@@ -115,7 +114,13 @@ fn yes() -> bool {
 
 impl Default for Schema {
     fn default() -> Self {
-        Schema { fields: vec![], default_fields: None, dynamic: true, by_name: HashMap::new(), analyzers: vec![] }
+        Schema {
+            fields: vec![],
+            default_fields: None,
+            dynamic: true,
+            by_name: HashMap::new(),
+            analyzers: vec![],
+        }
     }
 }
 
@@ -233,7 +238,9 @@ impl Schema {
     pub fn default_search_fields(&self) -> Vec<u16> {
         match &self.default_fields {
             Some(names) => names.iter().filter_map(|n| self.field_id(n)).collect(),
-            None => (0..self.fields.len() as u16).filter(|&i| self.fields[i as usize].ty == FieldType::Text).collect(),
+            None => (0..self.fields.len() as u16)
+                .filter(|&i| self.fields[i as usize].ty == FieldType::Text)
+                .collect(),
         }
     }
 }
@@ -266,9 +273,13 @@ mod tests {
         assert_eq!(s.field(s.field_id("n").unwrap()).ty, FieldType::Long);
         let again = Schema::from_mappings(&s.to_mappings()).unwrap();
         assert_eq!(again.fields(), s.fields());
-        let err = s.add_field(FieldDef { name: "n".into(), ty: FieldType::Text, analyzer: standard() }).unwrap_err();
+        let err = s
+            .add_field(FieldDef { name: "n".into(), ty: FieldType::Text, analyzer: standard() })
+            .unwrap_err();
         assert!(err.to_string().contains("cannot be changed"), "{err}");
-        assert!(Schema::from_mappings(&serde_json::json!({"properties": {"x": {"type": "geo_shape"}}})).is_err());
+        assert!(
+            Schema::from_mappings(&serde_json::json!({"properties": {"x": {"type": "geo_shape"}}})).is_err()
+        );
         let json = serde_json::to_string(&s).unwrap();
         let back: Schema = serde_json::from_str::<Schema>(&json).unwrap().rebuild().unwrap();
         assert_eq!(back.field_id("title"), s.field_id("title"));

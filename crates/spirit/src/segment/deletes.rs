@@ -2,7 +2,7 @@
 //! visible to the next query that starts after the call returns, because the GDT load that starts a query
 //! synchronizes with the writer through the index's write lock release).
 
-use std::sync::atomic::{AtomicU64, AtomicU32, Ordering::*};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 
 #[derive(Debug)]
 pub struct DeleteBitmap {
@@ -12,7 +12,10 @@ pub struct DeleteBitmap {
 
 impl DeleteBitmap {
     pub fn new(docs: u32) -> DeleteBitmap {
-        DeleteBitmap { words: (0..(docs as usize).div_ceil(64)).map(|_| AtomicU64::new(0)).collect(), count: AtomicU32::new(0) }
+        DeleteBitmap {
+            words: (0..(docs as usize).div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU32::new(0),
+        }
     }
 
     /// Restores a bitmap from its persisted little-endian bytes.

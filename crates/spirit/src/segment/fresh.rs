@@ -77,7 +77,9 @@ impl FreshSegment {
         let words = block.len() / 4;
         // About an eighth of the arena for the term table, which is kept at most half full.
         let table_cap = (words / 8).next_power_of_two().clamp(1024, 1 << 24);
-        let max_docs = max_docs.clamp(1, (words / 16) as u32);
+        // Columns cost 3 words per doc and text field: size them for documents of at least ~1 KiB of arena
+        // each (short documents then fill `max_docs` before the arena, which only makes segments smaller).
+        let max_docs = max_docs.clamp(1, (words / 256).max(64) as u32);
         let doc_table = 1 + table_cap;
         let field_dir = doc_table + max_docs as usize;
         let cursor = field_dir + MAX_FIELDS;
@@ -152,20 +154,12 @@ impl FreshSegment {
             return Err(InsertError::Full);
         }
         let w = self.w();
-        let new_fields = doc
-            .lens
-            .iter()
-            .map(|x| x.0)
-            .chain(doc.numerics.iter().map(|x| x.0))
-            .filter(|&f| w[self.field_dir + f as usize].load(Relaxed) == 0)
-            .count();
-        if st.cursor + self.bound(doc, new_fields) > w.len() {
-            return Err(InsertError::Full);
-        }
+        // Running out of arena part-way is safe: everything written for this document lies beyond the
+        // watermark, which readers and the flusher ignore, and the caller seals the segment.
         // Column blocks for fields this segment has not seen yet.
         for &(f, _) in &doc.lens {
             if w[self.field_dir + f as usize].load(Relaxed) == 0 {
-                let at = self.bump(&mut st, 1 + 3 * self.max_docs as usize);
+                let at = self.bump(&mut st, 1 + 3 * self.max_docs as usize)?;
                 w[at].store(KIND_TEXT, Relaxed);
                 w[self.field_dir + f as usize].store(at as u32, Release);
                 st.term_fields.push(f);
@@ -174,7 +168,7 @@ impl FreshSegment {
         for &(f, _) in &doc.numerics {
             if w[self.field_dir + f as usize].load(Relaxed) == 0 {
                 let n = 2 * self.max_docs as usize;
-                let at = self.bump(&mut st, 1 + n);
+                let at = self.bump(&mut st, 1 + n)?;
                 w[at].store(KIND_NUMERIC, Relaxed);
                 let nan = f64::NAN.to_bits();
                 for d in 0..self.max_docs as usize {
@@ -186,8 +180,8 @@ impl FreshSegment {
         }
         // Postings.
         for t in &doc.terms {
-            let entry = self.find_or_insert(&mut st, &t.key);
-            self.append_posting(&mut st, entry, local, &t.positions);
+            let entry = self.find_or_insert(&mut st, &t.key)?;
+            self.append_posting(&mut st, entry, local, &t.positions)?;
         }
         // Norms and running sums of every term field of the segment.
         let md = self.max_docs as usize;
@@ -197,7 +191,10 @@ impl FreshSegment {
             let (prev_len, prev_cnt) = if local == 0 {
                 (0, 0)
             } else {
-                (w[col + 1 + md + local as usize - 1].load(Relaxed), w[col + 1 + 2 * md + local as usize - 1].load(Relaxed))
+                (
+                    w[col + 1 + md + local as usize - 1].load(Relaxed),
+                    w[col + 1 + 2 * md + local as usize - 1].load(Relaxed),
+                )
             };
             w[col + 1 + local as usize].store(len.unwrap_or(0), Relaxed);
             w[col + 1 + md + local as usize].store(prev_len + len.unwrap_or(0), Relaxed);
@@ -210,7 +207,7 @@ impl FreshSegment {
             w[col + 2 + 2 * local as usize].store((bits >> 32) as u32, Relaxed);
         }
         // Stored record.
-        let rec = self.bump(&mut st, 2 + words_for(doc.id.len()) + words_for(doc.source.len()));
+        let rec = self.bump(&mut st, 2 + words_for(doc.id.len()) + words_for(doc.source.len()))?;
         w[rec].store(doc.id.len() as u32, Relaxed);
         w[rec + 1].store(doc.source.len() as u32, Relaxed);
         let id_at = rec + 2;
@@ -228,14 +225,17 @@ impl FreshSegment {
         self.writer.lock().ids.remove(id);
     }
 
-    fn bump(&self, st: &mut WriterState, words: usize) -> usize {
+    fn bump(&self, st: &mut WriterState, words: usize) -> Result<usize, InsertError> {
         let at = st.cursor;
+        if at + words > self.w().len() {
+            return Err(InsertError::Full);
+        }
+        // The arena was zeroed when its block was allocated, and bump memory is never reused.
         st.cursor += words;
-        debug_assert!(st.cursor <= self.w().len(), "bump past the arena (bound() was wrong)");
-        at
+        Ok(at)
     }
 
-    fn find_or_insert(&self, st: &mut WriterState, key: &[u8]) -> usize {
+    fn find_or_insert(&self, st: &mut WriterState, key: &[u8]) -> Result<usize, InsertError> {
         let w = self.w();
         let h = hash_key(key);
         let mask = self.table_cap - 1;
@@ -246,18 +246,18 @@ impl FreshSegment {
                 break;
             }
             if self.entry_is(e, h, key) {
-                return e;
+                return Ok(e);
             }
             slot = (slot + 1) & mask;
         }
-        let e = self.bump(st, ENTRY_HEADER + words_for(key.len()));
+        let e = self.bump(st, ENTRY_HEADER + words_for(key.len()))?;
         w[e].store(h, Relaxed);
         w[e + 1].store(key.len() as u32, Relaxed);
         store_bytes(&w[e + ENTRY_HEADER..], key);
         st.terms += 1;
         // head/tail stay 0 until the first posting block is linked.
         w[1 + slot].store(e as u32, Release);
-        e
+        Ok(e)
     }
 
     fn entry_is(&self, e: usize, h: u32, key: &[u8]) -> bool {
@@ -272,7 +272,13 @@ impl FreshSegment {
         })
     }
 
-    fn append_posting(&self, st: &mut WriterState, entry: usize, doc: u32, positions: &[u32]) {
+    fn append_posting(
+        &self,
+        st: &mut WriterState,
+        entry: usize,
+        doc: u32,
+        positions: &[u32],
+    ) -> Result<(), InsertError> {
         let w = self.w();
         let need = 2 + positions.len();
         let mut tail = w[entry + 3].load(Relaxed) as usize;
@@ -282,7 +288,7 @@ impl FreshSegment {
             } else {
                 (2 * w[tail].load(Relaxed) as usize).min(MAX_BLOCK).max(need)
             };
-            let b = self.bump(st, BLOCK_HEADER + cap);
+            let b = self.bump(st, BLOCK_HEADER + cap)?;
             w[b].store(cap as u32, Relaxed);
             if tail == 0 {
                 w[entry + 2].store(b as u32, Release);
@@ -300,6 +306,7 @@ impl FreshSegment {
             w[at + 2 + i].store(p, Relaxed);
         }
         w[tail + 1].store((used + need) as u32, Release);
+        Ok(())
     }
 
     /// Looks a term key up; returns a handle for [`postings`](Self::postings).
@@ -372,7 +379,8 @@ impl FreshSegment {
     pub fn numeric(&self, field: u16, doc: u32) -> Option<f64> {
         let c = self.column(field, KIND_NUMERIC)?;
         let w = self.w();
-        let bits = w[c + 2 * doc as usize].load(Relaxed) as u64 | (w[c + 2 * doc as usize + 1].load(Relaxed) as u64) << 32;
+        let bits = w[c + 2 * doc as usize].load(Relaxed) as u64
+            | (w[c + 2 * doc as usize + 1].load(Relaxed) as u64) << 32;
         let x = f64::from_bits(bits);
         (!x.is_nan()).then_some(x)
     }

@@ -223,7 +223,8 @@ impl<'a> ImageView<'a> {
         let bytes = &bytes[..total];
         let mut sections = [(0, 0); N_SECTIONS];
         for (i, s) in sections.iter_mut().enumerate() {
-            let (o, l) = (u64_at(bytes, HEADER + i * 16) as usize, u64_at(bytes, HEADER + i * 16 + 8) as usize);
+            let (o, l) =
+                (u64_at(bytes, HEADER + i * 16) as usize, u64_at(bytes, HEADER + i * 16 + 8) as usize);
             if o < PREFIX || o.checked_add(l).is_none_or(|e| e > total) {
                 return Err(err("section out of bounds"));
             }
@@ -370,7 +371,9 @@ impl<'a> ImageView<'a> {
         let ds = self.section(DOCSTORE);
         let bad = |m: &str| SegmentError(format!("doc store: {m}"));
         let n = u32_at(ds, 0) as usize;
-        let dir_end = 8usize.checked_add(n.checked_mul(16).ok_or_else(|| bad("block count"))?).ok_or_else(|| bad("block count"))?;
+        let dir_end = 8usize
+            .checked_add(n.checked_mul(16).ok_or_else(|| bad("block count"))?)
+            .ok_or_else(|| bad("block count"))?;
         if dir_end > ds.len() || doc >= self.doc_count {
             return Err(bad("block directory out of bounds"));
         }
@@ -379,7 +382,8 @@ impl<'a> ImageView<'a> {
         let e = entry(b);
         let (first, clen, off) = (u32_at(e, 0), u32_at(e, 4) as usize, u64_at(e, 8) as usize);
         let data = ds.get(dir_end + off..dir_end + off + clen).ok_or_else(|| bad("block out of bounds"))?;
-        let raw = lz4_flex::decompress(data, 64 * DOC_BLOCK_BYTES.max(1 << 20)).map_err(|e| bad(&e.to_string()))?;
+        let raw =
+            lz4_flex::decompress(data, 64 * DOC_BLOCK_BYTES.max(1 << 20)).map_err(|e| bad(&e.to_string()))?;
         let mut at = 0;
         for d in first..=doc {
             let il = read_vbyte(&raw, &mut at)? as usize;

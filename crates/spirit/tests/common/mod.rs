@@ -77,7 +77,8 @@ impl Reference {
 
     fn idf(&self, field: &str, term: &str) -> f64 {
         let (n, _) = self.stats(field);
-        let df = self.docs.iter().filter(|d| d.field(field).unwrap().iter().any(|t| t == term)).count() as f64;
+        let df =
+            self.docs.iter().filter(|d| d.field(field).unwrap().iter().any(|t| t == term)).count() as f64;
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
     }
 
@@ -183,7 +184,9 @@ impl Reference {
                 (tf > 0).then(|| self.bm25(f, self.idf(f, &toks[0]), tf as f64, ts.len()))
             }
             _ => {
-                let freq = (0..ts.len()).filter(|&i| toks.iter().enumerate().all(|(j, t)| ts.get(i + j) == Some(t))).count();
+                let freq = (0..ts.len())
+                    .filter(|&i| toks.iter().enumerate().all(|(j, t)| ts.get(i + j) == Some(t)))
+                    .count();
                 let idf: f64 = toks.iter().map(|t| self.idf(f, t)).sum();
                 (freq > 0).then(|| self.bm25(f, idf, freq as f64, ts.len()))
             }
@@ -192,13 +195,24 @@ impl Reference {
 
     /// All live matches with their scores and sequence numbers.
     pub fn matches(&self, q: &Query) -> Vec<(f64, usize, String)> {
-        self.docs.iter().filter(|d| d.live).filter_map(|d| self.eval(q, d).map(|s| (s, d.seq, d.id.clone()))).collect()
+        self.docs
+            .iter()
+            .filter(|d| d.live)
+            .filter_map(|d| self.eval(q, d).map(|s| (s, d.seq, d.id.clone())))
+            .collect()
     }
 }
 
 /// Checks an engine answer against the reference: exact count; the hits are a valid top-k (scores match the
 /// reference within tolerance, order is non-increasing, and nothing outside the hits beats the last hit).
-pub fn check_top_k(reference: &Reference, q: &Query, total: u64, hits: &[(String, f32)], k: usize, ctx: &str) {
+pub fn check_top_k(
+    reference: &Reference,
+    q: &Query,
+    total: u64,
+    hits: &[(String, f32)],
+    k: usize,
+    ctx: &str,
+) {
     let m = reference.matches(q);
     assert_eq!(total as usize, m.len(), "{ctx}: count mismatch for {q:?}");
     assert_eq!(hits.len(), k.min(m.len()), "{ctx}: hit count for {q:?}");
@@ -206,7 +220,10 @@ pub fn check_top_k(reference: &Reference, q: &Query, total: u64, hits: &[(String
     let tol = |a: f64| 1e-4 * a.abs().max(1.0);
     for (id, s) in hits {
         let want = *scores.get(id.as_str()).unwrap_or_else(|| panic!("{ctx}: hit {id} does not match {q:?}"));
-        assert!((want - *s as f64).abs() <= tol(want), "{ctx}: score of {id} for {q:?}: engine {s}, reference {want}");
+        assert!(
+            (want - *s as f64).abs() <= tol(want),
+            "{ctx}: score of {id} for {q:?}: engine {s}, reference {want}"
+        );
     }
     for w in hits.windows(2) {
         assert!(w[0].1 as f64 >= w[1].1 as f64 - tol(w[1].1 as f64), "{ctx}: hits not sorted for {q:?}");
@@ -215,7 +232,11 @@ pub fn check_top_k(reference: &Reference, q: &Query, total: u64, hits: &[(String
         let returned: std::collections::HashSet<&str> = hits.iter().map(|h| h.0.as_str()).collect();
         for (s, _, id) in &m {
             if !returned.contains(id.as_str()) {
-                assert!(*s <= last.1 as f64 + tol(*s), "{ctx}: {id} (score {s}) should be in top {k} of {q:?}, last hit {}", last.1);
+                assert!(
+                    *s <= last.1 as f64 + tol(*s),
+                    "{ctx}: {id} (score {s}) should be in top {k} of {q:?}, last hit {}",
+                    last.1
+                );
             }
         }
     }

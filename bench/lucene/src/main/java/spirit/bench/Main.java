@@ -71,6 +71,7 @@ public final class Main {
     String mode;
     int reopenEvery = 1;
     double wrtFraction = 0.8;
+    double ingestRate = 0; // nrt: docs/s, 0 = as fast as possible
     int topK = 10;
     int warmupPasses = 2; // JVM: the whole query set twice
     double warmupSeconds = 10; // ...and at least this long (JIT warm-up)
@@ -82,7 +83,7 @@ public final class Main {
       "usage: lucene-baseline --docs FILE [--max-docs N] --tasks FILE [--categories C1,C2,...]\n"
           + "       [--queries-per-category N (100)] --mode static|nrt [--reopen-every K (1)]\n"
           + "       [--wrt-fraction F (0.8)] [--top-k K (10)] [--index-dir DIR] --out result.json\n"
-          + "       [--warmup-passes N (2)] [--warmup-seconds S (10)]";
+          + "       [--warmup-passes N (2)] [--warmup-seconds S (10)] [--ingest-rate DOCS_PER_SEC (0)]";
 
   static Args parseArgs(String[] argv) {
     Args a = new Args();
@@ -113,6 +114,7 @@ public final class Main {
         case "--mode" -> a.mode = val;
         case "--reopen-every" -> a.reopenEvery = Integer.parseInt(val);
         case "--wrt-fraction" -> a.wrtFraction = Double.parseDouble(val);
+        case "--ingest-rate" -> a.ingestRate = Double.parseDouble(val);
         case "--top-k" -> a.topK = Integer.parseInt(val);
         case "--warmup-passes" -> a.warmupPasses = Integer.parseInt(val);
         case "--warmup-seconds" -> a.warmupSeconds = Double.parseDouble(val);
@@ -125,6 +127,7 @@ public final class Main {
       throw new IllegalArgumentException("--docs, --tasks, --mode and --out are required");
     if (!a.mode.equals("static") && !a.mode.equals("nrt"))
       throw new IllegalArgumentException("--mode must be static or nrt");
+    if (!(a.ingestRate >= 0)) throw new IllegalArgumentException("--ingest-rate must be >= 0");
     if (a.warmupPasses < 0 || a.warmupSeconds < 0)
       throw new IllegalArgumentException("--warmup-passes/--warmup-seconds must be >= 0");
     if (a.topK <= 0) throw new IllegalArgumentException("--top-k must be > 0");
@@ -296,6 +299,10 @@ public final class Main {
     iwc.setOpenMode(IndexWriterConfig.OpenMode.CREATE);
     iwc.setRAMBufferSizeMB(RAM_BUFFER_MB);
     iwc.setSimilarity(new BM25Similarity()); // k1=1.2, b=0.75
+    // Lucene's default merge-on-refresh (wait up to 500 ms for merges of tiny segments on each NRT
+    // reopen/commit) is kept unless -Dbaseline.maxFullFlushMergeWaitMillis=N (0 = off) says otherwise.
+    String mfw = System.getProperty("baseline.maxFullFlushMergeWaitMillis");
+    if (mfw != null) iwc.setMaxFullFlushMergeWaitMillis(Long.parseLong(mfw));
     return new IndexWriter(dir, iwc);
   }
 
@@ -422,6 +429,12 @@ public final class Main {
     out.put("docs", docs.size());
     out.put("top_k", args.topK);
     out.put("token_chars", tokenChars);
+    out.put(
+        "max_full_flush_merge_wait_ms",
+        Long.parseLong(
+            System.getProperty(
+                "baseline.maxFullFlushMergeWaitMillis",
+                Long.toString(new IndexWriterConfig().getMaxFullFlushMergeWaitMillis()))));
     Map<String, Object> catJson = new LinkedHashMap<>();
 
     try (Directory dir = new MMapDirectory(dirPath)) {
@@ -562,7 +575,10 @@ public final class Main {
     final AtomicBoolean done = new AtomicBoolean(false);
     final Throwable[] failure = new Throwable[1];
     final double[] addLoopSecs = new double[1];
+    final double[] finalCommitSecs = new double[1];
+    final long[] ingestEndNs = new long[1];
     final List<Doc> rest = docs.subList(nInit, n);
+    final double rate = args.ingestRate;
     long ingestStart = System.nanoTime();
     Thread ingest =
         new Thread(
@@ -570,11 +586,23 @@ public final class Main {
               long t = System.nanoTime();
               try {
                 DocMaker m = new DocMaker();
-                for (int j = 0; j < rest.size(); j++) w.addDocument(m.make(nInit + j, rest.get(j)));
+                for (int j = 0; j < rest.size(); j++) {
+                  if (rate > 0) {
+                    long due = t + (long) (j / rate * 1e9);
+                    long wait = due - System.nanoTime();
+                    if (wait > 0) Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+                  }
+                  w.addDocument(m.make(nInit + j, rest.get(j)));
+                }
+                addLoopSecs[0] = secs(System.nanoTime() - t);
+                // the ingest ends with a commit of everything it added (as in the tantivy baseline)
+                long tc = System.nanoTime();
+                w.commit();
+                finalCommitSecs[0] = secs(System.nanoTime() - tc);
               } catch (Throwable e) {
                 failure[0] = e;
               } finally {
-                addLoopSecs[0] = secs(System.nanoTime() - t);
+                ingestEndNs[0] = System.nanoTime();
                 done.set(true);
               }
             },
@@ -586,6 +614,7 @@ public final class Main {
     for (int c = 0; c < cats.size(); c++) lat.add(new ArrayList<>());
     long qn = 0, reopens = 0;
     double reopenUsTotal = 0, reopenUsMax = 0;
+    List<Double> reopenUs = new ArrayList<>();
     while (!done.get()) {
       int[] ci = order[(int) (qn % order.length)];
       long t = System.nanoTime();
@@ -601,6 +630,7 @@ public final class Main {
         reopens++;
         reopenUsTotal += r;
         reopenUsMax = Math.max(reopenUsMax, r);
+        reopenUs.add(r);
       }
       TopDocs td = s.search(parsed[ci[0]][ci[1]], args.topK);
       long ns = System.nanoTime() - t;
@@ -610,11 +640,8 @@ public final class Main {
     }
     int visibleAtEnd = reader.numDocs();
     ingest.join();
+    double ingestSecs = secs(ingestEndNs[0] - ingestStart);
     if (failure[0] != null) throw new RuntimeException("ingest thread failed", failure[0]);
-    long tf = System.nanoTime();
-    w.commit();
-    double finalCommitSecs = secs(System.nanoTime() - tf);
-    double ingestSecs = secs(System.nanoTime() - ingestStart);
     DirectoryReader nr = DirectoryReader.openIfChanged(reader, w);
     if (nr != null) {
       reader.close();
@@ -630,10 +657,11 @@ public final class Main {
     out.put("index_bytes", indexBytes);
     Map<String, Object> nrt = new LinkedHashMap<>();
     nrt.put("wrt_fraction", args.wrtFraction);
+    nrt.put("ingest_rate", args.ingestRate);
     nrt.put("initial_docs", nInit);
     nrt.put("initial_seconds", initSecs);
     nrt.put("add_loop_seconds", addLoopSecs[0]);
-    nrt.put("final_commit_seconds", finalCommitSecs);
+    nrt.put("final_commit_seconds", finalCommitSecs[0]);
     nrt.put("queries_run", qn);
     nrt.put("reopens", reopens);
     nrt.put("reopen_us_total", reopenUsTotal);
@@ -642,6 +670,7 @@ public final class Main {
     nrt.put("visible_docs_at_last_query", visibleAtEnd);
     nrt.put("visible_docs_final", visibleFinal);
     nrt.put("segments_final", segmentsFinal);
+    nrt.put("reopen_us", reopenUs);
     out.put("nrt", nrt);
     for (int c = 0; c < cats.size(); c++) {
       Map<String, Object> cj = new LinkedHashMap<>();

@@ -1,0 +1,264 @@
+//! `spirit-bench`: measured runs of spirit on real data (never timed assertions — numbers for reports).
+//!
+//! `nc` (non-concurrent, SPIRIT §5): build the index from a luceneutil line file with one thread, then time
+//! the query workloads of a luceneutil task file (L = LowTerm, M = MedTerm, H = HighTerm, LL = AndLowLow,
+//! MM = AndMedMed, HH = AndHighHigh, and any other category asked for), close gracefully and time the
+//! reopen. Prints a markdown report and optionally writes JSON.
+
+use clap::Parser;
+use serde::Serialize;
+use spirit::formats::parse_lines_doc;
+use spirit::{Durability, Engine, EngineConfig, SearchOptions, ShardConfig, Sort};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(name = "spirit-bench", about = "Benchmarks for spirit")]
+enum Cli {
+    /// Non-concurrent run: index, then time queries, then close and reopen.
+    Nc(NcArgs),
+}
+
+#[derive(clap::Args)]
+struct NcArgs {
+    /// luceneutil line file (.gz allowed).
+    #[arg(long)]
+    docs: PathBuf,
+    #[arg(long)]
+    max_docs: Option<usize>,
+    /// luceneutil task file.
+    #[arg(long)]
+    tasks: PathBuf,
+    /// Categories to time.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "LowTerm,MedTerm,HighTerm,AndLowLow,AndMedMed,AndHighHigh"
+    )]
+    categories: Vec<String>,
+    #[arg(long, default_value_t = 100)]
+    queries_per_category: usize,
+    /// Timed rounds over the query set (after one warm-up round).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    #[arg(long, default_value = "1GB")]
+    dram_budget: String,
+    #[arg(long, default_value = "graceful")]
+    durability: Durability,
+    /// Data directory (default: a temporary one, removed afterwards).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct CategoryResult {
+    queries: usize,
+    runs: usize,
+    median_us: f64,
+    p99_us: f64,
+    mean_hits: f64,
+}
+
+#[derive(Serialize)]
+struct NcReport {
+    docs: usize,
+    raw_bytes: u64,
+    ingest_seconds: f64,
+    ingest_docs_per_sec: f64,
+    close_seconds: f64,
+    reopen_ms: f64,
+    image_bytes_dram: u64,
+    image_bytes_persistent: u64,
+    persistent_heap_bytes: u64,
+    dram_high_water: usize,
+    dram_budget: usize,
+    segments: usize,
+    categories: BTreeMap<String, CategoryResult>,
+}
+
+fn read_lines(path: &PathBuf, max: Option<usize>) -> Vec<String> {
+    let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let r: Box<dyn BufRead> = if path.extension().is_some_and(|e| e == "gz") {
+        Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(f)))
+    } else {
+        Box::new(BufReader::new(f))
+    };
+    r.lines()
+        .map(|l| l.expect("read line"))
+        .filter(|l| !l.starts_with(spirit::formats::LINES_HEADER_PREFIX))
+        .take(max.unwrap_or(usize::MAX))
+        .collect()
+}
+
+/// `Category: query # comment` lines of a luceneutil task file.
+pub fn read_tasks(path: &PathBuf) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#') && l.contains(':'))
+        .filter_map(|l| {
+            let (cat, rest) = l.split_once(':')?;
+            let q = rest.split(" # ").next()?.trim();
+            Some((cat.trim().to_string(), q.to_string()))
+        })
+        .collect()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn nc(a: NcArgs) {
+    let lines = read_lines(&a.docs, a.max_docs);
+    let raw_bytes: u64 = lines.iter().map(|l| l.len() as u64 + 1).sum();
+    let tmp = std::env::temp_dir().join(format!("spirit-bench-{}", std::process::id()));
+    let dir = a.data.clone().unwrap_or(tmp.clone());
+    let _ = std::fs::remove_dir_all(&dir);
+    let shard = ShardConfig {
+        dram_budget: spirit::parse_size(&a.dram_budget).expect("dram budget") as usize,
+        durability: a.durability,
+        ..Default::default()
+    };
+    let cfg = EngineConfig { shard };
+    let engine = Engine::open(&dir, cfg.clone()).expect("open");
+    let index = engine.create_index("bench", None, None).expect("create");
+    eprintln!("indexing {} docs ({:.1} MB)...", lines.len(), raw_bytes as f64 / 1e6);
+    let t0 = Instant::now();
+    for l in &lines {
+        if let Some(doc) = parse_lines_doc(l).expect("line") {
+            index.add(doc).expect("add");
+        }
+    }
+    let ingest = t0.elapsed().as_secs_f64();
+    // Queries are timed on a quiet index: let the flusher and engraver finish what ingest started.
+    index.shard().wait_idle().expect("pipeline");
+    index.set_default_fields(Some(vec!["body".into()])).expect("body field");
+    let st = index.stats();
+    eprintln!("ingest {:.1} s ({:.0} docs/s)", ingest, lines.len() as f64 / ingest);
+
+    let tasks = read_tasks(&a.tasks);
+    let mut categories = BTreeMap::new();
+    for cat in &a.categories {
+        let qs: Vec<&String> =
+            tasks.iter().filter(|(c, _)| c == cat).map(|(_, q)| q).take(a.queries_per_category).collect();
+        if qs.is_empty() {
+            eprintln!("no queries for category {cat}");
+            continue;
+        }
+        // Like luceneutil: top-10 doc ids and scores, no stored-field loading.
+        let opts = SearchOptions { limit: 10, sort: Sort::Score, fetch: false, ..Default::default() };
+        let mut hits = 0u64;
+        for q in &qs {
+            hits += index.search(q, &opts).expect("query").total;
+        }
+        let mut lat = vec![];
+        for _ in 0..a.rounds {
+            for q in &qs {
+                let t = Instant::now();
+                let r = index.search(q, &opts).expect("query");
+                lat.push(t.elapsed().as_secs_f64() * 1e6);
+                std::hint::black_box(r);
+            }
+        }
+        lat.sort_by(|x, y| x.total_cmp(y));
+        categories.insert(
+            cat.clone(),
+            CategoryResult {
+                queries: qs.len(),
+                runs: lat.len(),
+                median_us: percentile(&lat, 0.5),
+                p99_us: percentile(&lat, 0.99),
+                mean_hits: hits as f64 / qs.len() as f64,
+            },
+        );
+    }
+    drop(index);
+    let t1 = Instant::now();
+    engine.close().expect("close");
+    drop(engine);
+    let close = t1.elapsed().as_secs_f64();
+    let mut reopen_ms = f64::NAN;
+    let mut pers = 0;
+    if a.durability != Durability::Volatile {
+        let t2 = Instant::now();
+        let engine = Engine::open(&dir, cfg).expect("reopen");
+        reopen_ms = t2.elapsed().as_secs_f64() * 1e3;
+        pers = engine.index("bench").expect("index").stats().shard.persistent.used;
+        engine.close().expect("close");
+    }
+    let report = NcReport {
+        docs: lines.len(),
+        raw_bytes,
+        ingest_seconds: ingest,
+        ingest_docs_per_sec: lines.len() as f64 / ingest,
+        close_seconds: close,
+        reopen_ms,
+        image_bytes_dram: st.shard.image_bytes_dram,
+        image_bytes_persistent: st.shard.image_bytes_persistent,
+        persistent_heap_bytes: pers,
+        dram_high_water: st.shard.dram.high_water,
+        dram_budget: st.shard.dram.budget,
+        segments: st.shard.segments.values().sum(),
+        categories,
+    };
+    print_report(&report);
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&report).unwrap()).expect("write json");
+    }
+    if a.data.is_none() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+}
+
+fn mb(b: u64) -> String {
+    format!("{:.1} MB", b as f64 / 1e6)
+}
+
+fn print_report(r: &NcReport) {
+    println!("| metric | value |\n|---|---|");
+    println!("| documents | {} ({} raw) |", r.docs, mb(r.raw_bytes));
+    println!("| single-thread ingest | {:.0} docs/s ({:.1} s) |", r.ingest_docs_per_sec, r.ingest_seconds);
+    println!(
+        "| segment images after ingest: DRAM copies / persistent copies | {} / {} |",
+        mb(r.image_bytes_dram),
+        mb(r.image_bytes_persistent)
+    );
+    println!(
+        "| persistent heap after close (images + merged dictionary) | {} ({:.2}x raw) |",
+        mb(r.persistent_heap_bytes),
+        r.persistent_heap_bytes as f64 / r.raw_bytes as f64
+    );
+    println!(
+        "| DRAM heap high-water mark / budget | {} / {} |",
+        mb(r.dram_high_water as u64),
+        mb(r.dram_budget as u64)
+    );
+    println!("| segments | {} |", r.segments);
+    println!("| graceful close / reopen | {:.2} s / {:.1} ms |", r.close_seconds, r.reopen_ms);
+    println!();
+    println!("| workload | queries × runs | median µs | p99 µs | mean hits |\n|---|---|---|---|---|");
+    for (c, x) in &r.categories {
+        println!(
+            "| {c} | {} × {} | {:.0} | {:.0} | {:.0} |",
+            x.queries,
+            x.runs / x.queries.max(1),
+            x.median_us,
+            x.p99_us,
+            x.mean_hits
+        );
+    }
+}
+
+fn main() {
+    match Cli::parse() {
+        Cli::Nc(a) => nc(a),
+    }
+}
