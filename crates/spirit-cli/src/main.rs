@@ -327,14 +327,15 @@ fn print_stats(s: &spirit::IndexStats, out: &mut impl Write) -> R<()> {
     writeln!(out, "  segments: {}", segs.join(" "))?;
     writeln!(
         out,
-        "  DRAM heap: {} used of {} budget (short-term {} / {}, long-term {} / {}), high-water mark {}",
+        "  DRAM heap: {} used of {} budget (short-term {} / {}, long-term {} / {}), high-water mark {} (this session) / {} (lifetime)",
         human((sh.dram.short_term_used + sh.dram.long_term_used) as u64),
         human(sh.dram.budget as u64),
         human(sh.dram.short_term_used as u64),
         human(sh.dram.short_term_capacity as u64),
         human(sh.dram.long_term_used as u64),
         human(sh.dram.long_term_capacity as u64),
-        human(sh.dram.high_water as u64)
+        human(sh.dram.high_water as u64),
+        human(sh.lifetime_dram_high_water as u64)
     )?;
     writeln!(
         out,

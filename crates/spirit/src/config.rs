@@ -67,7 +67,7 @@ impl Default for ShardConfig {
 }
 
 /// The smallest DRAM budget that holds two fresh segments and a long-term ring.
-pub const MIN_DRAM_BUDGET: usize = 4 << 20;
+pub const MIN_DRAM_BUDGET: usize = 1 << 20;
 
 impl ShardConfig {
     pub fn fresh_bytes(&self) -> usize {
@@ -106,7 +106,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         x => (x, 1),
     };
     let n: f64 = num.trim().parse().map_err(|_| format!("invalid size [{s}]; use e.g. 64MB, 2GB"))?;
-    if !(n >= 0.0) {
+    if n.is_nan() || n < 0.0 {
         return Err(format!("invalid size [{s}]"));
     }
     Ok((n * mult as f64) as u64)

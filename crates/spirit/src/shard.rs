@@ -37,6 +37,9 @@ struct Manifest {
     next_doc: u32,
     next_seg: u32,
     merged_header: u64,
+    /// Highest DRAM heap use over the index's life (all sessions).
+    #[serde(default)]
+    dram_high_water: usize,
     segments: Vec<ManifestSegment>,
     /// The owner's data (schema, settings).
     extra: serde_json::Value,
@@ -86,6 +89,8 @@ pub(crate) struct ShardInner {
     progress: (Mutex<()>, Condvar),
     failure: Mutex<Option<String>>,
     pub(crate) counters: Counters,
+    /// DRAM high-water mark of earlier sessions.
+    earlier_high_water: usize,
 }
 
 /// A shard. Dropping it closes it (gracefully, in graceful mode).
@@ -101,6 +106,8 @@ pub struct ShardStats {
     pub deleted: u64,
     pub segments: std::collections::BTreeMap<SegState, usize>,
     pub dram: DramStats,
+    /// Highest DRAM heap use over the life of the index, across restarts.
+    pub lifetime_dram_high_water: usize,
     pub persistent: PersistentStats,
     pub merged_terms: u64,
     /// Bytes of segment images read from DRAM copies and from persistent copies.
@@ -159,6 +166,7 @@ impl Shard {
             (Arc::new(PersistentHeap::create(&path, cfg.persistent_budget).map_err(heap_err)?), None)
         };
 
+        let earlier_high_water = manifest.as_ref().map_or(0, |m| m.dram_high_water);
         let (merged, segments, next_doc, next_seg, merged_upto, extra) = match manifest {
             Some(m) => {
                 let merged = MergedSegment::open(heap.clone(), m.merged_header)
@@ -253,6 +261,7 @@ impl Shard {
             progress: (Mutex::new(()), Condvar::new()),
             failure: Mutex::new(None),
             counters: Counters::default(),
+            earlier_high_water,
         });
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new().name(name.into()).spawn(f).map_err(|e| Error::io("thread", e))
@@ -444,6 +453,7 @@ impl Shard {
             deleted,
             segments,
             dram: self.inner.dram.stats(),
+            lifetime_dram_high_water: self.inner.dram.stats().high_water.max(self.inner.earlier_high_water),
             persistent: self.inner.heap.stats(),
             merged_terms: snap.merged.term_count(),
             image_bytes_dram: img_dram,
@@ -814,6 +824,7 @@ impl ShardInner {
             next_doc,
             next_seg: w.next_seg,
             merged_header: snap.merged.header_offset(),
+            dram_high_water: self.dram.stats().high_water.max(self.earlier_high_water),
             segments,
             extra,
         };

@@ -119,8 +119,7 @@ fn check_query(index: &Index, r: &Reference, q: &Query, ctx: &str) {
     let res =
         index.search_query(q, &SearchOptions { limit: k, sort: Sort::Newest, ..Default::default() }).unwrap();
     let ids: Vec<String> = res.hits.iter().map(|h| h.id.clone()).collect();
-    check_newest(r, q, &ids, k, ctx);
-    assert_eq!(res.total as usize, r.matches(q).len());
+    check_newest(r, q, res.total, &ids, k, ctx);
 }
 
 fn run(ops: Vec<Op>, commit: CommitPolicy) {

@@ -52,8 +52,7 @@ pub fn encode_postings(docs: &[u32], tfs: &[u32], positions: &[u32], out: &mut V
         let block_off = blocks.len();
         let pos_off = positions_stream.len();
         let mut max_tf = 0;
-        for i in lo..hi {
-            let tf = tfs[i];
+        for &tf in &tfs[lo..hi] {
             assert!(tf >= 1);
             max_tf = max_tf.max(tf);
             meta.total_tf += tf as u64;
@@ -266,6 +265,7 @@ impl<'a> PostingsCursor<'a> {
     }
 
     /// Moves to the next posting.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<u32, CodecError> {
         if self.doc == NO_DOC {
             return Ok(NO_DOC);

@@ -79,11 +79,10 @@ impl PersistentHeap {
         let heap = Self::map(path, file, budget, 0)?;
         heap.grow_to(SUPERBLOCK_BYTES as u64)?;
         *heap.head.lock() = SUPERBLOCK_BYTES as u64;
-        {
-            let sb = heap.superblock_mut();
-            sb[..8].copy_from_slice(MAGIC);
-            sb[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        }
+        let mut sb = [0u8; 12];
+        sb[..8].copy_from_slice(MAGIC);
+        sb[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        heap.write(0, &sb);
         heap.write_record(&RecoveryRecord {
             clean: false,
             heap_end: SUPERBLOCK_BYTES as u64,
@@ -226,7 +225,10 @@ impl PersistentHeap {
 
     /// An 8-byte word that changes while readers look at it (chain heads, table slots, delete bitmaps).
     pub fn atomic(&self, off: u64) -> &AtomicU64 {
-        assert!(off % 8 == 0 && off as usize + 8 <= self.mapped.load(Ordering::Acquire), "bad atomic offset");
+        assert!(
+            off.is_multiple_of(8) && off as usize + 8 <= self.mapped.load(Ordering::Acquire),
+            "bad atomic offset"
+        );
         // SAFETY: aligned and in bounds (asserted); words accessed through this view are only ever
         // accessed through it.
         unsafe { atomic_u64(self.map.as_ptr().add(off as usize)) }
@@ -251,18 +253,12 @@ impl PersistentHeap {
         }
     }
 
-    fn superblock_mut(&self) -> &mut [u8] {
-        // SAFETY: the superblock is written only by the single thread that opens or closes the heap, while
-        // no reader looks at it (readers use the manifest that open() parsed into memory).
-        #[allow(clippy::mut_from_ref)]
-        unsafe {
-            std::slice::from_raw_parts_mut(self.map.as_ptr(), SUPERBLOCK_BYTES)
-        }
-    }
-
     /// Writes the recovery record into the superblock and persists it (the commit point of a close).
     pub fn write_record(&self, rec: &RecoveryRecord) -> io::Result<()> {
-        let sb = self.superblock_mut();
+        // The superblock is written only by the thread that opens or closes the heap, while no reader looks
+        // at it (readers use the manifest that open() parsed into memory).
+        let mut sb = [0u8; 48];
+        sb.copy_from_slice(self.slice(0, 48));
         sb[12..16].copy_from_slice(&(if rec.clean { 0u32 } else { 1 }).to_le_bytes());
         sb[16..24].copy_from_slice(&rec.heap_end.to_le_bytes());
         sb[24..32].copy_from_slice(&rec.manifest_off.to_le_bytes());
@@ -270,6 +266,7 @@ impl PersistentHeap {
         sb[40..44].copy_from_slice(&rec.manifest_crc.to_le_bytes());
         let crc = crc32fast::hash(&sb[..44]);
         sb[44..48].copy_from_slice(&crc.to_le_bytes());
+        self.write(0, &sb);
         self.persist(0, SUPERBLOCK_BYTES)
     }
 

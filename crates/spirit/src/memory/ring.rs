@@ -116,7 +116,7 @@ mod tests {
         let mut seed = 12345u64;
         for _ in 0..10_000 {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            if seed % 3 == 0 && !live.is_empty() {
+            if seed.is_multiple_of(3) && !live.is_empty() {
                 let i = (seed >> 32) as usize % live.len().min(2);
                 let (o, _) = live.remove(i);
                 r.free(o);

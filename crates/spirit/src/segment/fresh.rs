@@ -456,6 +456,7 @@ impl FreshPostings<'_> {
         self.tf
     }
 
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u32 {
         use crate::codec::NO_DOC;
         if self.doc == NO_DOC {

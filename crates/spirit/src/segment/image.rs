@@ -99,7 +99,7 @@ impl ImageBuilder {
                 }
                 (KIND_NUMERIC, FieldStats::default())
             };
-            while sections[COLUMNS].len() % 8 != 0 {
+            while !sections[COLUMNS].len().is_multiple_of(8) {
                 sections[COLUMNS].push(0);
             }
             let fs = &mut sections[FIELDS];
@@ -152,7 +152,7 @@ impl ImageBuilder {
         let mut out = vec![0u8; PREFIX];
         let mut table = vec![];
         for s in &sections {
-            while out.len() % 8 != 0 {
+            while !out.len().is_multiple_of(8) {
                 out.push(0);
             }
             table.push((out.len() as u64, s.len() as u64));

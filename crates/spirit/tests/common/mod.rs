@@ -205,6 +205,46 @@ impl Reference {
 
 /// Checks an engine answer against the reference: exact count; the hits are a valid top-k (scores match the
 /// reference within tolerance, order is non-increasing, and nothing outside the hits beats the last hit).
+pub fn verify_top_k(
+    reference: &Reference,
+    q: &Query,
+    total: u64,
+    hits: &[(String, f32)],
+    k: usize,
+) -> Result<(), String> {
+    let m = reference.matches(q);
+    if total as usize != m.len() {
+        return Err(format!("count mismatch for {q:?}: engine {total}, reference {}", m.len()));
+    }
+    if hits.len() != k.min(m.len()) {
+        return Err(format!("hit count for {q:?}: engine {}, want {}", hits.len(), k.min(m.len())));
+    }
+    let scores: HashMap<&str, f64> = m.iter().map(|(s, _, id)| (id.as_str(), *s)).collect();
+    let tol = |a: f64| 1e-4 * a.abs().max(1.0);
+    for (id, s) in hits {
+        let Some(&want) = scores.get(id.as_str()) else {
+            return Err(format!("hit {id} does not match {q:?}"));
+        };
+        if (want - *s as f64).abs() > tol(want) {
+            return Err(format!("score of {id} for {q:?}: engine {s}, reference {want}"));
+        }
+    }
+    for w in hits.windows(2) {
+        if (w[0].1 as f64) < w[1].1 as f64 - tol(w[1].1 as f64) {
+            return Err(format!("hits not sorted for {q:?}"));
+        }
+    }
+    if let Some(last) = hits.last() {
+        let returned: std::collections::HashSet<&str> = hits.iter().map(|h| h.0.as_str()).collect();
+        for (s, _, id) in &m {
+            if !returned.contains(id.as_str()) && *s > last.1 as f64 + tol(*s) {
+                return Err(format!("{id} (score {s}) should be in top {k} of {q:?}, last hit {}", last.1));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn check_top_k(
     reference: &Reference,
     q: &Query,
@@ -213,39 +253,33 @@ pub fn check_top_k(
     k: usize,
     ctx: &str,
 ) {
-    let m = reference.matches(q);
-    assert_eq!(total as usize, m.len(), "{ctx}: count mismatch for {q:?}");
-    assert_eq!(hits.len(), k.min(m.len()), "{ctx}: hit count for {q:?}");
-    let scores: HashMap<&str, f64> = m.iter().map(|(s, _, id)| (id.as_str(), *s)).collect();
-    let tol = |a: f64| 1e-4 * a.abs().max(1.0);
-    for (id, s) in hits {
-        let want = *scores.get(id.as_str()).unwrap_or_else(|| panic!("{ctx}: hit {id} does not match {q:?}"));
-        assert!(
-            (want - *s as f64).abs() <= tol(want),
-            "{ctx}: score of {id} for {q:?}: engine {s}, reference {want}"
-        );
-    }
-    for w in hits.windows(2) {
-        assert!(w[0].1 as f64 >= w[1].1 as f64 - tol(w[1].1 as f64), "{ctx}: hits not sorted for {q:?}");
-    }
-    if let Some(last) = hits.last() {
-        let returned: std::collections::HashSet<&str> = hits.iter().map(|h| h.0.as_str()).collect();
-        for (s, _, id) in &m {
-            if !returned.contains(id.as_str()) {
-                assert!(
-                    *s <= last.1 as f64 + tol(*s),
-                    "{ctx}: {id} (score {s}) should be in top {k} of {q:?}, last hit {}",
-                    last.1
-                );
-            }
-        }
+    if let Err(e) = verify_top_k(reference, q, total, hits, k) {
+        panic!("{ctx}: {e}");
     }
 }
 
-/// Newest-first: the hits are exactly the k matches with the highest sequence numbers.
-pub fn check_newest(reference: &Reference, q: &Query, hits: &[String], k: usize, ctx: &str) {
+/// Newest-first: the count is exact and the hits are the k matches with the highest sequence numbers.
+pub fn verify_newest(
+    reference: &Reference,
+    q: &Query,
+    total: u64,
+    hits: &[String],
+    k: usize,
+) -> Result<(), String> {
     let mut m = reference.matches(q);
-    m.sort_by(|a, b| b.1.cmp(&a.1));
+    if total as usize != m.len() {
+        return Err(format!("count mismatch for {q:?}: engine {total}, reference {}", m.len()));
+    }
+    m.sort_by_key(|x| std::cmp::Reverse(x.1));
     let want: Vec<String> = m.into_iter().take(k).map(|x| x.2).collect();
-    assert_eq!(hits, &want[..], "{ctx}: newest-first for {q:?}");
+    if hits != &want[..] {
+        return Err(format!("newest-first for {q:?}: engine {hits:?}, reference {want:?}"));
+    }
+    Ok(())
+}
+
+pub fn check_newest(reference: &Reference, q: &Query, total: u64, hits: &[String], k: usize, ctx: &str) {
+    if let Err(e) = verify_newest(reference, q, total, hits, k) {
+        panic!("{ctx}: {e}");
+    }
 }

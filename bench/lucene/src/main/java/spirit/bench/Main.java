@@ -299,11 +299,17 @@ public final class Main {
     iwc.setOpenMode(IndexWriterConfig.OpenMode.CREATE);
     iwc.setRAMBufferSizeMB(RAM_BUFFER_MB);
     iwc.setSimilarity(new BM25Similarity()); // k1=1.2, b=0.75
-    // Lucene's default merge-on-refresh (wait up to 500 ms for merges of tiny segments on each NRT
-    // reopen/commit) is kept unless -Dbaseline.maxFullFlushMergeWaitMillis=N (0 = off) says otherwise.
-    String mfw = System.getProperty("baseline.maxFullFlushMergeWaitMillis");
-    if (mfw != null) iwc.setMaxFullFlushMergeWaitMillis(Long.parseLong(mfw));
+    // Merge-on-refresh OFF by default (as Elasticsearch/OpenSearch configure Lucene): with Lucene's
+    // default (500 ms) every NRT reopen/commit merges all tiny segments flushed since the last one and
+    // waits up to 500 ms for it, which makes frequent reopens cost O(docs since last merge).
+    // -Dbaseline.maxFullFlushMergeWaitMillis=500 restores Lucene's default.
+    iwc.setMaxFullFlushMergeWaitMillis(maxFullFlushMergeWaitMillis());
+    if (Boolean.getBoolean("baseline.infoStream")) iwc.setInfoStream(System.err); // debugging
     return new IndexWriter(dir, iwc);
+  }
+
+  static long maxFullFlushMergeWaitMillis() {
+    return Long.parseLong(System.getProperty("baseline.maxFullFlushMergeWaitMillis", "0"));
   }
 
   static IndexSearcher newSearcher(DirectoryReader reader) {
@@ -429,12 +435,7 @@ public final class Main {
     out.put("docs", docs.size());
     out.put("top_k", args.topK);
     out.put("token_chars", tokenChars);
-    out.put(
-        "max_full_flush_merge_wait_ms",
-        Long.parseLong(
-            System.getProperty(
-                "baseline.maxFullFlushMergeWaitMillis",
-                Long.toString(new IndexWriterConfig().getMaxFullFlushMergeWaitMillis()))));
+    out.put("max_full_flush_merge_wait_ms", maxFullFlushMergeWaitMillis());
     Map<String, Object> catJson = new LinkedHashMap<>();
 
     try (Directory dir = new MMapDirectory(dirPath)) {
