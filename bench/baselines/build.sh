@@ -12,12 +12,27 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"   # .../bench
 what="${1:-all}"
 
 build_lucene() {
-  local dir="$root/lucene" jh min=21 prof=()
-  if [ "${LUCENE_PROFILE:-}" = "lucene9" ]; then min=17; prof=(-Plucene9); fi
-  jh="$("$dir/find-jdk.sh" "$min")"
+  local dir="$root/lucene" jh prof=() mopts=""
+  if [ "${LUCENE_PROFILE:-}" = "lucene9" ]; then
+    prof=(-Plucene9); jh="$("$dir/find-jdk.sh" 17 17)"      # Lucene 9.12.x on JDK 17
+  else
+    jh="$("$dir/find-jdk.sh" 21)"                           # Lucene 10.x on the newest JDK >= 21
+  fi
   command -v mvn >/dev/null || { echo "build.sh: mvn not found (apt-get install maven)" >&2; exit 1; }
   echo "== lucene baseline: JDK $jh, profile ${prof[*]:-default (Lucene 10)}" >&2
-  (cd "$dir" && JAVA_HOME="$jh" mvn -q -B "${prof[@]}" package)
+  # Maven 3.8's bundled Guava calls sun.misc.Unsafe: silence JDK 24+'s warnings about it
+  if "$jh/bin/java" --sun-misc-unsafe-memory-access=allow -version >/dev/null 2>&1; then
+    mopts="--sun-misc-unsafe-memory-access=allow"
+  fi
+  local log rc
+  log="$(mktemp)"
+  set +e
+  (cd "$dir" && JAVA_HOME="$jh" MAVEN_OPTS="${MAVEN_OPTS:-} $mopts" mvn -q -B "${prof[@]}" clean package) >"$log" 2>&1
+  rc=$?
+  set -e
+  sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -v '^[[:space:]]*$' >&2 || true   # strip Maven's colour codes
+  rm -f "$log"
+  [ "$rc" = 0 ] || { echo "build.sh: lucene build failed (mvn exit $rc)" >&2; exit 1; }
   echo "$jh" > "$dir/target/java-home"
   echo "   -> $dir/target/lucene-baseline.jar (run: $dir/lucene-baseline ...)" >&2
 }

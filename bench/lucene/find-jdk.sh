@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Prints the JAVA_HOME of a JDK that can build and run the Lucene baseline.
+#   find-jdk.sh [MIN [MAX]]     feature versions, default MIN=21 (Lucene 10 needs 21+), no MAX
 #   LUCENE_BASELINE_JAVA_HOME  if set, used as is.
-#   otherwise the newest JDK >= $1 (default 21, Lucene 10 needs 21+) found under /usr/lib/jvm or /opt,
-#   or the JDK on PATH / JAVA_HOME if it is new enough.
+#   otherwise the newest JDK with MIN <= version <= MAX among $JAVA_HOME, the javac on PATH,
+#   /usr/lib/jvm/* and /opt/*jdk* (the Temurin 25 JDK here; JDK 17 for MIN=MAX=17).
 set -euo pipefail
 min="${1:-21}"
+max="${2:-999}"
 if [ -n "${LUCENE_BASELINE_JAVA_HOME:-}" ]; then
   echo "$LUCENE_BASELINE_JAVA_HOME"; exit 0
 fi
@@ -23,9 +25,9 @@ for d in /usr/lib/jvm/* /opt/*jdk* /opt/java/*; do [ -d "$d" ] && cands+=("$d");
 for d in "${cands[@]}"; do
   [ -x "$d/bin/java" ] && [ -x "$d/bin/javac" ] || continue
   v="$(feature "$d")"
-  if [ "$v" -ge "$min" ] && [ "$v" -gt "$bestv" ]; then best="$d"; bestv="$v"; fi
+  if [ "$v" -ge "$min" ] && [ "$v" -le "$max" ] && [ "$v" -gt "$bestv" ]; then best="$d"; bestv="$v"; fi
 done
 if [ -z "$best" ]; then
-  echo "find-jdk.sh: no JDK >= $min found (set LUCENE_BASELINE_JAVA_HOME)" >&2; exit 1
+  echo "find-jdk.sh: no JDK with $min <= version <= $max found (set LUCENE_BASELINE_JAVA_HOME)" >&2; exit 1
 fi
 echo "$best"

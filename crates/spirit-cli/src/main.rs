@@ -382,7 +382,7 @@ fn cmd_check(data: &Path) -> R<()> {
         let snap = index.shard().pin();
         for s in &snap.segments {
             if let Some(v) = s.image() {
-                match v.and_then(|v| v.verify()) {
+                match v.and_then(|v| v.verify().and_then(|_| v.check_structure())) {
                     Ok(()) => {}
                     Err(e) => {
                         problems += 1;

@@ -45,7 +45,7 @@ pub struct ShardConfig {
     pub dram_budget: usize,
     /// Hard cap on the persistent heap file in bytes.
     pub persistent_budget: u64,
-    /// Arena size of one fresh segment; default: min(16 MiB, budget / 8).
+    /// Arena size of one fresh segment; default: min(32 MiB, budget / 8).
     pub fresh_segment_bytes: Option<usize>,
     /// Upper bound on documents per segment.
     pub max_docs_per_segment: u32,
@@ -71,7 +71,7 @@ pub const MIN_DRAM_BUDGET: usize = 1 << 20;
 
 impl ShardConfig {
     pub fn fresh_bytes(&self) -> usize {
-        let b = self.fresh_segment_bytes.unwrap_or((self.dram_budget / 8).min(16 << 20));
+        let b = self.fresh_segment_bytes.unwrap_or((self.dram_budget / 8).min(32 << 20));
         b.clamp(256 << 10, self.dram_budget / 4) / 64 * 64
     }
 
@@ -87,6 +87,9 @@ impl ShardConfig {
         }
         if self.persistent_budget < (1 << 20) {
             return Err("persistent budget must be at least 1 MiB".into());
+        }
+        if self.durability == Durability::CrashSafe {
+            return Err("crash-safe durability is not available yet; use graceful (survives clean shutdowns) or volatile".into());
         }
         if self.max_docs_per_segment == 0 {
             return Err("max_docs_per_segment must be positive".into());

@@ -75,3 +75,55 @@ fn every_stage_answers_like_the_reference() {
     let _ = Query::MatchAll;
     index.close().unwrap();
 }
+
+#[test]
+fn volatile_mode_keeps_nothing_and_crash_safe_is_refused_for_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = ShardConfig { durability: spirit::Durability::Volatile, ..cfg() };
+    let index = Index::open("t", dir.path(), c.clone(), Some(&mappings()), None).unwrap();
+    for i in 0..12 {
+        index.add(doc(i).json()).unwrap();
+    }
+    assert_eq!(index.count("alpha").unwrap(), 12);
+    index.close().unwrap();
+    drop(index);
+    let index = Index::open("t", dir.path(), c, Some(&mappings()), None).unwrap();
+    assert_eq!(index.count("alpha").unwrap(), 0, "volatile: nothing survives a restart");
+    drop(index);
+    let c = ShardConfig { durability: spirit::Durability::CrashSafe, ..cfg() };
+    let e = Index::open("t", dir.path(), c, None, None).err().expect("refused");
+    assert!(e.to_string().contains("crash-safe durability is not available yet"), "{e}");
+}
+
+#[test]
+fn graceful_reopen_keeps_deletes_schema_and_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Reference::default();
+    {
+        let index = Index::open("t", dir.path(), cfg(), Some(&mappings()), None).unwrap();
+        for i in 0..23 {
+            index.add(doc(i).json()).unwrap();
+            r.add(doc(i));
+        }
+        assert!(index.delete("d3").unwrap());
+        r.delete("d3");
+        let mut d = doc(5);
+        d.title = vec!["omega".into()];
+        index.add(d.json()).unwrap();
+        r.add(d);
+        index.close().unwrap();
+    }
+    let index = Index::open("t", dir.path(), cfg(), None, None).unwrap();
+    check_all(&index, &r, "reopened");
+    assert!(index.get("d3").unwrap().is_none());
+    assert!(String::from_utf8(index.get("d5").unwrap().unwrap()).unwrap().contains("omega"));
+    assert_eq!(
+        index.schema().field(index.schema().field_id("tag").unwrap()).ty,
+        spirit::schema::FieldType::Keyword
+    );
+    // Generated ids stay unique across sessions.
+    let a = index.add(serde_json::json!({"body": "x"})).unwrap();
+    let b = index.add(serde_json::json!({"body": "x"})).unwrap();
+    assert_ne!(a.id, b.id);
+    index.close().unwrap();
+}

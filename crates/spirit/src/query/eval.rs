@@ -107,9 +107,17 @@ struct Ctx<'a> {
     fields: HashMap<u16, FieldStats>,
 }
 
+/// Where a term's postings are in each segment of the snapshot (looked up once per query).
+#[derive(Clone, Copy)]
+enum SegTerm<'a> {
+    Absent,
+    Blob(&'a [u8]),
+    Fresh(u32),
+}
+
 struct TermData<'a> {
     df: u64,
-    merged: HashMap<usize, &'a [u8]>,
+    per_seg: Vec<SegTerm<'a>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -134,7 +142,7 @@ impl<'a> Ctx<'a> {
             return Ok(());
         }
         let mut df = 0u64;
-        let mut merged = HashMap::new();
+        let mut per_seg = vec![SegTerm::Absent; self.segs.len()];
         if self.segs.iter().any(|s| s.merged) {
             let upto = self.snap.merged_upto.unwrap_or(0);
             for node in self.snap.merged.chain(key) {
@@ -144,11 +152,11 @@ impl<'a> Ctx<'a> {
                 let Some(idx) = self.snap.index_of(node.seg_id) else { continue };
                 if self.segs[idx].merged {
                     df += node.df as u64;
-                    merged.insert(idx, node.blob);
+                    per_seg[idx] = SegTerm::Blob(node.blob);
                 }
             }
         }
-        for s in &self.segs {
+        for (i, s) in self.segs.iter().enumerate() {
             if s.merged {
                 continue;
             }
@@ -160,16 +168,18 @@ impl<'a> Ctx<'a> {
                             df += 1;
                             p.next();
                         }
+                        per_seg[i] = SegTerm::Fresh(e);
                     }
                 }
                 SegKind::Image(v) => {
                     if let Some(t) = v.term(key).map_err(|e| Error::Format(e.0))? {
                         df += t.df as u64;
+                        per_seg[i] = SegTerm::Blob(t.blob);
                     }
                 }
             }
         }
-        self.terms.insert(key.to_vec(), TermData { df, merged });
+        self.terms.insert(key.to_vec(), TermData { df, per_seg });
         Ok(())
     }
 
@@ -677,28 +687,20 @@ impl Scorer for BoolScorer<'_> {
 
 fn term_postings<'a>(ctx: &'a Ctx<'a>, si: usize, key: &[u8]) -> Postings<'a> {
     let seg = &ctx.segs[si];
-    let res = (|| -> std::result::Result<Postings<'a>, SegmentError> {
-        if seg.merged {
-            return Ok(match ctx.terms.get(key).and_then(|t| t.merged.get(&si)) {
-                Some(blob) => Postings::Block(Box::new(PostingsCursor::new(blob)?), &ctx.err),
-                None => Postings::Empty,
-            });
-        }
-        Ok(match &seg.kind {
-            SegKind::Fresh(f) => match f.lookup(key) {
-                Some(e) => Postings::Fresh(f.postings(e, seg.visible)),
-                None => Postings::Empty,
-            },
-            SegKind::Image(v) => match v.term(key)? {
-                Some(t) => Postings::Block(Box::new(PostingsCursor::new(t.blob)?), &ctx.err),
-                None => Postings::Empty,
-            },
-        })
-    })();
-    res.unwrap_or_else(|e| {
-        ctx.err.borrow_mut().get_or_insert(e);
-        Postings::Empty
-    })
+    match ctx.terms.get(key).map_or(SegTerm::Absent, |t| t.per_seg[si]) {
+        SegTerm::Absent => Postings::Empty,
+        SegTerm::Fresh(e) => match &seg.kind {
+            SegKind::Fresh(f) => Postings::Fresh(f.postings(e, seg.visible)),
+            SegKind::Image(_) => Postings::Empty,
+        },
+        SegTerm::Blob(blob) => match PostingsCursor::new(blob) {
+            Ok(c) => Postings::Block(Box::new(c), &ctx.err),
+            Err(e) => {
+                ctx.err.borrow_mut().get_or_insert(e.into());
+                Postings::Empty
+            }
+        },
+    }
 }
 
 fn norms<'a>(seg: &Seg<'a>, field: u16) -> Norms<'a> {

@@ -3,8 +3,8 @@
 
 use super::{parse_date_millis, term_key, FieldDef, FieldType, Schema};
 use crate::error::{Error, Result};
+use rustc_hash::FxHashMap;
 use serde_json::Value;
-use std::collections::HashMap;
 
 /// Elasticsearch's `position_increment_gap`: values of a multi-valued text field are this many positions
 /// apart, so a phrase never matches across two values.
@@ -119,8 +119,9 @@ pub fn analyze_document(schema: &Schema, id: String, doc: &Value) -> Result<Anal
     let source = serde_json::to_vec(doc).map_err(|e| Error::BadDocument(e.to_string()))?;
     let mut leaves = vec![];
     walk("", doc, &mut leaves);
-    let mut terms: HashMap<Vec<u8>, Vec<u32>> = HashMap::new();
-    let mut lens: HashMap<u16, (u32, u32)> = HashMap::new(); // field -> (tokens, next position)
+    let mut terms: FxHashMap<Vec<u8>, Vec<u32>> = FxHashMap::default();
+    terms.reserve(256);
+    let mut lens: FxHashMap<u16, (u32, u32)> = FxHashMap::default(); // field -> (tokens, next position)
     let mut numerics: Vec<(u16, f64)> = vec![];
     let mut key = Vec::new();
     for (name, v) in leaves {
@@ -131,22 +132,31 @@ pub fn analyze_document(schema: &Schema, id: String, doc: &Value) -> Result<Anal
         };
         match def.ty {
             FieldType::Text | FieldType::Keyword => {
-                let text = match v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
+                let owned;
+                let text: &str = match v {
+                    Value::String(s) => s,
+                    other => {
+                        owned = other.to_string();
+                        &owned
+                    }
                 };
                 let entry = lens.entry(fid).or_insert((0, 0));
                 let start = if entry.1 == 0 { 0 } else { entry.1 + POSITION_GAP };
                 if def.ty == FieldType::Keyword {
-                    term_key(fid, &text, &mut key);
+                    term_key(fid, text, &mut key);
                     terms.entry(key.clone()).or_default().push(start);
                     entry.0 += 1;
                     entry.1 = start + 1;
                 } else {
                     let mut count = 0;
-                    let used = schema.analyzer(fid).analyze(&text, &mut |tok, pos| {
+                    let used = schema.analyzer(fid).analyze(text, &mut |tok, pos| {
                         term_key(fid, tok, &mut key);
-                        terms.entry(key.clone()).or_default().push(start + pos);
+                        match terms.get_mut(&key[..]) {
+                            Some(p) => p.push(start + pos),
+                            None => {
+                                terms.insert(key.clone(), vec![start + pos]);
+                            }
+                        }
                         count += 1;
                     });
                     entry.0 += count;

@@ -75,8 +75,9 @@ impl FreshSegment {
     /// Lays out a fresh segment in `block`, holding at most `max_docs` documents.
     pub fn new(block: DramBlock, max_docs: u32) -> FreshSegment {
         let words = block.len() / 4;
-        // About an eighth of the arena for the term table, which is kept at most half full.
-        let table_cap = (words / 8).next_power_of_two().clamp(1024, 1 << 24);
+        // A sixteenth of the arena for the term table, which is kept at most half full: room for one distinct
+        // term per 32 arena words, more than natural-language text needs before the arena fills.
+        let table_cap = (words / 16).next_power_of_two().clamp(1024, 1 << 24);
         // Columns cost 3 words per doc and text field: size them for documents of at least ~1 KiB of arena
         // each (short documents then fill `max_docs` before the arena, which only makes segments smaller).
         let max_docs = max_docs.clamp(1, (words / 256).max(64) as u32);

@@ -12,6 +12,8 @@
 //!   DOCSTORE n_blocks u32 | pad | n_blocks × (first_doc u32 | comp_len u32 | off u64) | LZ4 blocks of
 //!            records (VByte id length, id, VByte source length, source)
 //!   IDS      doc_count × 16 B sorted: xxh3(_id) u64 | doc u32 | pad
+//!   HASH     capacity u32 (power of two, ≥ 2 × n_terms) | capacity × u32 slots (term index + 1, 0 = empty),
+//!            open addressing on xxh3(key): exact lookups in O(1); the sorted TERMS serve prefixes
 //! ```
 //! No pointer inside is absolute, so engraving is one bulk copy and the persistent copy is read with the same
 //! code as the DRAM copy. The body checksum is verified by `spirit check` and on demand.
@@ -22,7 +24,7 @@ use crate::codec::{encode_postings, read_vbyte, write_vbyte, PostingsCursor};
 const MAGIC: &[u8; 8] = b"SPSEG001";
 const VERSION: u32 = 1;
 const HEADER: usize = 64;
-const N_SECTIONS: usize = 7;
+const N_SECTIONS: usize = 8;
 const PREFIX: usize = HEADER + N_SECTIONS * 16;
 const TERMS: usize = 0;
 const KEYS: usize = 1;
@@ -31,9 +33,14 @@ const FIELDS: usize = 3;
 const COLUMNS: usize = 4;
 const DOCSTORE: usize = 5;
 const IDS: usize = 6;
+const HASH: usize = 7;
 const KIND_NORMS: u32 = 1;
 const KIND_NUMERIC: u32 = 2;
 const DOC_BLOCK_BYTES: usize = 16 * 1024;
+
+fn key_hash(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key)
+}
 
 /// Hash of an `_id` in the IDS section.
 pub fn id_hash(id: &str) -> u64 {
@@ -54,6 +61,7 @@ impl ImageBuilder {
         let mut sections: [Vec<u8>; N_SECTIONS] = Default::default();
         let (mut docs, mut tfs, mut pos, mut p) = (vec![], vec![], vec![], vec![]);
         let mut n_terms = 0u32;
+        let mut kept: Vec<&[u8]> = Vec::with_capacity(keys.len());
         for (key, e) in &keys {
             docs.clear();
             tfs.clear();
@@ -81,7 +89,21 @@ impl ImageBuilder {
             t.extend_from_slice(&post_off.to_le_bytes());
             t.extend_from_slice(&post_len.to_le_bytes());
             sections[KEYS].extend_from_slice(key);
+            kept.push(key);
             n_terms += 1;
+        }
+        let cap = (2 * kept.len()).next_power_of_two().max(2);
+        let mut slots = vec![0u32; cap];
+        for (i, k) in kept.iter().enumerate() {
+            let mut j = key_hash(k) as usize & (cap - 1);
+            while slots[j] != 0 {
+                j = (j + 1) & (cap - 1);
+            }
+            slots[j] = i as u32 + 1;
+        }
+        sections[HASH].extend_from_slice(&(cap as u32).to_le_bytes());
+        for x in slots {
+            sections[HASH].extend_from_slice(&x.to_le_bytes());
         }
 
         let fields = fresh.column_fields();
@@ -243,6 +265,7 @@ impl<'a> ImageView<'a> {
             || v.sections[FIELDS].1 != v.n_fields * 32
             || v.sections[IDS].1 != v.doc_count as usize * 16
             || v.sections[DOCSTORE].1 < 8
+            || v.sections[HASH].1 < 8
         {
             return Err(err("section sizes disagree with the header"));
         }
@@ -253,6 +276,42 @@ impl<'a> ImageView<'a> {
     pub fn verify(&self) -> Result<(), SegmentError> {
         if crc32fast::hash(&self.bytes[HEADER..]) != u32_at(self.bytes, 32) {
             return Err(SegmentError("segment image: checksum mismatch".into()));
+        }
+        Ok(())
+    }
+
+    /// Structural check beyond the checksum: keys strictly sorted, every key found through the hash section,
+    /// every posting list decodable with increasing docs below `doc_count` and df as recorded.
+    pub fn check_structure(&self) -> Result<(), SegmentError> {
+        let mut prev: Option<&[u8]> = None;
+        for i in 0..self.n_terms {
+            let k = self.key_at(i)?;
+            if prev.is_some_and(|p| p >= k) {
+                return Err(SegmentError(format!("dictionary not sorted at term {i}")));
+            }
+            prev = Some(k);
+            let t = self.term_at(i)?;
+            match self.term(k)? {
+                Some(h) if h.blob_offset == t.blob_offset => {}
+                _ => {
+                    return Err(SegmentError(format!(
+                        "hash lookup disagrees with the dictionary at term {i}"
+                    )))
+                }
+            }
+            let mut c = PostingsCursor::new(t.blob)?;
+            let (mut n, mut last) = (0u32, None);
+            while c.doc() != crate::codec::NO_DOC {
+                if c.doc() >= self.doc_count || last.is_some_and(|l| l >= c.doc()) {
+                    return Err(SegmentError(format!("postings of term {i} out of order or range")));
+                }
+                last = Some(c.doc());
+                n += 1;
+                c.next()?;
+            }
+            if n != t.df {
+                return Err(SegmentError(format!("term {i}: df {} recorded, {n} postings found", t.df)));
+            }
         }
         Ok(())
     }
@@ -305,8 +364,32 @@ impl<'a> ImageView<'a> {
         })
     }
 
-    /// Exact lookup by binary search over the sorted dictionary.
+    /// Exact lookup through the hash section.
     pub fn term(&self, key: &[u8]) -> Result<Option<TermInfo<'a>>, SegmentError> {
+        let h = self.section(HASH);
+        let cap = u32_at(h, 0) as usize;
+        if !cap.is_power_of_two() || h.len() != 4 + cap * 4 {
+            return Err(SegmentError("term hash section malformed".into()));
+        }
+        let mut j = key_hash(key) as usize & (cap - 1);
+        for _ in 0..cap {
+            let slot = u32_at(h, 4 + j * 4) as usize;
+            if slot == 0 {
+                return Ok(None);
+            }
+            if slot > self.n_terms {
+                return Err(SegmentError("term hash slot out of range".into()));
+            }
+            if self.key_at(slot - 1)? == key {
+                return self.term_at(slot - 1).map(Some);
+            }
+            j = (j + 1) & (cap - 1);
+        }
+        Ok(None)
+    }
+
+    /// Exact lookup by binary search over the sorted dictionary (used by `check` to cross-validate the hash).
+    pub fn term_sorted(&self, key: &[u8]) -> Result<Option<TermInfo<'a>>, SegmentError> {
         let (mut lo, mut hi) = (0, self.n_terms);
         while lo < hi {
             let mid = (lo + hi) / 2;

@@ -379,6 +379,15 @@ public final class Main {
   // ------------------------------------------------------------------ main
 
   public static void main(String[] argv) throws Exception {
+    try {
+      run(argv);
+    } catch (IllegalArgumentException | java.io.FileNotFoundException | java.nio.file.NoSuchFileException e) {
+      System.err.println("lucene-baseline: error: " + e);
+      System.exit(1);
+    }
+  }
+
+  static void run(String[] argv) throws Exception {
     Args args;
     try {
       args = parseArgs(argv);
