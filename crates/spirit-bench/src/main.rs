@@ -5,12 +5,14 @@
 //! MM = AndMedMed, HH = AndHighHigh, and any other category asked for), close gracefully and time the
 //! reopen. Prints a markdown report and optionally writes JSON.
 
+mod input;
+mod report;
+mod run;
+
 use clap::Parser;
 use serde::Serialize;
-use spirit::formats::parse_lines_doc;
 use spirit::{Durability, Engine, EngineConfig, SearchOptions, ShardConfig, Sort};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -19,6 +21,10 @@ use std::time::Instant;
 enum Cli {
     /// Non-concurrent run: index, then time queries, then close and reopen.
     Nc(NcArgs),
+    /// One run under the baselines' contract (static or windowed real time), JSON out.
+    Run(run::RunArgs),
+    /// Combine the JSON results of a comparison into a markdown report with SVG plots.
+    Report(report::ReportArgs),
 }
 
 #[derive(clap::Args)]
@@ -81,33 +87,6 @@ struct NcReport {
     categories: BTreeMap<String, CategoryResult>,
 }
 
-fn read_lines(path: &PathBuf, max: Option<usize>) -> Vec<String> {
-    let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let r: Box<dyn BufRead> = if path.extension().is_some_and(|e| e == "gz") {
-        Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(f)))
-    } else {
-        Box::new(BufReader::new(f))
-    };
-    r.lines()
-        .map(|l| l.expect("read line"))
-        .filter(|l| !l.starts_with(spirit::formats::LINES_HEADER_PREFIX))
-        .take(max.unwrap_or(usize::MAX))
-        .collect()
-}
-
-/// `Category: query # comment` lines of a luceneutil task file.
-pub fn read_tasks(path: &PathBuf) -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .filter(|l| !l.trim_start().starts_with('#') && l.contains(':'))
-        .filter_map(|l| {
-            let (cat, rest) = l.split_once(':')?;
-            let q = rest.split(" # ").next()?.trim();
-            Some((cat.trim().to_string(), q.to_string()))
-        })
-        .collect()
-}
-
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -117,8 +96,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn nc(a: NcArgs) {
-    let lines = read_lines(&a.docs, a.max_docs);
-    let raw_bytes: u64 = lines.iter().map(|l| l.len() as u64 + 1).sum();
+    let lines = input::load_docs(&a.docs, a.max_docs).expect("docs");
+    let raw_bytes: u64 = lines.iter().map(|d| d.bytes() as u64).sum();
     let tmp = std::env::temp_dir().join(format!("spirit-bench-{}", std::process::id()));
     let dir = a.data.clone().unwrap_or(tmp.clone());
     let _ = std::fs::remove_dir_all(&dir);
@@ -132,10 +111,8 @@ fn nc(a: NcArgs) {
     let index = engine.create_index("bench", None, None).expect("create");
     eprintln!("indexing {} docs ({:.1} MB)...", lines.len(), raw_bytes as f64 / 1e6);
     let t0 = Instant::now();
-    for l in &lines {
-        if let Some(doc) = parse_lines_doc(l).expect("line") {
-            index.add(doc).expect("add");
-        }
+    for (i, d) in lines.iter().enumerate() {
+        index.add(d.json(i)).expect("add");
     }
     let ingest = t0.elapsed().as_secs_f64();
     // Queries are timed on a quiet index: let the flusher and engraver finish what ingest started.
@@ -144,24 +121,18 @@ fn nc(a: NcArgs) {
     let st = index.stats();
     eprintln!("ingest {:.1} s ({:.0} docs/s)", ingest, lines.len() as f64 / ingest);
 
-    let tasks = read_tasks(&a.tasks);
+    let tasks = input::load_tasks(&a.tasks, Some(&a.categories), a.queries_per_category).expect("tasks");
     let mut categories = BTreeMap::new();
-    for cat in &a.categories {
-        let qs: Vec<&String> =
-            tasks.iter().filter(|(c, _)| c == cat).map(|(_, q)| q).take(a.queries_per_category).collect();
-        if qs.is_empty() {
-            eprintln!("no queries for category {cat}");
-            continue;
-        }
+    for input::Category { name: cat, queries: qs } in &tasks {
         // Like luceneutil: top-10 doc ids and scores, no stored-field loading.
         let opts = SearchOptions { limit: 10, sort: Sort::Score, fetch: false, ..Default::default() };
         let mut hits = 0u64;
-        for q in &qs {
+        for q in qs {
             hits += index.search(q, &opts).expect("query").total;
         }
         let mut lat = vec![];
         for _ in 0..a.rounds {
-            for q in &qs {
+            for q in qs {
                 let t = Instant::now();
                 let r = index.search(q, &opts).expect("query");
                 lat.push(t.elapsed().as_secs_f64() * 1e6);
@@ -260,5 +231,7 @@ fn print_report(r: &NcReport) {
 fn main() {
     match Cli::parse() {
         Cli::Nc(a) => nc(a),
+        Cli::Run(a) => run::run(a),
+        Cli::Report(a) => report::report(a),
     }
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The whole comparison: spirit, Lucene and Tantivy on the same documents and queries, in one run.
+#
+#   bench/run.sh quick [OUTDIR]   5,000 docs, 10 queries per category, 1 s warm-up (CI smoke test)
+#   bench/run.sh full  [OUTDIR]   all 250,029 docs, 100 queries per category, 10 s warm-up (by hand)
+#
+# Configurations: static index for each engine; windowed real time (queries while the last 20% of the
+# documents is ingested) for spirit (real time, no reopen), Lucene NRT-1/10/100/1000/∞ and Tantivy
+# NRT-1/10/100/1000. Results (one JSON per configuration, meta.json, report.md, SVG plots) go to OUTDIR
+# (default bench/results/SIZE-DATE). Data: $SPIRIT_DATA or ../shared/data/enwiki beside the repository.
+set -euo pipefail
+size="${1:-quick}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+data="${SPIRIT_DATA:-$root/../shared/data/enwiki}"
+docs="$data/enwiki-2015-1k.dev.lines.gz"
+tasks="$data/tasks.dev.txt"
+[ -f "$docs" ] || { echo "bench/run.sh: $docs not found (set SPIRIT_DATA)" >&2; exit 1; }
+case "$size" in
+  quick) common=(--max-docs 5000 --queries-per-category 10 --warmup-seconds 1) ;;
+  full)  common=(--queries-per-category 100 --warmup-seconds 10) ;;
+  *) echo "usage: bench/run.sh quick|full [OUTDIR]" >&2; exit 2 ;;
+esac
+out="${2:-$root/bench/results/$size-$(date -u +%Y%m%d-%H%M)}"
+mkdir -p "$out"
+
+echo "== building (release) =="
+(cd "$root" && cargo build --release -q -p spirit-bench)
+"$root/bench/baselines/build.sh"
+
+spirit="$root/target/release/spirit-bench"
+lucene="$root/bench/lucene/lucene-baseline"
+tantivy="$root/bench/tantivy/target/release/tantivy-baseline"
+args=(--docs "$docs" --tasks "$tasks" "${common[@]}")
+
+cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+mem="$(free -g | awk '/Mem:/{print $2}')"
+commit="$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+dirty="$(cd "$root" && git status --porcelain 2>/dev/null | grep -qv '^??' && echo ' (with uncommitted changes)' || true)"
+cat > "$out/meta.json" <<JSON
+{"date": "$(date -u +%Y-%m-%dT%H:%MZ)", "size": "$size", "machine": "$(nproc) cores, $cpu, ${mem} GiB",
+ "commit": "$commit$dirty", "command": "bench/run.sh $size", "data": "$(basename "$docs")"}
+JSON
+
+step() { echo "== $1 =="; shift; "$@" 2> >(tail -n 3 >&2); }
+step "spirit static"  "$spirit" run "${args[@]}" --mode static --out "$out/spirit-static.json"
+step "lucene static"  "$lucene" "${args[@]}" --mode static --out "$out/lucene-static.json"
+step "tantivy static" "$tantivy" "${args[@]}" --mode static --out "$out/tantivy-static.json"
+step "spirit real-time" "$spirit" run "${args[@]}" --mode nrt --out "$out/spirit-nrt.json"
+for k in 1 10 100 1000 0; do
+  step "lucene NRT-$k" "$lucene" "${args[@]}" --mode nrt --reopen-every "$k" --out "$out/lucene-nrt-$k.json"
+done
+for k in 1 10 100 1000; do
+  step "tantivy NRT-$k" "$tantivy" "${args[@]}" --mode nrt --reopen-every "$k" --out "$out/tantivy-nrt-$k.json"
+done
+"$spirit" report --dir "$out" > /dev/null
+echo "report: $out/report.md"

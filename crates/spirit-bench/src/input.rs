@@ -1,0 +1,118 @@
+//! Inputs shared by every run: luceneutil line files and task files, read the same way as the baselines
+//! (`bench/baselines/README.md`): documents preloaded into memory, the first N distinct queries per category.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+/// One line-file document; its `_id` is its 0-based line number (the baselines' `id` field).
+pub struct Doc {
+    pub title: String,
+    pub date: String,
+    pub body: String,
+}
+
+impl Doc {
+    pub fn json(&self, id: usize) -> serde_json::Value {
+        serde_json::json!({"_id": id.to_string(), "title": self.title, "date": self.date, "body": self.body})
+    }
+    /// Bytes of the line this document came from (with its newline).
+    pub fn bytes(&self) -> usize {
+        self.title.len() + self.date.len() + self.body.len() + 3
+    }
+}
+
+pub fn load_docs(path: &Path, max_docs: Option<usize>) -> std::io::Result<Vec<Doc>> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let raw: Box<dyn Read> = if path.extension().is_some_and(|e| e == "gz") {
+        Box::new(flate2::read::MultiGzDecoder::new(file))
+    } else {
+        Box::new(file)
+    };
+    let mut reader = BufReader::with_capacity(1 << 20, raw);
+    let mut buf = Vec::with_capacity(4096);
+    let mut docs = Vec::new();
+    let mut first = true;
+    while max_docs.is_none_or(|m| docs.len() < m) {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        }
+        if std::mem::take(&mut first) && buf.starts_with(b"FIELDS_HEADER_INDICATOR") {
+            continue;
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let mut parts = line.splitn(3, '\t');
+        let mut next = || parts.next().unwrap_or("").to_string();
+        docs.push(Doc { title: next(), date: next(), body: next() });
+    }
+    Ok(docs)
+}
+
+/// A category of queries.
+pub struct Category {
+    pub name: String,
+    pub queries: Vec<String>,
+}
+
+/// `Category: query # comment` lines; the first `per_category` distinct queries of each category, in file
+/// order, restricted to `wanted` (in that order) when given.
+pub fn load_tasks(
+    path: &Path,
+    wanted: Option<&[String]>,
+    per_category: usize,
+) -> Result<Vec<Category>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut cats: Vec<Category> = Vec::new();
+    let mut seen: Vec<HashSet<String>> = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((cat, rest)) = line.split_once(':') else { continue };
+        let query = rest.split('#').next().unwrap_or("").trim();
+        if query.is_empty() {
+            continue;
+        }
+        let i = match cats.iter().position(|c| c.name == cat.trim()) {
+            Some(i) => i,
+            None => {
+                cats.push(Category { name: cat.trim().to_string(), queries: vec![] });
+                seen.push(HashSet::new());
+                cats.len() - 1
+            }
+        };
+        if cats[i].queries.len() < per_category && seen[i].insert(query.to_string()) {
+            cats[i].queries.push(query.to_string());
+        }
+    }
+    match wanted {
+        None => Ok(cats),
+        Some(names) => names
+            .iter()
+            .filter(|n| !n.trim().is_empty())
+            .map(|n| {
+                cats.iter()
+                    .find(|c| c.name == n.trim())
+                    .map(|c| Category { name: c.name.clone(), queries: c.queries.clone() })
+                    .ok_or_else(|| format!("category {n} not found in the task file"))
+            })
+            .collect(),
+    }
+}
+
+/// VmHWM of this process in bytes.
+pub fn peak_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}

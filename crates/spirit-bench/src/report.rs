@@ -1,0 +1,376 @@
+//! `spirit-bench report`: reads every run's JSON in a results directory and writes `report.md` with tables
+//! (QPS, latency percentiles, ingest, sizes, the goals as ratios from this one run, hit-count agreement) and
+//! SVG plots (latency CDFs, QPS per configuration).
+
+use serde_json::Value;
+use std::fmt::Write;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    /// Directory holding the runs' JSON files (and `meta.json`); report.md and the SVGs are written there.
+    #[arg(long)]
+    dir: PathBuf,
+}
+
+/// The SPIRIT evaluation's six workloads.
+const SPIRIT_WORKLOADS: [&str; 6] =
+    ["LowTerm", "MedTerm", "HighTerm", "AndLowLow", "AndMedMed", "AndHighHigh"];
+
+struct Run {
+    label: String,
+    v: Value,
+}
+
+impl Run {
+    fn engine(&self) -> &str {
+        self.v["engine"].as_str().unwrap_or("?")
+    }
+    fn mode(&self) -> &str {
+        self.v["mode"].as_str().unwrap_or("?")
+    }
+    fn lat(&self, cat: &str) -> Vec<f64> {
+        let mut l: Vec<f64> = self.v["categories"][cat]["latencies_us"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
+            .unwrap_or_default();
+        l.sort_by(|a, b| a.total_cmp(b));
+        l
+    }
+    fn all_lat(&self) -> Vec<f64> {
+        let mut l: Vec<f64> = self.cats().iter().flat_map(|c| self.lat(c)).collect();
+        l.sort_by(|a, b| a.total_cmp(b));
+        l
+    }
+    fn cats(&self) -> Vec<String> {
+        self.v["categories"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default()
+    }
+    fn qps(&self, cat: &str) -> f64 {
+        let l = self.lat(cat);
+        if l.is_empty() {
+            return f64::NAN;
+        }
+        1e6 / (l.iter().sum::<f64>() / l.len() as f64)
+    }
+    /// Harmonic mean of per-workload QPS over `cats` present in this run.
+    fn hmean_qps(&self, cats: &[&str]) -> f64 {
+        let q: Vec<f64> = cats.iter().map(|c| self.qps(c)).filter(|x| x.is_finite()).collect();
+        if q.is_empty() {
+            return f64::NAN;
+        }
+        q.len() as f64 / q.iter().map(|x| 1.0 / x).sum::<f64>()
+    }
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
+}
+
+fn label(v: &Value) -> String {
+    let e = v["engine"].as_str().unwrap_or("?");
+    match (v["mode"].as_str().unwrap_or("?"), v["reopen_every"].as_u64().unwrap_or(0)) {
+        ("static", _) => format!("{e} static"),
+        (_, 0) if e == "spirit" => "spirit real-time".into(),
+        (_, 0) => format!("{e} NRT-∞"),
+        (_, k) => format!("{e} NRT-{k}"),
+    }
+}
+
+fn order_key(r: &Run) -> (u8, u8, u64) {
+    let e = match r.engine() {
+        "spirit" => 0,
+        "lucene" => 1,
+        _ => 2,
+    };
+    let k = r.v["reopen_every"].as_u64().unwrap_or(0);
+    (if r.mode() == "static" { 0 } else { 1 }, e, if k == 0 { u64::MAX } else { k })
+}
+
+fn f(x: f64) -> String {
+    if !x.is_finite() {
+        "–".into()
+    } else if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+pub fn report(a: ReportArgs) {
+    let mut runs = vec![];
+    let mut meta = Value::Null;
+    let mut entries: Vec<_> =
+        std::fs::read_dir(&a.dir).expect("results dir").flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let v: Value = match std::fs::read_to_string(&p).ok().and_then(|t| serde_json::from_str(&t).ok()) {
+            Some(v) => v,
+            None => {
+                eprintln!("skipping unreadable {}", p.display());
+                continue;
+            }
+        };
+        if p.file_name().is_some_and(|n| n == "meta.json") {
+            meta = v;
+        } else if v.get("engine").is_some() {
+            runs.push(Run { label: label(&v), v });
+        }
+    }
+    runs.sort_by_key(order_key);
+    let mut md = String::new();
+    writeln!(md, "# spirit vs Lucene vs Tantivy\n").unwrap();
+    if let Some(m) = meta.as_object() {
+        for (k, v) in m {
+            writeln!(md, "- {k}: {}", v.as_str().map(String::from).unwrap_or(v.to_string())).unwrap();
+        }
+        writeln!(md).unwrap();
+    }
+    writeln!(md, "Latencies are per query in µs; QPS = 1e6 / mean latency of the workload (one query thread). Harmonic means are over the SPIRIT workloads L, M, H, LL, MM, HH (LowTerm, MedTerm, HighTerm, AndLowLow, AndMedMed, AndHighHigh).\n").unwrap();
+
+    // Overview.
+    writeln!(md, "## Runs\n\n| configuration | docs | ingest docs/s | index MB | peak RSS MB | queries timed | hmean QPS (L..HH) | p50 | p99 | p99.9 |\n|---|---|---|---|---|---|---|---|---|---|").unwrap();
+    for r in &runs {
+        let all = r.all_lat();
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.label,
+            r.v["docs"],
+            f(r.v["ingest"]["docs_per_sec"].as_f64().unwrap_or(f64::NAN)),
+            f(r.v["index_bytes"].as_f64().unwrap_or(f64::NAN) / 1e6),
+            f(r.v["peak_rss_bytes"].as_f64().unwrap_or(f64::NAN) / 1e6),
+            all.len(),
+            f(r.hmean_qps(&SPIRIT_WORKLOADS)),
+            f(pct(&all, 0.5)),
+            f(pct(&all, 0.99)),
+            f(pct(&all, 0.999)),
+        )
+        .unwrap();
+    }
+    writeln!(md, "\nspirit's index bytes include the stored `_source` of every document (title, date and body); the baselines store only title, date and id.\n").unwrap();
+
+    // Per-workload tables for static and for windowed real time.
+    let cats: Vec<String> = runs.first().map(|r| r.cats()).unwrap_or_default();
+    for (mode, title) in [
+        ("static", "Static index (non-concurrent)"),
+        ("nrt", "Windowed real time (queries while the last 20% is ingested)"),
+    ] {
+        let rs: Vec<&Run> = runs.iter().filter(|r| r.mode() == mode).collect();
+        if rs.is_empty() {
+            continue;
+        }
+        writeln!(md, "## {title}\n\nQPS / p99 µs per workload:\n").unwrap();
+        write!(md, "| workload |").unwrap();
+        for r in &rs {
+            write!(md, " {} |", r.label).unwrap();
+        }
+        write!(md, "\n|---|").unwrap();
+        for _ in &rs {
+            write!(md, "---|").unwrap();
+        }
+        writeln!(md).unwrap();
+        for c in &cats {
+            write!(md, "| {c} |").unwrap();
+            for r in &rs {
+                write!(md, " {} / {} |", f(r.qps(c)), f(pct(&r.lat(c), 0.99))).unwrap();
+            }
+            writeln!(md).unwrap();
+        }
+        writeln!(md).unwrap();
+        let svg = cdf_svg(&rs, &format!("Latency CDF, {title}"));
+        let name = format!("latency-cdf-{mode}.svg");
+        std::fs::write(a.dir.join(&name), svg).expect("write svg");
+        writeln!(md, "![latency CDF]({name})\n").unwrap();
+    }
+    let svg = qps_svg(&runs);
+    std::fs::write(a.dir.join("qps.svg"), svg).expect("write svg");
+    writeln!(md, "![QPS per configuration](qps.svg)\n").unwrap();
+
+    // Goals as ratios from this run.
+    writeln!(md, "## Goals (issue 5), as ratios from this run\n").unwrap();
+    let find = |l: &str| runs.iter().find(|r| r.label == l);
+    let spirit_rt = find("spirit real-time");
+    let hm = |r: Option<&Run>| r.map_or(f64::NAN, |r| r.hmean_qps(&SPIRIT_WORKLOADS));
+    let mut goal = |name: &str, value: f64, target: f64| {
+        let ok = if value.is_finite() {
+            if value >= target {
+                "met"
+            } else {
+                "not met"
+            }
+        } else {
+            "not measured"
+        };
+        writeln!(md, "- {name}: **{}** (goal ≥ {target}) — {ok}", f(value)).unwrap();
+    };
+    goal(
+        "spirit real-time QPS / Lucene NRT-1 QPS (hmean L..HH, WRT)",
+        hm(spirit_rt) / hm(find("lucene NRT-1")),
+        50.0,
+    );
+    goal(
+        "spirit real-time QPS / Lucene NRT-∞ QPS (hmean L..HH, WRT)",
+        hm(spirit_rt) / hm(find("lucene NRT-∞")),
+        2.0,
+    );
+    let ingest = |l: &str| find(l).and_then(|r| r.v["ingest"]["docs_per_sec"].as_f64()).unwrap_or(f64::NAN);
+    goal(
+        "single-thread ingest, spirit / Tantivy (static)",
+        ingest("spirit static") / ingest("tantivy static"),
+        1.5,
+    );
+    goal(
+        "single-thread ingest, spirit / Lucene (static)",
+        ingest("spirit static") / ingest("lucene static"),
+        2.5,
+    );
+    if let Some(s) = spirit_rt {
+        let mut worse = vec![];
+        for r in runs.iter().filter(|r| r.mode() == "nrt" && r.engine() != "spirit") {
+            for c in &cats {
+                let (a, b) = (pct(&s.lat(c), 0.99), pct(&r.lat(c), 0.99));
+                if a.is_finite() && b.is_finite() && a >= b {
+                    worse.push(format!("{c} vs {} ({} ≥ {} µs)", r.label, f(a), f(b)));
+                }
+            }
+        }
+        if worse.is_empty() {
+            writeln!(md, "- spirit p99 below every Lucene and Tantivy near-real-time configuration on every workload: met").unwrap();
+        } else {
+            writeln!(
+                md,
+                "- spirit p99 below every near-real-time configuration: not met on {}: {}",
+                worse.len(),
+                worse.join("; ")
+            )
+            .unwrap();
+        }
+        let n = &s.v["nrt"];
+        writeln!(
+            md,
+            "- spirit visibility spot checks during WRT: {} checks, {} violations",
+            n["visibility_checks"], n["visibility_violations"]
+        )
+        .unwrap();
+    }
+
+    // Equal work: hit counts of the static runs.
+    let statics: Vec<&Run> = runs.iter().filter(|r| r.mode() == "static").collect();
+    if statics.len() > 1 {
+        writeln!(md, "\n## Equal work: static hit counts\n").unwrap();
+        let base = statics[0];
+        for other in &statics[1..] {
+            let (mut same, mut diff, mut examples) = (0, 0, vec![]);
+            for c in &cats {
+                let qs = base.v["categories"][c]["queries"].as_array().cloned().unwrap_or_default();
+                let ha = base.v["categories"][c]["hit_counts"].as_array().cloned().unwrap_or_default();
+                let hb = other.v["categories"][c]["hit_counts"].as_array().cloned().unwrap_or_default();
+                for (i, q) in qs.iter().enumerate() {
+                    match (ha.get(i), hb.get(i)) {
+                        (Some(x), Some(y)) if x == y => same += 1,
+                        (Some(x), Some(y)) => {
+                            diff += 1;
+                            if examples.len() < 10 {
+                                examples.push(format!("`{}` {x} vs {y}", q.as_str().unwrap_or("")));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            writeln!(
+                md,
+                "- {} vs {}: {same} queries with equal hit counts, {diff} different{}",
+                base.label,
+                other.label,
+                if examples.is_empty() { String::new() } else { format!(": {}", examples.join(", ")) }
+            )
+            .unwrap();
+        }
+    }
+    std::fs::write(a.dir.join("report.md"), &md).expect("write report");
+    println!("{md}");
+}
+
+const COLORS: [&str; 10] = [
+    "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+    "#17becf",
+];
+
+/// Latency CDF (log x) of all timed queries, one line per run.
+fn cdf_svg(runs: &[&Run], title: &str) -> String {
+    let (w, h, ml, mb) = (760.0, 420.0, 60.0, 50.0);
+    let lats: Vec<Vec<f64>> = runs.iter().map(|r| r.all_lat()).collect();
+    let lo = lats.iter().flatten().cloned().fold(f64::INFINITY, f64::min).max(1.0);
+    let hi = lats.iter().flatten().cloned().fold(0.0, f64::max).max(lo * 10.0);
+    let (lx0, lx1) = (lo.log10().floor(), hi.log10().ceil());
+    let x = |v: f64| ml + (v.max(1.0).log10() - lx0) / (lx1 - lx0) * (w - ml - 200.0);
+    let y = |p: f64| h - mb - p * (h - mb - 30.0);
+    let mut s = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n<text x='{ml}' y='18' font-size='14'>{title}</text>\n");
+    for d in (lx0 as i32)..=(lx1 as i32) {
+        let xv = x(10f64.powi(d));
+        s += &format!("<line x1='{xv}' y1='{}' x2='{xv}' y2='{}' stroke='#ddd'/><text x='{xv}' y='{}' text-anchor='middle'>10^{d} µs</text>\n", y(0.0), y(1.0), h - mb + 18.0);
+    }
+    for p in [0.0, 0.5, 0.9, 0.99, 1.0] {
+        s += &format!("<line x1='{ml}' y1='{}' x2='{}' y2='{}' stroke='#eee'/><text x='{}' y='{}' text-anchor='end'>{p}</text>\n", y(p), w - 200.0, y(p), ml - 4.0, y(p) + 4.0);
+    }
+    for (i, (r, l)) in runs.iter().zip(&lats).enumerate() {
+        if l.is_empty() {
+            continue;
+        }
+        let step = (l.len() / 400).max(1);
+        let pts: Vec<String> = l
+            .iter()
+            .enumerate()
+            .step_by(step)
+            .chain(std::iter::once((l.len() - 1, &l[l.len() - 1])))
+            .map(|(k, v)| format!("{:.1},{:.1}", x(*v), y((k + 1) as f64 / l.len() as f64)))
+            .collect();
+        let c = COLORS[i % COLORS.len()];
+        s += &format!("<polyline fill='none' stroke='{c}' stroke-width='1.5' points='{}'/>\n", pts.join(" "));
+        s += &format!(
+            "<rect x='{}' y='{}' width='12' height='3' fill='{c}'/><text x='{}' y='{}'>{}</text>\n",
+            w - 190.0,
+            40.0 + 18.0 * i as f64,
+            w - 172.0,
+            45.0 + 18.0 * i as f64,
+            r.label
+        );
+    }
+    s + "</svg>\n"
+}
+
+/// Harmonic-mean QPS (L..HH) per configuration, log-scale bars.
+fn qps_svg(runs: &[Run]) -> String {
+    let rows: Vec<(&str, f64)> = runs
+        .iter()
+        .map(|r| (r.label.as_str(), r.hmean_qps(&SPIRIT_WORKLOADS)))
+        .filter(|x| x.1.is_finite())
+        .collect();
+    let (w, bh) = (760.0, 22.0);
+    let h = 50.0 + bh * rows.len() as f64;
+    let hi = rows.iter().map(|r| r.1).fold(1.0, f64::max);
+    let lx1 = hi.log10().ceil().max(1.0);
+    let x = |v: f64| (v.max(1.0).log10() / lx1) * (w - 260.0);
+    let mut s = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n<text x='10' y='18' font-size='14'>QPS, harmonic mean over L, M, H, LL, MM, HH (log scale)</text>\n");
+    for (i, (l, q)) in rows.iter().enumerate() {
+        let yv = 35.0 + bh * i as f64;
+        let c = COLORS[if l.starts_with("spirit") {
+            0
+        } else if l.starts_with("lucene") {
+            1
+        } else {
+            2
+        }];
+        s += &format!("<text x='170' y='{}' text-anchor='end'>{l}</text><rect x='175' y='{yv}' width='{:.1}' height='{}' fill='{c}'/><text x='{:.1}' y='{}'>{}</text>\n", yv + 14.0, x(*q), bh - 6.0, 180.0 + x(*q), yv + 14.0, f(*q));
+    }
+    s + "</svg>\n"
+}

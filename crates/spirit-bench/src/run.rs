@@ -1,0 +1,250 @@
+//! `spirit-bench run`: spirit under the baselines' contract (`bench/baselines/README.md`), so the report can
+//! put it next to Lucene and Tantivy: same documents, same queries, same JSON.
+//!
+//! * `--mode static`: index everything with one thread, seal and let the pipeline finish (flush + engrave:
+//!   spirit's equivalent of a commit), warm up, time every query once (categories round-robin), then, untimed, hit
+//!   counts and the top-k ids and scores.
+//! * `--mode nrt` (windowed real time): index the first `--wrt-fraction`, warm up, then one thread adds the
+//!   rest one by one while the main thread times queries round-robin until the ingest is done. spirit has no
+//!   reopen: every query sees every acknowledged document. Every 32nd query is followed by an untimed check
+//!   that a match-all count covers every document acknowledged before the query started.
+
+use crate::input::{load_docs, load_tasks, peak_rss, Category};
+use serde_json::{json, Map, Value};
+use spirit::{Durability, Engine, EngineConfig, Index, SearchOptions, ShardConfig, Sort};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    #[arg(long)]
+    docs: PathBuf,
+    #[arg(long)]
+    max_docs: Option<usize>,
+    #[arg(long)]
+    tasks: PathBuf,
+    #[arg(long, value_delimiter = ',')]
+    categories: Option<Vec<String>>,
+    #[arg(long, default_value_t = 100)]
+    queries_per_category: usize,
+    #[arg(long, value_parser = ["static", "nrt"])]
+    mode: String,
+    /// Accepted for the common contract; spirit never reopens (recorded as 0).
+    #[arg(long, default_value_t = 0)]
+    reopen_every: usize,
+    #[arg(long, default_value_t = 0.8)]
+    wrt_fraction: f64,
+    #[arg(long, default_value_t = 10)]
+    top_k: usize,
+    /// Data directory (default: a temporary one, removed at the end).
+    #[arg(long)]
+    index_dir: Option<PathBuf>,
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    warmup_passes: usize,
+    #[arg(long, default_value_t = 10.0)]
+    warmup_seconds: f64,
+    /// nrt: pace the ingest thread at this many docs/s (0 = unthrottled).
+    #[arg(long, default_value_t = 0.0)]
+    ingest_rate: f64,
+    #[arg(long, default_value = "1GB")]
+    dram_budget: String,
+    #[arg(long, default_value = "graceful")]
+    durability: Durability,
+}
+
+fn opts(k: usize) -> SearchOptions {
+    // Like the baselines: top-k by score, ids only (no stored-field loading), exact total.
+    SearchOptions { limit: k, sort: Sort::Score, fetch: false, ..Default::default() }
+}
+
+fn warm_up(index: &Index, cats: &[Category], passes: usize, seconds: f64, k: usize) -> (usize, f64) {
+    let t = Instant::now();
+    let mut n = 0;
+    while n < passes || t.elapsed().as_secs_f64() < seconds {
+        for c in cats {
+            for q in &c.queries {
+                std::hint::black_box(index.search(q, &opts(k)).expect("query"));
+            }
+        }
+        n += 1;
+    }
+    (n, t.elapsed().as_secs_f64())
+}
+
+/// Round-robin order: (category, query) pairs, categories interleaved.
+fn round_robin(cats: &[Category]) -> Vec<(usize, usize)> {
+    let longest = cats.iter().map(|c| c.queries.len()).max().unwrap_or(0);
+    (0..longest)
+        .flat_map(|j| {
+            cats.iter().enumerate().filter(move |(_, c)| j < c.queries.len()).map(move |(i, _)| (i, j))
+        })
+        .collect()
+}
+
+pub fn run(a: RunArgs) {
+    let docs = load_docs(&a.docs, a.max_docs).expect("docs");
+    let cats = load_tasks(&a.tasks, a.categories.as_deref(), a.queries_per_category).expect("tasks");
+    let tmp = std::env::temp_dir().join(format!("spirit-bench-run-{}", std::process::id()));
+    let dir = a.index_dir.clone().unwrap_or(tmp.clone());
+    let _ = std::fs::remove_dir_all(&dir);
+    let shard = ShardConfig {
+        dram_budget: spirit::parse_size(&a.dram_budget).expect("dram budget") as usize,
+        durability: a.durability,
+        ..Default::default()
+    };
+    let engine = Engine::open(&dir, EngineConfig { shard }).expect("open");
+    let index = engine.create_index("bench", None, None).expect("create");
+    let mut out = Map::new();
+    out.insert("engine".into(), json!("spirit"));
+    out.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    out.insert(
+        "runtime".into(),
+        json!(format!("rust, {:?} durability, {} DRAM budget", a.durability, a.dram_budget)),
+    );
+    out.insert("mode".into(), json!(a.mode));
+    out.insert("reopen_every".into(), json!(0));
+    out.insert("docs".into(), json!(docs.len()));
+    out.insert("top_k".into(), json!(a.top_k));
+    let mut per_cat: Vec<Map<String, Value>> = cats
+        .iter()
+        .map(|c| {
+            let mut m = Map::new();
+            m.insert("queries".into(), json!(c.queries));
+            m
+        })
+        .collect();
+
+    if a.mode == "static" {
+        let t0 = Instant::now();
+        for (i, d) in docs.iter().enumerate() {
+            index.add(d.json(i)).expect("add");
+        }
+        // spirit's equivalent of the baselines' commit: seal the fresh segment and let the pipeline flush and
+        // engrave everything.
+        index.shard().seal().expect("seal");
+        index.shard().wait_idle().expect("pipeline");
+        let secs = t0.elapsed().as_secs_f64();
+        out.insert(
+            "ingest".into(),
+            json!({"docs": docs.len(), "seconds": secs, "docs_per_sec": docs.len() as f64 / secs}),
+        );
+        index.set_default_fields(Some(vec!["body".into()])).expect("body");
+        let (passes, wsecs) = warm_up(&index, &cats, a.warmup_passes, a.warmup_seconds, a.top_k);
+        out.insert("warmup".into(), json!({"passes": passes, "seconds": wsecs}));
+        let mut lat: Vec<Vec<f64>> = cats.iter().map(|c| vec![0.0; c.queries.len()]).collect();
+        for (ci, qi) in round_robin(&cats) {
+            let t = Instant::now();
+            std::hint::black_box(index.search(&cats[ci].queries[qi], &opts(a.top_k)).expect("query"));
+            lat[ci][qi] = t.elapsed().as_secs_f64() * 1e6;
+        }
+        for (ci, c) in cats.iter().enumerate() {
+            let (mut counts, mut ids, mut scores) = (vec![], vec![], vec![]);
+            for q in &c.queries {
+                let r =
+                    index.search(q, &SearchOptions { limit: a.top_k, ..Default::default() }).expect("query");
+                counts.push(r.total);
+                ids.push(r.hits.iter().map(|h| h.id.parse::<u64>().unwrap_or(u64::MAX)).collect::<Vec<_>>());
+                scores.push(r.hits.iter().map(|h| h.score).collect::<Vec<_>>());
+            }
+            let m = &mut per_cat[ci];
+            m.insert("latencies_us".into(), json!(lat[ci]));
+            m.insert("hit_counts".into(), json!(counts));
+            m.insert("top_ids".into(), json!(ids));
+            m.insert("top_scores".into(), json!(scores));
+        }
+        let st = index.stats().shard;
+        out.insert("index_bytes".into(), json!(st.image_bytes_persistent.max(st.image_bytes_dram)));
+        out.insert("segments".into(), json!(st.segments.values().sum::<usize>()));
+    } else {
+        let initial = ((docs.len() as f64) * a.wrt_fraction) as usize;
+        let t0 = Instant::now();
+        for (i, d) in docs[..initial].iter().enumerate() {
+            index.add(d.json(i)).expect("add");
+        }
+        index.shard().wait_idle().expect("pipeline");
+        let initial_seconds = t0.elapsed().as_secs_f64();
+        index.set_default_fields(Some(vec!["body".into()])).expect("body");
+        let (passes, wsecs) = warm_up(&index, &cats, a.warmup_passes, a.warmup_seconds, a.top_k);
+        out.insert("warmup".into(), json!({"passes": passes, "seconds": wsecs}));
+        let docs = Arc::new(docs);
+        let acked = Arc::new(AtomicUsize::new(initial));
+        let done = Arc::new(AtomicBool::new(false));
+        let ingest = {
+            let (index, docs, acked, done) = (index.clone(), docs.clone(), acked.clone(), done.clone());
+            let rate = a.ingest_rate;
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                for i in initial..docs.len() {
+                    if rate > 0.0 {
+                        let due = Duration::from_secs_f64((i - initial) as f64 / rate);
+                        if let Some(wait) = due.checked_sub(t.elapsed()) {
+                            std::thread::sleep(wait);
+                        }
+                    }
+                    index.add(docs[i].json(i)).expect("add");
+                    acked.store(i + 1, Ordering::Release);
+                }
+                let secs = t.elapsed().as_secs_f64();
+                done.store(true, Ordering::Release);
+                secs
+            })
+        };
+        let order = round_robin(&cats);
+        let mut lat: Vec<Vec<f64>> = cats.iter().map(|_| vec![]).collect();
+        let (mut n, mut checks, mut violations) = (0usize, 0usize, 0usize);
+        while !done.load(Ordering::Acquire) {
+            let (ci, qi) = order[n % order.len()];
+            let q = &cats[ci].queries[qi % cats[ci].queries.len()];
+            let t = Instant::now();
+            std::hint::black_box(index.search(q, &opts(a.top_k)).expect("query"));
+            lat[ci].push(t.elapsed().as_secs_f64() * 1e6);
+            n += 1;
+            if n % 32 == 0 {
+                let before = acked.load(Ordering::Acquire);
+                let seen = index.count("*:*").expect("count") as usize;
+                let after = acked.load(Ordering::Acquire);
+                checks += 1;
+                if seen < before || seen > after {
+                    violations += 1;
+                }
+            }
+        }
+        let add_secs = ingest.join().expect("ingest thread");
+        let bg = docs.len() - initial;
+        out.insert(
+            "ingest".into(),
+            json!({"docs": bg, "seconds": add_secs, "docs_per_sec": bg as f64 / add_secs}),
+        );
+        for (ci, l) in lat.into_iter().enumerate() {
+            per_cat[ci].insert("latencies_us".into(), json!(l));
+        }
+        let st = index.stats().shard;
+        out.insert("index_bytes".into(), json!(st.image_bytes_persistent.max(st.image_bytes_dram)));
+        out.insert(
+            "nrt".into(),
+            json!({"initial_docs": initial, "initial_seconds": initial_seconds, "add_loop_seconds": add_secs,
+                   "queries_run": n, "reopens": 0, "visibility_checks": checks, "visibility_violations": violations,
+                   "visible_docs_final": index.count("*:*").expect("count"), "wrt_fraction": a.wrt_fraction,
+                   "ingest_rate": a.ingest_rate}),
+        );
+        eprintln!(
+            "spirit nrt: {n} queries during {bg} adds, {checks} visibility checks, {violations} violations"
+        );
+    }
+    out.insert("peak_rss_bytes".into(), json!(peak_rss()));
+    let mut cm = Map::new();
+    for (c, m) in cats.iter().zip(per_cat) {
+        cm.insert(c.name.clone(), Value::Object(m));
+    }
+    out.insert("categories".into(), Value::Object(cm));
+    std::fs::write(&a.out, serde_json::to_string(&Value::Object(out)).unwrap()).expect("write result");
+    drop(index);
+    engine.close().expect("close");
+    if a.index_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+}
