@@ -25,3 +25,17 @@ pub use persistent::{
     HeapError as PersistentHeapError, PersistentHeap, PersistentStats, RecoveryRecord, FORMAT_VERSION,
     SUPERBLOCK_BYTES,
 };
+
+/// Hints the CPU to bring the cache line holding `r` closer, so a later load of it does not stall. Used by the
+/// fresh segment, whose inserts are bound by cache misses on the term table, term entries and posting blocks.
+#[inline(always)]
+pub fn prefetch<T>(r: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults (even on an invalid address), has no visible effect
+    // on memory, and SSE is part of the x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(r as *const T as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = r;
+}

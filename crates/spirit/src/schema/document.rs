@@ -10,33 +10,118 @@ use serde_json::Value;
 /// apart, so a phrase never matches across two values.
 pub const POSITION_GAP: u32 = 100;
 
-/// One distinct term of a document with its positions.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DocTerm {
-    /// `term_key(field, term)`.
-    pub key: Vec<u8>,
-    pub positions: Vec<u32>,
-}
-
 /// A document ready for the ingester.
 #[derive(Debug, Clone, Default)]
 pub struct AnalyzedDoc {
     pub id: String,
     /// The stored `_source` (the document without `_id`), as JSON bytes.
     pub source: Vec<u8>,
-    /// Distinct terms sorted by key.
-    pub terms: Vec<DocTerm>,
+    /// Term keys, back to back; `terms` points into it, sorted by key.
+    keys: Vec<u8>,
+    terms: Vec<TermSpan>,
+    /// Positions of every term, grouped by term in `terms` order, increasing within a term.
+    positions: Vec<u32>,
     /// Field lengths (tokens) of the term fields present, sorted by field.
     pub lens: Vec<(u16, u32)>,
     /// Numeric values (first value of a multi-valued field), sorted by field.
     pub numerics: Vec<(u16, f64)>,
 }
 
+#[derive(Debug, Clone, Copy, Default)]
+struct TermSpan {
+    key_off: u32,
+    key_len: u32,
+    pos_off: u32,
+    pos_len: u32,
+}
+
 impl AnalyzedDoc {
-    /// Arena words the fresh segment needs for this document's postings and stored bytes (an upper bound
-    /// used to decide whether it fits the current segment).
+    /// Distinct terms, sorted by key, each with its positions.
+    pub fn terms(&self) -> impl ExactSizeIterator<Item = (&[u8], &[u32])> + '_ {
+        self.terms.iter().map(|t| {
+            (
+                &self.keys[t.key_off as usize..(t.key_off + t.key_len) as usize],
+                &self.positions[t.pos_off as usize..(t.pos_off + t.pos_len) as usize],
+            )
+        })
+    }
+
+    /// Number of distinct terms.
+    pub fn term_count(&self) -> usize {
+        self.terms.len()
+    }
+
+    /// Arena words the fresh segment needs for this document's postings (doc, tf, positions per term).
     pub fn postings_words(&self) -> usize {
-        self.terms.iter().map(|t| 2 + t.positions.len()).sum()
+        2 * self.terms.len() + self.positions.len()
+    }
+}
+
+/// Gathers a document's distinct terms and their positions with no allocation per term: keys go back to back
+/// into one buffer, a hash table maps them to term numbers, and occurrences are (term, position) pairs that
+/// [`finish`](Self::finish) groups by term in key order.
+#[derive(Default)]
+struct TermCollector {
+    table: hashbrown::HashTable<u32>,
+    keys: Vec<u8>,
+    spans: Vec<(u32, u32)>,
+    occ: Vec<(u32, u32)>,
+}
+
+fn key_hash(key: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(key)
+}
+
+impl TermCollector {
+    fn add(&mut self, key: &[u8], pos: u32) {
+        let h = key_hash(key);
+        let TermCollector { table, keys, spans, occ } = self;
+        let found = table.find(h, |&t| {
+            let (o, l) = spans[t as usize];
+            &keys[o as usize..(o + l) as usize] == key
+        });
+        let t = match found {
+            Some(&t) => t,
+            None => {
+                let t = spans.len() as u32;
+                spans.push((keys.len() as u32, key.len() as u32));
+                keys.extend_from_slice(key);
+                table.insert_unique(h, t, |&x| {
+                    let (o, l) = spans[x as usize];
+                    key_hash(&keys[o as usize..(o + l) as usize])
+                });
+                t
+            }
+        };
+        occ.push((t, pos));
+    }
+
+    fn finish(self) -> (Vec<u8>, Vec<TermSpan>, Vec<u32>) {
+        let TermCollector { keys, spans, occ, .. } = self;
+        let key = |t: usize| &keys[spans[t].0 as usize..(spans[t].0 + spans[t].1) as usize];
+        let mut order: Vec<u32> = (0..spans.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| key(a as usize).cmp(key(b as usize)));
+        let mut counts = vec![0u32; spans.len()];
+        for &(t, _) in &occ {
+            counts[t as usize] += 1;
+        }
+        let mut start = vec![0u32; spans.len()];
+        let mut terms = Vec::with_capacity(spans.len());
+        let mut off = 0;
+        for &t in &order {
+            start[t as usize] = off;
+            let (ko, kl) = spans[t as usize];
+            terms.push(TermSpan { key_off: ko, key_len: kl, pos_off: off, pos_len: counts[t as usize] });
+            off += counts[t as usize];
+        }
+        let mut positions = vec![0u32; occ.len()];
+        // Occurrences arrive in position order per term (a term key belongs to one field, analyzed in order).
+        for &(t, p) in &occ {
+            positions[start[t as usize] as usize] = p;
+            start[t as usize] += 1;
+        }
+        (keys, terms, positions)
     }
 }
 
@@ -119,8 +204,7 @@ pub fn analyze_document(schema: &Schema, id: String, doc: &Value) -> Result<Anal
     let source = serde_json::to_vec(doc).map_err(|e| Error::BadDocument(e.to_string()))?;
     let mut leaves = vec![];
     walk("", doc, &mut leaves);
-    let mut terms: FxHashMap<Vec<u8>, Vec<u32>> = FxHashMap::default();
-    terms.reserve(256);
+    let mut terms = TermCollector::default();
     let mut lens: FxHashMap<u16, (u32, u32)> = FxHashMap::default(); // field -> (tokens, next position)
     let mut numerics: Vec<(u16, f64)> = vec![];
     let mut key = Vec::new();
@@ -144,19 +228,14 @@ pub fn analyze_document(schema: &Schema, id: String, doc: &Value) -> Result<Anal
                 let start = if entry.1 == 0 { 0 } else { entry.1 + POSITION_GAP };
                 if def.ty == FieldType::Keyword {
                     term_key(fid, text, &mut key);
-                    terms.entry(key.clone()).or_default().push(start);
+                    terms.add(&key, start);
                     entry.0 += 1;
                     entry.1 = start + 1;
                 } else {
                     let mut count = 0;
                     let used = schema.analyzer(fid).analyze(text, &mut |tok, pos| {
                         term_key(fid, tok, &mut key);
-                        match terms.get_mut(&key[..]) {
-                            Some(p) => p.push(start + pos),
-                            None => {
-                                terms.insert(key.clone(), vec![start + pos]);
-                            }
-                        }
+                        terms.add(&key, start + pos);
                         count += 1;
                     });
                     entry.0 += count;
@@ -189,13 +268,11 @@ pub fn analyze_document(schema: &Schema, id: String, doc: &Value) -> Result<Anal
             }
         }
     }
-    let mut terms: Vec<DocTerm> =
-        terms.into_iter().map(|(key, positions)| DocTerm { key, positions }).collect();
-    terms.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    let (keys, terms, positions) = terms.finish();
     let mut lens: Vec<(u16, u32)> = lens.into_iter().map(|(f, (n, _))| (f, n)).collect();
     lens.sort_unstable();
     numerics.sort_unstable_by_key(|x| x.0);
-    Ok(AnalyzedDoc { id, source, terms, lens, numerics })
+    Ok(AnalyzedDoc { id, source, keys, terms, positions, lens, numerics })
 }
 
 #[cfg(test)]
@@ -223,8 +300,9 @@ mod tests {
         let tags = s.field_id("tags").unwrap();
         let mut k = vec![];
         term_key(tags, "c", &mut k);
-        let c = a.terms.iter().find(|t| t.key == k).unwrap();
-        assert_eq!(c.positions, vec![2 + POSITION_GAP], "second value starts after the gap");
+        let c = a.terms().find(|t| t.0 == &k[..]).unwrap();
+        assert_eq!(c.1, &[2 + POSITION_GAP][..], "second value starts after the gap");
+        assert!(a.terms().zip(a.terms().skip(1)).all(|(x, y)| x.0 < y.0), "terms sorted by key");
         assert!(a.lens.contains(&(tags, 3)));
         assert!(a.numerics.contains(&(s.field_id("d").unwrap(), 1_432_339_200_000.0)));
         let bad = analyze_document(&s, "2".into(), &json!({"n": "not a number"})).unwrap_err();

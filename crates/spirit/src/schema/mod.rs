@@ -10,7 +10,7 @@ mod date;
 pub mod document;
 
 pub use date::parse_date_millis;
-pub use document::{analyze_document, AnalyzedDoc, DocTerm};
+pub use document::{analyze_document, AnalyzedDoc};
 
 use crate::analysis::{Analyzer, AnalyzerConfig};
 use crate::error::{Error, Result};

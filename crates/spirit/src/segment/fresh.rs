@@ -23,7 +23,7 @@
 //! field and total field length) at any watermark an O(1) read.
 
 use super::{FieldStats, SegmentError};
-use crate::memory::{words_of, DramBlock};
+use crate::memory::{prefetch, words_of, DramBlock};
 use crate::schema::{key_field, AnalyzedDoc, FieldType, MAX_FIELDS};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -53,6 +53,9 @@ struct WriterState {
     /// Term fields with a column block, for the per-document running sums.
     term_fields: Vec<u16>,
     ids: HashMap<String, u32>,
+    /// Per-document scratch: term hashes, then term entries.
+    hashes: Vec<u32>,
+    entries: Vec<u32>,
 }
 
 pub(crate) fn hash_key(key: &[u8]) -> u32 {
@@ -92,7 +95,14 @@ impl FreshSegment {
             doc_table,
             field_dir,
             watermark: AtomicU32::new(0),
-            writer: Mutex::new(WriterState { cursor, terms: 0, term_fields: vec![], ids: HashMap::new() }),
+            writer: Mutex::new(WriterState {
+                cursor,
+                terms: 0,
+                term_fields: vec![],
+                ids: HashMap::new(),
+                hashes: vec![],
+                entries: vec![],
+            }),
         }
     }
 
@@ -130,17 +140,16 @@ impl FreshSegment {
     pub fn fits_empty(&self, doc: &AnalyzedDoc) -> bool {
         let empty_cursor = self.field_dir + MAX_FIELDS;
         empty_cursor + self.bound(doc, doc.lens.len() + doc.numerics.len()) <= self.w().len()
-            && doc.terms.len() <= self.table_cap / 2
+            && doc.term_count() <= self.table_cap / 2
     }
 
     /// Upper bound on the words `doc` takes, with `new_fields` column blocks to allocate.
     fn bound(&self, doc: &AnalyzedDoc, new_fields: usize) -> usize {
         let postings: usize = doc
-            .terms
-            .iter()
-            .map(|t| {
-                let p = 2 + t.positions.len();
-                ENTRY_HEADER + words_for(t.key.len()) + 2 * (BLOCK_HEADER + p.max(FIRST_BLOCK)) + p
+            .terms()
+            .map(|(key, pos)| {
+                let p = 2 + pos.len();
+                ENTRY_HEADER + words_for(key.len()) + 2 * (BLOCK_HEADER + p.max(FIRST_BLOCK)) + p
             })
             .sum();
         let record = 2 + words_for(doc.id.len()) + words_for(doc.source.len());
@@ -151,7 +160,7 @@ impl FreshSegment {
     pub fn insert(&self, doc: &AnalyzedDoc) -> Result<u32, InsertError> {
         let mut st = self.writer.lock();
         let local = self.watermark.load(Relaxed);
-        if local >= self.max_docs || st.terms + doc.terms.len() > self.table_cap / 2 {
+        if local >= self.max_docs || st.terms + doc.term_count() > self.table_cap / 2 {
             return Err(InsertError::Full);
         }
         let w = self.w();
@@ -179,11 +188,42 @@ impl FreshSegment {
                 w[self.field_dir + f as usize].store(at as u32, Release);
             }
         }
-        // Postings.
-        for t in &doc.terms {
-            let entry = self.find_or_insert(&mut st, &t.key)?;
-            self.append_posting(&mut st, entry, local, &t.positions)?;
+        // Postings, in three passes so the cache misses of different terms overlap: hash every term and
+        // prefetch its table slot; resolve slots to entries and prefetch each tail block; then append.
+        let mask = self.table_cap - 1;
+        let mut hashes = std::mem::take(&mut st.hashes);
+        let mut entries = std::mem::take(&mut st.entries);
+        hashes.clear();
+        entries.clear();
+        for (key, _) in doc.terms() {
+            let h = hash_key(key);
+            prefetch(&w[1 + (h as usize & mask)]);
+            hashes.push(h);
         }
+        let mut result = Ok(());
+        for ((key, _), &h) in doc.terms().zip(&hashes) {
+            match self.find_or_insert(&mut st, key, h) {
+                Ok(e) => {
+                    prefetch(&w[w[e + 3].load(Relaxed) as usize]);
+                    entries.push(e as u32);
+                }
+                Err(err) => {
+                    result = Err(err);
+                    break;
+                }
+            }
+        }
+        if result.is_ok() {
+            for ((_, positions), &e) in doc.terms().zip(&entries) {
+                if let Err(err) = self.append_posting(&mut st, e as usize, local, positions) {
+                    result = Err(err);
+                    break;
+                }
+            }
+        }
+        st.hashes = hashes;
+        st.entries = entries;
+        result?;
         // Norms and running sums of every term field of the segment.
         let md = self.max_docs as usize;
         for &f in &st.term_fields {
@@ -236,9 +276,8 @@ impl FreshSegment {
         Ok(at)
     }
 
-    fn find_or_insert(&self, st: &mut WriterState, key: &[u8]) -> Result<usize, InsertError> {
+    fn find_or_insert(&self, st: &mut WriterState, key: &[u8], h: u32) -> Result<usize, InsertError> {
         let w = self.w();
-        let h = hash_key(key);
         let mask = self.table_cap - 1;
         let mut slot = h as usize & mask;
         loop {
