@@ -328,11 +328,21 @@ impl<'a> PostingsCursor<'a> {
     /// Decodes the positions of the current posting into `out` (cleared first).
     pub fn positions(&mut self, out: &mut Vec<u32>) -> Result<(), CodecError> {
         out.clear();
-        while self.pos_index < self.i {
-            for _ in 0..self.tfs[self.pos_index] {
-                read_vbyte(self.blob, &mut self.pos_cursor)?;
+        if self.pos_index < self.i {
+            // Skip the positions of the postings in between without decoding them: a VByte value ends at the
+            // first byte below 0x80, so skipping n values means finding n such bytes.
+            let mut n: u64 = self.tfs[self.pos_index..self.i].iter().map(|&t| t as u64).sum();
+            let mut at = self.pos_cursor;
+            let bytes = self.blob;
+            while n > 0 {
+                let Some(&b) = bytes.get(at) else {
+                    return Err(CodecError { what: "positions (truncated)", offset: at });
+                };
+                n -= (b < 0x80) as u64;
+                at += 1;
             }
-            self.pos_index += 1;
+            self.pos_cursor = at;
+            self.pos_index = self.i;
         }
         let mut at = self.pos_cursor;
         let mut p = 0u32;

@@ -359,18 +359,22 @@ impl Norms<'_> {
     }
 }
 
+/// BM25 of one term with its constants folded: `idf · tf / (tf + k1·(1 − b + b·dl/avgdl))` with
+/// `k1·(1 − b)` and `k1·b/avgdl` precomputed, so a document costs one multiply-add and one division.
 struct Bm25Doc {
     idf: f32,
-    k1: f32,
-    b: f32,
-    avgdl: f32,
+    c0: f32,
+    c1: f32,
 }
 
 impl Bm25Doc {
+    fn new(idf: f32, k1: f32, b: f32, avgdl: f32) -> Bm25Doc {
+        Bm25Doc { idf, c0: k1 * (1.0 - b), c1: k1 * b / avgdl }
+    }
+
     #[inline]
     fn score(&self, tf: f32, dl: u32) -> f32 {
-        let norm = self.k1 * (1.0 - self.b + self.b * dl as f32 / self.avgdl);
-        self.idf * tf / (tf + norm)
+        self.idf * tf / (tf + self.c0 + self.c1 * dl as f32)
     }
 }
 
@@ -712,7 +716,7 @@ fn norms<'a>(seg: &Seg<'a>, field: u16) -> Norms<'a> {
 
 fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a> {
     let seg = &ctx.segs[si];
-    let bm = |idf: f32, avgdl: f32| Bm25Doc { idf, k1: ctx.bm25.k1, b: ctx.bm25.b, avgdl };
+    let bm = |idf: f32, avgdl: f32| Bm25Doc::new(idf, ctx.bm25.k1, ctx.bm25.b, avgdl);
     match w {
         Weight::Nothing => Box::new(EmptyScorer),
         Weight::All => {
