@@ -125,7 +125,13 @@ fn nc(a: NcArgs) {
     let mut categories = BTreeMap::new();
     for input::Category { name: cat, queries: qs } in &tasks {
         // Like luceneutil: top-10 doc ids and scores, no stored-field loading.
-        let opts = SearchOptions { limit: 10, sort: Sort::Score, fetch: false, ..Default::default() };
+        let opts = SearchOptions {
+            limit: 10,
+            sort: Sort::Score,
+            fetch: false,
+            track_total: false,
+            ..Default::default()
+        };
         let mut hits = 0u64;
         for q in qs {
             hits += index.search(q, &opts).expect("query").total;

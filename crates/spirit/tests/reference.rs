@@ -116,6 +116,11 @@ fn check_query(index: &Index, r: &Reference, q: &Query, ctx: &str) {
     let res = index.search_query(q, &SearchOptions { limit: k, ..Default::default() }).unwrap();
     let hits: Vec<(String, f32)> = res.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
     check_top_k(r, q, res.total, &hits, k, ctx);
+    // Top-k without exact counts lets scorers prune (block-max, MaxScore): the hits must stay exact.
+    let res =
+        index.search_query(q, &SearchOptions { limit: k, track_total: false, ..Default::default() }).unwrap();
+    let hits: Vec<(String, f32)> = res.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
+    check_top_k(r, q, None, &hits, k, &format!("{ctx} (pruned)"));
     let res =
         index.search_query(q, &SearchOptions { limit: k, sort: Sort::Newest, ..Default::default() }).unwrap();
     let ids: Vec<String> = res.hits.iter().map(|h| h.id.clone()).collect();

@@ -2,7 +2,15 @@
 //!
 //! ```text
 //! VByte n_postings | VByte blocks_len
-//! skip[n_blocks] (only when n_blocks > 1): u32 last_doc | u32 block_offset | u32 positions_offset | u32 max_tf
+//! skip[n_blocks] (only when n_blocks > 1): u32 last_doc | u32 block_offset | u32 positions_offset
+//!                                            | IMPACTS × (u32 tf, u32 dl): the block's impacts
+//! ```
+//! The impacts are the Pareto frontier of the block's (term frequency, field length) pairs — no posting has
+//! a higher tf *and* a shorter field than every one of them — capped at `IMPACTS` entries by merging the tail
+//! into one conservative pair. BM25 grows with tf and shrinks with the field length, so the best score of any
+//! impact bounds every document of the block, whatever the query-time idf and average length (as Lucene's
+//! impacts do). Unused entries are (0, u32::MAX).
+//! ```text
 //! blocks (blocks_len bytes):
 //!         full:    u8 doc_bits | u8 tf_bits | packed (doc gaps - 1) | packed (tf - 1)
 //!         partial: VByte gaps, then VByte tf - 1
@@ -19,7 +27,9 @@ use bitpacking::{BitPacker, BitPacker4x};
 pub const BLOCK: usize = BitPacker4x::BLOCK_LEN;
 /// The doc id of an exhausted cursor.
 pub const NO_DOC: u32 = u32::MAX;
-const SKIP: usize = 16;
+/// Impacts kept per block.
+pub const IMPACTS: usize = 4;
+const SKIP: usize = 12 + 8 * IMPACTS;
 
 /// What the encoder learned about the list (stored in the dictionary).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -30,8 +40,16 @@ pub struct PostingsMeta {
 }
 
 /// Encodes postings (`docs` strictly increasing, `tfs[i] >= 1`, `positions` concatenated per posting,
-/// `tfs[i]` positions each, increasing within a posting) and appends the blob to `out`.
-pub fn encode_postings(docs: &[u32], tfs: &[u32], positions: &[u32], out: &mut Vec<u8>) -> PostingsMeta {
+/// `tfs[i]` positions each, increasing within a posting, `dls[i]` the field length of `docs[i]`) and appends
+/// the blob to `out`.
+pub fn encode_postings(
+    docs: &[u32],
+    tfs: &[u32],
+    positions: &[u32],
+    dls: &[u32],
+    out: &mut Vec<u8>,
+) -> PostingsMeta {
+    assert_eq!(docs.len(), dls.len());
     assert_eq!(docs.len(), tfs.len());
     assert!(!docs.is_empty(), "empty posting list");
     debug_assert!(docs.windows(2).all(|w| w[0] < w[1]), "doc ids must increase");
@@ -100,7 +118,10 @@ pub fn encode_postings(docs: &[u32], tfs: &[u32], positions: &[u32], out: &mut V
             skip[s..s + 4].copy_from_slice(&last_doc.to_le_bytes());
             skip[s + 4..s + 8].copy_from_slice(&(block_off as u32).to_le_bytes());
             skip[s + 8..s + 12].copy_from_slice(&(pos_off as u32).to_le_bytes());
-            skip[s + 12..s + 16].copy_from_slice(&max_tf.to_le_bytes());
+            for (j, (tf, dl)) in impacts(&tfs[lo..hi], &dls[lo..hi]).into_iter().enumerate() {
+                skip[s + 12 + 8 * j..s + 16 + 8 * j].copy_from_slice(&tf.to_le_bytes());
+                skip[s + 16 + 8 * j..s + 20 + 8 * j].copy_from_slice(&dl.to_le_bytes());
+            }
         }
     }
     assert_eq!(pos_i, positions.len(), "positions do not match term frequencies");
@@ -110,6 +131,28 @@ pub fn encode_postings(docs: &[u32], tfs: &[u32], positions: &[u32], out: &mut V
     out.extend_from_slice(&blocks);
     out.extend_from_slice(&positions_stream);
     meta
+}
+
+/// The Pareto frontier of (tf, dl) pairs, highest tf first, capped at [`IMPACTS`] entries (the tail merged
+/// into one pair with the tail's highest tf and shortest length, which dominates all of it).
+pub fn impacts(tfs: &[u32], dls: &[u32]) -> [(u32, u32); IMPACTS] {
+    let mut pairs: Vec<(u32, u32)> = tfs.iter().copied().zip(dls.iter().copied()).collect();
+    // tf descending, then dl ascending: a pair is on the frontier iff its dl is below every earlier one.
+    pairs.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut frontier: Vec<(u32, u32)> = vec![];
+    for p in pairs {
+        if frontier.last().is_none_or(|l| p.1 < l.1) {
+            frontier.push(p);
+        }
+    }
+    if frontier.len() > IMPACTS {
+        let min_dl = frontier[IMPACTS - 1..].iter().map(|p| p.1).min().unwrap_or(0);
+        frontier.truncate(IMPACTS);
+        frontier[IMPACTS - 1].1 = min_dl;
+    }
+    let mut out = [(0, u32::MAX); IMPACTS];
+    out[..frontier.len()].copy_from_slice(&frontier);
+    out
 }
 
 fn u32_at(buf: &[u8], at: usize, what: &'static str) -> Result<u32, CodecError> {
@@ -189,12 +232,66 @@ impl<'a> PostingsCursor<'a> {
         u32_at(self.blob, self.skip_start + b as usize * SKIP, "skip").unwrap_or(NO_DOC)
     }
 
-    /// Max tf of the current block (for block-max scoring).
-    pub fn block_max_tf(&self) -> u32 {
+    /// The largest `f(tf, dl)` over the current block's impacts (an upper bound of `f` over the block for any
+    /// `f` increasing in tf and decreasing in dl), or `None` for a one-block list, which has no skip table.
+    pub fn block_bound(&self, f: impl Fn(u32, u32) -> f32) -> Option<f32> {
         if self.n_blocks == 1 {
-            return self.tfs[..self.len].iter().copied().max().unwrap_or(0);
+            return None;
         }
-        u32_at(self.blob, self.skip_start + self.block as usize * SKIP + 12, "skip").unwrap_or(u32::MAX)
+        Some(self.bound_of(self.block as usize, &f))
+    }
+
+    /// Last doc of the current block.
+    pub fn block_last_doc(&self) -> u32 {
+        self.last_doc(self.block)
+    }
+
+    fn bound_of(&self, b: usize, f: &impl Fn(u32, u32) -> f32) -> f32 {
+        let s = self.skip_start + b * SKIP + 12;
+        let mut m = 0.0f32;
+        for j in 0..IMPACTS {
+            let (Ok(tf), Ok(dl)) =
+                (u32_at(self.blob, s + 8 * j, "skip"), u32_at(self.blob, s + 8 * j + 4, "skip"))
+            else {
+                return f32::INFINITY;
+            };
+            if tf > 0 {
+                m = m.max(f(tf, dl));
+            }
+        }
+        m
+    }
+
+    /// The largest `f(max_tf, min_dl)` over all blocks (a list-wide score bound), or `None` for a one-block list.
+    pub fn max_over_blocks(&self, f: impl Fn(u32, u32) -> f32) -> Option<f32> {
+        if self.n_blocks == 1 {
+            return None;
+        }
+        Some((0..self.n_blocks as usize).map(|b| self.bound_of(b, &f)).fold(0.0, f32::max))
+    }
+
+    /// Docs and term frequencies of the decoded block.
+    pub fn block_postings(&self) -> (&[u32], &[u32]) {
+        (&self.docs[..self.len], &self.tfs[..self.len])
+    }
+
+    /// Whether the cursor sits on the first posting of its block (the moment to consider skipping it).
+    #[inline]
+    pub fn at_block_start(&self) -> bool {
+        self.i == 0
+    }
+
+    /// Skips the rest of the current block: moves to the first posting of the next block (or exhausts).
+    pub fn next_block(&mut self) -> Result<u32, CodecError> {
+        if self.doc == NO_DOC {
+            return Ok(NO_DOC);
+        }
+        if self.block + 1 < self.n_blocks {
+            self.load_block(self.block + 1)?;
+        } else {
+            self.doc = NO_DOC;
+        }
+        Ok(self.doc)
     }
 
     fn load_block(&mut self, b: u32) -> Result<(), CodecError> {
@@ -374,7 +471,8 @@ mod tests {
     fn check(docs: &[u32]) {
         let (docs, tfs, pos) = list(docs);
         let mut blob = vec![];
-        let meta = encode_postings(&docs, &tfs, &pos, &mut blob);
+        let dls: Vec<u32> = docs.iter().map(|d| d % 97 + 1).collect();
+        let meta = encode_postings(&docs, &tfs, &pos, &dls, &mut blob);
         assert_eq!(meta.df as usize, docs.len());
         let mut c = PostingsCursor::new(&blob).unwrap();
         let mut out = vec![];
@@ -390,6 +488,28 @@ mod tests {
             c.next().unwrap();
         }
         assert_eq!(c.doc(), NO_DOC);
+        // block bounds hold for every posting of their block, for BM25-like functions
+        for (c0, c1) in [(0.3f32, 0.01f32), (1.0, 0.5), (0.0, 2.0)] {
+            let f = |tf: u32, dl: u32| tf as f32 / (tf as f32 + c0 + c1 * dl as f32);
+            let mut c = PostingsCursor::new(&blob).unwrap();
+            let mut k = 0;
+            while c.doc() != NO_DOC {
+                if let Some(b) = c.block_bound(f) {
+                    assert!(f(c.freq(), dls[k]) <= b, "bound {b} below posting {k}");
+                }
+                k += 1;
+                c.next().unwrap();
+            }
+        }
+        // skipping whole blocks lands on block starts
+        let mut c = PostingsCursor::new(&blob).unwrap();
+        let mut starts = vec![];
+        while c.doc() != NO_DOC {
+            assert!(c.at_block_start());
+            starts.push(c.doc());
+            c.next_block().unwrap();
+        }
+        assert_eq!(starts, docs.iter().step_by(BLOCK).copied().collect::<Vec<_>>());
         // advance to every doc and to every gap
         for (k, &d) in docs.iter().enumerate() {
             let mut c = PostingsCursor::new(&blob).unwrap();
@@ -433,7 +553,8 @@ mod tests {
             let docs: Vec<u32> = docs.into_iter().collect();
             let (docs, tfs, pos) = list(&docs);
             let mut blob = vec![];
-            encode_postings(&docs, &tfs, &pos, &mut blob);
+            let dls = vec![7; docs.len()];
+            encode_postings(&docs, &tfs, &pos, &dls, &mut blob);
             for (i, x) in flips { let n = blob.len(); blob[i % n] ^= x | 1; }
             if let Ok(mut c) = PostingsCursor::new(&blob) {
                 let mut out = vec![];

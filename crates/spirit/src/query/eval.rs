@@ -281,6 +281,18 @@ trait Scorer {
     fn next(&mut self) -> u32;
     fn advance(&mut self, target: u32) -> u32;
     fn score(&mut self) -> f32;
+    /// An upper bound of `score()` over every document this scorer can still return.
+    fn upper_bound(&self) -> f32 {
+        f32::INFINITY
+    }
+    /// Documents scoring below `theta` cannot enter the top-k any more: the scorer may skip them (and then
+    /// no longer returns every match). Only called when exact hit counts are not needed.
+    fn set_threshold(&mut self, _theta: f32) {}
+    /// `(bound, last)`: an upper bound of the score of every document from the current one up to `last`
+    /// (block-max data); by default the whole-list bound, valid to the end.
+    fn block_max(&self) -> (f32, u32) {
+        (self.upper_bound(), NO_DOC - 1)
+    }
 }
 
 enum Postings<'a> {
@@ -382,6 +394,47 @@ struct TermScorer<'a> {
     p: Postings<'a>,
     norms: Norms<'a>,
     bm: Bm25Doc,
+    ub: f32,
+    theta: f32,
+}
+
+impl<'a> TermScorer<'a> {
+    fn new(p: Postings<'a>, norms: Norms<'a>, bm: Bm25Doc) -> TermScorer<'a> {
+        let ub = match &p {
+            Postings::Block(c, _) => {
+                c.max_over_blocks(|tf, dl| bm.score(tf as f32, dl)).unwrap_or_else(|| {
+                    let (docs, tfs) = c.block_postings();
+                    docs.iter()
+                        .zip(tfs)
+                        .map(|(&d, &tf)| bm.score(tf as f32, norms.get(d)))
+                        .fold(0.0, f32::max)
+                })
+            }
+            // tf / (tf + norm) < 1.
+            Postings::Fresh(_) => bm.idf,
+            Postings::Empty => 0.0,
+        };
+        TermScorer { p, norms, bm, ub, theta: f32::NEG_INFINITY }
+    }
+
+    /// Skips whole blocks whose bound is below the threshold (block-max skipping).
+    #[inline]
+    fn skip_blocks(&mut self) -> u32 {
+        if self.theta > 0.0 {
+            if let Postings::Block(c, _) = &mut self.p {
+                let bm = &self.bm;
+                while let Some(b) = c.block_bound(|tf, dl| bm.score(tf as f32, dl)) {
+                    if b >= self.theta {
+                        break;
+                    }
+                    if c.next_block().is_err() || c.doc() == NO_DOC {
+                        break;
+                    }
+                }
+            }
+        }
+        self.p.doc()
+    }
 }
 
 impl Scorer for TermScorer<'_> {
@@ -389,13 +442,33 @@ impl Scorer for TermScorer<'_> {
         self.p.doc()
     }
     fn next(&mut self) -> u32 {
-        self.p.next()
+        self.p.next();
+        if matches!(&self.p, Postings::Block(c, _) if c.at_block_start()) {
+            return self.skip_blocks();
+        }
+        self.p.doc()
     }
     fn advance(&mut self, t: u32) -> u32 {
-        self.p.advance(t)
+        self.p.advance(t);
+        self.skip_blocks()
     }
     fn score(&mut self) -> f32 {
         self.bm.score(self.p.freq() as f32, self.norms.get(self.p.doc()))
+    }
+    fn upper_bound(&self) -> f32 {
+        self.ub
+    }
+    fn set_threshold(&mut self, theta: f32) {
+        self.theta = theta;
+    }
+    fn block_max(&self) -> (f32, u32) {
+        match &self.p {
+            Postings::Block(c, _) => {
+                let bm = &self.bm;
+                (c.block_bound(|tf, dl| bm.score(tf as f32, dl)).unwrap_or(self.ub), c.block_last_doc())
+            }
+            _ => (self.ub, NO_DOC - 1),
+        }
     }
 }
 
@@ -548,18 +621,46 @@ impl Scorer for ConstScorer<'_> {
     fn score(&mut self) -> f32 {
         self.score
     }
+    fn upper_bound(&self) -> f32 {
+        self.score
+    }
 }
 
 /// OR: sum (or max) of the clauses on the current doc.
+///
+/// With a threshold (top-k without exact counts) a sum-union runs MaxScore (Turtle & Flood): clauses are kept
+/// sorted by upper bound, and the longest prefix whose bounds add up to less than the threshold is
+/// *non-essential* — those clauses alone cannot make a document competitive, so the union only iterates the
+/// essential ones and merely advances the others to each candidate.
 struct UnionScorer<'a> {
     subs: Vec<Box<dyn Scorer + 'a>>,
     doc: u32,
     max: bool,
+    /// Clauses `0..essential_from` are non-essential (MaxScore); 0 without a threshold.
+    essential_from: usize,
+    /// `cum[i]` = sum of the upper bounds of clauses `0..=i` (clauses sorted by bound).
+    cum: Vec<f32>,
+    theta: f32,
 }
 
-impl UnionScorer<'_> {
+impl<'a> UnionScorer<'a> {
+    fn new(mut subs: Vec<Box<dyn Scorer + 'a>>, max: bool) -> UnionScorer<'a> {
+        subs.sort_by(|a, b| a.upper_bound().total_cmp(&b.upper_bound()));
+        let mut acc = 0.0;
+        let cum = subs
+            .iter()
+            .map(|s| {
+                acc += s.upper_bound();
+                acc
+            })
+            .collect();
+        let mut u = UnionScorer { subs, doc: 0, max, essential_from: 0, cum, theta: f32::NEG_INFINITY };
+        u.settle();
+        u
+    }
+
     fn settle(&mut self) -> u32 {
-        self.doc = self.subs.iter().map(|s| s.doc()).min().unwrap_or(NO_DOC);
+        self.doc = self.subs[self.essential_from..].iter().map(|s| s.doc()).min().unwrap_or(NO_DOC);
         self.doc
     }
 }
@@ -570,7 +671,7 @@ impl Scorer for UnionScorer<'_> {
     }
     fn next(&mut self) -> u32 {
         let d = self.doc;
-        for s in &mut self.subs {
+        for s in &mut self.subs[self.essential_from..] {
             if s.doc() == d {
                 s.next();
             }
@@ -578,7 +679,7 @@ impl Scorer for UnionScorer<'_> {
         self.settle()
     }
     fn advance(&mut self, t: u32) -> u32 {
-        for s in &mut self.subs {
+        for s in &mut self.subs[self.essential_from..] {
             if s.doc() < t {
                 s.advance(t);
             }
@@ -588,20 +689,50 @@ impl Scorer for UnionScorer<'_> {
     fn score(&mut self) -> f32 {
         let d = self.doc;
         let mut acc = 0.0f32;
-        for s in &mut self.subs {
-            if s.doc() == d {
+        for (i, s) in self.subs.iter_mut().enumerate() {
+            let on = if i < self.essential_from { s.doc() <= d && s.advance(d) == d } else { s.doc() == d };
+            if on {
                 let x = s.score();
                 acc = if self.max { acc.max(x) } else { acc + x };
             }
         }
         acc
     }
+    fn upper_bound(&self) -> f32 {
+        if self.max {
+            self.subs.iter().map(|s| s.upper_bound()).fold(0.0, f32::max)
+        } else {
+            self.cum.last().copied().unwrap_or(0.0)
+        }
+    }
+    fn set_threshold(&mut self, theta: f32) {
+        if self.max || theta <= self.theta {
+            return;
+        }
+        self.theta = theta;
+        let total = self.cum.last().copied().unwrap_or(0.0);
+        while self.essential_from + 1 < self.subs.len() && self.cum[self.essential_from] < theta {
+            self.essential_from += 1;
+        }
+        // Each essential clause must contribute at least what the others cannot.
+        for (i, s) in self.subs.iter_mut().enumerate().skip(self.essential_from) {
+            let others = total - (self.cum[i] - if i == 0 { 0.0 } else { self.cum[i - 1] });
+            s.set_threshold(theta - others);
+        }
+        // The current doc stays as it is (set_threshold never moves a scorer): the clauses still essential
+        // were essential before, so they already stand at or after it, and next() continues from there.
+    }
 }
 
 /// AND by leapfrogging, rarest-first order is the caller's job.
+///
+/// With a threshold it also runs block-max AND: where every clause agrees on a document, the sum of the
+/// clauses' block bounds caps the score of every document up to the nearest block end, so a sum below the
+/// threshold skips all of them at once.
 struct ConjScorer<'a> {
     subs: Vec<Box<dyn Scorer + 'a>>,
     doc: u32,
+    theta: f32,
 }
 
 impl ConjScorer<'_> {
@@ -615,6 +746,22 @@ impl ConjScorer<'_> {
                 }
                 if d > target {
                     target = d;
+                    continue 'outer;
+                }
+            }
+            if self.theta > 0.0 {
+                let (mut bound, mut last) = (0.0f32, NO_DOC - 1);
+                for s in &self.subs {
+                    let (b, l) = s.block_max();
+                    bound += b;
+                    last = last.min(l);
+                }
+                if bound < self.theta {
+                    target = last.max(target) + 1;
+                    if target == NO_DOC {
+                        self.doc = NO_DOC;
+                        return NO_DOC;
+                    }
                     continue 'outer;
                 }
             }
@@ -643,9 +790,16 @@ impl Scorer for ConjScorer<'_> {
     fn score(&mut self) -> f32 {
         self.subs.iter_mut().map(|s| s.score()).sum()
     }
+    fn upper_bound(&self) -> f32 {
+        self.subs.iter().map(|s| s.upper_bound()).sum()
+    }
+    fn set_threshold(&mut self, theta: f32) {
+        self.theta = theta;
+    }
 }
 
-/// Required clauses, optional scoring clauses and exclusions.
+/// Required clauses, optional scoring clauses and exclusions. (`set_threshold` must never move a scorer:
+/// the collector has already scored the current document and continues with `next`.)
 struct BoolScorer<'a> {
     req: Box<dyn Scorer + 'a>,
     opt: Option<Box<dyn Scorer + 'a>>,
@@ -687,6 +841,14 @@ impl Scorer for BoolScorer<'_> {
         }
         s
     }
+    fn upper_bound(&self) -> f32 {
+        self.req.upper_bound() + self.opt.as_ref().map_or(0.0, |o| o.upper_bound())
+    }
+    fn set_threshold(&mut self, theta: f32) {
+        // Optional clauses may add up to their bound; exclusions only remove documents.
+        let opt = self.opt.as_ref().map_or(0.0, |o| o.upper_bound());
+        self.req.set_threshold(theta - opt);
+    }
 }
 
 fn term_postings<'a>(ctx: &'a Ctx<'a>, si: usize, key: &[u8]) -> Postings<'a> {
@@ -724,11 +886,9 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             s.seek(0);
             Box::new(s)
         }
-        Weight::Term { key, field, idf, avgdl } => Box::new(TermScorer {
-            p: term_postings(ctx, si, key),
-            norms: norms(seg, *field),
-            bm: bm(*idf, *avgdl),
-        }),
+        Weight::Term { key, field, idf, avgdl } => {
+            Box::new(TermScorer::new(term_postings(ctx, si, key), norms(seg, *field), bm(*idf, *avgdl)))
+        }
         Weight::Phrase { keys, offsets, field, idf, avgdl } => {
             let ps: Vec<Postings<'a>> = keys.iter().map(|k| term_postings(ctx, si, k)).collect();
             let n = ps.len();
@@ -748,17 +908,12 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             let subs: Vec<Box<dyn Scorer + 'a>> = keys
                 .iter()
                 .map(|k| {
-                    Box::new(TermScorer {
-                        p: term_postings(ctx, si, k),
-                        norms: Norms::None,
-                        bm: bm(0.0, 1.0),
-                    }) as Box<dyn Scorer + 'a>
+                    Box::new(TermScorer::new(term_postings(ctx, si, k), Norms::None, bm(0.0, 1.0)))
+                        as Box<dyn Scorer + 'a>
                 })
                 .filter(|s| s.doc() != NO_DOC)
                 .collect();
-            let mut u = UnionScorer { subs, doc: 0, max: true };
-            u.settle();
-            Box::new(ConstScorer { inner: Box::new(u), score: 1.0 })
+            Box::new(ConstScorer { inner: Box::new(UnionScorer::new(subs, true)), score: 1.0 })
         }
         Weight::Exists { field } => {
             let field = *field;
@@ -803,9 +958,7 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
         }
         Weight::DisMax(ws) => {
             let subs = ws.iter().map(|w| scorer(w, ctx, si)).collect();
-            let mut u = UnionScorer { subs, doc: 0, max: true };
-            u.settle();
-            Box::new(u)
+            Box::new(UnionScorer::new(subs, true))
         }
         Weight::Bool { must, should, must_not, filter } => {
             let mut req: Vec<Box<dyn Scorer + 'a>> = must.iter().map(|w| scorer(w, ctx, si)).collect();
@@ -818,10 +971,7 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
                 if ws.is_empty() {
                     return None;
                 }
-                let mut u =
-                    UnionScorer { subs: ws.iter().map(|w| scorer(w, ctx, si)).collect(), doc: 0, max: false };
-                u.settle();
-                Some(Box::new(u))
+                Some(Box::new(UnionScorer::new(ws.iter().map(|w| scorer(w, ctx, si)).collect(), false)))
             };
             let opt = union(should);
             let excl = union(must_not);
@@ -838,7 +988,7 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             } else if req.len() == 1 {
                 (req.pop().unwrap(), opt)
             } else {
-                let mut c = ConjScorer { subs: req, doc: 0 };
+                let mut c = ConjScorer { subs: req, doc: 0, theta: f32::NEG_INFINITY };
                 c.settle(0);
                 (Box::new(c), opt)
             };
@@ -891,9 +1041,21 @@ pub fn execute(snap: &Snapshot, node: &Node, opts: &SearchOptions) -> Result<Sea
             break;
         }
         let mut s = scorer(&w, &ctx, si);
+        // Top-k without exact counts: scorers may skip what cannot beat the k-th best score so far (a doc
+        // with an equal score still can: ties go to the newer doc, and documents arrive in id order).
+        let prune = opts.sort == Sort::Score && !opts.track_total && k > 0;
+        let mut theta = f32::NEG_INFINITY;
+        if prune && heap.len() >= k {
+            theta = heap.peek().map_or(f32::NEG_INFINITY, |t| t.0 .0);
+            if s.upper_bound() < theta {
+                exact = false;
+                continue;
+            }
+            s.set_threshold(theta);
+        }
         let del = &seg.desc.deletes;
         let base = seg.desc.base_doc;
-        let mut seg_hits: Vec<u32> = vec![];
+        let mut seg_hits: std::collections::VecDeque<u32> = Default::default();
         let mut d = s.doc();
         while d != NO_DOC && d < seg.visible {
             if !del.is_deleted(d) {
@@ -907,11 +1069,19 @@ pub fn execute(snap: &Snapshot, node: &Node, opts: &SearchOptions) -> Result<Sea
                             heap.pop();
                             heap.push(std::cmp::Reverse(e));
                         }
+                        if prune && heap.len() >= k {
+                            let t = heap.peek().map_or(theta, |t| t.0 .0);
+                            if t > theta {
+                                theta = t;
+                                s.set_threshold(theta);
+                                exact = false;
+                            }
+                        }
                     }
                     Sort::Newest if k > 0 => {
-                        seg_hits.push(base + d);
+                        seg_hits.push_back(base + d);
                         if seg_hits.len() > k {
-                            seg_hits.remove(0);
+                            seg_hits.pop_front();
                         }
                     }
                     _ => {}
@@ -922,8 +1092,7 @@ pub fn execute(snap: &Snapshot, node: &Node, opts: &SearchOptions) -> Result<Sea
         if let Some(e) = ctx.err.borrow_mut().take() {
             return Err(Error::Format(format!("segment {}: {}", seg.desc.id, e.0)));
         }
-        seg_hits.reverse();
-        for h in seg_hits {
+        for h in seg_hits.into_iter().rev() {
             if newest.len() < k {
                 newest.push(h);
             }

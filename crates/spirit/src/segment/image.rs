@@ -59,17 +59,20 @@ impl ImageBuilder {
         keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
 
         let mut sections: [Vec<u8>; N_SECTIONS] = Default::default();
-        let (mut docs, mut tfs, mut pos, mut p) = (vec![], vec![], vec![], vec![]);
+        let (mut docs, mut tfs, mut pos, mut p, mut dls) = (vec![], vec![], vec![], vec![], vec![]);
         let mut n_terms = 0u32;
         let mut kept: Vec<&[u8]> = Vec::with_capacity(keys.len());
         for (key, e) in &keys {
             docs.clear();
             tfs.clear();
             pos.clear();
+            dls.clear();
+            let field = crate::schema::key_field(key);
             let mut c = fresh.postings(*e, n);
             while c.doc() != crate::codec::NO_DOC {
                 docs.push(c.doc());
                 tfs.push(c.freq());
+                dls.push(fresh.field_len(field, c.doc()));
                 c.positions(&mut p);
                 pos.extend_from_slice(&p);
                 c.next();
@@ -78,7 +81,7 @@ impl ImageBuilder {
                 continue;
             }
             let post_off = sections[POSTINGS].len() as u64;
-            let meta = encode_postings(&docs, &tfs, &pos, &mut sections[POSTINGS]);
+            let meta = encode_postings(&docs, &tfs, &pos, &dls, &mut sections[POSTINGS]);
             let post_len = sections[POSTINGS].len() as u64 - post_off;
             let key_off = sections[KEYS].len() as u32;
             let t = &mut sections[TERMS];
