@@ -45,7 +45,7 @@ pub struct ShardConfig {
     pub dram_budget: usize,
     /// Hard cap on the persistent heap file in bytes.
     pub persistent_budget: u64,
-    /// Arena size of one fresh segment; default: min(32 MiB, budget / 8).
+    /// Arena size of one fresh segment; default: min(64 MiB, budget / 8).
     pub fresh_segment_bytes: Option<usize>,
     /// Upper bound on documents per segment.
     pub max_docs_per_segment: u32,
@@ -71,7 +71,7 @@ pub const MIN_DRAM_BUDGET: usize = 1 << 20;
 
 impl ShardConfig {
     pub fn fresh_bytes(&self) -> usize {
-        let b = self.fresh_segment_bytes.unwrap_or((self.dram_budget / 8).min(32 << 20));
+        let b = self.fresh_segment_bytes.unwrap_or((self.dram_budget / 8).min(64 << 20));
         b.clamp(256 << 10, self.dram_budget / 4) / 64 * 64
     }
 

@@ -163,10 +163,16 @@ impl<'a> Ctx<'a> {
             match &s.kind {
                 SegKind::Fresh(f) => {
                     if let Some(e) = f.lookup(key) {
-                        let mut p = f.postings(e, s.visible);
-                        while p.doc() != NO_DOC {
-                            df += 1;
-                            p.next();
+                        match f.df_below(e, s.visible) {
+                            Some(n) => df += n as u64,
+                            None => {
+                                // The writer added the term after this query's watermark: count below it.
+                                let mut p = f.postings(e, s.visible);
+                                while p.doc() != NO_DOC {
+                                    df += 1;
+                                    p.next();
+                                }
+                            }
                         }
                         per_seg[i] = SegTerm::Fresh(e);
                     }

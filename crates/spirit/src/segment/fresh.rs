@@ -9,7 +9,8 @@
 //! field dir[MAX_FIELDS]  word offset of each field's column block (norms and running sums, or numbers)
 //! bump area              term entries, posting blocks, stored records, column blocks
 //!
-//! term entry:     hash | key bytes | head block | tail block | key words...
+//! term entry:     hash | key bytes | head block | tail block | (df, last doc) as one 64-bit word | key words...
+//!                 (entries start at even words so the pair is 8-byte aligned)
 //! posting block:  capacity | used | next block | postings: doc, tf, positions[tf] ...
 //! text column:    norms[max_docs] | running length[max_docs] | running doc count[max_docs]
 //! numeric column: f64 bits as two words per doc (NaN = no value)
@@ -29,7 +30,9 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering::*};
 
-const ENTRY_HEADER: usize = 4;
+const ENTRY_HEADER: usize = 6;
+/// Word offset, within a term entry, of the 64-bit (df, last doc) pair.
+const ENTRY_DF: usize = 4;
 const BLOCK_HEADER: usize = 3;
 const FIRST_BLOCK: usize = 6;
 const MAX_BLOCK: usize = 4096;
@@ -290,6 +293,9 @@ impl FreshSegment {
             }
             slot = (slot + 1) & mask;
         }
+        if st.cursor % 2 == 1 {
+            self.bump(st, 1)?;
+        }
         let e = self.bump(st, ENTRY_HEADER + words_for(key.len()))?;
         w[e].store(h, Relaxed);
         w[e + 1].store(key.len() as u32, Relaxed);
@@ -346,7 +352,19 @@ impl FreshSegment {
             w[at + 2 + i].store(p, Relaxed);
         }
         w[tail + 1].store((used + need) as u32, Release);
+        // (df, last doc) change together, so a reader can tell whether df counts only docs below its watermark.
+        let pair = self.block.atomic_u64_at(entry + ENTRY_DF);
+        let df = (pair.load(Relaxed) >> 32) + 1;
+        pair.store(df << 32 | doc as u64, Release);
         Ok(())
+    }
+
+    /// Document frequency of a term among the documents below `limit`, in O(1) when no document at or
+    /// after `limit` has the term yet (the usual case); `None` when the caller must count postings instead.
+    pub fn df_below(&self, entry: u32, limit: u32) -> Option<u32> {
+        let pair = self.block.atomic_u64_at(entry as usize + ENTRY_DF).load(Acquire);
+        let (df, last) = ((pair >> 32) as u32, pair as u32);
+        (df == 0 || last < limit).then_some(df)
     }
 
     /// Looks a term key up; returns a handle for [`postings`](Self::postings).
