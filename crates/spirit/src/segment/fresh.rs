@@ -293,7 +293,7 @@ impl FreshSegment {
             }
             slot = (slot + 1) & mask;
         }
-        if st.cursor % 2 == 1 {
+        if !st.cursor.is_multiple_of(2) {
             self.bump(st, 1)?;
         }
         let e = self.bump(st, ENTRY_HEADER + words_for(key.len()))?;
