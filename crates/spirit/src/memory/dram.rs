@@ -158,7 +158,10 @@ impl DramBlock {
     /// values must change together in (the fresh segment's (df, last doc) pairs). Those words are only ever
     /// accessed through this view.
     pub fn atomic_u64_at(&self, word: usize) -> &std::sync::atomic::AtomicU64 {
-        assert!(word.is_multiple_of(2) && word * 4 + 8 <= self.len, "misaligned or out-of-bounds 64-bit word");
+        assert!(
+            word.is_multiple_of(2) && word * 4 + 8 <= self.len,
+            "misaligned or out-of-bounds 64-bit word"
+        );
         // SAFETY: in bounds and 8-byte aligned (asserted; the block itself is 64-byte aligned); the caller
         // accesses these words only through this view.
         unsafe { super::mapping::atomic_u64(self.heap.map.as_ptr().add(self.offset + word * 4)) }
