@@ -478,6 +478,44 @@ impl Scorer for TermScorer<'_> {
     }
 }
 
+/// Leapfrog: advances every item to the first doc ≥ `target` that all of them contain (or `NO_DOC`).
+fn leapfrog<T>(items: &mut [T], mut target: u32, advance: impl Fn(&mut T, u32) -> u32) -> u32 {
+    'outer: loop {
+        for it in items.iter_mut() {
+            let d = advance(it, target);
+            if d == NO_DOC {
+                return NO_DOC;
+            }
+            if d > target {
+                target = d;
+                continue 'outer;
+            }
+        }
+        return target;
+    }
+}
+
+/// `next` and `advance` of a scorer positioned by `settle(target)` (first match ≥ target) on `self.doc`.
+macro_rules! settle_driven {
+    () => {
+        fn doc(&self) -> u32 {
+            self.doc
+        }
+        fn next(&mut self) -> u32 {
+            if self.doc == NO_DOC {
+                return NO_DOC;
+            }
+            self.settle(self.doc + 1)
+        }
+        fn advance(&mut self, t: u32) -> u32 {
+            if self.doc >= t {
+                return self.doc;
+            }
+            self.settle(t)
+        }
+    };
+}
+
 struct PhraseScorer<'a> {
     ps: Vec<Postings<'a>>,
     offsets: Vec<u32>,
@@ -492,18 +530,12 @@ impl PhraseScorer<'_> {
     /// From the current candidate of the lead list, finds the next doc where all terms occur at the right
     /// relative positions.
     fn settle(&mut self, mut target: u32) -> u32 {
-        'outer: loop {
+        loop {
             // Leapfrog to a doc every list contains.
-            for i in 0..self.ps.len() {
-                let d = self.ps[i].advance(target);
-                if d == NO_DOC {
-                    self.doc = NO_DOC;
-                    return NO_DOC;
-                }
-                if d > target {
-                    target = d;
-                    continue 'outer;
-                }
+            target = leapfrog(&mut self.ps, target, |p, t| p.advance(t));
+            if target == NO_DOC {
+                self.doc = NO_DOC;
+                return NO_DOC;
             }
             // Positions, decoded only now that every term matches.
             for i in 0..self.ps.len() {
@@ -535,21 +567,7 @@ impl PhraseScorer<'_> {
 }
 
 impl Scorer for PhraseScorer<'_> {
-    fn doc(&self) -> u32 {
-        self.doc
-    }
-    fn next(&mut self) -> u32 {
-        if self.doc == NO_DOC {
-            return NO_DOC;
-        }
-        self.settle(self.doc + 1)
-    }
-    fn advance(&mut self, t: u32) -> u32 {
-        if self.doc >= t {
-            return self.doc;
-        }
-        self.settle(t)
-    }
+    settle_driven!();
     fn score(&mut self) -> f32 {
         self.bm.score(self.freq as f32, self.norms.get(self.doc))
     }
@@ -563,7 +581,7 @@ struct ScanScorer<'a> {
 }
 
 impl ScanScorer<'_> {
-    fn seek(&mut self, mut d: u32) -> u32 {
+    fn settle(&mut self, mut d: u32) -> u32 {
         while d < self.max && !(self.pred)(d) {
             d += 1;
         }
@@ -573,21 +591,7 @@ impl ScanScorer<'_> {
 }
 
 impl Scorer for ScanScorer<'_> {
-    fn doc(&self) -> u32 {
-        self.doc
-    }
-    fn next(&mut self) -> u32 {
-        if self.doc == NO_DOC {
-            return NO_DOC;
-        }
-        self.seek(self.doc + 1)
-    }
-    fn advance(&mut self, t: u32) -> u32 {
-        if self.doc >= t {
-            return self.doc;
-        }
-        self.seek(t)
-    }
+    settle_driven!();
     fn score(&mut self) -> f32 {
         1.0
     }
@@ -743,17 +747,11 @@ struct ConjScorer<'a> {
 
 impl ConjScorer<'_> {
     fn settle(&mut self, mut target: u32) -> u32 {
-        'outer: loop {
-            for i in 0..self.subs.len() {
-                let d = self.subs[i].advance(target);
-                if d == NO_DOC {
-                    self.doc = NO_DOC;
-                    return NO_DOC;
-                }
-                if d > target {
-                    target = d;
-                    continue 'outer;
-                }
+        loop {
+            target = leapfrog(&mut self.subs, target, |s, t| s.advance(t));
+            if target == NO_DOC {
+                self.doc = NO_DOC;
+                return NO_DOC;
             }
             if self.theta > 0.0 {
                 let (mut bound, mut last) = (0.0f32, NO_DOC - 1);
@@ -768,7 +766,7 @@ impl ConjScorer<'_> {
                         self.doc = NO_DOC;
                         return NO_DOC;
                     }
-                    continue 'outer;
+                    continue;
                 }
             }
             self.doc = target;
@@ -778,21 +776,7 @@ impl ConjScorer<'_> {
 }
 
 impl Scorer for ConjScorer<'_> {
-    fn doc(&self) -> u32 {
-        self.doc
-    }
-    fn next(&mut self) -> u32 {
-        if self.doc == NO_DOC {
-            return NO_DOC;
-        }
-        self.settle(self.doc + 1)
-    }
-    fn advance(&mut self, t: u32) -> u32 {
-        if self.doc >= t {
-            return self.doc;
-        }
-        self.settle(t)
-    }
+    settle_driven!();
     fn score(&mut self) -> f32 {
         self.subs.iter_mut().map(|s| s.score()).sum()
     }
@@ -889,7 +873,7 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
         Weight::Nothing => Box::new(EmptyScorer),
         Weight::All => {
             let mut s = ScanScorer { doc: 0, max: seg.visible, pred: Box::new(|_| true) };
-            s.seek(0);
+            s.settle(0);
             Box::new(s)
         }
         Weight::Term { key, field, idf, avgdl } => {
@@ -935,7 +919,7 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
                 }
             };
             let mut s = ScanScorer { doc: 0, max: seg.visible, pred };
-            s.seek(0);
+            s.settle(0);
             Box::new(s)
         }
         Weight::Range { field, lower, upper } => {
@@ -959,7 +943,7 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
                 },
             };
             let mut s = ScanScorer { doc: 0, max: seg.visible, pred };
-            s.seek(0);
+            s.settle(0);
             Box::new(s)
         }
         Weight::DisMax(ws) => {
@@ -987,7 +971,7 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
                     None => {
                         // Only exclusions: everything else matches (score 0, as Elasticsearch).
                         let mut s = ScanScorer { doc: 0, max: seg.visible, pred: Box::new(|_| true) };
-                        s.seek(0);
+                        s.settle(0);
                         (Box::new(ConstScorer { inner: Box::new(s), score: 0.0 }), None)
                     }
                 }
