@@ -5,6 +5,37 @@ use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
+/// The data every run reads: a line file, a task file, and how much of each.
+#[derive(clap::Args)]
+pub struct Workload {
+    /// luceneutil line file (.gz allowed).
+    #[arg(long)]
+    pub docs: std::path::PathBuf,
+    /// Only the first N documents.
+    #[arg(long)]
+    pub max_docs: Option<usize>,
+    /// luceneutil task file.
+    #[arg(long)]
+    pub tasks: std::path::PathBuf,
+    /// First N distinct queries of each category.
+    #[arg(long, default_value_t = 100)]
+    pub queries_per_category: usize,
+    #[arg(long, default_value = "1GB")]
+    pub dram_budget: String,
+    #[arg(long, default_value = "graceful")]
+    pub durability: spirit::Durability,
+}
+
+impl Workload {
+    pub fn shard_config(&self) -> spirit::ShardConfig {
+        spirit::ShardConfig {
+            dram_budget: spirit::parse_size(&self.dram_budget).expect("dram budget") as usize,
+            durability: self.durability,
+            ..Default::default()
+        }
+    }
+}
+
 /// One line-file document; its `_id` is its 0-based line number (the baselines' `id` field).
 pub struct Doc {
     pub title: String,

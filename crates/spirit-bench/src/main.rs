@@ -11,7 +11,7 @@ mod run;
 
 use clap::Parser;
 use serde::Serialize;
-use spirit::{Durability, Engine, EngineConfig, SearchOptions, ShardConfig, Sort};
+use spirit::{Durability, Engine, EngineConfig, SearchOptions, Sort};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -29,14 +29,8 @@ enum Cli {
 
 #[derive(clap::Args)]
 struct NcArgs {
-    /// luceneutil line file (.gz allowed).
-    #[arg(long)]
-    docs: PathBuf,
-    #[arg(long)]
-    max_docs: Option<usize>,
-    /// luceneutil task file.
-    #[arg(long)]
-    tasks: PathBuf,
+    #[command(flatten)]
+    w: input::Workload,
     /// Categories to time.
     #[arg(
         long,
@@ -44,15 +38,9 @@ struct NcArgs {
         default_value = "LowTerm,MedTerm,HighTerm,AndLowLow,AndMedMed,AndHighHigh"
     )]
     categories: Vec<String>,
-    #[arg(long, default_value_t = 100)]
-    queries_per_category: usize,
     /// Timed rounds over the query set (after one warm-up round).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
-    #[arg(long, default_value = "1GB")]
-    dram_budget: String,
-    #[arg(long, default_value = "graceful")]
-    durability: Durability,
     /// Data directory (default: a temporary one, removed afterwards).
     #[arg(long)]
     data: Option<PathBuf>,
@@ -96,16 +84,12 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn nc(a: NcArgs) {
-    let lines = input::load_docs(&a.docs, a.max_docs).expect("docs");
+    let lines = input::load_docs(&a.w.docs, a.w.max_docs).expect("docs");
     let raw_bytes: u64 = lines.iter().map(|d| d.bytes() as u64).sum();
     let tmp = std::env::temp_dir().join(format!("spirit-bench-{}", std::process::id()));
     let dir = a.data.clone().unwrap_or(tmp.clone());
     let _ = std::fs::remove_dir_all(&dir);
-    let shard = ShardConfig {
-        dram_budget: spirit::parse_size(&a.dram_budget).expect("dram budget") as usize,
-        durability: a.durability,
-        ..Default::default()
-    };
+    let shard = a.w.shard_config();
     let cfg = EngineConfig { shard };
     let engine = Engine::open(&dir, cfg.clone()).expect("open");
     let index = engine.create_index("bench", None, None).expect("create");
@@ -121,7 +105,7 @@ fn nc(a: NcArgs) {
     let st = index.stats();
     eprintln!("ingest {:.1} s ({:.0} docs/s)", ingest, lines.len() as f64 / ingest);
 
-    let tasks = input::load_tasks(&a.tasks, Some(&a.categories), a.queries_per_category).expect("tasks");
+    let tasks = input::load_tasks(&a.w.tasks, Some(&a.categories), a.w.queries_per_category).expect("tasks");
     let mut categories = BTreeMap::new();
     for input::Category { name: cat, queries: qs } in &tasks {
         // Like luceneutil: top-10 doc ids and scores, no stored-field loading.
@@ -164,7 +148,7 @@ fn nc(a: NcArgs) {
     let close = t1.elapsed().as_secs_f64();
     let mut reopen_ms = f64::NAN;
     let mut pers = 0;
-    if a.durability != Durability::Volatile {
+    if a.w.durability != Durability::Volatile {
         let t2 = Instant::now();
         let engine = Engine::open(&dir, cfg).expect("reopen");
         reopen_ms = t2.elapsed().as_secs_f64() * 1e3;

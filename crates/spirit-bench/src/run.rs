@@ -11,7 +11,7 @@
 
 use crate::input::{load_docs, load_tasks, peak_rss, Category};
 use serde_json::{json, Map, Value};
-use spirit::{Durability, Engine, EngineConfig, Index, SearchOptions, ShardConfig, Sort};
+use spirit::{Engine, EngineConfig, Index, SearchOptions, Sort};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,16 +19,11 @@ use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
-    #[arg(long)]
-    docs: PathBuf,
-    #[arg(long)]
-    max_docs: Option<usize>,
-    #[arg(long)]
-    tasks: PathBuf,
+    #[command(flatten)]
+    w: crate::input::Workload,
+    /// Categories to run, in this order (default: all, in file order).
     #[arg(long, value_delimiter = ',')]
     categories: Option<Vec<String>>,
-    #[arg(long, default_value_t = 100)]
-    queries_per_category: usize,
     #[arg(long, value_parser = ["static", "nrt"])]
     mode: String,
     /// Accepted for the common contract; spirit never reopens (recorded as 0).
@@ -50,10 +45,6 @@ pub struct RunArgs {
     /// nrt: pace the ingest thread at this many docs/s (0 = unthrottled).
     #[arg(long, default_value_t = 0.0)]
     ingest_rate: f64,
-    #[arg(long, default_value = "1GB")]
-    dram_budget: String,
-    #[arg(long, default_value = "graceful")]
-    durability: Durability,
 }
 
 fn opts(k: usize) -> SearchOptions {
@@ -87,16 +78,12 @@ fn round_robin(cats: &[Category]) -> Vec<(usize, usize)> {
 }
 
 pub fn run(a: RunArgs) {
-    let docs = load_docs(&a.docs, a.max_docs).expect("docs");
-    let cats = load_tasks(&a.tasks, a.categories.as_deref(), a.queries_per_category).expect("tasks");
+    let docs = load_docs(&a.w.docs, a.w.max_docs).expect("docs");
+    let cats = load_tasks(&a.w.tasks, a.categories.as_deref(), a.w.queries_per_category).expect("tasks");
     let tmp = std::env::temp_dir().join(format!("spirit-bench-run-{}", std::process::id()));
     let dir = a.index_dir.clone().unwrap_or(tmp.clone());
     let _ = std::fs::remove_dir_all(&dir);
-    let shard = ShardConfig {
-        dram_budget: spirit::parse_size(&a.dram_budget).expect("dram budget") as usize,
-        durability: a.durability,
-        ..Default::default()
-    };
+    let shard = a.w.shard_config();
     let engine = Engine::open(&dir, EngineConfig { shard }).expect("open");
     let index = engine.create_index("bench", None, None).expect("create");
     let mut out = Map::new();
@@ -104,7 +91,7 @@ pub fn run(a: RunArgs) {
     out.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
     out.insert(
         "runtime".into(),
-        json!(format!("rust, {:?} durability, {} DRAM budget", a.durability, a.dram_budget)),
+        json!(format!("rust, {:?} durability, {} DRAM budget", a.w.durability, a.w.dram_budget)),
     );
     out.insert("mode".into(), json!(a.mode));
     out.insert("reopen_every".into(), json!(0));
