@@ -223,6 +223,12 @@ impl PersistentHeap {
         unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(off as usize), len) }
     }
 
+    /// A published range, or `None` if it lies outside the mapped heap (a corrupt offset read from disk).
+    pub fn try_slice(&self, off: u64, len: usize) -> Option<&[u8]> {
+        let end = off.checked_add(len as u64)?;
+        (end <= self.mapped.load(Ordering::Acquire) as u64).then(|| self.slice(off, len))
+    }
+
     /// An 8-byte word that changes while readers look at it (chain heads, table slots, delete bitmaps).
     pub fn atomic(&self, off: u64) -> &AtomicU64 {
         assert!(

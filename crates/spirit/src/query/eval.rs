@@ -146,6 +146,7 @@ impl<'a> Ctx<'a> {
         if self.segs.iter().any(|s| s.merged) {
             let upto = self.snap.merged_upto.unwrap_or(0);
             for node in self.snap.merged.chain(key) {
+                let node = node.map_err(|e| Error::Format(e.0))?;
                 if node.seg_id > upto {
                     continue;
                 }

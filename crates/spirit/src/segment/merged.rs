@@ -53,12 +53,25 @@ impl MergedSegment {
         Ok(ms)
     }
 
-    /// Re-attaches to a merged segment whose header is at `header`.
+    /// Re-attaches to a merged segment whose header is at `header`, checking that the header and the whole
+    /// table lie inside the heap (so probing can never leave it).
     pub fn open(heap: Arc<PersistentHeap>, header: u64) -> Result<MergedSegment, SegmentError> {
+        let bad = || SegmentError("merged segment: bad table header".into());
+        if !header.is_multiple_of(8) || heap.try_slice(header, 64).is_none() {
+            return Err(bad());
+        }
         let ms = MergedSegment { heap, header };
-        let (table, cap) = ms.table();
-        if cap == 0 || !cap.is_power_of_two() || table == 0 {
-            return Err(SegmentError("merged segment: bad table header".into()));
+        let t = ms.heap.atomic(header).load(Acquire);
+        let cap =
+            ms.heap.try_slice(t, 8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).ok_or_else(bad)?;
+        let bytes = cap.checked_mul(SLOT).and_then(|b| b.checked_add(TABLE_HEADER)).ok_or_else(bad)?;
+        if t == 0
+            || !t.is_multiple_of(8)
+            || cap == 0
+            || !cap.is_power_of_two()
+            || ms.heap.try_slice(t, bytes as usize).is_none()
+        {
+            return Err(bad());
         }
         Ok(ms)
     }
@@ -95,15 +108,22 @@ impl MergedSegment {
         t + TABLE_HEADER + i * SLOT
     }
 
+    /// The key stored at `key_ref`, or `None` if the reference is corrupt.
+    fn key_at(&self, key_ref: u64) -> Option<&[u8]> {
+        let len = u32::from_le_bytes(self.heap.try_slice(key_ref, 4)?.try_into().unwrap()) as usize;
+        self.heap.try_slice(key_ref + 4, len)
+    }
+
     fn key_matches(&self, key_ref: u64, key: &[u8]) -> bool {
-        let len = u32::from_le_bytes(self.heap.slice(key_ref, 4).try_into().unwrap()) as usize;
-        len == key.len() && self.heap.slice(key_ref + 4, len) == key
+        self.key_at(key_ref) == Some(key)
     }
 
     /// Finds the slot of `key` in table `t`, or the empty slot where it would go.
+    /// (A table is never more than half full, so an empty slot ends every probe; the probe count is bounded
+    /// anyway, so a corrupt, full table cannot loop forever.)
     fn probe(&self, t: u64, cap: u64, key: &[u8], h: u64) -> (u64, bool) {
         let mut i = h & (cap - 1);
-        loop {
+        for _ in 0..cap {
             let s = Self::slot(t, i);
             let key_ref = self.heap.atomic(s).load(Acquire);
             if key_ref == 0 {
@@ -114,6 +134,7 @@ impl MergedSegment {
             }
             i = (i + 1) & (cap - 1);
         }
+        (Self::slot(t, h & (cap - 1)), false)
     }
 
     /// Links every posting list of an engraved image (at heap offset `image_off`) into the chains.
@@ -192,6 +213,7 @@ impl MergedSegment {
         let (t, cap) = self.table();
         let h = hash64(key);
         let (s, found) = self.probe(t, cap, key, h);
+        // (`found` implies a valid slot: a full corrupt table yields `false`.)
         Chain { ms: self, node: if found { self.heap.atomic(s + 16).load(Acquire) } else { 0 } }
     }
 
@@ -200,9 +222,8 @@ impl MergedSegment {
         let (t, cap) = self.table();
         for i in 0..cap {
             let key_ref = self.heap.atomic(Self::slot(t, i)).load(Acquire);
-            if key_ref != 0 {
-                let len = u32::from_le_bytes(self.heap.slice(key_ref, 4).try_into().unwrap()) as usize;
-                f(self.heap.slice(key_ref + 4, len));
+            if let Some(k) = (key_ref != 0).then(|| self.key_at(key_ref)).flatten() {
+                f(k);
             }
         }
     }
@@ -215,22 +236,33 @@ pub struct Chain<'a> {
 }
 
 impl<'a> Iterator for Chain<'a> {
-    type Item = ChainNode<'a>;
-    fn next(&mut self) -> Option<ChainNode<'a>> {
+    /// A node, or the error that a node or posting list points outside the heap (then the chain ends).
+    type Item = Result<ChainNode<'a>, SegmentError>;
+    fn next(&mut self) -> Option<Self::Item> {
         if self.node == 0 {
             return None;
         }
-        let b = self.ms.heap.slice(self.node, NODE as usize);
+        let at = self.node;
+        let corrupt = || SegmentError(format!("merged segment: corrupt chain node at offset {at}"));
+        let Some(b) = self.ms.heap.try_slice(self.node, NODE as usize) else {
+            self.node = 0;
+            return Some(Err(corrupt()));
+        };
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
         let blob_off = u64::from_le_bytes(b[8..16].try_into().unwrap());
-        let n = ChainNode {
-            seg_id: u32_at(0),
-            df: u32_at(4),
-            max_tf: u32_at(20),
-            blob: self.ms.heap.slice(blob_off, u32_at(16) as usize),
+        let Some(blob) = self.ms.heap.try_slice(blob_off, u32_at(16) as usize) else {
+            self.node = 0;
+            return Some(Err(corrupt()));
         };
-        self.node = u64::from_le_bytes(b[24..32].try_into().unwrap());
-        Some(n)
+        let n = ChainNode { seg_id: u32_at(0), df: u32_at(4), max_tf: u32_at(20), blob };
+        let next = u64::from_le_bytes(b[24..32].try_into().unwrap());
+        // Chains only ever point to older nodes (lower offsets): anything else is corruption (and a loop).
+        if next >= self.node && next != 0 {
+            self.node = 0;
+            return Some(Err(corrupt()));
+        }
+        self.node = next;
+        Some(Ok(n))
     }
 }
 
