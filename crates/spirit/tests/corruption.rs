@@ -28,7 +28,7 @@ fn flipped_bytes_never_panic() {
         x ^= x << 17;
         let mut bad = good.clone();
         let at = (x as usize) % end;
-        bad[at] ^= 1 << (x >> 60) % 8;
+        bad[at] ^= 1 << ((x >> 60) % 8);
         std::fs::write(&heap, &bad).unwrap();
         match Index::open("c", dir.path(), cfg.clone(), None, None) {
             Err(e) => {
