@@ -60,6 +60,8 @@ struct ManifestSegment {
 struct Writer {
     fresh: Arc<FreshSegment>,
     fresh_id: u32,
+    /// First doc id of the fresh segment.
+    fresh_base: u32,
     fresh_deletes: Arc<DeleteBitmap>,
     next_seg: u32,
     closed: bool,
@@ -252,6 +254,7 @@ impl Shard {
             writer: Mutex::new(Writer {
                 fresh,
                 fresh_id: next_seg,
+                fresh_base: next_doc,
                 fresh_deletes,
                 next_seg: next_seg + 1,
                 closed: false,
@@ -297,8 +300,7 @@ impl Shard {
         loop {
             match w.fresh.insert(doc) {
                 Ok(local) => {
-                    let base = self.inner.gdt.pin().segments.last().map_or(0, |s| s.base_doc);
-                    return Ok(base + local);
+                    return Ok(w.fresh_base + local);
                 }
                 Err(InsertError::Full) => self.inner.seal(w)?,
             }
@@ -567,11 +569,7 @@ impl ShardInner {
     /// Hands the current fresh segment to the flusher and starts a new one.
     fn seal(&self, w: &mut Writer) -> Result<()> {
         let sealed_id = w.fresh_id;
-        let next_base = {
-            let snap = self.gdt.pin();
-            let cur = snap.segments.last().expect("a fresh segment is always last");
-            cur.base_doc + w.fresh.visible()
-        };
+        let next_base = w.fresh_base + w.fresh.visible();
         let tx = self.flush_tx.lock().clone().ok_or(Error::Closed)?;
         tx.send(sealed_id).map_err(|_| Error::ResourceExhausted("flusher stopped".into()))?;
         // Back-pressure: wait for the short-term ring (the flusher frees arenas as it goes).
@@ -601,6 +599,7 @@ impl ShardInner {
         });
         w.fresh = fresh;
         w.fresh_id = id;
+        w.fresh_base = next_base;
         w.fresh_deletes = deletes;
         Ok(())
     }
@@ -716,12 +715,7 @@ impl ShardInner {
                 let _ = tx.send(*id);
             }
         }
-        let _ = self.last_fresh_is_fresh();
         r.0
-    }
-
-    fn last_fresh_is_fresh(&self) -> bool {
-        self.gdt.pin().segments.last().is_some_and(|s| s.state == SegState::Fresh)
     }
 
     fn engraver(self: Arc<Self>, rx: Receiver<u32>) {

@@ -25,7 +25,7 @@
 
 use super::{FieldStats, SegmentError};
 use crate::memory::{prefetch, words_of, DramBlock};
-use crate::schema::{key_field, AnalyzedDoc, FieldType, MAX_FIELDS};
+use crate::schema::{AnalyzedDoc, MAX_FIELDS};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering::*};
@@ -467,20 +467,6 @@ impl FreshSegment {
                 (at != 0).then(|| (f, self.w()[at].load(Relaxed) == KIND_TEXT))
             })
             .collect()
-    }
-
-    /// Field id of a key (convenience for flush).
-    pub fn key_field(key: &[u8]) -> u16 {
-        key_field(key)
-    }
-
-    /// The type a column kind corresponds to when flushed.
-    pub fn column_type(is_text: bool) -> FieldType {
-        if is_text {
-            FieldType::Text
-        } else {
-            FieldType::Double
-        }
     }
 }
 
