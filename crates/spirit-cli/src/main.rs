@@ -37,13 +37,22 @@ struct Open {
     /// Hard cap on the persistent heap file (e.g. 10GB).
     #[arg(long, default_value = "64GB")]
     persistent_budget: String,
-    /// Durability mode for a new index: volatile or graceful.
+    /// Durability mode: volatile, graceful (survives clean shutdowns) or crash-safe (survives kill -9 and
+    /// power loss; every write is in the write-ahead log before it is acknowledged).
     #[arg(long, default_value = "graceful")]
     durability: Durability,
 }
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Print the `_source` of documents by `_id` (real-time get), one JSON line each; exits 1 if any is missing.
+    Get {
+        #[command(flatten)]
+        open: Open,
+        /// Document ids.
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
     /// Index documents from JSON-lines or luceneutil line files (.gz allowed).
     Index {
         #[command(flatten)]
@@ -54,6 +63,12 @@ enum Cmd {
         /// Stop after this many documents.
         #[arg(long)]
         limit: Option<u64>,
+        /// Crash-safe mode: documents per group commit (one persistence barrier acknowledges them all).
+        #[arg(long, default_value_t = 256)]
+        sync_every: usize,
+        /// Append the `_id` of every acknowledged (durable) document to this file, one per line.
+        #[arg(long)]
+        ack_log: Option<PathBuf>,
         /// Files to index.
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -99,7 +114,10 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Index { open, format, limit, files } => cmd_index(&open, format, limit, &files),
+        Cmd::Index { open, format, limit, sync_every, ack_log, files } => {
+            cmd_index(&open, format, limit, sync_every.max(1), ack_log.as_deref(), &files)
+        }
+        Cmd::Get { open, ids } => cmd_get(&open, &ids),
         Cmd::Search { open, limit, sort, count, json, query } => {
             cmd_search(&open, limit, &sort, count, json, &query)
         }
@@ -173,6 +191,41 @@ impl<T: Read> Read for CountingReader<T> {
     }
 }
 
+/// Group commit for the CLI: documents are acknowledged (and their ids written to the ack log) once a sync
+/// covers them.
+struct Acks {
+    pending: Vec<String>,
+    last_lsn: Option<u64>,
+    every: usize,
+    log: Option<std::io::BufWriter<std::fs::File>>,
+}
+
+impl Acks {
+    fn push(&mut self, index: &Index, id: String, lsn: Option<u64>) -> R<()> {
+        self.last_lsn = lsn.or(self.last_lsn);
+        if self.log.is_some() {
+            self.pending.push(id);
+        }
+        if self.pending.len() >= self.every
+            || (self.log.is_none() && lsn.is_some_and(|l| l % self.every as u64 == 0))
+        {
+            self.flush(index)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, index: &Index) -> R<()> {
+        index.shard().sync_to(self.last_lsn.take())?;
+        if let Some(log) = &mut self.log {
+            for id in self.pending.drain(..) {
+                writeln!(log, "{id}")?;
+            }
+            log.flush()?;
+        }
+        Ok(())
+    }
+}
+
 /// Indexes every document of `r`; returns (indexed, rejected). Stops early when `stop` is set.
 fn index_stream(
     index: &Index,
@@ -181,6 +234,7 @@ fn index_stream(
     name: &str,
     limit: u64,
     stop: &AtomicBool,
+    acks: &mut Acks,
     mut on_doc: impl FnMut(u64),
 ) -> R<(u64, u64)> {
     let (mut ok, mut bad) = (0u64, 0u64);
@@ -195,13 +249,14 @@ fn index_stream(
         let res = match format {
             Format::Lines => match parse_lines_doc(&line) {
                 Ok(None) => continue,
-                Ok(Some(doc)) => index.add(doc).map(|_| ()),
+                Ok(Some(doc)) => index.add_doc_deferred(doc),
                 Err(e) => Err(e),
             },
-            Format::Jsonl => index.add_json(line.as_bytes()).map(|_| ()),
+            Format::Jsonl => index.parse_json(line.as_bytes()).and_then(|d| index.add_doc_deferred(d)),
         };
         match res {
-            Ok(()) => {
+            Ok((r, lsn)) => {
+                acks.push(index, r.id, lsn)?;
                 ok += 1;
                 on_doc(ok);
             }
@@ -223,7 +278,14 @@ fn index_stream(
     Ok((ok, bad))
 }
 
-fn cmd_index(o: &Open, format: Option<Format>, limit: Option<u64>, files: &[PathBuf]) -> R<()> {
+fn cmd_index(
+    o: &Open,
+    format: Option<Format>,
+    limit: Option<u64>,
+    sync_every: usize,
+    ack_log: Option<&Path>,
+    files: &[PathBuf],
+) -> R<()> {
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
@@ -231,6 +293,17 @@ fn cmd_index(o: &Open, format: Option<Format>, limit: Option<u64>, files: &[Path
     let t0 = Instant::now();
     let (mut total, mut rejected) = (0u64, 0u64);
     let limit = limit.unwrap_or(u64::MAX);
+    let log = match ack_log {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| format!("{}: {e}", p.display()))?,
+        )),
+        None => None,
+    };
+    let mut acks = Acks { pending: vec![], last_lsn: None, every: sync_every, log };
     for path in files {
         let name = path.display().to_string();
         let fmt = format.unwrap_or_else(|| Format::guess(&name));
@@ -247,7 +320,7 @@ fn cmd_index(o: &Open, format: Option<Format>, limit: Option<u64>, files: &[Path
                 .progress_chars("=> "),
         );
         pb.set_message(name.clone());
-        let (ok, bad) = index_stream(&index, r, fmt, &name, limit - total, &stop, |n| {
+        let (ok, bad) = index_stream(&index, r, fmt, &name, limit - total, &stop, &mut acks, |n| {
             if n % 1024 == 0 {
                 pb.set_position(PROGRESS.load(Ordering::Relaxed));
             }
@@ -260,6 +333,7 @@ fn cmd_index(o: &Open, format: Option<Format>, limit: Option<u64>, files: &[Path
             break;
         }
     }
+    acks.flush(&index)?;
     let secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     engine.close()?;
@@ -374,6 +448,31 @@ fn cmd_stats(o: &Open, json: bool) -> R<()> {
     Ok(())
 }
 
+fn cmd_get(o: &Open, ids: &[String]) -> R<()> {
+    let (engine, index) = open_index(o, false)?;
+    let mut out = std::io::stdout().lock();
+    let mut missing = 0;
+    for id in ids {
+        match index.get(id)? {
+            Some(src) => writeln!(
+                out,
+                "{}",
+                serde_json::json!({"_id": id, "_source": serde_json::from_slice::<serde_json::Value>(&src)?})
+            )?,
+            None => {
+                missing += 1;
+                eprintln!("not found: {id}");
+            }
+        }
+    }
+    drop(out);
+    engine.close()?;
+    if missing > 0 {
+        return Err(format!("{missing} of {} documents not found", ids.len()).into());
+    }
+    Ok(())
+}
+
 fn cmd_check(data: &Path) -> R<()> {
     let engine = Engine::open(data, EngineConfig::default())?;
     let mut problems = 0;
@@ -421,7 +520,8 @@ fn cmd_demo(data: Option<PathBuf>) -> R<()> {
     let t0 = Instant::now();
     let never = AtomicBool::new(false);
     let mut first_visible = None;
-    let (n, _) = index_stream(&index, r, Format::Lines, "sample", u64::MAX, &never, |n| {
+    let mut acks = Acks { pending: vec![], last_lsn: None, every: 256, log: None };
+    let (n, _) = index_stream(&index, r, Format::Lines, "sample", u64::MAX, &never, &mut acks, |n| {
         if n == 1 {
             // Real time: the very first document is searchable as soon as add() returns.
             first_visible = Some(index.count("anarchism").unwrap_or(0));

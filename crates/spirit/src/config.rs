@@ -11,7 +11,7 @@ pub enum Durability {
     /// A clean shutdown (`close()`, SIGTERM, SIGINT) persists everything; restart maps the heap.
     #[default]
     Graceful,
-    /// Survives `kill -9` and power loss (write-ahead log). Not available yet.
+    /// Survives `kill -9` and power loss: every write is in the write-ahead tLog before it is acknowledged.
     CrashSafe,
 }
 
@@ -51,6 +51,9 @@ pub struct ShardConfig {
     pub max_docs_per_segment: u32,
     pub durability: Durability,
     pub commit: CommitPolicy,
+    /// The persistence barrier (tests swap in a simulated persistence domain).
+    #[serde(skip)]
+    pub barrier: crate::memory::BarrierChoice,
 }
 
 impl Default for ShardConfig {
@@ -62,6 +65,7 @@ impl Default for ShardConfig {
             max_docs_per_segment: 1 << 16,
             durability: Durability::Graceful,
             commit: CommitPolicy::Lazy,
+            barrier: Default::default(),
         }
     }
 }
@@ -87,9 +91,6 @@ impl ShardConfig {
         }
         if self.persistent_budget < (1 << 20) {
             return Err("persistent budget must be at least 1 MiB".into());
-        }
-        if self.durability == Durability::CrashSafe {
-            return Err("crash-safe durability is not available yet; use graceful (survives clean shutdowns) or volatile".into());
         }
         if self.max_docs_per_segment == 0 {
             return Err("max_docs_per_segment must be positive".into());

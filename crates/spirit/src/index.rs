@@ -112,27 +112,85 @@ impl Index {
         settings: Option<IndexSettings>,
     ) -> Result<Index> {
         cfg.validate().map_err(Error::InvalidArgument)?;
-        let (shard, extra) = Shard::open(dir, cfg)?;
-        let (mut schema, settings, counter) = if extra.is_null() {
+        let (shard, extra, replay) = Shard::open(dir, cfg)?;
+        let (schema, settings, counter) = if extra.is_null() {
             (Schema::default(), settings.unwrap_or_default(), 0)
         } else {
-            let p: Persisted = serde_json::from_value(extra)
-                .map_err(|e| Error::Format(format!("{}: index metadata: {e}", dir.display())))?;
-            (p.schema.rebuild()?, p.settings, p.id_counter)
+            Self::unpack(dir, extra)?
         };
-        if let Some(m) = mappings {
-            schema.apply_mappings(m)?;
-        }
         let nanos =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        Ok(Index {
+        let index = Index {
             name: name.to_string(),
             shard,
             schema: RwLock::new(schema),
             settings,
             id_counter: AtomicU64::new(counter),
             id_prefix: format!("{:x}", (nanos as u64) >> 10),
-        })
+        };
+        if let Some(r) = replay {
+            index.replay(dir, r)?;
+        }
+        if let Some(m) = mappings {
+            index.schema.write().apply_mappings(m)?;
+        }
+        // Crash-safe: the schema and settings are durable before any document that depends on them.
+        index.log_meta()?;
+        Ok(index)
+    }
+
+    fn unpack(dir: &Path, extra: serde_json::Value) -> Result<(Schema, IndexSettings, u64)> {
+        let p: Persisted = serde_json::from_value(extra)
+            .map_err(|e| Error::Format(format!("{}: index metadata: {e}", dir.display())))?;
+        Ok((p.schema.rebuild()?, p.settings, p.id_counter))
+    }
+
+    /// Re-applies the tLog records a crash left unreflected (crash-safe recovery), re-analysing each document
+    /// with the schema in force when it was added.
+    fn replay(&self, dir: &Path, r: crate::shard::Replay) -> Result<()> {
+        use crate::durability::TlogRecord;
+        for (lsn, rec) in r.records {
+            match rec {
+                TlogRecord::Meta { json } => {
+                    let v = serde_json::from_slice(&json)
+                        .map_err(|e| Error::corrupt(dir, 0, format!("tLog record {lsn}: metadata: {e}")))?;
+                    let (schema, _, counter) = Self::unpack(dir, v)?;
+                    *self.schema.write() = schema;
+                    self.id_counter.fetch_max(counter, Relaxed);
+                }
+                TlogRecord::Add { doc, replaces, id, source } => {
+                    let body: serde_json::Value = serde_json::from_slice(&source)
+                        .map_err(|e| Error::corrupt(dir, 0, format!("tLog record {lsn}: document: {e}")))?;
+                    let analyzed = analyze_document(&self.schema.read(), id, &body)?;
+                    self.shard.replay_add(lsn, &analyzed, doc, replaces)?;
+                }
+                TlogRecord::Delete { doc, id } => self.shard.replay_delete(doc, &id),
+            }
+        }
+        Ok(())
+    }
+
+    fn persisted(&self, schema: &Schema) -> serde_json::Value {
+        let p = Persisted {
+            schema: schema.clone(),
+            settings: self.settings.clone(),
+            id_counter: self.id_counter.load(Relaxed),
+        };
+        serde_json::to_value(&p).expect("index metadata serializes")
+    }
+
+    /// Crash-safe mode: logs the schema and settings. Callers hold the schema's write lock, so no document
+    /// analysed with the new schema can be logged before it.
+    fn log_meta_with(&self, schema: &Schema) -> Result<()> {
+        if self.shard.durability() == crate::Durability::CrashSafe {
+            self.shard.log_meta(self.persisted(schema))?;
+        }
+        Ok(())
+    }
+
+    fn log_meta(&self) -> Result<()> {
+        let s = self.schema.write();
+        self.log_meta_with(&s)
     }
 
     pub fn name(&self) -> &str {
@@ -155,12 +213,14 @@ impl Index {
             return Err(Error::InvalidArgument(format!("unknown default field [{f}]")));
         }
         s.default_fields = fields;
-        Ok(())
+        self.log_meta_with(&s)
     }
 
     /// Adds fields from Elasticsearch `mappings`.
     pub fn put_mappings(&self, mappings: &serde_json::Value) -> Result<()> {
-        self.schema.write().apply_mappings(mappings)
+        let mut s = self.schema.write();
+        s.apply_mappings(mappings)?;
+        self.log_meta_with(&s)
     }
 
     fn next_id(&self) -> String {
@@ -177,19 +237,64 @@ impl Index {
 
     /// Adds a document given as JSON text.
     pub fn add_json(&self, json: &[u8]) -> Result<AddResult> {
+        self.add(self.parse_json(json)?)
+    }
+
+    /// Parses a document given as JSON text, enforcing the size limit.
+    pub fn parse_json(&self, json: &[u8]) -> Result<serde_json::Value> {
         if json.len() > self.settings.max_document_bytes {
             return Err(Error::DocumentTooLarge {
                 size: json.len(),
                 limit: self.settings.max_document_bytes,
             });
         }
-        let v: serde_json::Value =
-            serde_json::from_slice(json).map_err(|e| Error::BadDocument(format!("malformed JSON: {e}")))?;
-        self.add(v)
+        serde_json::from_slice(json).map_err(|e| Error::BadDocument(format!("malformed JSON: {e}")))
     }
 
-    /// Adds `body` (without `_id`) under `id`, or a generated id when `None`.
+    /// [`add`](Self::add) without waiting for durability: returns the tLog LSN to sync to (crash-safe mode).
+    pub fn add_doc_deferred(&self, doc: serde_json::Value) -> Result<(AddResult, Option<u64>)> {
+        let (id, body) = take_id(doc)?;
+        self.add_deferred(id, body)
+    }
+
+    /// Adds `body` (without `_id`) under `id`, or a generated id when `None`. In crash-safe mode the document
+    /// is durable when this returns.
     pub fn add_with_id(&self, id: Option<String>, body: serde_json::Value) -> Result<AddResult> {
+        let (r, lsn) = self.add_deferred(id, body)?;
+        self.shard.sync_to(lsn)?;
+        Ok(r)
+    }
+
+    /// Adds many documents with one persistence barrier for all of them (crash-safe mode): every `Ok` result
+    /// is durable when this returns. Documents are independent: a bad one gets its error, the rest go in.
+    pub fn add_bulk(
+        &self,
+        docs: impl IntoIterator<Item = serde_json::Value>,
+    ) -> Result<Vec<Result<AddResult>>> {
+        let mut out = vec![];
+        let mut last = None;
+        for d in docs {
+            out.push(take_id(d).and_then(|(id, body)| self.add_deferred(id, body)).map(|(r, lsn)| {
+                last = lsn.or(last);
+                r
+            }));
+        }
+        self.shard.sync_to(last)?;
+        Ok(out)
+    }
+
+    /// Makes every write accepted so far durable (crash-safe mode; a no-op otherwise).
+    pub fn sync(&self) -> Result<()> {
+        self.shard.sync()
+    }
+
+    /// Adds a document without waiting for durability; returns the tLog LSN to sync to (crash-safe mode).
+    /// Use [`sync`](Self::sync) before acknowledging it to anyone.
+    pub fn add_deferred(
+        &self,
+        id: Option<String>,
+        body: serde_json::Value,
+    ) -> Result<(AddResult, Option<u64>)> {
         if !body.is_object() {
             return Err(Error::BadDocument("a document must be a JSON object".into()));
         }
@@ -202,6 +307,7 @@ impl Index {
                 for f in new {
                     w.add_field(f)?;
                 }
+                self.log_meta_with(&w)?;
             }
         }
         let generated = id.is_none();
@@ -219,8 +325,8 @@ impl Index {
                 limit: self.settings.max_document_bytes,
             });
         }
-        let (doc, replaced) = self.shard.upsert(&analyzed, !generated)?;
-        Ok(AddResult { id: analyzed.id, doc, replaced })
+        let (doc, replaced, lsn) = self.shard.upsert_deferred(&analyzed, !generated)?;
+        Ok((AddResult { id: analyzed.id, doc, replaced }, lsn))
     }
 
     /// Deletes the document with `_id`; returns whether it existed.
@@ -307,14 +413,10 @@ impl Index {
         &self.shard
     }
 
-    /// Closes the index: drains the pipeline and, in graceful mode, persists everything.
+    /// Closes the index: drains the pipeline and, in graceful and crash-safe mode, persists everything.
     pub fn close(&self) -> Result<()> {
-        let p = Persisted {
-            schema: self.schema.read().clone(),
-            settings: self.settings.clone(),
-            id_counter: self.id_counter.load(Relaxed),
-        };
-        self.shard.close(serde_json::to_value(&p).expect("index metadata serializes"))
+        let meta = self.persisted(&self.schema.read());
+        self.shard.close(meta)
     }
 }
 

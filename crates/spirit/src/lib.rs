@@ -24,6 +24,7 @@
 pub mod analysis;
 pub mod codec;
 pub mod config;
+pub mod durability;
 pub mod engine;
 pub mod error;
 pub mod formats;

@@ -42,10 +42,31 @@ impl Mapping {
     }
 
     /// Maps `len` bytes of `fd` starting at file offset `offset` over `[offset, offset+len)` of this
-    /// reservation, shared and writable.
-    pub(crate) fn map_file_at(&self, fd: i32, offset: usize, len: usize) -> io::Result<()> {
+    /// reservation, shared and writable. With `dax`, asks for `MAP_SYNC` (stores reach persistence with a
+    /// cache-line flush, no `msync`); returns whether the kernel granted it (only DAX file systems do).
+    pub(crate) fn map_file_at(&self, fd: i32, offset: usize, len: usize, dax: bool) -> io::Result<bool> {
         assert!(offset + len <= self.len, "file mapping beyond the reserved range");
         assert_eq!(offset % page_size(), 0, "file chunk not page aligned");
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        if dax {
+            // SAFETY: as below; MAP_SHARED_VALIDATE makes the kernel refuse MAP_SYNC where it cannot honour it
+            // instead of silently ignoring it.
+            let ptr = unsafe {
+                libc::mmap(
+                    self.ptr.add(offset) as *mut libc::c_void,
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC | libc::MAP_FIXED,
+                    fd,
+                    offset as libc::off_t,
+                )
+            };
+            if ptr != libc::MAP_FAILED {
+                return Ok(true);
+            }
+        }
+        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+        let _ = dax;
         // SAFETY: the target range lies inside our own reservation (asserted above), so MAP_FIXED replaces
         // only pages this mapping owns and no other object's memory.
         let ptr = unsafe {
@@ -61,7 +82,7 @@ impl Mapping {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(())
+        Ok(false)
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -7,8 +7,9 @@
 //! * [`PersistentHeap`] is one file of the data directory mapped `MAP_SHARED` into a virtual range reserved
 //!   up front for the whole `persistent_budget`, so the file can grow by chunks without any address moving.
 //!   Everything persistent refers to everything else by *offset* from the heap base, never by address.
-//! * [`persist`](PersistentHeap::persist) is the single persistence barrier (`msync` on ordinary file
-//!   systems).
+//! * [`persist`](PersistentHeap::persist) is the single persistence barrier: cache-line write-back on a DAX
+//!   mapping granted `MAP_SYNC`, `msync` on ordinary file systems, or a simulated persistence domain in crash
+//!   tests (module `persist`).
 //!
 //! This is one of the two modules allowed to use `unsafe` (with `codec`). Everything above it works on the
 //! safe views handed out here: unique writable blocks before publication, shared `&[u8]` after, and atomic
@@ -16,14 +17,16 @@
 
 mod dram;
 mod mapping;
+mod persist;
 mod persistent;
 mod ring;
 
 pub use dram::{DramBlock, DramHeap, DramStats, RingKind};
 pub(crate) use mapping::words_of;
+pub use persist::{Barrier, FlushKind, SimDomain};
 pub use persistent::{
-    HeapError as PersistentHeapError, PersistentHeap, PersistentStats, RecoveryRecord, FORMAT_VERSION,
-    SUPERBLOCK_BYTES,
+    BarrierChoice, HeapError as PersistentHeapError, PersistentHeap, PersistentStats, RecoveryRecord,
+    FORMAT_VERSION, SUPERBLOCK_BYTES,
 };
 
 /// Hints the CPU to bring the cache line holding `r` closer, so a later load of it does not stall. Used by the

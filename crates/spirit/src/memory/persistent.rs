@@ -1,32 +1,46 @@
 //! The persistent heap: one file, mapped shared into a reserved address range, grown by whole chunks.
 //!
-//! Layout: a 4 KiB superblock (magic, format version, open/clean state, the recovery record pointing at the
+//! Layout: a 4 KiB superblock (magic, format version, and two slots for the recovery record pointing at the
 //! manifest) followed by allocations handed out by a bump allocator. Space is fallocated when the file grows,
 //! so a full disk is an error at growth time, never a `SIGBUS` on a later store. The file is locked with
 //! `flock` so two processes can never map the same heap.
+//!
+//! The recovery record is written alternately into two 64-byte slots, each with a sequence number and a
+//! checksum: a torn write damages only the slot being written, and open takes the valid slot with the highest
+//! sequence. In crash-safe mode the record also bounds the allocator: `heap_end` is a durable *reservation*
+//! the head never passes without first persisting a larger one, so after a crash the allocator resumes above
+//! every byte that anything durable may point to.
 
 use super::mapping::{atomic_u64, page_size, Mapping};
+use super::persist::{flush_range, Barrier, FlushKind, SimDomain};
 use parking_lot::Mutex;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Bytes reserved at the start of the heap for the superblock.
 pub const SUPERBLOCK_BYTES: usize = 4096;
 const MAGIC: &[u8; 8] = b"SPIRITPH";
 /// Version of the persistent format. Bump on any incompatible change of any persistent structure.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+/// Offsets of the two recovery-record slots.
+const SLOTS: [usize; 2] = [64, 128];
+const SLOT_BYTES: usize = 64;
 const ALIGN: u64 = 64;
 const MIN_CHUNK: usize = 1 << 20;
 const MAX_CHUNK: usize = 256 << 20;
+/// Smallest step of a durable allocation reservation (crash-safe mode).
+const RESERVE_STEP: u64 = 4 << 20;
 
 /// What the superblock says about the last session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecoveryRecord {
     /// `true` if the heap was closed cleanly (graceful shutdown).
     pub clean: bool,
+    /// End of the allocated heap (clean close) or of the durable allocation reservation (crash-safe).
     pub heap_end: u64,
     pub manifest_off: u64,
     pub manifest_len: u64,
@@ -40,6 +54,8 @@ pub struct PersistentStats {
     pub used: u64,
     /// Current file length.
     pub file_len: u64,
+    /// The persistence barrier in use: `msync`, `dax (...)` or `simulated`.
+    pub barrier: &'static str,
 }
 
 /// The persistent heap of one shard.
@@ -50,6 +66,30 @@ pub struct PersistentHeap {
     mapped: AtomicUsize,
     head: Mutex<u64>,
     budget: u64,
+    barrier: Barrier,
+    /// The last recovery record written (its sequence number picks the next slot).
+    record: Mutex<(u64, RecoveryRecord)>,
+    /// Crash-safe mode: allocations beyond the record's `heap_end` first persist a larger reservation.
+    reserving: std::sync::atomic::AtomicBool,
+}
+
+/// How a heap should make ranges durable.
+#[derive(Clone, Default)]
+pub enum BarrierChoice {
+    /// `MAP_SYNC` + cache-line flushes where the file system is DAX, `msync` elsewhere.
+    #[default]
+    Auto,
+    /// The simulated persistence domain (crash tests).
+    Simulated(Arc<SimDomain>),
+}
+
+impl std::fmt::Debug for BarrierChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BarrierChoice::Auto => write!(f, "auto"),
+            BarrierChoice::Simulated(_) => write!(f, "simulated"),
+        }
+    }
 }
 
 /// Errors specific to opening a heap file; the caller wraps them with the path.
@@ -61,7 +101,7 @@ pub enum HeapError {
     BadMagic,
     #[error("heap format version {found} is not supported (this build reads version {FORMAT_VERSION})")]
     Version { found: u32 },
-    #[error("superblock checksum mismatch at offset 0")]
+    #[error("superblock checksum mismatch in both recovery-record slots (offsets 64 and 128)")]
     SuperblockChecksum,
     #[error("file is truncated: {len} bytes, but the superblock records data up to byte {needed}")]
     Truncated { len: u64, needed: u64 },
@@ -73,16 +113,26 @@ pub enum HeapError {
 
 impl PersistentHeap {
     /// Creates a new heap file (fails if it exists).
-    pub fn create(path: &Path, budget: u64) -> Result<PersistentHeap, HeapError> {
+    pub fn create(path: &Path, budget: u64, barrier: BarrierChoice) -> Result<PersistentHeap, HeapError> {
         let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
         lock(&file)?;
-        let heap = Self::map(path, file, budget, 0)?;
-        heap.grow_to(SUPERBLOCK_BYTES as u64)?;
+        file.set_len(SUPERBLOCK_BYTES as u64)?;
+        // SAFETY: posix_fallocate on our own open descriptor; no memory is involved.
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, SUPERBLOCK_BYTES as libc::off_t) };
+        if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
+            return Err(HeapError::Io(io::Error::from_raw_os_error(rc)));
+        }
+        // Mapping the first page decides the barrier (MAP_SYNC is granted for all of the file or none).
+        let heap = Self::map(path, file, budget, SUPERBLOCK_BYTES, barrier)?;
+        if let Barrier::Sim(d) = &heap.barrier {
+            d.record_resize(SUPERBLOCK_BYTES as u64);
+        }
         *heap.head.lock() = SUPERBLOCK_BYTES as u64;
         let mut sb = [0u8; 12];
         sb[..8].copy_from_slice(MAGIC);
         sb[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         heap.write(0, &sb);
+        heap.persist(0, 12)?;
         heap.write_record(&RecoveryRecord {
             clean: false,
             heap_end: SUPERBLOCK_BYTES as u64,
@@ -95,14 +145,18 @@ impl PersistentHeap {
 
     /// Opens an existing heap file and returns it with its recovery record. The allocation head is placed
     /// after the recorded `heap_end`.
-    pub fn open(path: &Path, budget: u64) -> Result<(PersistentHeap, RecoveryRecord), HeapError> {
+    pub fn open(
+        path: &Path,
+        budget: u64,
+        barrier: BarrierChoice,
+    ) -> Result<(PersistentHeap, RecoveryRecord), HeapError> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         lock(&file)?;
         let len = file.metadata()?.len();
         if len < SUPERBLOCK_BYTES as u64 {
             return Err(HeapError::Truncated { len, needed: SUPERBLOCK_BYTES as u64 });
         }
-        let heap = Self::map(path, file, budget, len as usize)?;
+        let heap = Self::map(path, file, budget, len as usize, barrier)?;
         let sb = heap.slice(0, SUPERBLOCK_BYTES);
         if &sb[..8] != MAGIC {
             return Err(HeapError::BadMagic);
@@ -111,18 +165,37 @@ impl PersistentHeap {
         if version != FORMAT_VERSION {
             return Err(HeapError::Version { found: version });
         }
-        let crc = u32::from_le_bytes(sb[44..48].try_into().unwrap());
-        if crc32fast::hash(&sb[..44]) != crc {
-            return Err(HeapError::SuperblockChecksum);
-        }
-        let rec = RecoveryRecord {
-            clean: u32::from_le_bytes(sb[12..16].try_into().unwrap()) == 0,
-            heap_end: u64::from_le_bytes(sb[16..24].try_into().unwrap()),
-            manifest_off: u64::from_le_bytes(sb[24..32].try_into().unwrap()),
-            manifest_len: u64::from_le_bytes(sb[32..40].try_into().unwrap()),
-            manifest_crc: u32::from_le_bytes(sb[40..44].try_into().unwrap()),
+        let slot = |at: usize| -> Option<(u64, RecoveryRecord)> {
+            let b = &sb[at..at + SLOT_BYTES];
+            let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+            let crc = u32::from_le_bytes(b[60..64].try_into().unwrap());
+            (crc32fast::hash(&b[..60]) == crc && u64_at(0) != 0).then(|| {
+                (
+                    u64_at(0),
+                    RecoveryRecord {
+                        clean: u64_at(8) == 0,
+                        heap_end: u64_at(16),
+                        manifest_off: u64_at(24),
+                        manifest_len: u64_at(32),
+                        manifest_crc: u32::from_le_bytes(b[40..44].try_into().unwrap()),
+                    },
+                )
+            })
         };
-        let needed = rec.heap_end.max(rec.manifest_off + rec.manifest_len);
+        let (seq, rec) = match (slot(SLOTS[0]), slot(SLOTS[1])) {
+            (Some(a), Some(b)) => {
+                if a.0 > b.0 {
+                    a
+                } else {
+                    b
+                }
+            }
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => return Err(HeapError::SuperblockChecksum),
+        };
+        *heap.record.lock() = (seq, rec);
+        // A crash-safe reservation may lie beyond the file; the manifest may not.
+        let needed = if rec.clean { rec.heap_end } else { 0 }.max(rec.manifest_off + rec.manifest_len);
         if needed > len {
             return Err(HeapError::Truncated { len, needed });
         }
@@ -130,16 +203,29 @@ impl PersistentHeap {
         Ok((heap, rec))
     }
 
-    fn map(path: &Path, file: File, budget: u64, existing: usize) -> Result<PersistentHeap, HeapError> {
+    fn map(
+        path: &Path,
+        file: File,
+        budget: u64,
+        existing: usize,
+        barrier: BarrierChoice,
+    ) -> Result<PersistentHeap, HeapError> {
         let page = page_size();
         let reserve = (budget as usize).max(existing).max(MIN_CHUNK).div_ceil(page) * page;
         let map = Mapping::reserve(reserve)?;
+        let mut barrier = match barrier {
+            BarrierChoice::Simulated(d) => Barrier::Sim(d),
+            BarrierChoice::Auto => Barrier::Msync,
+        };
         if existing > 0 {
             let whole = existing / page * page;
             if whole != existing {
                 file.set_len(existing.div_ceil(page) as u64 * page as u64)?;
             }
-            map.map_file_at(file.as_raw_fd(), 0, existing.div_ceil(page) * page)?;
+            let dax = map.map_file_at(file.as_raw_fd(), 0, existing.div_ceil(page) * page, true)?;
+            if dax && matches!(barrier, Barrier::Msync) && FlushKind::detect() != FlushKind::None {
+                barrier = Barrier::Dax(FlushKind::detect());
+            }
         }
         Ok(PersistentHeap {
             path: path.to_path_buf(),
@@ -148,11 +234,44 @@ impl PersistentHeap {
             mapped: AtomicUsize::new(existing.div_ceil(page) * page),
             head: Mutex::new(SUPERBLOCK_BYTES as u64),
             budget,
+            barrier,
+            record: Mutex::new((
+                0,
+                RecoveryRecord {
+                    clean: false,
+                    heap_end: 0,
+                    manifest_off: 0,
+                    manifest_len: 0,
+                    manifest_crc: 0,
+                },
+            )),
+            reserving: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// The barrier this heap uses (`msync`, `dax (clwb)`, `simulated`, ...).
+    pub fn barrier_name(&self) -> &'static str {
+        match &self.barrier {
+            Barrier::Msync => "msync",
+            Barrier::Dax(FlushKind::Clwb) => "dax (clwb)",
+            Barrier::Dax(FlushKind::Clflushopt) => "dax (clflushopt)",
+            Barrier::Dax(_) => "dax (clflush)",
+            Barrier::Sim(_) => "simulated",
+        }
+    }
+
+    /// Crash-safe mode: from now on every allocation lies inside a durable reservation (see the module doc).
+    pub fn enable_reservations(&self) {
+        self.reserving.store(true, Ordering::Release);
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Records the file's new name after a rename (error messages name the file).
+    pub fn set_path(&mut self, path: &Path) {
+        self.path = path.to_path_buf();
     }
 
     /// Makes sure `[0, end)` is backed by the file and mapped.
@@ -182,7 +301,12 @@ impl PersistentHeap {
             let _ = self.file.set_len(mapped as u64);
             return Err(HeapError::Io(io::Error::from_raw_os_error(rc)));
         }
-        self.map.map_file_at(self.file.as_raw_fd(), mapped, new_len - mapped)?;
+        let dax = matches!(self.barrier, Barrier::Dax(_));
+        let granted = self.map.map_file_at(self.file.as_raw_fd(), mapped, new_len - mapped, dax)?;
+        debug_assert!(granted == dax || mapped == 0, "MAP_SYNC granted for only part of the heap");
+        if let Barrier::Sim(d) = &self.barrier {
+            d.record_resize(new_len as u64);
+        }
         self.mapped.store(new_len, Ordering::Release);
         Ok(())
     }
@@ -195,6 +319,14 @@ impl PersistentHeap {
         let off = head.div_ceil(ALIGN) * ALIGN;
         let end = off + len as u64;
         self.grow_to(end)?;
+        if self.reserving.load(Ordering::Acquire) {
+            let mut r = self.record.lock();
+            if end > r.1.heap_end {
+                let mut rec = r.1;
+                rec.heap_end = end + RESERVE_STEP.max(end / 16);
+                self.write_record_locked(&mut r, &rec)?;
+            }
+        }
         *head = end;
         Ok(off)
     }
@@ -242,13 +374,53 @@ impl PersistentHeap {
 
     /// The persistence barrier: returns once `[off, off+len)` is durable.
     pub fn persist(&self, off: u64, len: usize) -> io::Result<()> {
-        self.map.sync(off as usize, len)
+        if len == 0 {
+            return Ok(());
+        }
+        assert!(off as usize + len <= self.mapped.load(Ordering::Acquire), "persist beyond the mapped heap");
+        match &self.barrier {
+            Barrier::Msync => self.map.sync(off as usize, len),
+            Barrier::Dax(kind) => {
+                // SAFETY: the range is inside the mapping (asserted above).
+                if unsafe { flush_range(*kind, self.map.as_ptr().add(off as usize), len) } {
+                    Ok(())
+                } else {
+                    self.map.sync(off as usize, len)
+                }
+            }
+            Barrier::Sim(d) => {
+                d.record_persist(off, self.slice(off, len));
+                Ok(())
+            }
+        }
+    }
+
+    /// Persists many small ranges `(start, end)` with few barriers: ranges closer than a page are coalesced
+    /// (persisting bytes in between is harmless: they hold what they hold now).
+    pub fn persist_ranges(&self, ranges: &mut [(u64, u64)]) -> io::Result<()> {
+        ranges.sort_unstable();
+        let gap = page_size() as u64;
+        let mut cur: Option<(u64, u64)> = None;
+        for &(a, b) in ranges.iter() {
+            cur = match cur {
+                Some((ca, cb)) if a <= cb + gap => Some((ca, cb.max(b))),
+                Some((ca, cb)) => {
+                    self.persist(ca, (cb - ca) as usize)?;
+                    Some((a, b))
+                }
+                None => Some((a, b)),
+            };
+        }
+        if let Some((a, b)) = cur {
+            self.persist(a, (b - a) as usize)?;
+        }
+        Ok(())
     }
 
     /// Persists everything allocated so far.
     pub fn persist_all(&self) -> io::Result<()> {
         let end = *self.head.lock();
-        self.map.sync(0, end as usize)
+        self.persist(0, end as usize)
     }
 
     pub fn stats(&self) -> PersistentStats {
@@ -256,24 +428,48 @@ impl PersistentHeap {
             budget: self.budget,
             used: *self.head.lock(),
             file_len: self.mapped.load(Ordering::Acquire) as u64,
+            barrier: self.barrier_name(),
         }
     }
 
-    /// Writes the recovery record into the superblock and persists it (the commit point of a close).
+    /// Writes the recovery record into the next superblock slot and persists it (the commit point of a close
+    /// or a checkpoint). In crash-safe mode `heap_end` never moves below the current reservation.
     pub fn write_record(&self, rec: &RecoveryRecord) -> io::Result<()> {
-        // The superblock is written only by the thread that opens or closes the heap, while no reader looks
-        // at it (readers use the manifest that open() parsed into memory).
-        let mut sb = [0u8; 48];
-        sb.copy_from_slice(self.slice(0, 48));
-        sb[12..16].copy_from_slice(&(if rec.clean { 0u32 } else { 1 }).to_le_bytes());
-        sb[16..24].copy_from_slice(&rec.heap_end.to_le_bytes());
-        sb[24..32].copy_from_slice(&rec.manifest_off.to_le_bytes());
-        sb[32..40].copy_from_slice(&rec.manifest_len.to_le_bytes());
-        sb[40..44].copy_from_slice(&rec.manifest_crc.to_le_bytes());
-        let crc = crc32fast::hash(&sb[..44]);
-        sb[44..48].copy_from_slice(&crc.to_le_bytes());
-        self.write(0, &sb);
-        self.persist(0, SUPERBLOCK_BYTES)
+        let mut r = self.record.lock();
+        let mut rec = *rec;
+        // A checkpoint keeps the reservation; a clean close records the true end (nothing allocates after it).
+        if self.reserving.load(Ordering::Acquire) && !rec.clean {
+            rec.heap_end = rec.heap_end.max(r.1.heap_end);
+        }
+        self.write_record_locked(&mut r, &rec)
+    }
+
+    /// The recovery record last written or read.
+    pub fn record(&self) -> RecoveryRecord {
+        self.record.lock().1
+    }
+
+    fn write_record_locked(&self, r: &mut (u64, RecoveryRecord), rec: &RecoveryRecord) -> io::Result<()> {
+        let seq = r.0 + 1;
+        let mut b = [0u8; SLOT_BYTES];
+        b[0..8].copy_from_slice(&seq.to_le_bytes());
+        b[8..16].copy_from_slice(&(if rec.clean { 0u64 } else { 1 }).to_le_bytes());
+        b[16..24].copy_from_slice(&rec.heap_end.to_le_bytes());
+        b[24..32].copy_from_slice(&rec.manifest_off.to_le_bytes());
+        b[32..40].copy_from_slice(&rec.manifest_len.to_le_bytes());
+        b[40..44].copy_from_slice(&rec.manifest_crc.to_le_bytes());
+        let crc = crc32fast::hash(&b[..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        let at = SLOTS[(seq % 2) as usize];
+        // The superblock is written only under the record lock, and nothing reads it while the heap is open
+        // (open() parsed it into memory), so this store races with nothing.
+        // SAFETY: the superblock lies inside the mapping (the heap is at least SUPERBLOCK_BYTES long).
+        unsafe {
+            std::ptr::copy_nonoverlapping(b.as_ptr(), self.map.as_ptr().add(at), SLOT_BYTES);
+        }
+        self.persist(at as u64, SLOT_BYTES)?;
+        *r = (seq, *rec);
+        Ok(())
     }
 
     /// Current allocation head.
@@ -303,7 +499,7 @@ mod tests {
     fn grows_without_moving_and_reopens() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("heap");
-        let heap = PersistentHeap::create(&p, 1 << 30).unwrap();
+        let heap = PersistentHeap::create(&p, 1 << 30, BarrierChoice::Auto).unwrap();
         let a = heap.alloc_copy(b"hello").unwrap();
         let first = heap.slice(a, 5).as_ptr();
         // Force several growths.
@@ -312,7 +508,7 @@ mod tests {
         assert_eq!(heap.slice(a, 5).as_ptr(), first, "addresses never move");
         assert_eq!(heap.slice(b, big.len()), &big[..]);
         heap.atomic(heap.alloc(8).unwrap()).store(42, Ordering::Release);
-        assert!(matches!(PersistentHeap::open(&p, 1 << 30), Err(HeapError::Locked)));
+        assert!(matches!(PersistentHeap::open(&p, 1 << 30, BarrierChoice::Auto), Err(HeapError::Locked)));
         let end = heap.head();
         heap.write_record(&RecoveryRecord {
             clean: true,
@@ -324,7 +520,7 @@ mod tests {
         .unwrap();
         heap.persist_all().unwrap();
         drop(heap);
-        let (heap, rec) = PersistentHeap::open(&p, 1 << 30).unwrap();
+        let (heap, rec) = PersistentHeap::open(&p, 1 << 30, BarrierChoice::Auto).unwrap();
         assert!(rec.clean);
         assert_eq!(rec.manifest_off, a);
         assert_eq!(heap.slice(a, 5), b"hello");
@@ -335,14 +531,29 @@ mod tests {
     fn budget_and_corruption_are_errors() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("heap");
-        let heap = PersistentHeap::create(&p, 2 << 20).unwrap();
+        let heap = PersistentHeap::create(&p, 2 << 20, BarrierChoice::Auto).unwrap();
         assert!(matches!(heap.alloc(4 << 20), Err(HeapError::Budget { .. })));
+        let rec =
+            RecoveryRecord { clean: true, heap_end: 4096, manifest_off: 0, manifest_len: 0, manifest_crc: 0 };
+        heap.write_record(&rec).unwrap();
         drop(heap);
         let mut bytes = std::fs::read(&p).unwrap();
-        bytes[20] ^= 0xff;
+        // One damaged slot falls back to the other; both damaged is an error.
+        bytes[SLOTS[0] + 20] ^= 0xff;
         std::fs::write(&p, &bytes).unwrap();
-        assert!(matches!(PersistentHeap::open(&p, 2 << 20), Err(HeapError::SuperblockChecksum)));
+        let (h, rec) = PersistentHeap::open(&p, 2 << 20, BarrierChoice::Auto).unwrap();
+        assert!(!rec.clean, "the older record (seq 1, not clean) is used");
+        drop(h);
+        bytes[SLOTS[1] + 20] ^= 0xff;
+        std::fs::write(&p, &bytes).unwrap();
+        assert!(matches!(
+            PersistentHeap::open(&p, 2 << 20, BarrierChoice::Auto),
+            Err(HeapError::SuperblockChecksum)
+        ));
         std::fs::write(&p, b"not a heap at all, just some text").unwrap();
-        assert!(matches!(PersistentHeap::open(&p, 2 << 20), Err(HeapError::Truncated { .. })));
+        assert!(matches!(
+            PersistentHeap::open(&p, 2 << 20, BarrierChoice::Auto),
+            Err(HeapError::Truncated { .. })
+        ));
     }
 }

@@ -30,6 +30,26 @@ pub struct MergedSegment {
     header: u64,
 }
 
+/// How [`MergedSegment::link`] runs.
+#[derive(Default)]
+pub struct LinkOptions<'a> {
+    /// Crash-safe: persist nodes and keys before publishing them, and the table after.
+    pub durable: bool,
+    /// Redo of a merge cut short by a crash: skip terms already linked, repair torn slots.
+    pub redo: bool,
+    /// First term (in the image's order) to link.
+    pub from_term: u32,
+    /// Terms per batch; after each durable batch `progress` is called with the number of terms done.
+    pub progress_every: u32,
+    pub progress: Option<&'a mut dyn FnMut(u32) -> Result<(), MergeError>>,
+}
+
+enum Link {
+    Skip,
+    Existing { slot: u64, node: u64, h: u64 },
+    New { key_at: u64, node: u64, h: u64 },
+}
+
 /// One node of a term's chain.
 #[derive(Debug, Clone, Copy)]
 pub struct ChainNode<'a> {
@@ -138,51 +158,145 @@ impl MergedSegment {
     }
 
     /// Links every posting list of an engraved image (at heap offset `image_off`) into the chains.
-    /// Single-threaded (the merger).
-    pub fn link(&self, image_off: u64, view: &ImageView<'_>) -> Result<(), MergeError> {
+    /// Single-threaded (the merger). See [`LinkOptions`] for crash-safe linking.
+    pub fn link(
+        &self,
+        image_off: u64,
+        view: &ImageView<'_>,
+        opts: &mut LinkOptions<'_>,
+    ) -> Result<(), MergeError> {
         let n = view.n_terms() as u64;
-        if n == 0 {
-            return Ok(());
-        }
+        let seg = view.seg_id();
         let (mut t, mut cap) = self.table();
         let mut count = self.heap.atomic(t + 8).load(Relaxed);
-        let nodes = self.heap.alloc((n * NODE) as usize)?;
-        for i in 0..n {
-            let key = view.key_at(i as usize)?;
-            let info = view.term_at(i as usize)?;
-            if (count + 1) * 2 > cap {
-                (t, cap) = self.grow(t, cap)?;
-            }
-            let h = hash64(key);
-            let (s, found) = self.probe(t, cap, key, h);
-            let head = if found { self.heap.atomic(s + 16).load(Relaxed) } else { 0 };
-            let node = nodes + i * NODE;
-            let mut b = [0u8; NODE as usize];
-            b[0..4].copy_from_slice(&view.seg_id().to_le_bytes());
-            b[4..8].copy_from_slice(&info.df.to_le_bytes());
-            b[8..16].copy_from_slice(&(image_off + info.blob_offset).to_le_bytes());
-            b[16..20].copy_from_slice(&(info.blob.len() as u32).to_le_bytes());
-            b[20..24].copy_from_slice(&info.max_tf.to_le_bytes());
-            b[24..32].copy_from_slice(&head.to_le_bytes());
-            self.heap.write(node, &b);
-            if found {
-                self.heap.atomic(s + 16).store(node, Release);
-            } else {
-                let mut rec = Vec::with_capacity(4 + key.len());
-                rec.extend_from_slice(&(key.len() as u32).to_le_bytes());
-                rec.extend_from_slice(key);
-                let key_ref = self.heap.alloc_copy(&rec)?;
-                self.heap.atomic(s + 8).store(h, Relaxed);
-                self.heap.atomic(s + 16).store(node, Relaxed);
-                self.heap.atomic(s).store(key_ref, Release);
+        if opts.redo {
+            // A torn table may count a slot it does not hold (or the reverse), and a slot's key reference may
+            // be durable while its hash word is not: count again and rewrite every hash from its key.
+            count = 0;
+            for i in 0..cap {
+                let s = Self::slot(t, i);
+                let key_ref = self.heap.atomic(s).load(Relaxed);
+                if key_ref == 0 {
+                    continue;
+                }
                 count += 1;
-                self.heap.atomic(t + 8).store(count, Relaxed);
+                if let Some(k) = self.key_at(key_ref) {
+                    self.heap.atomic(s + 8).store(hash64(k), Relaxed);
+                }
             }
+            self.heap.atomic(t + 8).store(count, Relaxed);
+            if opts.durable {
+                self.heap.persist(t, (TABLE_HEADER + cap * SLOT) as usize)?;
+            }
+        }
+        let batch = opts.progress_every.max(1) as u64;
+        let mut i = opts.from_term as u64;
+        while i < n {
+            let end = n.min(i + batch);
+            // Pass 1: nodes and key records, written and made durable before anything points to them.
+            let nodes = self.heap.alloc(((end - i) * NODE) as usize)?;
+            let mut plan = Vec::with_capacity((end - i) as usize);
+            let mut keys = Vec::new();
+            for j in i..end {
+                let key = view.key_at(j as usize)?;
+                let info = view.term_at(j as usize)?;
+                let h = hash64(key);
+                let (s, found) =
+                    if opts.redo { self.probe_key(t, cap, key) } else { self.probe(t, cap, key, h) };
+                let head = if found { self.heap.atomic(s + 16).load(Relaxed) } else { 0 };
+                if opts.redo && found && head != 0 && self.node_seg(head) == Some(seg) {
+                    plan.push(Link::Skip);
+                    continue;
+                }
+                let node = nodes + (j - i) * NODE;
+                let mut b = [0u8; NODE as usize];
+                b[0..4].copy_from_slice(&seg.to_le_bytes());
+                b[4..8].copy_from_slice(&info.df.to_le_bytes());
+                b[8..16].copy_from_slice(&(image_off + info.blob_offset).to_le_bytes());
+                b[16..20].copy_from_slice(&(info.blob.len() as u32).to_le_bytes());
+                b[20..24].copy_from_slice(&info.max_tf.to_le_bytes());
+                b[24..32].copy_from_slice(&head.to_le_bytes());
+                self.heap.write(node, &b);
+                if found {
+                    plan.push(Link::Existing { slot: s, node, h });
+                } else {
+                    plan.push(Link::New { key_at: keys.len() as u64, node, h });
+                    keys.extend_from_slice(&(key.len() as u32).to_le_bytes());
+                    keys.extend_from_slice(key);
+                }
+            }
+            let keys_off = if keys.is_empty() { 0 } else { self.heap.alloc_copy(&keys)? };
+            if opts.durable {
+                self.heap.persist(nodes, ((end - i) * NODE) as usize)?;
+                self.heap.persist(keys_off, keys.len())?;
+            }
+            // Pass 2: publish. Each chain head and each slot's key reference is one 8-byte store.
+            let mut dirty = vec![];
+            let table_at_plan = t;
+            for (j, l) in (i..end).zip(plan) {
+                match l {
+                    Link::Skip => {}
+                    Link::Existing { slot, node, h } => {
+                        let slot = if t == table_at_plan {
+                            slot
+                        } else {
+                            self.probe(t, cap, view.key_at(j as usize)?, h).0
+                        };
+                        self.heap.atomic(slot + 8).store(h, Relaxed);
+                        self.heap.atomic(slot + 16).store(node, Release);
+                        dirty.push((slot, slot + SLOT));
+                    }
+                    Link::New { key_at, node, h } => {
+                        if (count + 1) * 2 > cap {
+                            (t, cap) = self.grow(t, cap, opts.durable)?;
+                        }
+                        let (s, _) = self.probe(t, cap, view.key_at(j as usize)?, h);
+                        self.heap.atomic(s + 8).store(h, Relaxed);
+                        self.heap.atomic(s + 16).store(node, Relaxed);
+                        self.heap.atomic(s).store(keys_off + key_at, Release);
+                        count += 1;
+                        self.heap.atomic(t + 8).store(count, Relaxed);
+                        dirty.push((s, s + SLOT));
+                    }
+                }
+            }
+            if opts.durable {
+                dirty.push((t, t + TABLE_HEADER));
+                self.heap.persist_ranges(&mut dirty)?;
+            }
+            if let Some(p) = opts.progress.as_mut() {
+                p(end as u32)?;
+            }
+            i = end;
         }
         Ok(())
     }
 
-    fn grow(&self, t: u64, cap: u64) -> Result<(u64, u64), MergeError> {
+    /// The segment id of the chain node at `node`, if it lies inside the heap.
+    fn node_seg(&self, node: u64) -> Option<u32> {
+        self.heap.try_slice(node, 4).map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+    }
+
+    /// Like `probe`, but matches on the key alone and ignores the stored hash (redo after a torn write may
+    /// find a slot whose key reference is durable but whose hash word is not).
+    fn probe_key(&self, t: u64, cap: u64, key: &[u8]) -> (u64, bool) {
+        let h = hash64(key);
+        let mut i = h & (cap - 1);
+        for _ in 0..cap {
+            let s = Self::slot(t, i);
+            let key_ref = self.heap.atomic(s).load(Acquire);
+            if key_ref == 0 {
+                return (s, false);
+            }
+            if self.key_matches(key_ref, key) {
+                return (s, true);
+            }
+            i = (i + 1) & (cap - 1);
+        }
+        (Self::slot(t, h & (cap - 1)), false)
+    }
+
+    fn grow(&self, t: u64, cap: u64, durable: bool) -> Result<(u64, u64), MergeError> {
         let ncap = cap * 2;
         let nt = self.new_table(ncap)?;
         let mut count = 0;
@@ -204,8 +318,23 @@ impl MergedSegment {
             count += 1;
         }
         self.heap.atomic(nt + 8).store(count, Relaxed);
+        if durable {
+            // The whole new table is durable before the one pointer store that publishes it.
+            self.heap.persist(nt, (TABLE_HEADER + ncap * SLOT) as usize)?;
+        }
         self.heap.atomic(self.header).store(nt, Release);
+        if durable {
+            self.heap.persist(self.header, 8)?;
+        }
         Ok((nt, ncap))
+    }
+
+    /// Makes the header and the whole (initial) table durable (crash-safe mode, after `create`).
+    pub fn persist_all(&self) -> Result<(), PersistentHeapError> {
+        let (t, cap) = self.table();
+        self.heap.persist(t, (TABLE_HEADER + cap * SLOT) as usize)?;
+        self.heap.persist(self.header, 64)?;
+        Ok(())
     }
 
     /// The chain of `key`, newest segment first.
@@ -272,6 +401,10 @@ pub enum MergeError {
     Heap(#[from] PersistentHeapError),
     #[error("{}", .0.0)]
     Segment(SegmentError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Log(String),
 }
 
 impl From<SegmentError> for MergeError {

@@ -16,7 +16,7 @@ pub mod merged;
 pub use deletes::DeleteBitmap;
 pub use fresh::{FreshPostings, FreshSegment, InsertError};
 pub use image::{ImageBuilder, ImageView};
-pub use merged::MergedSegment;
+pub use merged::{LinkOptions, MergeError, MergedSegment};
 
 /// BM25 statistics of one field over a set of documents.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -9,6 +9,14 @@
 //! The ingester is the caller's thread holding the writer lock (one writer per shard, as in SPIRIT). Each
 //! later stage is one thread fed by a bounded queue, so a slow stage back-pressures the one before it and,
 //! ultimately, `add`. Nothing in the pipeline blocks readers: every hand-over is a GDT state change.
+//!
+//! In crash-safe mode (module `durable`) every write is also recorded in the tLog before it is acknowledged,
+//! the engraver records each engraved segment in the eLog, the merger records its progress in the mLog and
+//! writes a checkpoint after each merge, and `open` recovers from the last checkpoint and the logs.
+
+mod durable;
+
+pub use durable::Replay;
 
 use crate::config::{CommitPolicy, Durability, ShardConfig};
 use crate::error::{Error, Result};
@@ -43,6 +51,9 @@ struct Manifest {
     segments: Vec<ManifestSegment>,
     /// The owner's data (schema, settings).
     extra: serde_json::Value,
+    /// Crash-safe mode: where the logs continue after this checkpoint.
+    #[serde(default)]
+    logs: Option<durable::LogHeads>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -93,6 +104,8 @@ pub(crate) struct ShardInner {
     pub(crate) counters: Counters,
     /// DRAM high-water mark of earlier sessions.
     earlier_high_water: usize,
+    /// Crash-safe mode: the logs.
+    logs: Option<durable::Logs>,
 }
 
 /// A shard. Dropping it closes it (gracefully, in graceful mode).
@@ -120,12 +133,18 @@ pub struct ShardStats {
     pub commits: u64,
     pub merges: u64,
     pub epoch: u64,
+    pub durability: Durability,
+    /// Crash-safe mode: tLog chunks in use, their bytes, and the next LSN.
+    pub tlog_chunks: usize,
+    pub tlog_bytes: u64,
+    pub tlog_next_lsn: u64,
 }
 
 impl Shard {
-    /// Opens the shard in `dir`, creating it if absent. Returns the shard and the `extra` data stored at its
-    /// last clean close (`Null` for a new shard).
-    pub fn open(dir: &Path, cfg: ShardConfig) -> Result<(Shard, serde_json::Value)> {
+    /// Opens the shard in `dir`, creating it if absent. Returns the shard, the `extra` data stored at its
+    /// last clean close or checkpoint (`Null` for a new shard), and — after a crash in crash-safe mode — the
+    /// tLog records the owner must [`replay`](Self::replay_add) (re-analysing each document with its schema).
+    pub fn open(dir: &Path, cfg: ShardConfig) -> Result<(Shard, serde_json::Value, Option<Replay>)> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let path = dir.join(HEAP_FILE);
         let heap_err = |e: crate::memory::PersistentHeapError| match e {
@@ -139,8 +158,9 @@ impl Shard {
         let dram =
             DramHeap::new(cfg.dram_budget, cfg.short_term_bytes()).map_err(|e| Error::io("DRAM heap", e))?;
         let (heap, manifest) = if path.exists() {
-            let (heap, rec) = PersistentHeap::open(&path, cfg.persistent_budget).map_err(heap_err)?;
-            if !rec.clean {
+            let (heap, rec) =
+                PersistentHeap::open(&path, cfg.persistent_budget, cfg.barrier.clone()).map_err(heap_err)?;
+            if !rec.clean && rec.manifest_len == 0 {
                 return Err(Error::Format(format!(
                     "{} was not closed cleanly (the process crashed or was killed) and graceful mode cannot \
                      recover it; restore a backup or re-index",
@@ -156,6 +176,12 @@ impl Shard {
             }
             let m: Manifest = serde_json::from_slice(bytes)
                 .map_err(|e| Error::corrupt(&path, rec.manifest_off, format!("manifest: {e}")))?;
+            if !rec.clean && m.logs.is_none() {
+                return Err(Error::Format(format!(
+                    "{}: checkpoint without logs in a heap not closed cleanly",
+                    path.display()
+                )));
+            }
             if m.format != MANIFEST_FORMAT {
                 return Err(Error::Format(format!(
                     "{}: manifest format {} is not supported",
@@ -165,67 +191,87 @@ impl Shard {
             }
             (Arc::new(heap), Some(m))
         } else {
-            (Arc::new(PersistentHeap::create(&path, cfg.persistent_budget).map_err(heap_err)?), None)
+            // Create under a temporary name and rename once the superblock is durable, so a crash during
+            // creation leaves no half-made heap behind.
+            let tmp = dir.join(format!("{HEAP_FILE}.new"));
+            let _ = std::fs::remove_file(&tmp);
+            let mut heap =
+                PersistentHeap::create(&tmp, cfg.persistent_budget, cfg.barrier.clone()).map_err(heap_err)?;
+            std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+            durable::sync_dir(dir)?;
+            heap.set_path(&path);
+            (Arc::new(heap), None)
         };
 
         let earlier_high_water = manifest.as_ref().map_or(0, |m| m.dram_high_water);
+        let mut cfg = cfg;
+        let mut logs = None;
+        let mut replay = None;
         let (merged, segments, next_doc, next_seg, merged_upto, extra) = match manifest {
             Some(m) => {
                 let merged = MergedSegment::open(heap.clone(), m.merged_header)
                     .map_err(|e| Error::corrupt(&path, m.merged_header, e.0))?;
                 let mut segs = vec![];
-                let mut merged_upto = None;
                 for s in &m.segments {
-                    let p =
-                        PersistentImage { heap: heap.clone(), off: s.image_off, len: s.image_len as usize };
-                    if s.image_off + s.image_len > heap.stats().file_len {
-                        return Err(Error::corrupt(
-                            &path,
-                            s.image_off,
-                            "segment image beyond the end of the file",
-                        ));
-                    }
-                    let v =
-                        ImageView::parse(p.bytes()).map_err(|e| Error::corrupt(&path, s.image_off, e.0))?;
-                    if v.doc_count() != s.doc_count || v.seg_id() != s.id || v.base_doc() != s.base_doc {
-                        return Err(Error::corrupt(
-                            &path,
-                            s.image_off,
-                            "segment header disagrees with the manifest",
-                        ));
-                    }
-                    let del = DeleteBitmap::from_bytes(
-                        s.doc_count,
-                        heap.slice(s.deletes_off, s.deletes_len as usize),
-                    );
-                    if s.merged {
-                        merged_upto = Some(s.id);
-                    }
-                    segs.push(Arc::new(SegmentDesc {
-                        id: s.id,
+                    let e = crate::durability::Engraved {
+                        seg: s.id,
                         base_doc: s.base_doc,
-                        state: if s.merged { SegState::Merged } else { SegState::Committed },
-                        deletes: Arc::new(del),
-                        data: SegData::Image { dram: None, persistent: Some(p) },
                         doc_count: s.doc_count,
-                    }));
+                        image_off: s.image_off,
+                        image_len: s.image_len,
+                    };
+                    let bytes = heap.try_slice(s.deletes_off, s.deletes_len as usize).ok_or_else(|| {
+                        Error::corrupt(&path, s.deletes_off, "delete bitmap beyond the file")
+                    })?;
+                    let del = DeleteBitmap::from_bytes(s.doc_count, bytes);
+                    let state = if s.merged { SegState::Merged } else { SegState::Committed };
+                    segs.push(Arc::new(durable::load_segment(&heap, &path, &e, del, state)?));
                 }
-                // The heap is now in use: a crash from here on must be detected at the next open.
-                heap.write_record(&RecoveryRecord {
-                    clean: false,
-                    heap_end: heap.head(),
-                    manifest_off: 0,
-                    manifest_len: 0,
-                    manifest_crc: 0,
-                })
-                .map_err(|e| Error::io(&path, e))?;
-                (Arc::new(merged), segs, m.next_doc, m.next_seg, merged_upto, m.extra)
+                let mut merged_upto = segs.iter().filter(|s| s.state == SegState::Merged).map(|s| s.id).max();
+                let (mut next_doc, mut next_seg) = (m.next_doc, m.next_seg);
+                let crashed = !heap.record().clean;
+                match &m.logs {
+                    // A crash-safe shard: recover from its logs. After a crash it stays crash-safe whatever
+                    // the configuration says (the logs are the only record of acknowledged writes).
+                    Some(heads) if crashed || cfg.durability == Durability::CrashSafe => {
+                        cfg.durability = Durability::CrashSafe;
+                        heap.enable_reservations();
+                        let r = durable::recover(&heap, &path, &m, heads, &mut segs, &merged)?;
+                        (next_doc, next_seg, merged_upto) = (r.next_doc, r.next_seg, r.merged_upto);
+                        logs = Some(r.logs);
+                        replay = Some(r.replay);
+                    }
+                    _ => {}
+                }
+                if cfg.durability != Durability::CrashSafe {
+                    // The heap is now in use: a crash from here on must be detected at the next open.
+                    heap.write_record(&RecoveryRecord {
+                        clean: false,
+                        heap_end: heap.head(),
+                        manifest_off: 0,
+                        manifest_len: 0,
+                        manifest_crc: 0,
+                    })
+                    .map_err(|e| Error::io(&path, e))?;
+                }
+                (Arc::new(merged), segs, next_doc, next_seg, merged_upto, m.extra)
             }
             None => {
+                if cfg.durability == Durability::CrashSafe {
+                    heap.enable_reservations();
+                }
                 let ms = MergedSegment::create(heap.clone()).map_err(heap_err)?;
                 (Arc::new(ms), vec![], 0, 0, None, serde_json::Value::Null)
             }
         };
+        let new_logs = cfg.durability == Durability::CrashSafe && logs.is_none();
+        if new_logs {
+            // A new crash-safe shard (or a graceful one switching): the merged segment as it stands is the
+            // base of the first checkpoint.
+            heap.enable_reservations();
+            merged.persist_all().map_err(heap_err)?;
+            logs = Some(durable::Logs::create(&heap, extra.clone())?);
+        }
 
         let fresh_block = dram
             .try_alloc(RingKind::ShortTerm, cfg.fresh_bytes())
@@ -265,7 +311,11 @@ impl Shard {
             failure: Mutex::new(None),
             counters: Counters::default(),
             earlier_high_water,
+            logs,
         });
+        if new_logs {
+            inner.write_manifest(None, false)?;
+        }
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new().name(name.into()).spawn(f).map_err(|e| Error::io("thread", e))
         };
@@ -275,7 +325,21 @@ impl Shard {
             spawn("spirit-engraver", Box::new(move || b.engraver(engrave_rx)))?,
             spawn("spirit-merger", Box::new(move || c.merger(merge_rx)))?,
         ];
-        Ok((Shard { inner, threads: Mutex::new(threads) }, extra))
+        // Segments recovered committed but not merged (crash-safe recovery) go to the merger, oldest first.
+        let pending: Vec<u32> = inner
+            .gdt
+            .pin()
+            .segments
+            .iter()
+            .filter(|s| s.state == SegState::Committed)
+            .map(|s| s.id)
+            .collect();
+        if let Some(tx) = inner.merge_tx.lock().as_ref() {
+            for id in pending {
+                let _ = tx.send(id);
+            }
+        }
+        Ok((Shard { inner, threads: Mutex::new(threads) }, extra, replay))
     }
 
     /// Pins the current epoch for a query.
@@ -333,40 +397,58 @@ impl Shard {
         None
     }
 
-    /// Deletes the live doc with `_id`; returns whether there was one.
+    /// Deletes the live doc with `_id`; returns whether there was one. In crash-safe mode the delete is
+    /// durable when this returns.
     pub fn delete(&self, id: &str) -> Result<bool> {
-        let w = self.inner.writer.lock();
-        self.inner.check_open(&w)?;
-        Ok(self.delete_locked(id))
+        let (found, lsn) = self.delete_deferred(id)?;
+        self.sync_to(lsn)?;
+        Ok(found)
     }
 
-    fn delete_locked(&self, id: &str) -> bool {
+    /// Like [`delete`](Self::delete), but not yet durable: returns the tLog LSN to pass to
+    /// [`sync_to`](Self::sync_to) (bulk requests sync once for many operations).
+    pub fn delete_deferred(&self, id: &str) -> Result<(bool, Option<u64>)> {
+        let w = self.inner.writer.lock();
+        self.inner.check_open(&w)?;
         match self.find_id(id) {
             Some((seg, local)) => {
                 seg.deletes.delete(local);
                 if let SegData::Fresh(f) = &seg.data {
                     f.forget_id(id);
                 }
-                true
+                Ok((true, self.inner.log_delete(seg.base_doc + local, id)?))
             }
-            None => false,
+            None => Ok((false, None)),
         }
     }
 
     /// Adds `doc`, replacing the live doc with the same `_id` (Elasticsearch `index` semantics). With
     /// `check_existing` false the caller promises the id is new (auto-generated ids). Returns the new doc id
-    /// and whether a doc was replaced.
+    /// and whether a doc was replaced. In crash-safe mode the write is durable when this returns.
     pub fn upsert(&self, doc: &AnalyzedDoc, check_existing: bool) -> Result<(u32, bool)> {
+        let (new, replaced, lsn) = self.upsert_deferred(doc, check_existing)?;
+        self.sync_to(lsn)?;
+        Ok((new, replaced))
+    }
+
+    /// Like [`upsert`](Self::upsert), but not yet durable: also returns the tLog LSN to pass to
+    /// [`sync_to`](Self::sync_to).
+    pub fn upsert_deferred(
+        &self,
+        doc: &AnalyzedDoc,
+        check_existing: bool,
+    ) -> Result<(u32, bool, Option<u64>)> {
         // One writer: find, add and delete under the writer lock, so no other write interleaves.
         let mut w = self.inner.writer.lock();
         let old = if check_existing { self.find_id(&doc.id) } else { None };
         let new = self.add_locked(&mut w, doc)?;
-        let replaced = old.is_some();
+        let replaced = old.as_ref().map(|(seg, local)| seg.base_doc + local);
         if let Some((seg, local)) = old {
             // Bitmaps are shared by every descriptor of a segment, so this reaches the current one.
             seg.deletes.delete(local);
         }
-        Ok((new, replaced))
+        let lsn = self.inner.log_add(&w, doc, new, replaced)?;
+        Ok((new, replaced.is_some(), lsn))
     }
 
     /// Seals the current fresh segment (if it has documents) so the pipeline flushes it.
@@ -450,6 +532,7 @@ impl Shard {
             deleted += s.deletes.count() as u64;
         }
         let c = &self.inner.counters;
+        let tlog = self.inner.logs.as_ref().map_or((0, 0, 0), |l| l.tlog_stats());
         ShardStats {
             docs: docs - deleted,
             deleted,
@@ -465,6 +548,10 @@ impl Shard {
             commits: c.commits.load(Relaxed),
             merges: c.merges.load(Relaxed),
             epoch: snap.epoch,
+            durability: self.inner.cfg.durability,
+            tlog_chunks: tlog.0,
+            tlog_bytes: tlog.1,
+            tlog_next_lsn: tlog.2,
         }
     }
 
@@ -509,7 +596,7 @@ impl Shard {
         if self.inner.cfg.durability == Durability::Volatile {
             return Ok(());
         }
-        self.inner.write_manifest(extra)
+        self.inner.write_manifest(Some(extra), true)
     }
 
     pub fn dir(&self) -> &Path {
@@ -630,6 +717,10 @@ impl ShardInner {
                 // Larger than the whole long-term ring: engrave directly and read it from the persistent tier.
                 let off =
                     self.heap.alloc_copy(&bytes).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
+                if self.cfg.durability == Durability::CrashSafe {
+                    self.heap.persist(off, bytes.len()).map_err(|e| Error::io(self.heap.path(), e))?;
+                    self.log_engraved(&seg, off, bytes.len())?;
+                }
                 SegData::Image {
                     dram: None,
                     persistent: Some(PersistentImage { heap: self.heap.clone(), off, len: bytes.len() }),
@@ -737,6 +828,7 @@ impl ShardInner {
         let off = self.heap.alloc_copy(bytes).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
         if self.cfg.durability == Durability::CrashSafe {
             self.heap.persist(off, bytes.len()).map_err(|e| Error::io(self.heap.path(), e))?;
+            self.log_engraved(&seg, off, bytes.len())?;
         }
         let p = PersistentImage { heap: self.heap.clone(), off, len: bytes.len() };
         self.gdt.update_segment(id, |d| {
@@ -770,7 +862,7 @@ impl ShardInner {
             return Err(Error::Format(format!("segment {id} committed without a persistent copy")));
         };
         let view = ImageView::parse(p.bytes()).map_err(|e| Error::corrupt(self.heap.path(), p.off, e.0))?;
-        snap.merged.link(p.off, &view).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
+        self.link_logged(&snap.merged, id, p.off, &view)?;
         drop(snap);
         self.gdt.update(|s| {
             if let Some(i) = s.index_of(id) {
@@ -780,59 +872,12 @@ impl ShardInner {
             }
             s.merged_upto = Some(s.merged_upto.map_or(id, |m| m.max(id)));
         });
+        if self.logs.is_some() {
+            // A checkpoint after each merge bounds recovery and lets the tLog recycle its chunks.
+            self.write_manifest(None, false)?;
+        }
         self.counters.merges.fetch_add(1, Relaxed);
         self.counters.merge_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
         Ok(())
-    }
-
-    fn write_manifest(&self, extra: serde_json::Value) -> Result<()> {
-        let path = self.heap.path().to_path_buf();
-        let snap = self.gdt.pin();
-        let w = self.writer.lock();
-        let mut segments = vec![];
-        let mut next_doc = 0;
-        for s in &snap.segments {
-            if s.state == SegState::Fresh {
-                continue; // the empty fresh segment of a closed shard
-            }
-            let SegData::Image { persistent: Some(p), .. } = &s.data else {
-                return Err(Error::Format(format!("segment {} not engraved at close", s.id)));
-            };
-            let del = s.deletes.to_bytes();
-            let deletes_off =
-                self.heap.alloc_copy(&del).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
-            segments.push(ManifestSegment {
-                id: s.id,
-                base_doc: s.base_doc,
-                doc_count: s.doc_count,
-                image_off: p.off,
-                image_len: p.len as u64,
-                deletes_off,
-                deletes_len: del.len() as u64,
-                merged: s.state == SegState::Merged,
-            });
-            next_doc = s.base_doc + s.doc_count;
-        }
-        let m = Manifest {
-            format: MANIFEST_FORMAT,
-            next_doc,
-            next_seg: w.next_seg,
-            merged_header: snap.merged.header_offset(),
-            dram_high_water: self.dram.stats().high_water.max(self.earlier_high_water),
-            segments,
-            extra,
-        };
-        let bytes = serde_json::to_vec(&m).expect("manifest serializes");
-        let off = self.heap.alloc_copy(&bytes).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
-        self.heap.persist_all().map_err(|e| Error::io(&path, e))?;
-        self.heap
-            .write_record(&RecoveryRecord {
-                clean: true,
-                heap_end: self.heap.head(),
-                manifest_off: off,
-                manifest_len: bytes.len() as u64,
-                manifest_crc: crc32fast::hash(&bytes),
-            })
-            .map_err(|e| Error::io(&path, e))
     }
 }

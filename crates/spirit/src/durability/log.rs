@@ -1,0 +1,460 @@
+//! An append-only log of checksummed records in the persistent heap: the one structure behind the tLog, the
+//! eLog and the mLog (SPIRIT §4.9).
+//!
+//! ```text
+//! chunk header (64 B): "SPIRITLG" | version u32 | kind u32 | first lsn u64 | chunk len u64 | crc u32 (of the
+//!                      above) | pad | next chunk u64 (at +56, an atomic word set when the log moves on)
+//! record:              payload len u32 | crc u32 (of len, lsn, payload) | lsn u64 | payload | pad to 8 B
+//! ```
+//! Records carry consecutive sequence numbers (LSNs). A scan accepts a record only if its checksum holds
+//! *and* its LSN is the next one expected, and follows a chunk's `next` only if that chunk's header is valid
+//! and starts at the expected LSN. So a torn record ends the log, and stale bytes (a recycled chunk, a tail
+//! left behind by a crash) can never be mistaken for records: their LSNs are from the past. After recovery
+//! the log continues in a new chunk, so whatever follows the valid end is never scanned again.
+//!
+//! Appends take a short lock and copy into the mapped heap; [`Log::sync`] is the group commit: one thread
+//! persists everything appended so far (its own records and everyone else's) while later appends go on,
+//! and every caller whose records that covered returns without a barrier of its own.
+
+use crate::memory::{PersistentHeap, PersistentHeapError};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+const MAGIC: &[u8; 8] = b"SPIRITLG";
+const LOG_VERSION: u32 = 1;
+const CHUNK_HEADER: u64 = 64;
+const NEXT_AT: u64 = 56;
+const RECORD_HEADER: u64 = 16;
+/// Largest record payload (a document of at most the largest accepted size, plus its id).
+pub const MAX_RECORD: usize = 1 << 30;
+
+/// Where a log continues: the chunk, the heap offset of the next record and its LSN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogPos {
+    pub chunk: u64,
+    pub off: u64,
+    pub lsn: u64,
+}
+
+/// Errors of a log.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error(transparent)]
+    Heap(#[from] PersistentHeapError),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error("log record of {0} bytes is larger than the limit")]
+    TooLarge(usize),
+    #[error("corrupt log chunk header at offset {0}")]
+    Corrupt(u64),
+}
+
+struct Chunk {
+    off: u64,
+    len: u64,
+    first_lsn: u64,
+}
+
+struct State {
+    /// Chunks from the oldest still needed to the current one.
+    chain: VecDeque<Chunk>,
+    pos: u64,
+    next_lsn: u64,
+    /// Appended ranges not yet persisted, in order.
+    dirty: Vec<(u64, u64)>,
+}
+
+/// One log.
+pub struct Log {
+    heap: Arc<PersistentHeap>,
+    kind: u32,
+    chunk_bytes: u64,
+    st: Mutex<State>,
+    sync_lock: Mutex<()>,
+    /// Every record with an LSN below this is durable.
+    durable: AtomicU64,
+    /// Recycled chunks of the standard size.
+    free: Mutex<Vec<u64>>,
+}
+
+/// A record read back by a scan.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub lsn: u64,
+    pub payload: Vec<u8>,
+}
+
+fn pad8(n: u64) -> u64 {
+    n.div_ceil(8) * 8
+}
+
+fn record_crc(lsn: u64, payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&(payload.len() as u32).to_le_bytes());
+    h.update(&lsn.to_le_bytes());
+    h.update(payload);
+    h.finalize()
+}
+
+impl Log {
+    /// Starts a new, empty log whose first record gets `first_lsn`.
+    pub fn create(
+        heap: Arc<PersistentHeap>,
+        kind: u32,
+        chunk_bytes: usize,
+        first_lsn: u64,
+    ) -> Result<Log, LogError> {
+        let log = Log {
+            heap,
+            kind,
+            chunk_bytes: pad8(chunk_bytes.max(4096) as u64),
+            st: Mutex::new(State { chain: VecDeque::new(), pos: 0, next_lsn: first_lsn, dirty: vec![] }),
+            sync_lock: Mutex::new(()),
+            durable: AtomicU64::new(first_lsn),
+            free: Mutex::new(vec![]),
+        };
+        {
+            let mut st = log.st.lock();
+            log.new_chunk(&mut st, 0)?;
+        }
+        Ok(log)
+    }
+
+    /// Scans the log from `from` and returns every valid record (see the module doc) and where the log ends.
+    /// Read-only: safe on a heap that is merely being checked.
+    pub fn scan(
+        heap: &PersistentHeap,
+        kind: u32,
+        from: LogPos,
+    ) -> Result<(Vec<Record>, Vec<(u64, u64, u64)>, LogPos), LogError> {
+        let mut records = vec![];
+        let mut chunks = vec![];
+        let (mut chunk, mut lsn) = (from.chunk, from.lsn);
+        let (mut len, first) = Self::read_header(heap, kind, chunk).ok_or(LogError::Corrupt(chunk))?;
+        chunks.push((chunk, len, first));
+        let mut pos = from.off;
+        if pos < chunk + CHUNK_HEADER || pos > chunk + len {
+            return Err(LogError::Corrupt(chunk));
+        }
+        loop {
+            // Records in this chunk.
+            while pos + RECORD_HEADER <= chunk + len {
+                let h = heap.slice(pos, RECORD_HEADER as usize);
+                let plen = u32::from_le_bytes(h[0..4].try_into().unwrap()) as u64;
+                let crc = u32::from_le_bytes(h[4..8].try_into().unwrap());
+                let rlsn = u64::from_le_bytes(h[8..16].try_into().unwrap());
+                let end = pos + RECORD_HEADER + pad8(plen);
+                if rlsn != lsn || end > chunk + len {
+                    break;
+                }
+                let payload = heap.slice(pos + RECORD_HEADER, plen as usize);
+                if record_crc(rlsn, payload) != crc {
+                    break;
+                }
+                records.push(Record { lsn, payload: payload.to_vec() });
+                lsn += 1;
+                pos = end;
+            }
+            // Follow the chain only into a valid chunk that starts exactly here.
+            let next = heap.atomic(chunk + NEXT_AT).load(Acquire);
+            match (next != 0).then(|| Self::read_header(heap, kind, next)).flatten() {
+                Some((nlen, nfirst)) if nfirst == lsn && next > 0 => {
+                    chunk = next;
+                    len = nlen;
+                    chunks.push((chunk, len, nfirst));
+                    pos = chunk + CHUNK_HEADER;
+                }
+                _ => break,
+            }
+        }
+        Ok((records, chunks, LogPos { chunk, off: pos, lsn }))
+    }
+
+    /// Re-opens a log after [`scan`](Self::scan): appends continue at the scan's end, in a fresh chunk (so
+    /// bytes after the valid end are never read again). `chunks` are the scanned chunks; `free` the recycled
+    /// chunks recorded at the last checkpoint (any that the chain now uses are dropped from it).
+    pub fn reopen(
+        heap: Arc<PersistentHeap>,
+        kind: u32,
+        chunk_bytes: usize,
+        chunks: &[(u64, u64, u64)],
+        end: LogPos,
+        free: &[u64],
+    ) -> Result<Log, LogError> {
+        let log = Log {
+            heap,
+            kind,
+            chunk_bytes: pad8(chunk_bytes.max(4096) as u64),
+            st: Mutex::new(State {
+                chain: chunks.iter().map(|&(off, len, first_lsn)| Chunk { off, len, first_lsn }).collect(),
+                pos: end.off,
+                next_lsn: end.lsn,
+                dirty: vec![],
+            }),
+            sync_lock: Mutex::new(()),
+            durable: AtomicU64::new(end.lsn),
+            free: Mutex::new(free.iter().copied().filter(|f| chunks.iter().all(|c| c.0 != *f)).collect()),
+        };
+        {
+            let mut st = log.st.lock();
+            log.new_chunk(&mut st, 0)?;
+        }
+        Ok(log)
+    }
+
+    fn read_header(heap: &PersistentHeap, kind: u32, at: u64) -> Option<(u64, u64)> {
+        if !at.is_multiple_of(64) {
+            return None;
+        }
+        let h = heap.try_slice(at, CHUNK_HEADER as usize)?;
+        let crc = u32::from_le_bytes(h[40..44].try_into().unwrap());
+        if &h[0..8] != MAGIC || crc32fast::hash(&h[..40]) != crc {
+            return None;
+        }
+        let version = u32::from_le_bytes(h[8..12].try_into().unwrap());
+        let k = u32::from_le_bytes(h[12..16].try_into().unwrap());
+        let first = u64::from_le_bytes(h[16..24].try_into().unwrap());
+        let len = u64::from_le_bytes(h[24..32].try_into().unwrap());
+        (version == LOG_VERSION
+            && k == kind
+            && len >= CHUNK_HEADER
+            && heap.try_slice(at, len as usize).is_some())
+        .then_some((len, first))
+    }
+
+    /// Moves the log to a new chunk big enough for a record of `need` bytes and links it from the current
+    /// one. The new header is durable before the link, and the link before any record in the new chunk.
+    fn new_chunk(&self, st: &mut State, need: u64) -> Result<(), LogError> {
+        let len = self.chunk_bytes.max(pad8(CHUNK_HEADER + need));
+        let recycled = if len == self.chunk_bytes { self.free.lock().pop() } else { None };
+        let off = match recycled {
+            Some(off) => off,
+            None => self.heap.alloc(len as usize)?,
+        };
+        let mut h = [0u8; CHUNK_HEADER as usize];
+        h[0..8].copy_from_slice(MAGIC);
+        h[8..12].copy_from_slice(&LOG_VERSION.to_le_bytes());
+        h[12..16].copy_from_slice(&self.kind.to_le_bytes());
+        h[16..24].copy_from_slice(&st.next_lsn.to_le_bytes());
+        h[24..32].copy_from_slice(&len.to_le_bytes());
+        let crc = crc32fast::hash(&h[..40]);
+        h[40..44].copy_from_slice(&crc.to_le_bytes());
+        self.heap.write(off, &h);
+        self.heap.persist(off, CHUNK_HEADER as usize)?;
+        if let Some(cur) = st.chain.back() {
+            self.heap.atomic(cur.off + NEXT_AT).store(off, Release);
+            self.heap.persist(cur.off + NEXT_AT, 8)?;
+        }
+        st.chain.push_back(Chunk { off, len, first_lsn: st.next_lsn });
+        st.pos = off + CHUNK_HEADER;
+        Ok(())
+    }
+
+    /// Appends one record; returns its LSN. Not durable until [`sync`](Self::sync) covers it.
+    pub fn append(&self, payload: &[u8]) -> Result<u64, LogError> {
+        self.append_parts(&[payload])
+    }
+
+    /// Appends one record whose payload is the concatenation of `parts` (saves a copy for documents).
+    pub fn append_parts(&self, parts: &[&[u8]]) -> Result<u64, LogError> {
+        let plen: usize = parts.iter().map(|p| p.len()).sum();
+        if plen > MAX_RECORD {
+            return Err(LogError::TooLarge(plen));
+        }
+        let need = RECORD_HEADER + pad8(plen as u64);
+        let mut st = self.st.lock();
+        let cur = st.chain.back().expect("a log always has a chunk");
+        if st.pos + need > cur.off + cur.len {
+            self.new_chunk(&mut st, need)?;
+        }
+        let lsn = st.next_lsn;
+        let mut h = crc32fast::Hasher::new();
+        h.update(&(plen as u32).to_le_bytes());
+        h.update(&lsn.to_le_bytes());
+        for p in parts {
+            h.update(p);
+        }
+        let mut head = [0u8; RECORD_HEADER as usize];
+        head[0..4].copy_from_slice(&(plen as u32).to_le_bytes());
+        head[4..8].copy_from_slice(&h.finalize().to_le_bytes());
+        head[8..16].copy_from_slice(&lsn.to_le_bytes());
+        let start = st.pos;
+        self.heap.write(start, &head);
+        let mut at = start + RECORD_HEADER;
+        for p in parts {
+            self.heap.write(at, p);
+            at += p.len() as u64;
+        }
+        let end = start + need;
+        if end > at {
+            self.heap.write(at, &[0u8; 8][..(end - at) as usize]);
+        }
+        match st.dirty.last_mut() {
+            Some(r) if r.1 == start => r.1 = end,
+            _ => st.dirty.push((start, end)),
+        }
+        st.pos = end;
+        st.next_lsn = lsn + 1;
+        Ok(lsn)
+    }
+
+    /// Group commit: returns once every record with an LSN up to `lsn` is durable.
+    pub fn sync(&self, lsn: u64) -> Result<(), LogError> {
+        if self.durable.load(Acquire) > lsn {
+            return Ok(());
+        }
+        let _g = self.sync_lock.lock();
+        if self.durable.load(Acquire) > lsn {
+            return Ok(());
+        }
+        let (ranges, upto) = {
+            let mut st = self.st.lock();
+            (std::mem::take(&mut st.dirty), st.next_lsn)
+        };
+        for (a, b) in ranges {
+            self.heap.persist(a, (b - a) as usize)?;
+        }
+        self.durable.store(upto, Release);
+        Ok(())
+    }
+
+    /// Makes everything appended so far durable.
+    pub fn sync_all(&self) -> Result<u64, LogError> {
+        let next = self.st.lock().next_lsn;
+        if next > 0 {
+            self.sync(next - 1)?;
+        }
+        Ok(next)
+    }
+
+    /// The LSN the next record will get.
+    pub fn next_lsn(&self) -> u64 {
+        self.st.lock().next_lsn
+    }
+
+    /// Where a scan must start to see every record from `lsn` on (for a checkpoint), and the chunks wholly
+    /// before it, which the caller may [`recycle`](Self::recycle) once that checkpoint is durable.
+    pub fn position_of(&self, lsn: u64) -> (LogPos, Vec<u64>) {
+        let st = self.st.lock();
+        let i = st.chain.iter().rposition(|c| c.first_lsn <= lsn).unwrap_or(0);
+        let c = &st.chain[i];
+        // Records are scanned forward from the chunk start; a scan from the chunk's first record simply
+        // yields some records before `lsn`, which the reader skips by LSN.
+        let pos = LogPos { chunk: c.off, off: c.off + CHUNK_HEADER, lsn: c.first_lsn };
+        let before = st.chain.iter().take(i).filter(|c| c.len == self.chunk_bytes).map(|c| c.off).collect();
+        (pos, before)
+    }
+
+    /// Returns chunks that a durable checkpoint no longer needs to the free list and forgets them.
+    pub fn recycle(&self, chunks: &[u64]) {
+        let mut st = self.st.lock();
+        st.chain.retain(|c| !chunks.contains(&c.off));
+        self.free.lock().extend_from_slice(chunks);
+    }
+
+    /// Recycled chunks (recorded in checkpoints).
+    pub fn free_chunks(&self) -> Vec<u64> {
+        self.free.lock().clone()
+    }
+
+    /// Chunks in use and their bytes.
+    pub fn chunk_stats(&self) -> (usize, u64) {
+        let st = self.st.lock();
+        (st.chain.len(), st.chain.iter().map(|c| c.len).sum())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{BarrierChoice, SimDomain};
+
+    fn heap(dir: &std::path::Path, sim: Option<Arc<SimDomain>>) -> Arc<PersistentHeap> {
+        let b = sim.map_or(BarrierChoice::Auto, BarrierChoice::Simulated);
+        Arc::new(PersistentHeap::create(&dir.join("h"), 1 << 30, b).unwrap())
+    }
+
+    #[test]
+    fn appends_scan_back_across_chunks_and_reopen_continues() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = heap(dir.path(), None);
+        let log = Log::create(h.clone(), 7, 4096, 100).unwrap();
+        let start = log.position_of(100).0;
+        let mut want = vec![];
+        for i in 0..500u32 {
+            let p = vec![i as u8; (i % 97) as usize];
+            assert_eq!(log.append(&p).unwrap(), 100 + i as u64);
+            want.push(p);
+        }
+        // A record bigger than a chunk gets a chunk of its own.
+        want.push(vec![9u8; 10_000]);
+        log.append(&want[500]).unwrap();
+        log.sync_all().unwrap();
+        assert!(log.chunk_stats().0 > 5);
+        let (recs, chunks, end) = Log::scan(&h, 7, start).unwrap();
+        assert_eq!(recs.len(), want.len());
+        for (r, w) in recs.iter().zip(&want) {
+            assert_eq!(&r.payload, w);
+        }
+        assert_eq!(end.lsn, 601);
+        // Another kind of log does not read these chunks.
+        assert!(Log::scan(&h, 8, start).is_err());
+        let log2 = Log::reopen(h.clone(), 7, 4096, &chunks, end, &[]).unwrap();
+        assert_eq!(log2.append(b"more").unwrap(), 601);
+        log2.sync_all().unwrap();
+        let (recs, _, _) = Log::scan(&h, 7, start).unwrap();
+        assert_eq!(recs.len(), 502);
+        assert_eq!(recs[501].payload, b"more");
+        // Recycling: chunks before a position go to the free list and are reused.
+        let (pos, before) = log2.position_of(601);
+        assert!(!before.is_empty());
+        log2.recycle(&before);
+        for _ in 0..200 {
+            log2.append(&[1u8; 100]).unwrap();
+        }
+        log2.sync_all().unwrap();
+        let (recs, _, end) = Log::scan(&h, 7, pos).unwrap();
+        assert_eq!(recs.first().unwrap().lsn, 601);
+        assert_eq!(end.lsn, 802);
+    }
+
+    #[test]
+    fn only_synced_records_survive_a_simulated_crash_and_torn_records_end_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let sim = SimDomain::new();
+        let h = heap(dir.path(), Some(sim.clone()));
+        let log = Log::create(h.clone(), 1, 4096, 0).unwrap();
+        let start = log.position_of(0).0;
+        let created = sim.barriers();
+        let mut synced_at = vec![];
+        for i in 0..120u32 {
+            log.append(&i.to_le_bytes().repeat(1 + i as usize % 13)).unwrap();
+            if i % 3 == 2 {
+                log.sync(i as u64).unwrap();
+                synced_at.push((sim.barriers(), i as u64 + 1));
+            }
+        }
+        let total = sim.barriers();
+        for n in created..=total {
+            for tear in [None, Some(n as u64)] {
+                let img = sim.image_after(n, tear);
+                let p = dir.path().join(format!("img{n}"));
+                std::fs::write(&p, &img).unwrap();
+                let (h2, _) = PersistentHeap::open(&p, 1 << 30, BarrierChoice::Auto).unwrap();
+                let (recs, _, end) = Log::scan(&h2, 1, start).unwrap();
+                let acked = synced_at.iter().filter(|(b, _)| *b <= n).map(|(_, l)| *l).max().unwrap_or(0);
+                assert!(end.lsn >= acked, "barrier {n}: {} records survive, {acked} acknowledged", end.lsn);
+                for (i, r) in recs.iter().enumerate() {
+                    assert_eq!(r.lsn, i as u64);
+                    assert_eq!(r.payload, (i as u32).to_le_bytes().repeat(1 + i % 13));
+                }
+                drop(h2);
+                std::fs::remove_file(&p).unwrap();
+            }
+        }
+    }
+}
