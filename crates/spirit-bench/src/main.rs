@@ -5,6 +5,7 @@
 //! MM = AndMedMed, HH = AndHighHigh, and any other category asked for), close gracefully and time the
 //! reopen. Prints a markdown report and optionally writes JSON.
 
+mod durability;
 mod input;
 mod report;
 mod run;
@@ -25,6 +26,10 @@ enum Cli {
     Run(run::RunArgs),
     /// Combine the JSON results of a comparison into a markdown report with SVG plots.
     Report(report::ReportArgs),
+    /// Cost of crash safety: ingest and acknowledgement latency per durability mode, merge time, recovery.
+    Durability(durability::DurabilityArgs),
+    #[command(hide = true)]
+    DurabilityChild(durability::ChildArgs),
 }
 
 #[derive(clap::Args)]
@@ -223,5 +228,7 @@ fn main() {
         Cli::Nc(a) => nc(a),
         Cli::Run(a) => run::run(a),
         Cli::Report(a) => report::report(a),
+        Cli::Durability(a) => durability::run(a),
+        Cli::DurabilityChild(a) => durability::child(a),
     }
 }

@@ -194,6 +194,8 @@ impl<T: Read> Read for CountingReader<T> {
 /// Group commit for the CLI: documents are acknowledged (and their ids written to the ack log) once a sync
 /// covers them.
 struct Acks {
+    /// Set by SIGINT/SIGTERM: stop reading input.
+    stop: Arc<AtomicBool>,
     pending: Vec<String>,
     last_lsn: Option<u64>,
     every: usize,
@@ -233,10 +235,10 @@ fn index_stream(
     format: Format,
     name: &str,
     limit: u64,
-    stop: &AtomicBool,
     acks: &mut Acks,
     mut on_doc: impl FnMut(u64),
 ) -> R<(u64, u64)> {
+    let stop = acks.stop.clone();
     let (mut ok, mut bad) = (0u64, 0u64);
     for (lineno, line) in r.lines().enumerate() {
         if stop.load(Ordering::Relaxed) || ok >= limit {
@@ -303,7 +305,7 @@ fn cmd_index(
         )),
         None => None,
     };
-    let mut acks = Acks { pending: vec![], last_lsn: None, every: sync_every, log };
+    let mut acks = Acks { stop: stop.clone(), pending: vec![], last_lsn: None, every: sync_every, log };
     for path in files {
         let name = path.display().to_string();
         let fmt = format.unwrap_or_else(|| Format::guess(&name));
@@ -320,7 +322,7 @@ fn cmd_index(
                 .progress_chars("=> "),
         );
         pb.set_message(name.clone());
-        let (ok, bad) = index_stream(&index, r, fmt, &name, limit - total, &stop, &mut acks, |n| {
+        let (ok, bad) = index_stream(&index, r, fmt, &name, limit - total, &mut acks, |n| {
             if n % 1024 == 0 {
                 pb.set_position(PROGRESS.load(Ordering::Relaxed));
             }
@@ -399,6 +401,26 @@ fn print_stats(s: &spirit::IndexStats, out: &mut impl Write) -> R<()> {
     writeln!(out, "index {}: {} documents ({} deleted), {} fields", s.name, sh.docs, sh.deleted, s.fields)?;
     let segs: Vec<String> = sh.segments.iter().map(|(k, v)| format!("{k:?}={v}").to_lowercase()).collect();
     writeln!(out, "  segments: {}", segs.join(" "))?;
+    writeln!(
+        out,
+        "  durability: {:?}, persist barrier: {}{}",
+        sh.durability,
+        sh.persistent.barrier,
+        if sh.tlog_chunks > 0 {
+            format!(", tLog {} chunks ({})", sh.tlog_chunks, human(sh.tlog_bytes))
+        } else {
+            String::new()
+        }
+    )?;
+    if let Some(r) = s.recovery {
+        writeln!(
+            out,
+            "  recovered from a crash: open {:.1} ms, {} tLog records replayed in {:.1} ms",
+            r.open_micros as f64 / 1e3,
+            r.records,
+            r.replay_micros as f64 / 1e3
+        )?;
+    }
     writeln!(
         out,
         "  DRAM heap: {} used of {} budget (short-term {} / {}, long-term {} / {}), high-water mark {} (this session) / {} (lifetime)",
@@ -518,10 +540,15 @@ fn cmd_demo(data: Option<PathBuf>) -> R<()> {
     let index = engine.create_index("wiki", None, None)?;
     let r: Box<dyn BufRead> = Box::new(BufReader::new(flate2::read::GzDecoder::new(SAMPLE)));
     let t0 = Instant::now();
-    let never = AtomicBool::new(false);
     let mut first_visible = None;
-    let mut acks = Acks { pending: vec![], last_lsn: None, every: 256, log: None };
-    let (n, _) = index_stream(&index, r, Format::Lines, "sample", u64::MAX, &never, &mut acks, |n| {
+    let mut acks = Acks {
+        stop: Arc::new(AtomicBool::new(false)),
+        pending: vec![],
+        last_lsn: None,
+        every: 256,
+        log: None,
+    };
+    let (n, _) = index_stream(&index, r, Format::Lines, "sample", u64::MAX, &mut acks, |n| {
         if n == 1 {
             // Real time: the very first document is searchable as soon as add() returns.
             first_visible = Some(index.count("anarchism").unwrap_or(0));

@@ -51,6 +51,11 @@ pub struct ShardConfig {
     pub max_docs_per_segment: u32,
     pub durability: Durability,
     pub commit: CommitPolicy,
+    /// Crash-safe mode: a fresh segment is sealed (and soon engraved) once its documents' tLog records reach
+    /// this many bytes, which bounds what recovery after a crash re-indexes. Smaller: faster recovery, more
+    /// segments.
+    #[serde(default = "default_replay_bytes")]
+    pub replay_bytes: usize,
     /// The persistence barrier (tests swap in a simulated persistence domain).
     #[serde(skip)]
     pub barrier: crate::memory::BarrierChoice,
@@ -65,9 +70,14 @@ impl Default for ShardConfig {
             max_docs_per_segment: 1 << 16,
             durability: Durability::Graceful,
             commit: CommitPolicy::Lazy,
+            replay_bytes: default_replay_bytes(),
             barrier: Default::default(),
         }
     }
+}
+
+fn default_replay_bytes() -> usize {
+    4 << 20
 }
 
 /// The smallest DRAM budget that holds two fresh segments and a long-term ring.

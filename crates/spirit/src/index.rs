@@ -90,6 +90,18 @@ pub struct Index {
     settings: IndexSettings,
     id_counter: AtomicU64,
     id_prefix: String,
+    recovery: parking_lot::Mutex<Option<RecoveryStats>>,
+}
+
+/// What the last crash recovery of this index did (crash-safe mode).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct RecoveryStats {
+    /// Mapping the heap, reading the checkpoint and the logs, redoing an interrupted merge.
+    pub open_micros: u64,
+    /// Re-applying the tLog records the durable segments did not reflect.
+    pub replay_micros: u64,
+    /// tLog records scanned for replay.
+    pub records: u64,
 }
 
 /// Stats of one index.
@@ -97,6 +109,8 @@ pub struct Index {
 pub struct IndexStats {
     pub name: String,
     pub fields: usize,
+    /// Set when this session began with a crash recovery.
+    pub recovery: Option<RecoveryStats>,
     #[serde(flatten)]
     pub shard: ShardStats,
 }
@@ -112,7 +126,9 @@ impl Index {
         settings: Option<IndexSettings>,
     ) -> Result<Index> {
         cfg.validate().map_err(Error::InvalidArgument)?;
+        let t_open = Instant::now();
         let (shard, extra, replay) = Shard::open(dir, cfg)?;
+        let open_micros = t_open.elapsed().as_micros() as u64;
         let (schema, settings, counter) = if extra.is_null() {
             (Schema::default(), settings.unwrap_or_default(), 0)
         } else {
@@ -127,10 +143,17 @@ impl Index {
             settings,
             id_counter: AtomicU64::new(counter),
             id_prefix: format!("{:x}", (nanos as u64) >> 10),
+            recovery: parking_lot::Mutex::new(None),
         };
+        let mut recovery = None;
         if let Some(r) = replay {
+            let t = Instant::now();
+            let records = r.records.len() as u64;
             index.replay(dir, r)?;
+            recovery =
+                Some(RecoveryStats { open_micros, replay_micros: t.elapsed().as_micros() as u64, records });
         }
+        *index.recovery.lock() = recovery;
         if let Some(m) = mappings {
             index.schema.write().apply_mappings(m)?;
         }
@@ -159,6 +182,13 @@ impl Index {
                     self.id_counter.fetch_max(counter, Relaxed);
                 }
                 TlogRecord::Add { doc, replaces, id, source } => {
+                    if doc < self.shard.next_doc() {
+                        // Already in a durable segment: only its replacement of an older doc matters.
+                        if let Some(r) = replaces {
+                            self.shard.replay_delete(r, &id);
+                        }
+                        continue;
+                    }
                     let body: serde_json::Value = serde_json::from_slice(&source)
                         .map_err(|e| Error::corrupt(dir, 0, format!("tLog record {lsn}: document: {e}")))?;
                     let analyzed = analyze_document(&self.schema.read(), id, &body)?;
@@ -404,6 +434,7 @@ impl Index {
         IndexStats {
             name: self.name.clone(),
             fields: self.schema.read().fields().len(),
+            recovery: *self.recovery.lock(),
             shard: self.shard.stats(),
         }
     }

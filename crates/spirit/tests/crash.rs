@@ -353,3 +353,43 @@ fn debug_image() {
     });
     eprintln!("{n} keys, term_count {}", snap.merged.term_count());
 }
+
+/// Out of space: once the persistent budget is spent, writes are refused with a clear error, every
+/// acknowledged document stays searchable, and after a restart with more room everything acknowledged is
+/// still there and ingestion resumes.
+#[test]
+fn out_of_persistent_space_refuses_writes_and_keeps_acknowledged_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let small =
+        ShardConfig { persistent_budget: 6 << 20, max_docs_per_segment: 200, ..cfg(BarrierChoice::Auto) };
+    let body = "lorem ipsum dolor sit amet consectetur adipiscing elit ".repeat(20);
+    let mut acked = 0u64;
+    let err = {
+        let index = Index::open("c", dir.path(), small.clone(), None, None).unwrap();
+        let err = loop {
+            match index
+                .add(serde_json::json!({"_id": format!("x{acked}"), "body": format!("{body} n{acked}")}))
+            {
+                Ok(_) => acked += 1,
+                Err(e) => break e,
+            }
+            assert!(acked < 1_000_000, "the budget never ran out");
+        };
+        // Refused, but queries keep working and see every acknowledged document.
+        assert_eq!(index.count("lorem").unwrap(), acked);
+        assert!(index.add(serde_json::json!({"body": "more"})).is_err());
+        drop(index);
+        err
+    };
+    let msg = err.to_string();
+    assert!(msg.contains("budget") && msg.contains("exhausted"), "{msg}");
+    assert!(acked > 100, "{acked} documents before the budget ran out");
+    let big = ShardConfig { persistent_budget: 1 << 30, ..small };
+    let index = Index::open("c", dir.path(), big, None, None).unwrap();
+    assert_eq!(index.count("lorem").unwrap(), acked, "every acknowledged document survives");
+    for i in (0..acked).step_by(97) {
+        assert!(index.get(&format!("x{i}")).unwrap().is_some());
+    }
+    index.add(serde_json::json!({"_id": "after", "body": "lorem again"})).unwrap();
+    assert_eq!(index.count("lorem").unwrap(), acked + 1);
+}

@@ -81,6 +81,14 @@ pub struct Log {
     free: Mutex<Vec<u64>>,
 }
 
+/// What a scan found: the valid records, the chunks they lie in (offset, length, first LSN), and where the
+/// log ends.
+pub struct Scan {
+    pub records: Vec<Record>,
+    pub chunks: Vec<(u64, u64, u64)>,
+    pub end: LogPos,
+}
+
 /// A record read back by a scan.
 #[derive(Debug, Clone)]
 pub struct Record {
@@ -126,11 +134,7 @@ impl Log {
 
     /// Scans the log from `from` and returns every valid record (see the module doc) and where the log ends.
     /// Read-only: safe on a heap that is merely being checked.
-    pub fn scan(
-        heap: &PersistentHeap,
-        kind: u32,
-        from: LogPos,
-    ) -> Result<(Vec<Record>, Vec<(u64, u64, u64)>, LogPos), LogError> {
+    pub fn scan(heap: &PersistentHeap, kind: u32, from: LogPos) -> Result<Scan, LogError> {
         let mut records = vec![];
         let mut chunks = vec![];
         let (mut chunk, mut lsn) = (from.chunk, from.lsn);
@@ -171,7 +175,7 @@ impl Log {
                 _ => break,
             }
         }
-        Ok((records, chunks, LogPos { chunk, off: pos, lsn }))
+        Ok(Scan { records, chunks, end: LogPos { chunk, off: pos, lsn } })
     }
 
     /// Re-opens a log after [`scan`](Self::scan): appends continue at the scan's end, in a fresh chunk (so
@@ -185,10 +189,21 @@ impl Log {
         end: LogPos,
         free: &[u64],
     ) -> Result<Log, LogError> {
+        let chunk_bytes = pad8(chunk_bytes.max(4096) as u64);
+        // Only chunks of today's standard size are reused (the size follows the budget, which may change).
+        let free: Vec<u64> = free
+            .iter()
+            .copied()
+            .filter(|f| chunks.iter().all(|c| c.0 != *f))
+            .filter(|&f| {
+                heap.try_slice(f + 24, 8)
+                    .is_some_and(|b| u64::from_le_bytes(b.try_into().unwrap()) == chunk_bytes)
+            })
+            .collect();
         let log = Log {
             heap,
             kind,
-            chunk_bytes: pad8(chunk_bytes.max(4096) as u64),
+            chunk_bytes,
             st: Mutex::new(State {
                 chain: chunks.iter().map(|&(off, len, first_lsn)| Chunk { off, len, first_lsn }).collect(),
                 pos: end.off,
@@ -197,7 +212,7 @@ impl Log {
             }),
             sync_lock: Mutex::new(()),
             durable: AtomicU64::new(end.lsn),
-            free: Mutex::new(free.iter().copied().filter(|f| chunks.iter().all(|c| c.0 != *f)).collect()),
+            free: Mutex::new(free),
         };
         {
             let mut st = log.st.lock();
@@ -395,7 +410,7 @@ mod tests {
         log.append(&want[500]).unwrap();
         log.sync_all().unwrap();
         assert!(log.chunk_stats().0 > 5);
-        let (recs, chunks, end) = Log::scan(&h, 7, start).unwrap();
+        let Scan { records: recs, chunks, end } = Log::scan(&h, 7, start).unwrap();
         assert_eq!(recs.len(), want.len());
         for (r, w) in recs.iter().zip(&want) {
             assert_eq!(&r.payload, w);
@@ -406,7 +421,7 @@ mod tests {
         let log2 = Log::reopen(h.clone(), 7, 4096, &chunks, end, &[]).unwrap();
         assert_eq!(log2.append(b"more").unwrap(), 601);
         log2.sync_all().unwrap();
-        let (recs, _, _) = Log::scan(&h, 7, start).unwrap();
+        let recs = Log::scan(&h, 7, start).unwrap().records;
         assert_eq!(recs.len(), 502);
         assert_eq!(recs[501].payload, b"more");
         // Recycling: chunks before a position go to the free list and are reused.
@@ -417,7 +432,7 @@ mod tests {
             log2.append(&[1u8; 100]).unwrap();
         }
         log2.sync_all().unwrap();
-        let (recs, _, end) = Log::scan(&h, 7, pos).unwrap();
+        let Scan { records: recs, end, .. } = Log::scan(&h, 7, pos).unwrap();
         assert_eq!(recs.first().unwrap().lsn, 601);
         assert_eq!(end.lsn, 802);
     }
@@ -445,7 +460,7 @@ mod tests {
                 let p = dir.path().join(format!("img{n}"));
                 std::fs::write(&p, &img).unwrap();
                 let (h2, _) = PersistentHeap::open(&p, 1 << 30, BarrierChoice::Auto).unwrap();
-                let (recs, _, end) = Log::scan(&h2, 1, start).unwrap();
+                let Scan { records: recs, end, .. } = Log::scan(&h2, 1, start).unwrap();
                 let acked = synced_at.iter().filter(|(b, _)| *b <= n).map(|(_, l)| *l).max().unwrap_or(0);
                 assert!(end.lsn >= acked, "barrier {n}: {} records survive, {acked} acknowledged", end.lsn);
                 for (i, r) in recs.iter().enumerate() {

@@ -20,7 +20,7 @@
 
 pub mod log;
 
-pub use log::{Log, LogError, LogPos, Record};
+pub use log::{Log, LogError, LogPos, Record, Scan};
 
 /// Log kinds (stored in chunk headers, so a pointer into the wrong log is detected).
 pub const TLOG: u32 = 1;

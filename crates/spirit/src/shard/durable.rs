@@ -26,8 +26,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-/// tLog chunk size: large, so a chunk switch (two barriers) is rare.
-const TLOG_CHUNK: usize = 8 << 20;
+/// tLog chunk size: large, so a chunk switch (two barriers) is rare, but a small part of the budget.
+fn tlog_chunk(budget: u64) -> usize {
+    (budget / 32).clamp(256 << 10, 8 << 20) as usize
+}
 /// eLog and mLog chunk size: their records are tiny.
 const SMALL_CHUNK: usize = 64 << 10;
 /// Terms linked between two mLog progress records.
@@ -117,9 +119,9 @@ pub(super) fn recover(
     merged: &MergedSegment,
 ) -> Result<Recovered> {
     let scan = |kind, pos| Log::scan(heap, kind, pos).map_err(|e| log_err(path, e));
-    let (erecs, echunks, eend) = scan(ELOG, heads.elog)?;
-    let (mrecs, mchunks, mend) = scan(MLOG, heads.mlog)?;
-    let (trecs, tchunks, tend) = scan(TLOG, heads.tlog)?;
+    let crate::durability::Scan { records: erecs, chunks: echunks, end: eend } = scan(ELOG, heads.elog)?;
+    let crate::durability::Scan { records: mrecs, chunks: mchunks, end: mend } = scan(MLOG, heads.mlog)?;
+    let crate::durability::Scan { records: trecs, chunks: tchunks, end: tend } = scan(TLOG, heads.tlog)?;
     let bad = |e: crate::durability::BadRecord| Error::corrupt(path, 0, format!("{e}"));
 
     // Segments engraved after the checkpoint, continuing it without a gap.
@@ -177,7 +179,8 @@ pub(super) fn recover(
         }
     }
 
-    let tlog = Log::reopen(heap.clone(), TLOG, TLOG_CHUNK, &tchunks, tend, &heads.tlog_free)
+    let chunk = tlog_chunk(heap.stats().budget);
+    let tlog = Log::reopen(heap.clone(), TLOG, chunk, &tchunks, tend, &heads.tlog_free)
         .map_err(|e| log_err(path, e))?;
     let elog =
         Log::reopen(heap.clone(), ELOG, SMALL_CHUNK, &echunks, eend, &[]).map_err(|e| log_err(path, e))?;
@@ -217,7 +220,8 @@ impl Logs {
     pub(super) fn create(heap: &Arc<PersistentHeap>, meta: serde_json::Value) -> Result<Logs> {
         let path = heap.path().to_path_buf();
         let mk = |kind, chunk| Log::create(heap.clone(), kind, chunk, 0).map_err(|e| log_err(&path, e));
-        Ok(Logs::new(mk(TLOG, TLOG_CHUNK)?, mk(ELOG, SMALL_CHUNK)?, mk(MLOG, SMALL_CHUNK)?, meta))
+        let chunk = tlog_chunk(heap.stats().budget);
+        Ok(Logs::new(mk(TLOG, chunk)?, mk(ELOG, SMALL_CHUNK)?, mk(MLOG, SMALL_CHUNK)?, meta))
     }
 
     /// tLog statistics: (chunks, bytes, next LSN).
@@ -287,6 +291,13 @@ impl Shard {
             l.seg_lsn.lock().entry(w.fresh_id).or_insert(lsn);
         }
         Ok(())
+    }
+
+    /// The doc id the next add gets: replayed adds below it are already in a durable segment (recovery
+    /// skips them without re-analysing them, but still applies their `replaces`).
+    pub fn next_doc(&self) -> u32 {
+        let w = self.inner.writer.lock();
+        w.fresh_base + w.fresh.visible()
     }
 
     /// Replays a tLog delete (recovery).

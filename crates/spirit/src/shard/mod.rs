@@ -76,6 +76,8 @@ struct Writer {
     fresh_deletes: Arc<DeleteBitmap>,
     next_seg: u32,
     closed: bool,
+    /// Crash-safe mode: tLog bytes of the documents in the fresh segment (what a crash would replay).
+    fresh_log_bytes: usize,
 }
 
 /// Counters for stats and benchmarks.
@@ -304,6 +306,7 @@ impl Shard {
                 fresh_deletes,
                 next_seg: next_seg + 1,
                 closed: false,
+                fresh_log_bytes: 0,
             }),
             flush_tx: Mutex::new(Some(flush_tx)),
             merge_tx: Mutex::new(Some(merge_tx)),
@@ -448,6 +451,13 @@ impl Shard {
             seg.deletes.delete(local);
         }
         let lsn = self.inner.log_add(&w, doc, new, replaced)?;
+        if lsn.is_some() {
+            // Bound what recovery must re-index: seal once the fresh segment's log tail is long enough.
+            w.fresh_log_bytes += doc.source.len() + doc.id.len();
+            if w.fresh_log_bytes >= self.inner.cfg.replay_bytes {
+                self.inner.seal(&mut w)?;
+            }
+        }
         Ok((new, replaced.is_some(), lsn))
     }
 
@@ -688,6 +698,7 @@ impl ShardInner {
         w.fresh_id = id;
         w.fresh_base = next_base;
         w.fresh_deletes = deletes;
+        w.fresh_log_bytes = 0;
         Ok(())
     }
 
@@ -839,6 +850,10 @@ impl ShardInner {
         });
         self.counters.engraves.fetch_add(1, Relaxed);
         self.counters.engrave_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
+        if self.logs.is_some() {
+            // A checkpoint after each engrave moves the tLog's replay point past this segment's documents.
+            self.write_manifest(None, false)?;
+        }
         if self.cfg.commit == CommitPolicy::Eager {
             while self.commit_oldest() == Commit::Done {}
         }
