@@ -77,7 +77,7 @@ fn every_stage_answers_like_the_reference() {
 }
 
 #[test]
-fn volatile_mode_keeps_nothing_and_crash_safe_is_refused_for_now() {
+fn volatile_mode_keeps_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let c = ShardConfig { durability: spirit::Durability::Volatile, ..cfg() };
     let index = Index::open("t", dir.path(), c.clone(), Some(&mappings()), None).unwrap();
@@ -89,10 +89,6 @@ fn volatile_mode_keeps_nothing_and_crash_safe_is_refused_for_now() {
     drop(index);
     let index = Index::open("t", dir.path(), c, Some(&mappings()), None).unwrap();
     assert_eq!(index.count("alpha").unwrap(), 0, "volatile: nothing survives a restart");
-    drop(index);
-    let c = ShardConfig { durability: spirit::Durability::CrashSafe, ..cfg() };
-    let e = Index::open("t", dir.path(), c, None, None).err().expect("refused");
-    assert!(e.to_string().contains("crash-safe durability is not available yet"), "{e}");
 }
 
 #[test]

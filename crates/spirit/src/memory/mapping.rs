@@ -41,32 +41,51 @@ impl Mapping {
         Ok(Mapping { ptr: ptr as *mut u8, len })
     }
 
+    /// Whether the kernel maps `fd` with `MAP_SYNC` (only DAX file systems do). Probed with a separate,
+    /// kernel-placed mapping: a refused `MAP_FIXED` request may already have unmapped the target range, and
+    /// another thread could map something into that hole before it is filled again.
+    pub(crate) fn supports_map_sync(fd: i32) -> bool {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        {
+            let len = page_size();
+            // SAFETY: a fresh mapping at an address the kernel picks; it replaces nothing and is unmapped
+            // right away.
+            unsafe {
+                let ptr = libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
+                    fd,
+                    0,
+                );
+                if ptr == libc::MAP_FAILED {
+                    return false;
+                }
+                libc::munmap(ptr, len);
+            }
+            true
+        }
+        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+        {
+            let _ = fd;
+            false
+        }
+    }
+
     /// Maps `len` bytes of `fd` starting at file offset `offset` over `[offset, offset+len)` of this
-    /// reservation, shared and writable. With `dax`, asks for `MAP_SYNC` (stores reach persistence with a
-    /// cache-line flush, no `msync`); returns whether the kernel granted it (only DAX file systems do).
-    pub(crate) fn map_file_at(&self, fd: i32, offset: usize, len: usize, dax: bool) -> io::Result<bool> {
+    /// reservation, shared and writable; with `sync` (only after [`supports_map_sync`](Self::supports_map_sync)
+    /// said yes) as `MAP_SYNC`, so stores reach persistence with a cache-line write-back, no `msync`.
+    pub(crate) fn map_file_at(&self, fd: i32, offset: usize, len: usize, sync: bool) -> io::Result<()> {
         assert!(offset + len <= self.len, "file mapping beyond the reserved range");
         assert_eq!(offset % page_size(), 0, "file chunk not page aligned");
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-        if dax {
-            // SAFETY: as below; MAP_SHARED_VALIDATE makes the kernel refuse MAP_SYNC where it cannot honour it
-            // instead of silently ignoring it.
-            let ptr = unsafe {
-                libc::mmap(
-                    self.ptr.add(offset) as *mut libc::c_void,
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC | libc::MAP_FIXED,
-                    fd,
-                    offset as libc::off_t,
-                )
-            };
-            if ptr != libc::MAP_FAILED {
-                return Ok(true);
-            }
-        }
+        let flags = if sync { libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC } else { libc::MAP_SHARED };
         #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
-        let _ = dax;
+        let flags = {
+            let _ = sync;
+            libc::MAP_SHARED
+        };
         // SAFETY: the target range lies inside our own reservation (asserted above), so MAP_FIXED replaces
         // only pages this mapping owns and no other object's memory.
         let ptr = unsafe {
@@ -74,7 +93,7 @@ impl Mapping {
                 self.ptr.add(offset) as *mut libc::c_void,
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED,
+                flags | libc::MAP_FIXED,
                 fd,
                 offset as libc::off_t,
             )
@@ -82,7 +101,7 @@ impl Mapping {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(false)
+        Ok(())
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -222,10 +222,14 @@ impl PersistentHeap {
             if whole != existing {
                 file.set_len(existing.div_ceil(page) as u64 * page as u64)?;
             }
-            let dax = map.map_file_at(file.as_raw_fd(), 0, existing.div_ceil(page) * page, true)?;
-            if dax && matches!(barrier, Barrier::Msync) && FlushKind::detect() != FlushKind::None {
+            if matches!(barrier, Barrier::Msync)
+                && FlushKind::detect() != FlushKind::None
+                && Mapping::supports_map_sync(file.as_raw_fd())
+            {
                 barrier = Barrier::Dax(FlushKind::detect());
             }
+            let dax = matches!(barrier, Barrier::Dax(_));
+            map.map_file_at(file.as_raw_fd(), 0, existing.div_ceil(page) * page, dax)?;
         }
         Ok(PersistentHeap {
             path: path.to_path_buf(),
@@ -302,8 +306,7 @@ impl PersistentHeap {
             return Err(HeapError::Io(io::Error::from_raw_os_error(rc)));
         }
         let dax = matches!(self.barrier, Barrier::Dax(_));
-        let granted = self.map.map_file_at(self.file.as_raw_fd(), mapped, new_len - mapped, dax)?;
-        debug_assert!(granted == dax || mapped == 0, "MAP_SYNC granted for only part of the heap");
+        self.map.map_file_at(self.file.as_raw_fd(), mapped, new_len - mapped, dax)?;
         if let Barrier::Sim(d) = &self.barrier {
             d.record_resize(new_len as u64);
         }

@@ -26,6 +26,14 @@ const VERSION: u32 = 1;
 const HEADER: usize = 64;
 const N_SECTIONS: usize = 8;
 const PREFIX: usize = HEADER + N_SECTIONS * 16;
+
+/// The image checksum: every byte except the checksum field itself (header bytes 32..36).
+fn image_crc(bytes: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&bytes[..32]);
+    h.update(&bytes[36..]);
+    h.finalize()
+}
 const TERMS: usize = 0;
 const KEYS: usize = 1;
 const POSTINGS: usize = 2;
@@ -196,7 +204,7 @@ impl ImageBuilder {
             out[HEADER + i * 16..HEADER + i * 16 + 8].copy_from_slice(&o.to_le_bytes());
             out[HEADER + i * 16 + 8..HEADER + i * 16 + 16].copy_from_slice(&l.to_le_bytes());
         }
-        let crc = crc32fast::hash(&out[HEADER..]);
+        let crc = image_crc(&out);
         out[32..36].copy_from_slice(&crc.to_le_bytes());
         Ok(out)
     }
@@ -277,7 +285,7 @@ impl<'a> ImageView<'a> {
 
     /// Verifies the body checksum.
     pub fn verify(&self) -> Result<(), SegmentError> {
-        if crc32fast::hash(&self.bytes[HEADER..]) != u32_at(self.bytes, 32) {
+        if image_crc(self.bytes) != u32_at(self.bytes, 32) {
             return Err(SegmentError("segment image: checksum mismatch".into()));
         }
         Ok(())

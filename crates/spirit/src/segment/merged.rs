@@ -5,10 +5,15 @@
 //!
 //! ```text
 //! header (64 B):   table pointer (atomic)
-//! table:           capacity u64 | count u64 | slots[capacity] × 32 B: key ref | hash | chain head | reserved
-//! key record:      len u32 | bytes
-//! chain node 32 B: seg_id u32 | df u32 | blob offset u64 | blob len u32 | max_tf u32 | next u64
+//! table:           capacity u64 | count u64 | slots[capacity] × 32 B: key ref | hash | chain head | check
+//! key record:      len u32 | crc32 of the key u32 | bytes
+//! chain node 32 B: seg_id u32 | df u32 | blob len u32 | max_tf u32 | blob offset u48 | next u48 |
+//!                  crc32 u32 of the node's first 28 bytes and the term's hash
 //! ```
+//! Checksums make every corruption an error, never a wrong answer: a slot's check word covers its key ref and
+//! hash (written once, before the slot is published), a key record carries its own crc, and a node's crc
+//! includes the hash of its term, so a flipped chain head or `next` pointer that lands on another term's node
+//! is detected too.
 //! Readers never lock: a slot's key ref and a chain head are published with release stores after what they
 //! point to is written; a resize writes a whole new table and publishes it with one pointer store. A reader
 //! only trusts nodes of segments its GDT snapshot says are merged, so it ignores a segment being linked.
@@ -23,6 +28,42 @@ const SLOT: u64 = 32;
 const NODE: u64 = 32;
 const TABLE_HEADER: u64 = 16;
 const INITIAL_CAP: u64 = 1 << 12;
+const U48: u64 = (1 << 48) - 1;
+
+fn slot_check(key_ref: u64, hash: u64) -> u64 {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&key_ref.to_le_bytes());
+    b[8..].copy_from_slice(&hash.to_le_bytes());
+    crc32fast::hash(&b) as u64 | 1 << 40
+}
+
+fn node_crc(b: &[u8], h: u64) -> u32 {
+    let mut c = crc32fast::Hasher::new();
+    c.update(&b[..28]);
+    c.update(&h.to_le_bytes());
+    c.finalize()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn encode_node(seg: u32, df: u32, blob_off: u64, blob_len: u32, max_tf: u32, next: u64, h: u64) -> [u8; 32] {
+    debug_assert!(blob_off <= U48 && next <= U48);
+    let mut b = [0u8; NODE as usize];
+    b[0..4].copy_from_slice(&seg.to_le_bytes());
+    b[4..8].copy_from_slice(&df.to_le_bytes());
+    b[8..12].copy_from_slice(&blob_len.to_le_bytes());
+    b[12..16].copy_from_slice(&max_tf.to_le_bytes());
+    b[16..22].copy_from_slice(&blob_off.to_le_bytes()[..6]);
+    b[22..28].copy_from_slice(&next.to_le_bytes()[..6]);
+    let crc = node_crc(&b, h);
+    b[28..32].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+fn u48_at(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w[..6].copy_from_slice(&b[..6]);
+    u64::from_le_bytes(w)
+}
 
 /// The merged segment of one shard.
 pub struct MergedSegment {
@@ -128,33 +169,50 @@ impl MergedSegment {
         t + TABLE_HEADER + i * SLOT
     }
 
-    /// The key stored at `key_ref`, or `None` if the reference is corrupt.
-    fn key_at(&self, key_ref: u64) -> Option<&[u8]> {
-        let len = u32::from_le_bytes(self.heap.try_slice(key_ref, 4)?.try_into().unwrap()) as usize;
-        self.heap.try_slice(key_ref + 4, len)
+    fn corrupt(&self, what: &str, at: u64) -> SegmentError {
+        SegmentError(format!("{}: merged segment: {what} at offset {at}", self.heap.path().display()))
     }
 
-    fn key_matches(&self, key_ref: u64, key: &[u8]) -> bool {
-        self.key_at(key_ref) == Some(key)
+    /// The key stored at `key_ref`, checked against its crc.
+    fn key_at(&self, key_ref: u64) -> Result<&[u8], SegmentError> {
+        let bad = || self.corrupt("corrupt key record", key_ref);
+        let head = self.heap.try_slice(key_ref, 8).ok_or_else(bad)?;
+        let len = u32::from_le_bytes(head[..4].try_into().unwrap()) as usize;
+        let crc = u32::from_le_bytes(head[4..8].try_into().unwrap());
+        let key = self.heap.try_slice(key_ref + 8, len).ok_or_else(bad)?;
+        if crc32fast::hash(key) != crc {
+            return Err(bad());
+        }
+        Ok(key)
     }
 
-    /// Finds the slot of `key` in table `t`, or the empty slot where it would go.
-    /// (A table is never more than half full, so an empty slot ends every probe; the probe count is bounded
-    /// anyway, so a corrupt, full table cannot loop forever.)
-    fn probe(&self, t: u64, cap: u64, key: &[u8], h: u64) -> (u64, bool) {
+    fn key_record(key: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(key).to_le_bytes());
+        out.extend_from_slice(key);
+    }
+
+    /// Finds the slot of `key` in table `t`, or the empty slot where it would go; every slot passed is
+    /// checked. (A table is never more than half full, so an empty slot ends every probe; the probe count is
+    /// bounded anyway, so a corrupt, full table cannot loop forever.)
+    fn probe(&self, t: u64, cap: u64, key: &[u8], h: u64) -> Result<(u64, bool), SegmentError> {
         let mut i = h & (cap - 1);
         for _ in 0..cap {
             let s = Self::slot(t, i);
             let key_ref = self.heap.atomic(s).load(Acquire);
             if key_ref == 0 {
-                return (s, false);
+                return Ok((s, false));
             }
-            if self.heap.atomic(s + 8).load(Relaxed) == h && self.key_matches(key_ref, key) {
-                return (s, true);
+            let sh = self.heap.atomic(s + 8).load(Relaxed);
+            if self.heap.atomic(s + 24).load(Relaxed) != slot_check(key_ref, sh) {
+                return Err(self.corrupt("slot checksum mismatch", s));
+            }
+            if sh == h && self.key_at(key_ref)? == key {
+                return Ok((s, true));
             }
             i = (i + 1) & (cap - 1);
         }
-        (Self::slot(t, h & (cap - 1)), false)
+        Ok((Self::slot(t, h & (cap - 1)), false))
     }
 
     /// Links every posting list of an engraved image (at heap offset `image_off`) into the chains.
@@ -180,9 +238,9 @@ impl MergedSegment {
                     continue;
                 }
                 count += 1;
-                if let Some(k) = self.key_at(key_ref) {
-                    self.heap.atomic(s + 8).store(hash64(k), Relaxed);
-                }
+                let h = hash64(self.key_at(key_ref)?);
+                self.heap.atomic(s + 8).store(h, Relaxed);
+                self.heap.atomic(s + 24).store(slot_check(key_ref, h), Relaxed);
             }
             self.heap.atomic(t + 8).store(count, Relaxed);
             if opts.durable {
@@ -202,27 +260,28 @@ impl MergedSegment {
                 let info = view.term_at(j as usize)?;
                 let h = hash64(key);
                 let (s, found) =
-                    if opts.redo { self.probe_key(t, cap, key) } else { self.probe(t, cap, key, h) };
+                    if opts.redo { self.probe_key(t, cap, key) } else { self.probe(t, cap, key, h)? };
                 let head = if found { self.heap.atomic(s + 16).load(Relaxed) } else { 0 };
                 if opts.redo && found && head != 0 && self.node_seg(head) == Some(seg) {
                     plan.push(Link::Skip);
                     continue;
                 }
                 let node = nodes + (j - i) * NODE;
-                let mut b = [0u8; NODE as usize];
-                b[0..4].copy_from_slice(&seg.to_le_bytes());
-                b[4..8].copy_from_slice(&info.df.to_le_bytes());
-                b[8..16].copy_from_slice(&(image_off + info.blob_offset).to_le_bytes());
-                b[16..20].copy_from_slice(&(info.blob.len() as u32).to_le_bytes());
-                b[20..24].copy_from_slice(&info.max_tf.to_le_bytes());
-                b[24..32].copy_from_slice(&head.to_le_bytes());
+                let b = encode_node(
+                    seg,
+                    info.df,
+                    image_off + info.blob_offset,
+                    info.blob.len() as u32,
+                    info.max_tf,
+                    head,
+                    h,
+                );
                 self.heap.write(node, &b);
                 if found {
                     plan.push(Link::Existing { slot: s, node, h });
                 } else {
                     plan.push(Link::New { key_at: keys.len() as u64, node, h });
-                    keys.extend_from_slice(&(key.len() as u32).to_le_bytes());
-                    keys.extend_from_slice(key);
+                    Self::key_record(key, &mut keys);
                 }
             }
             let keys_off = if keys.is_empty() { 0 } else { self.heap.alloc_copy(&keys)? };
@@ -240,9 +299,8 @@ impl MergedSegment {
                         let slot = if t == table_at_plan {
                             slot
                         } else {
-                            self.probe(t, cap, view.key_at(j as usize)?, h).0
+                            self.probe(t, cap, view.key_at(j as usize)?, h)?.0
                         };
-                        self.heap.atomic(slot + 8).store(h, Relaxed);
                         self.heap.atomic(slot + 16).store(node, Release);
                         dirty.push((slot, slot + SLOT));
                     }
@@ -250,10 +308,12 @@ impl MergedSegment {
                         if (count + 1) * 2 > cap {
                             (t, cap) = self.grow(t, cap, opts.durable)?;
                         }
-                        let (s, _) = self.probe(t, cap, view.key_at(j as usize)?, h);
+                        let (s, _) = self.probe(t, cap, view.key_at(j as usize)?, h)?;
+                        let key_ref = keys_off + key_at;
                         self.heap.atomic(s + 8).store(h, Relaxed);
                         self.heap.atomic(s + 16).store(node, Relaxed);
-                        self.heap.atomic(s).store(keys_off + key_at, Release);
+                        self.heap.atomic(s + 24).store(slot_check(key_ref, h), Relaxed);
+                        self.heap.atomic(s).store(key_ref, Release);
                         count += 1;
                         self.heap.atomic(t + 8).store(count, Relaxed);
                         dirty.push((s, s + SLOT));
@@ -288,7 +348,7 @@ impl MergedSegment {
             if key_ref == 0 {
                 return (s, false);
             }
-            if self.key_matches(key_ref, key) {
+            if self.key_at(key_ref).is_ok_and(|k| k == key) {
                 return (s, true);
             }
             i = (i + 1) & (cap - 1);
@@ -314,6 +374,7 @@ impl MergedSegment {
             let ns = Self::slot(nt, j);
             self.heap.atomic(ns + 8).store(h, Relaxed);
             self.heap.atomic(ns + 16).store(self.heap.atomic(s + 16).load(Relaxed), Relaxed);
+            self.heap.atomic(ns + 24).store(self.heap.atomic(s + 24).load(Relaxed), Relaxed);
             self.heap.atomic(ns).store(key_ref, Relaxed);
             count += 1;
         }
@@ -341,9 +402,13 @@ impl MergedSegment {
     pub fn chain(&self, key: &[u8]) -> Chain<'_> {
         let (t, cap) = self.table();
         let h = hash64(key);
-        let (s, found) = self.probe(t, cap, key, h);
-        // (`found` implies a valid slot: a full corrupt table yields `false`.)
-        Chain { ms: self, node: if found { self.heap.atomic(s + 16).load(Acquire) } else { 0 } }
+        match self.probe(t, cap, key, h) {
+            Ok((s, found)) => {
+                let node = if found { self.heap.atomic(s + 16).load(Acquire) } else { 0 };
+                Chain { ms: self, node, h, err: None }
+            }
+            Err(e) => Chain { ms: self, node: 0, h, err: Some(e) },
+        }
     }
 
     /// Every key in the merged dictionary (for `check` and prefix expansion fallbacks).
@@ -351,7 +416,7 @@ impl MergedSegment {
         let (t, cap) = self.table();
         for i in 0..cap {
             let key_ref = self.heap.atomic(Self::slot(t, i)).load(Acquire);
-            if let Some(k) = (key_ref != 0).then(|| self.key_at(key_ref)).flatten() {
+            if let Some(Ok(k)) = (key_ref != 0).then(|| self.key_at(key_ref)) {
                 f(k);
             }
         }
@@ -362,33 +427,40 @@ impl MergedSegment {
 pub struct Chain<'a> {
     ms: &'a MergedSegment,
     node: u64,
+    /// The hash of the chain's term: every node's crc covers it.
+    h: u64,
+    /// A corrupt slot met while looking the term up.
+    err: Option<SegmentError>,
 }
 
 impl<'a> Iterator for Chain<'a> {
-    /// A node, or the error that a node or posting list points outside the heap (then the chain ends).
+    /// A node, or the error that a node is corrupt or points outside the heap (then the chain ends).
     type Item = Result<ChainNode<'a>, SegmentError>;
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.err.take() {
+            return Some(Err(e));
+        }
         if self.node == 0 {
             return None;
         }
         let at = self.node;
-        let corrupt = || SegmentError(format!("merged segment: corrupt chain node at offset {at}"));
-        let Some(b) = self.ms.heap.try_slice(self.node, NODE as usize) else {
-            self.node = 0;
-            return Some(Err(corrupt()));
+        self.node = 0;
+        let corrupt = |what: &str| Some(Err(self.ms.corrupt(what, at)));
+        let Some(b) = self.ms.heap.try_slice(at, NODE as usize) else {
+            return corrupt("chain node outside the heap");
         };
+        if node_crc(b, self.h) != u32::from_le_bytes(b[28..32].try_into().unwrap()) {
+            return corrupt("chain node checksum mismatch");
+        }
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
-        let blob_off = u64::from_le_bytes(b[8..16].try_into().unwrap());
-        let Some(blob) = self.ms.heap.try_slice(blob_off, u32_at(16) as usize) else {
-            self.node = 0;
-            return Some(Err(corrupt()));
+        let Some(blob) = self.ms.heap.try_slice(u48_at(&b[16..22]), u32_at(8) as usize) else {
+            return corrupt("chain node points outside the heap");
         };
-        let n = ChainNode { seg_id: u32_at(0), df: u32_at(4), max_tf: u32_at(20), blob };
-        let next = u64::from_le_bytes(b[24..32].try_into().unwrap());
+        let n = ChainNode { seg_id: u32_at(0), df: u32_at(4), max_tf: u32_at(12), blob };
+        let next = u48_at(&b[22..28]);
         // Chains only ever point to older nodes (lower offsets): anything else is corruption (and a loop).
-        if next >= self.node && next != 0 {
-            self.node = 0;
-            return Some(Err(corrupt()));
+        if next >= at && next != 0 {
+            return corrupt("chain node points forward");
         }
         self.node = next;
         Some(Ok(n))

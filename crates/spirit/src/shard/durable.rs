@@ -87,6 +87,8 @@ pub(super) fn load_segment(
     }
     let p = PersistentImage { heap: heap.clone(), off: e.image_off, len: e.image_len as usize };
     let v = ImageView::parse(p.bytes()).map_err(|err| Error::corrupt(path, e.image_off, err.0))?;
+    // Every image is checksummed once per session before any query reads it (crc32 runs at several GB/s).
+    v.verify().map_err(|err| Error::corrupt(path, e.image_off, err.0))?;
     if v.doc_count() != e.doc_count || v.seg_id() != e.seg || v.base_doc() != e.base_doc {
         return Err(Error::corrupt(path, e.image_off, "segment header disagrees with the manifest or eLog"));
     }
@@ -427,6 +429,7 @@ impl ShardInner {
                     image_len: p.len as u64,
                     deletes_off: bitmaps.len() as u64,
                     deletes_len: del.len() as u64,
+                    deletes_crc: crc32fast::hash(&del),
                     merged: s.state == SegState::Merged,
                 });
                 bitmaps.extend_from_slice(&del);

@@ -65,6 +65,7 @@ struct ManifestSegment {
     image_len: u64,
     deletes_off: u64,
     deletes_len: u64,
+    deletes_crc: u32,
     merged: bool,
 }
 
@@ -225,6 +226,9 @@ impl Shard {
                     let bytes = heap.try_slice(s.deletes_off, s.deletes_len as usize).ok_or_else(|| {
                         Error::corrupt(&path, s.deletes_off, "delete bitmap beyond the file")
                     })?;
+                    if crc32fast::hash(bytes) != s.deletes_crc {
+                        return Err(Error::corrupt(&path, s.deletes_off, "delete bitmap checksum mismatch"));
+                    }
                     let del = DeleteBitmap::from_bytes(s.doc_count, bytes);
                     let state = if s.merged { SegState::Merged } else { SegState::Committed };
                     segs.push(Arc::new(durable::load_segment(&heap, &path, &e, del, state)?));
