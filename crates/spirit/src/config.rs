@@ -77,7 +77,7 @@ impl Default for ShardConfig {
 }
 
 fn default_replay_bytes() -> usize {
-    4 << 20
+    8 << 20
 }
 
 /// The smallest DRAM budget that holds two fresh segments and a long-term ring.

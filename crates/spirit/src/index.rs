@@ -150,6 +150,7 @@ impl Index {
             let t = Instant::now();
             let records = r.records.len() as u64;
             index.replay(dir, r)?;
+            index.shard.finish_recovery();
             recovery =
                 Some(RecoveryStats { open_micros, replay_micros: t.elapsed().as_micros() as u64, records });
         }

@@ -4,13 +4,19 @@
 //! ```text
 //! chunk header (64 B): "SPIRITLG" | version u32 | kind u32 | first lsn u64 | chunk len u64 | crc u32 (of the
 //!                      above) | pad | next chunk u64 (at +56, an atomic word set when the log moves on)
-//! record:              payload len u32 | crc u32 (of len, lsn, payload) | lsn u64 | payload | pad to 8 B
+//! record:              payload len u32 | crc u32 (of len, lsn, synced, payload) | lsn u64 | synced u64 |
+//!                      payload | pad to 8 B
 //! ```
 //! Records carry consecutive sequence numbers (LSNs). A scan accepts a record only if its checksum holds
 //! *and* its LSN is the next one expected, and follows a chunk's `next` only if that chunk's header is valid
 //! and starts at the expected LSN. So a torn record ends the log, and stale bytes (a recycled chunk, a tail
 //! left behind by a crash) can never be mistaken for records: their LSNs are from the past. After recovery
 //! the log continues in a new chunk, so whatever follows the valid end is never scanned again.
+//!
+//! A torn tail and a corrupted record look alike — both fail their checksum — but only the last unsynced
+//! records can be torn. Each record carries `synced`, the LSN below which every record was already durable
+//! when it was appended; if any valid record past the end says the failing record was durable, the failure
+//! is corruption, and the scan reports it (with the offset) instead of silently dropping what follows.
 //!
 //! Appends take a short lock and copy into the mapped heap; [`Log::sync`] is the group commit: one thread
 //! persists everything appended so far (its own records and everyone else's) while later appends go on,
@@ -25,10 +31,10 @@ use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"SPIRITLG";
-const LOG_VERSION: u32 = 1;
+const LOG_VERSION: u32 = 2;
 const CHUNK_HEADER: u64 = 64;
 const NEXT_AT: u64 = 56;
-const RECORD_HEADER: u64 = 16;
+const RECORD_HEADER: u64 = 24;
 /// Largest record payload (a document of at most the largest accepted size, plus its id).
 pub const MAX_RECORD: usize = 1 << 30;
 
@@ -51,6 +57,8 @@ pub enum LogError {
     TooLarge(usize),
     #[error("corrupt log chunk header at offset {0}")]
     Corrupt(u64),
+    #[error("log record {lsn} at offset {at} is damaged, but later records show it was durable")]
+    Damaged { at: u64, lsn: u64 },
 }
 
 struct Chunk {
@@ -100,12 +108,31 @@ fn pad8(n: u64) -> u64 {
     n.div_ceil(8) * 8
 }
 
-fn record_crc(lsn: u64, payload: &[u8]) -> u32 {
+fn record_crc(lsn: u64, synced: u64, payload: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&(payload.len() as u32).to_le_bytes());
     h.update(&lsn.to_le_bytes());
+    h.update(&synced.to_le_bytes());
     h.update(payload);
     h.finalize()
+}
+
+/// The valid record at `pos` (ending at or before `limit`): its LSN, `synced` and end offset.
+fn record_at(heap: &PersistentHeap, pos: u64, limit: u64) -> Option<(u64, u64, u64)> {
+    if pos + RECORD_HEADER > limit {
+        return None;
+    }
+    let h = heap.slice(pos, RECORD_HEADER as usize);
+    let plen = u32::from_le_bytes(h[0..4].try_into().unwrap()) as u64;
+    let crc = u32::from_le_bytes(h[4..8].try_into().unwrap());
+    let lsn = u64::from_le_bytes(h[8..16].try_into().unwrap());
+    let synced = u64::from_le_bytes(h[16..24].try_into().unwrap());
+    let end = pos + RECORD_HEADER + pad8(plen);
+    if end > limit || synced > lsn {
+        return None;
+    }
+    (record_crc(lsn, synced, heap.slice(pos + RECORD_HEADER, plen as usize)) == crc)
+        .then_some((lsn, synced, end))
 }
 
 impl Log {
@@ -146,20 +173,13 @@ impl Log {
         }
         loop {
             // Records in this chunk.
-            while pos + RECORD_HEADER <= chunk + len {
-                let h = heap.slice(pos, RECORD_HEADER as usize);
-                let plen = u32::from_le_bytes(h[0..4].try_into().unwrap()) as u64;
-                let crc = u32::from_le_bytes(h[4..8].try_into().unwrap());
-                let rlsn = u64::from_le_bytes(h[8..16].try_into().unwrap());
-                let end = pos + RECORD_HEADER + pad8(plen);
-                if rlsn != lsn || end > chunk + len {
+            while let Some((rlsn, _, end)) = record_at(heap, pos, chunk + len) {
+                if rlsn != lsn {
                     break;
                 }
-                let payload = heap.slice(pos + RECORD_HEADER, plen as usize);
-                if record_crc(rlsn, payload) != crc {
-                    break;
-                }
-                records.push(Record { lsn, payload: payload.to_vec() });
+                let payload = heap.slice(pos + RECORD_HEADER, (end - pos - RECORD_HEADER) as usize);
+                let plen = u32::from_le_bytes(heap.slice(pos, 4).try_into().unwrap()) as usize;
+                records.push(Record { lsn, payload: payload[..plen].to_vec() });
                 lsn += 1;
                 pos = end;
             }
@@ -172,7 +192,19 @@ impl Log {
                     chunks.push((chunk, len, nfirst));
                     pos = chunk + CHUNK_HEADER;
                 }
-                _ => break,
+                _ => {
+                    // The end. Is it a torn tail, or a damaged record that a later record says was durable?
+                    let mut at = pos;
+                    while at + RECORD_HEADER <= chunk + len {
+                        if let Some((rlsn, synced, _)) = record_at(heap, at, chunk + len) {
+                            if rlsn > lsn && synced > lsn {
+                                return Err(LogError::Damaged { at: pos, lsn });
+                            }
+                        }
+                        at += 8;
+                    }
+                    break;
+                }
             }
         }
         Ok(Scan { records, chunks, end: LogPos { chunk, off: pos, lsn } })
@@ -287,9 +319,12 @@ impl Log {
             self.new_chunk(&mut st, need)?;
         }
         let lsn = st.next_lsn;
+        // Everything below this LSN is durable now (read under the append lock: it only grows).
+        let synced = self.durable.load(Acquire).min(lsn);
         let mut h = crc32fast::Hasher::new();
         h.update(&(plen as u32).to_le_bytes());
         h.update(&lsn.to_le_bytes());
+        h.update(&synced.to_le_bytes());
         for p in parts {
             h.update(p);
         }
@@ -297,6 +332,7 @@ impl Log {
         head[0..4].copy_from_slice(&(plen as u32).to_le_bytes());
         head[4..8].copy_from_slice(&h.finalize().to_le_bytes());
         head[8..16].copy_from_slice(&lsn.to_le_bytes());
+        head[16..24].copy_from_slice(&synced.to_le_bytes());
         let start = st.pos;
         self.heap.write(start, &head);
         let mut at = start + RECORD_HEADER;
@@ -471,5 +507,40 @@ mod tests {
                 std::fs::remove_file(&p).unwrap();
             }
         }
+    }
+
+    #[test]
+    fn a_damaged_durable_record_is_an_error_not_the_end_of_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = heap(dir.path(), None);
+        let log = Log::create(h.clone(), 1, 1 << 16, 0).unwrap();
+        let start = log.position_of(0).0;
+        let mut offs = vec![];
+        for i in 0..50u64 {
+            offs.push(log.st.lock().pos);
+            log.append(&i.to_le_bytes().repeat(4)).unwrap();
+            log.sync(i).unwrap();
+        }
+        drop(log);
+        // Damage record 20's payload: records 21.. were appended after it was durable.
+        let p = dir.path().join("h");
+        drop(h);
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[offs[20] as usize + RECORD_HEADER as usize + 3] ^= 0x10;
+        std::fs::write(&p, &bytes).unwrap();
+        let (h2, _) = PersistentHeap::open(&p, 1 << 30, BarrierChoice::Auto).unwrap();
+        match Log::scan(&h2, 1, start) {
+            Err(LogError::Damaged { at, lsn }) => assert_eq!((at, lsn), (offs[20], 20)),
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(s) => panic!("silently ended at {}", s.end.lsn),
+        }
+        drop(h2);
+        // Damage the last record instead: nothing says it was durable, so it reads as a torn tail.
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[offs[20] as usize + RECORD_HEADER as usize + 3] ^= 0x10;
+        bytes[offs[49] as usize + RECORD_HEADER as usize + 3] ^= 0x10;
+        std::fs::write(&p, &bytes).unwrap();
+        let (h3, _) = PersistentHeap::open(&p, 1 << 30, BarrierChoice::Auto).unwrap();
+        assert_eq!(Log::scan(&h3, 1, start).unwrap().end.lsn, 49);
     }
 }

@@ -70,6 +70,11 @@ fn log_err(path: &Path, e: LogError) -> Error {
     match e {
         LogError::Io(io) => Error::io(path, io),
         LogError::Corrupt(off) => Error::corrupt(path, off, "bad log chunk header"),
+        LogError::Damaged { at, lsn } => Error::corrupt(
+            path,
+            at,
+            format!("log record {lsn} is damaged, but later records show it was durable"),
+        ),
         other => Error::ResourceExhausted(format!("{}: {other}", path.display())),
     }
 }

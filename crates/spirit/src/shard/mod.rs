@@ -14,7 +14,10 @@
 //! the engraver records each engraved segment in the eLog, the merger records its progress in the mLog and
 //! writes a checkpoint after each merge, and `open` recovers from the last checkpoint and the logs.
 
+mod check;
 mod durable;
+
+pub use check::CheckReport;
 
 pub use durable::Replay;
 
@@ -235,19 +238,15 @@ impl Shard {
                 }
                 let mut merged_upto = segs.iter().filter(|s| s.state == SegState::Merged).map(|s| s.id).max();
                 let (mut next_doc, mut next_seg) = (m.next_doc, m.next_seg);
-                let crashed = !heap.record().clean;
-                match &m.logs {
-                    // A crash-safe shard: recover from its logs. After a crash it stays crash-safe whatever
-                    // the configuration says (the logs are the only record of acknowledged writes).
-                    Some(heads) if crashed || cfg.durability == Durability::CrashSafe => {
-                        cfg.durability = Durability::CrashSafe;
-                        heap.enable_reservations();
-                        let r = durable::recover(&heap, &path, &m, heads, &mut segs, &merged)?;
-                        (next_doc, next_seg, merged_upto) = (r.next_doc, r.next_seg, r.merged_upto);
-                        logs = Some(r.logs);
-                        replay = Some(r.replay);
-                    }
-                    _ => {}
+                // A crash-safe shard stays crash-safe whatever the configuration says (like an Elasticsearch
+                // index setting): recover from its logs and keep them.
+                if let Some(heads) = &m.logs {
+                    cfg.durability = Durability::CrashSafe;
+                    heap.enable_reservations();
+                    let r = durable::recover(&heap, &path, &m, heads, &mut segs, &merged)?;
+                    (next_doc, next_seg, merged_upto) = (r.next_doc, r.next_seg, r.merged_upto);
+                    logs = Some(r.logs);
+                    replay = Some(r.replay);
                 }
                 if cfg.durability != Durability::CrashSafe {
                     // The heap is now in use: a crash from here on must be detected at the next open.
@@ -332,21 +331,24 @@ impl Shard {
             spawn("spirit-engraver", Box::new(move || b.engraver(engrave_rx)))?,
             spawn("spirit-merger", Box::new(move || c.merger(merge_rx)))?,
         ];
-        // Segments recovered committed but not merged (crash-safe recovery) go to the merger, oldest first.
-        let pending: Vec<u32> = inner
-            .gdt
-            .pin()
-            .segments
-            .iter()
-            .filter(|s| s.state == SegState::Committed)
-            .map(|s| s.id)
-            .collect();
-        if let Some(tx) = inner.merge_tx.lock().as_ref() {
+        let shard = Shard { inner, threads: Mutex::new(threads) };
+        if replay.is_none() {
+            shard.finish_recovery();
+        }
+        Ok((shard, extra, replay))
+    }
+
+    /// Ends a crash recovery (the owner calls it after replaying): segments recovered committed but not
+    /// merged go to the merger, oldest first. Deferred until the replay is done so the two do not compete
+    /// for cores.
+    pub fn finish_recovery(&self) {
+        let snap = self.inner.gdt.pin();
+        let pending = snap.segments.iter().filter(|s| s.state == SegState::Committed).map(|s| s.id);
+        if let Some(tx) = self.inner.merge_tx.lock().as_ref() {
             for id in pending {
                 let _ = tx.send(id);
             }
         }
-        Ok((Shard { inner, threads: Mutex::new(threads) }, extra, replay))
     }
 
     /// Pins the current epoch for a query.
