@@ -41,6 +41,31 @@ struct Open {
     /// power loss; every write is in the write-ahead log before it is acknowledged).
     #[arg(long, default_value = "graceful")]
     durability: Durability,
+    /// Compact merged segments this many at a time (one contiguous posting list per term); 0 = off.
+    #[arg(long, default_value_t = 4)]
+    compaction_factor: u32,
+    /// Retention: drop the oldest segments once the persistent heap holds more than this (e.g. 10GB).
+    #[arg(long)]
+    retention_size: Option<String>,
+    /// Retention: drop segments whose newest document is older than this (e.g. 3600, 90m, 12h, 7d).
+    #[arg(long)]
+    retention_age: Option<String>,
+}
+
+/// Parses durations like `90`, `90s`, `15m`, `12h`, `7d` into seconds.
+fn parse_duration(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = match t.chars().last() {
+        Some('s') => (&t[..t.len() - 1], 1),
+        Some('m') => (&t[..t.len() - 1], 60),
+        Some('h') => (&t[..t.len() - 1], 3600),
+        Some('d') => (&t[..t.len() - 1], 86400),
+        _ => (&t[..], 1),
+    };
+    num.trim()
+        .parse::<u64>()
+        .map(|n| n * mult)
+        .map_err(|_| format!("invalid duration [{s}]; use e.g. 3600, 90m, 12h, 7d"))
 }
 
 #[derive(Subcommand)]
@@ -138,6 +163,11 @@ fn engine_config(o: &Open) -> R<EngineConfig> {
         dram_budget: spirit::parse_size(&o.dram_budget)? as usize,
         persistent_budget: spirit::parse_size(&o.persistent_budget)?,
         durability: o.durability,
+        compaction: spirit::CompactionPolicy { factor: o.compaction_factor, ..Default::default() },
+        retention: spirit::RetentionPolicy {
+            max_bytes: o.retention_size.as_deref().map(spirit::parse_size).transpose()?,
+            max_age_secs: o.retention_age.as_deref().map(parse_duration).transpose()?,
+        },
         ..Default::default()
     };
     shard.validate()?;
@@ -435,10 +465,12 @@ fn print_stats(s: &spirit::IndexStats, out: &mut impl Write) -> R<()> {
     )?;
     writeln!(
         out,
-        "  persistent heap: {} used of {} budget (file {})",
+        "  persistent heap: {} used of {} budget (file {}; {} free for reuse, {} waiting for a checkpoint)",
         human(sh.persistent.used),
         human(sh.persistent.budget),
-        human(sh.persistent.file_len)
+        human(sh.persistent.file_len),
+        human(sh.persistent.free),
+        human(sh.persistent.pending)
     )?;
     writeln!(
         out,
@@ -448,9 +480,22 @@ fn print_stats(s: &spirit::IndexStats, out: &mut impl Write) -> R<()> {
     )?;
     writeln!(
         out,
-        "  pipeline: {} flushes, {} engraves, {} commits, {} merges; merged dictionary {} terms",
-        sh.flushes, sh.engraves, sh.commits, sh.merges, sh.merged_terms
+        "  pipeline: {} flushes, {} engraves, {} commits, {} merges, {} compactions; merged dictionary {} terms ({})",
+        sh.flushes,
+        sh.engraves,
+        sh.commits,
+        sh.merges,
+        sh.compactions,
+        sh.merged_terms,
+        human(sh.merged_dictionary_bytes)
     )?;
+    if sh.dropped_segments > 0 {
+        writeln!(
+            out,
+            "  retention: {} segments ({} documents) dropped",
+            sh.dropped_segments, sh.dropped_docs
+        )?;
+    }
     Ok(())
 }
 

@@ -56,9 +56,51 @@ pub struct ShardConfig {
     /// segments.
     #[serde(default = "default_replay_bytes")]
     pub replay_bytes: usize,
+    /// When merged segments are compacted into one (contiguous posting lists, fewer segments per query).
+    #[serde(default)]
+    pub compaction: CompactionPolicy,
+    /// When the oldest segments are dropped.
+    #[serde(default)]
+    pub retention: RetentionPolicy,
     /// The persistence barrier (tests swap in a simulated persistence domain).
     #[serde(skip)]
     pub barrier: crate::memory::BarrierChoice,
+}
+
+/// Compaction (a log-structured, tiered policy like Lucene's `LogByteSizeMergePolicy`): merged segments are
+/// grouped into size levels (a level spans a factor of `factor` in image bytes); once `factor` consecutive
+/// segments share a level they are rewritten as one image with one contiguous posting list per term, and the
+/// merged dictionary is rebuilt without their chain nodes. A query then visits O(factor × levels) segments.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CompactionPolicy {
+    /// Segments compacted together (at least 2); 0 turns compaction off.
+    pub factor: u32,
+    /// No compaction writes an image larger than this (the image is built in process memory first).
+    pub max_image_bytes: u64,
+}
+
+impl Default for CompactionPolicy {
+    fn default() -> Self {
+        CompactionPolicy { factor: 4, max_image_bytes: 256 << 20 }
+    }
+}
+
+/// Retention (like an Elasticsearch ILM delete phase, per segment): the oldest merged segments are dropped —
+/// their documents disappear from every query and their space is reused — once they are older than
+/// `max_age_secs` (age = time since the segment's newest document was written) or while the segment data
+/// (images and the merged dictionary) exceeds `max_bytes`. With either set, the heap is also kept below 3/4
+/// of the persistent budget by dropping the oldest segments, and an engrave that still finds the budget spent
+/// drops more instead of refusing writes. Off by default.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct RetentionPolicy {
+    pub max_age_secs: Option<u64>,
+    pub max_bytes: Option<u64>,
+}
+
+impl RetentionPolicy {
+    pub fn enabled(&self) -> bool {
+        self.max_age_secs.is_some() || self.max_bytes.is_some()
+    }
 }
 
 impl Default for ShardConfig {
@@ -71,6 +113,8 @@ impl Default for ShardConfig {
             durability: Durability::Graceful,
             commit: CommitPolicy::Lazy,
             replay_bytes: default_replay_bytes(),
+            compaction: CompactionPolicy::default(),
+            retention: RetentionPolicy::default(),
             barrier: Default::default(),
         }
     }
@@ -104,6 +148,9 @@ impl ShardConfig {
         }
         if self.max_docs_per_segment == 0 {
             return Err("max_docs_per_segment must be positive".into());
+        }
+        if self.compaction.factor == 1 {
+            return Err("compaction factor must be 0 (off) or at least 2".into());
         }
         Ok(())
     }

@@ -36,7 +36,7 @@ pub mod schema;
 pub mod segment;
 pub mod shard;
 
-pub use config::{parse_size, CommitPolicy, Durability, ShardConfig};
+pub use config::{parse_size, CommitPolicy, CompactionPolicy, Durability, RetentionPolicy, ShardConfig};
 pub use engine::{Engine, EngineConfig};
 pub use error::{Error, Result};
 pub use index::{AddResult, Hit, Index, IndexSettings, IndexStats, SearchResult};

@@ -41,7 +41,7 @@ fn flips(durability: Durability) {
     };
     let good_answers = {
         let index = Index::open("c", dir.path(), cfg.clone(), None, None).unwrap();
-        for i in 0..300 {
+        for i in 0..1500 {
             let w = ["alpha", "beta", "gamma", "delta", "zeta"][i % 5];
             index.add(serde_json::json!({"_id": i.to_string(), "body": format!("{w} and {w} again {i}"), "n": i})).unwrap();
         }

@@ -1,7 +1,8 @@
 //! Crash-point enumeration in the simulated persistence domain (issue 3).
 //!
 //! A scripted workload — adds, updates, deletes, dynamic-mapping changes — runs in crash-safe mode with tiny
-//! segments, so flushes, engraves, commits, merges and checkpoints happen throughout. The simulated domain
+//! segments, so flushes, engraves, commits, merges, compactions (with reuse of the space they free) and
+//! checkpoints happen throughout. The simulated domain
 //! records every persist barrier. For each crash point (every barrier, optionally with the next barrier's
 //! range torn at 8-byte granularity) the durable image is rebuilt, recovered, and checked:
 //!
@@ -183,7 +184,9 @@ fn recover_and_check(
     );
     let reference = reference_after(&ops[..k]);
     for q in queries() {
-        let res = index.search_query(&q, &SearchOptions { limit: 10, ..Default::default() }).unwrap();
+        let res = index
+            .search_query(&q, &SearchOptions { limit: 10, ..Default::default() })
+            .unwrap_or_else(|e| panic!("{ctx}: {q:?}: {e}"));
         let hits: Vec<(String, f32)> = res.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
         check_top_k(&reference, &q, res.total, &hits, 10, &format!("{ctx} (prefix {k})"));
     }
@@ -233,10 +236,14 @@ fn every_crash_point_recovers_exactly_the_acknowledged_prefix() {
                 }
             }
             acks.push(sim.barriers());
-            if i % 40 == 39 {
+            if i % 80 == 79 {
+                // Merge, then compact: rewritten images and a new dictionary, swapped in by a checkpoint.
+                index.shard().compact_now().unwrap();
+            } else if i % 40 == 39 {
                 index.shard().commit_and_merge_all().unwrap();
             }
         }
+        assert!(index.stats().shard.compactions > 0, "the workload must compact");
         index.close().unwrap();
     }
     let total = sim.barriers();

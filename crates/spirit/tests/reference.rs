@@ -1,7 +1,7 @@
 //! Random documents and random operation sequences (adds, updates, deletes, seals, commits + merges, graceful
 //! reopens) with queries of every kind between them, each answer checked against the brute-force reference.
-//! Tiny segments make every lifecycle stage occur: fresh, flushed, engraved, committed (persistent copy) and
-//! merged.
+//! Tiny segments make every lifecycle stage occur: fresh, flushed, engraved, committed (persistent copy),
+//! merged and compacted.
 
 mod common;
 
@@ -82,6 +82,7 @@ enum Op {
     Query(Query),
     Seal,
     CommitMerge,
+    Compact,
     Reopen,
 }
 
@@ -92,6 +93,7 @@ fn op() -> impl Strategy<Value = Op> {
         5 => query().prop_map(Op::Query),
         1 => Just(Op::Seal),
         1 => Just(Op::CommitMerge),
+        1 => Just(Op::Compact),
         1 => Just(Op::Reopen),
     ]
 }
@@ -157,6 +159,7 @@ fn run(ops: Vec<Op>, commit: CommitPolicy) {
                 index.shard().wait_idle().unwrap();
             }
             Op::CommitMerge => index.shard().commit_and_merge_all().unwrap(),
+            Op::Compact => index.shard().compact_now().unwrap(),
             Op::Reopen => {
                 index.close().unwrap();
                 drop(index);

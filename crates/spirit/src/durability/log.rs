@@ -412,6 +412,14 @@ impl Log {
         self.free.lock().clone()
     }
 
+    /// The heap extents this log owns: its chunks in use and its recycled chunks.
+    pub fn extents(&self) -> Vec<(u64, u64)> {
+        let st = self.st.lock();
+        let mut v: Vec<(u64, u64)> = st.chain.iter().map(|c| (c.off, c.len)).collect();
+        v.extend(self.free.lock().iter().map(|&f| (f, self.chunk_bytes)));
+        v
+    }
+
     /// Chunks in use and their bytes.
     pub fn chunk_stats(&self) -> (usize, u64) {
         let st = self.st.lock();

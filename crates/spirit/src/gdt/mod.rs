@@ -8,7 +8,7 @@
 //! i.e. when the last reader of that epoch leaves. Readers take no locks; writers serialize state changes on
 //! one mutex and never wait for readers.
 
-use crate::memory::{DramBlock, PersistentHeap};
+use crate::memory::{DramBlock, Extent, PersistentHeap};
 use crate::segment::{DeleteBitmap, FreshSegment, ImageView, MergedSegment, SegmentError};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -55,17 +55,26 @@ impl DramImage {
     }
 }
 
-/// An image engraved into the persistent heap.
+/// An image engraved into the persistent heap. Its extent goes back to the heap when the image is retired
+/// (compacted or dropped by retention) and the last snapshot holding it is gone.
 #[derive(Clone)]
 pub struct PersistentImage {
-    pub heap: Arc<PersistentHeap>,
     pub off: u64,
     pub len: usize,
+    extent: Arc<Extent>,
 }
 
 impl PersistentImage {
+    pub fn new(heap: Arc<PersistentHeap>, off: u64, len: usize) -> PersistentImage {
+        PersistentImage { off, len, extent: Arc::new(Extent::new(heap, off, len as u64)) }
+    }
     pub fn bytes(&self) -> &[u8] {
-        self.heap.slice(self.off, self.len)
+        self.extent.heap().slice(self.off, self.len)
+    }
+    /// No new snapshot will refer to this image: its space is reusable once the readers of older epochs are
+    /// gone (and, in crash-safe mode, a later checkpoint is durable).
+    pub fn retire(&self) {
+        self.extent.retire();
     }
 }
 
@@ -88,6 +97,14 @@ pub struct SegmentDesc {
     pub data: SegData,
     /// Documents, for image states (fresh segments report their watermark).
     pub doc_count: u32,
+    /// When the segment's newest document was sealed (unix milliseconds; 0 while fresh). Retention by age
+    /// reads it.
+    pub sealed_at: u64,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_millis() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 impl SegmentDesc {

@@ -20,12 +20,13 @@ mod mapping;
 mod persist;
 mod persistent;
 mod ring;
+mod space;
 
 pub use dram::{DramBlock, DramHeap, DramStats, RingKind};
 pub(crate) use mapping::words_of;
 pub use persist::{Barrier, FlushKind, SimDomain};
 pub use persistent::{
-    BarrierChoice, HeapError as PersistentHeapError, PersistentHeap, PersistentStats, RecoveryRecord,
+    BarrierChoice, Extent, HeapError as PersistentHeapError, PersistentHeap, PersistentStats, RecoveryRecord,
     FORMAT_VERSION, SUPERBLOCK_BYTES,
 };
 

@@ -1,7 +1,8 @@
 //! The persistent heap: one file, mapped shared into a reserved address range, grown by whole chunks.
 //!
 //! Layout: a 4 KiB superblock (magic, format version, and two slots for the recovery record pointing at the
-//! manifest) followed by allocations handed out by a bump allocator. Space is fallocated when the file grows,
+//! manifest) followed by allocations handed out from free space (module `space`: extents that compaction,
+//! retention and checkpoints gave back) or, when none fits, by a bump allocator at the head. Space is fallocated when the file grows,
 //! so a full disk is an error at growth time, never a `SIGBUS` on a later store. The file is locked with
 //! `flock` so two processes can never map the same heap.
 //!
@@ -13,6 +14,7 @@
 
 use super::mapping::{atomic_u64, page_size, Mapping};
 use super::persist::{flush_range, Barrier, FlushKind, SimDomain};
+use super::space::{round, Space};
 use parking_lot::Mutex;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -25,7 +27,7 @@ use std::sync::Arc;
 pub const SUPERBLOCK_BYTES: usize = 4096;
 const MAGIC: &[u8; 8] = b"SPIRITPH";
 /// Version of the persistent format. Bump on any incompatible change of any persistent structure.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// Offsets of the two recovery-record slots.
 const SLOTS: [usize; 2] = [64, 128];
 const SLOT_BYTES: usize = 64;
@@ -50,8 +52,15 @@ pub struct RecoveryRecord {
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct PersistentStats {
     pub budget: u64,
-    /// Bytes handed out by the allocator (including the superblock).
+    /// Bytes in use: allocated and not given back (including the superblock).
     pub used: u64,
+    /// Bytes given back and reusable, and bytes given back that wait for a durable checkpoint.
+    pub free: u64,
+    pub pending: u64,
+    /// Number of free extents (fragmentation).
+    pub free_extents: usize,
+    /// End of the highest allocation (the file holds at least this much).
+    pub head: u64,
     /// Current file length.
     pub file_len: u64,
     /// The persistence barrier in use: `msync`, `dax (...)` or `simulated`.
@@ -71,6 +80,8 @@ pub struct PersistentHeap {
     record: Mutex<(u64, RecoveryRecord)>,
     /// Crash-safe mode: allocations beyond the record's `heap_end` first persist a larger reservation.
     reserving: std::sync::atomic::AtomicBool,
+    /// Free space below the head.
+    space: Mutex<Space>,
 }
 
 /// How a heap should make ranges durable.
@@ -250,6 +261,7 @@ impl PersistentHeap {
                 },
             )),
             reserving: std::sync::atomic::AtomicBool::new(false),
+            space: Mutex::new(Space::default()),
         })
     }
 
@@ -267,6 +279,31 @@ impl PersistentHeap {
     /// Crash-safe mode: from now on every allocation lies inside a durable reservation (see the module doc).
     pub fn enable_reservations(&self) {
         self.reserving.store(true, Ordering::Release);
+        self.space.lock().set_gated(true);
+    }
+
+    /// Learns the free space: everything in `[SUPERBLOCK_BYTES, head)` outside `live` (every extent the
+    /// shard's current state refers to). Call once, after open and recovery, before anything is released;
+    /// until then allocation is bump-only.
+    pub fn rebuild_free_space(&self, live: &mut [(u64, u64)]) {
+        let head = self.head.lock();
+        self.space.lock().rebuild(SUPERBLOCK_BYTES as u64, *head, live);
+    }
+
+    /// Gives back an extent nothing refers to any more (in crash-safe mode it is reused only after the next
+    /// checkpoint is durable).
+    pub fn release(&self, off: u64, len: u64) {
+        self.space.lock().release(off, len);
+    }
+
+    /// A checkpoint starts: returns the ticket to pass to [`checkpoint_durable`](Self::checkpoint_durable).
+    pub fn checkpoint_started(&self) -> u64 {
+        self.space.lock().checkpoint_started()
+    }
+
+    /// The checkpoint with `ticket` is durable: extents released before it started become reusable.
+    pub fn checkpoint_durable(&self, ticket: u64) {
+        self.space.lock().checkpoint_durable(ticket);
     }
 
     pub fn path(&self) -> &Path {
@@ -319,8 +356,11 @@ impl PersistentHeap {
     /// offset anywhere a reader can find it.
     pub fn alloc(&self, len: usize) -> Result<u64, HeapError> {
         let mut head = self.head.lock();
+        if let Some(off) = self.space.lock().take(len as u64) {
+            return Ok(off);
+        }
         let off = head.div_ceil(ALIGN) * ALIGN;
-        let end = off + len as u64;
+        let end = off + round(len.max(1) as u64);
         self.grow_to(end)?;
         if self.reserving.load(Ordering::Acquire) {
             let mut r = self.record.lock();
@@ -427,9 +467,17 @@ impl PersistentHeap {
     }
 
     pub fn stats(&self) -> PersistentStats {
+        let head = *self.head.lock();
+        let space = self.space.lock();
+        let ((free, pending), free_extents) = (space.bytes(), space.extents());
+        drop(space);
         PersistentStats {
             budget: self.budget,
-            used: *self.head.lock(),
+            used: head - free - pending,
+            free,
+            pending,
+            free_extents,
+            head,
             file_len: self.mapped.load(Ordering::Acquire) as u64,
             barrier: self.barrier_name(),
         }
@@ -478,6 +526,39 @@ impl PersistentHeap {
     /// Current allocation head.
     pub fn head(&self) -> u64 {
         *self.head.lock()
+    }
+}
+
+/// Ownership of an allocated extent that readers may be using (a segment image, a superseded dictionary).
+/// Once [`retire`](Extent::retire)d — nothing new will refer to it — the drop of the last holder (the last
+/// GDT snapshot, i.e. the last reader of an old epoch) gives it back to the heap.
+pub struct Extent {
+    heap: Arc<PersistentHeap>,
+    pub off: u64,
+    pub len: u64,
+    retired: std::sync::atomic::AtomicBool,
+}
+
+impl Extent {
+    pub fn new(heap: Arc<PersistentHeap>, off: u64, len: u64) -> Extent {
+        Extent { heap, off, len, retired: std::sync::atomic::AtomicBool::new(false) }
+    }
+
+    pub fn heap(&self) -> &Arc<PersistentHeap> {
+        &self.heap
+    }
+
+    /// Nothing new will refer to this extent: give it back when the last holder drops it.
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for Extent {
+    fn drop(&mut self) {
+        if self.retired.load(Ordering::Acquire) {
+            self.heap.release(self.off, self.len);
+        }
     }
 }
 

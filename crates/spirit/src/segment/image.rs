@@ -66,138 +66,225 @@ impl ImageBuilder {
         fresh.for_each_key(&mut |k, e| keys.push((k.to_vec(), e)));
         keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
 
-        let mut sections: [Vec<u8>; N_SECTIONS] = Default::default();
-        let (mut docs, mut tfs, mut pos, mut p, mut dls) = (vec![], vec![], vec![], vec![], vec![]);
-        let mut n_terms = 0u32;
-        let mut kept: Vec<&[u8]> = Vec::with_capacity(keys.len());
+        let mut w = ImageWriter::default();
+        let mut post = TermPostings::default();
+        let mut p = vec![];
         for (key, e) in &keys {
-            docs.clear();
-            tfs.clear();
-            pos.clear();
-            dls.clear();
+            post.clear();
             let field = crate::schema::key_field(key);
             let mut c = fresh.postings(*e, n);
             while c.doc() != crate::codec::NO_DOC {
-                docs.push(c.doc());
-                tfs.push(c.freq());
-                dls.push(fresh.field_len(field, c.doc()));
                 c.positions(&mut p);
-                pos.extend_from_slice(&p);
+                post.push(c.doc(), c.freq(), &p, fresh.field_len(field, c.doc()));
                 c.next();
             }
-            if docs.is_empty() {
-                continue;
-            }
-            let post_off = sections[POSTINGS].len() as u64;
-            let meta = encode_postings(&docs, &tfs, &pos, &dls, &mut sections[POSTINGS]);
-            let post_len = sections[POSTINGS].len() as u64 - post_off;
-            let key_off = sections[KEYS].len() as u32;
-            let t = &mut sections[TERMS];
-            t.extend_from_slice(&key_off.to_le_bytes());
-            t.extend_from_slice(&(key.len() as u32).to_le_bytes());
-            t.extend_from_slice(&meta.df.to_le_bytes());
-            t.extend_from_slice(&meta.max_tf.to_le_bytes());
-            t.extend_from_slice(&post_off.to_le_bytes());
-            t.extend_from_slice(&post_len.to_le_bytes());
-            sections[KEYS].extend_from_slice(key);
-            kept.push(key);
-            n_terms += 1;
+            w.add_term(key, &post);
         }
-        let cap = (2 * kept.len()).next_power_of_two().max(2);
+        for (f, is_text) in fresh.column_fields() {
+            let stats = if is_text { fresh.field_stats(f, n) } else { FieldStats::default() };
+            w.add_column(f, is_text, stats, |col| {
+                for d in 0..n {
+                    if is_text {
+                        col.extend_from_slice(&fresh.field_len(f, d).to_le_bytes());
+                    } else {
+                        col.extend_from_slice(&fresh.numeric(f, d).unwrap_or(f64::NAN).to_le_bytes());
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        for d in 0..n {
+            let (id, src) = fresh.stored(d)?;
+            w.add_doc(&id, &src);
+        }
+        Ok(w.finish(seg_id, base_doc))
+    }
+}
+
+/// The decoded postings of one term, as [`encode_postings`] takes them (flush and compaction fill it).
+#[derive(Default)]
+pub(crate) struct TermPostings {
+    pub docs: Vec<u32>,
+    pub tfs: Vec<u32>,
+    pub positions: Vec<u32>,
+    /// The field length of each doc (for the blocks' impacts).
+    pub dls: Vec<u32>,
+}
+
+impl TermPostings {
+    pub fn clear(&mut self) {
+        self.docs.clear();
+        self.tfs.clear();
+        self.positions.clear();
+        self.dls.clear();
+    }
+
+    /// Appends one posting (`positions.len()` must be `tf`).
+    pub fn push(&mut self, doc: u32, tf: u32, positions: &[u32], dl: u32) {
+        self.docs.push(doc);
+        self.tfs.push(tf);
+        self.positions.extend_from_slice(positions);
+        self.dls.push(dl);
+    }
+}
+
+/// Writes an image section by section: terms in key order, then columns in field order, then every document
+/// in doc order; [`finish`](Self::finish) adds the hash and id sections and assembles the bytes. The one
+/// place the image layout is written (flush and compaction both use it).
+#[derive(Default)]
+pub(crate) struct ImageWriter {
+    terms: Vec<u8>,
+    keys: Vec<u8>,
+    postings: Vec<u8>,
+    fields: Vec<u8>,
+    columns: Vec<u8>,
+    n_fields: u32,
+    key_hashes: Vec<u64>,
+    /// Doc store: directory (first doc, compressed length, offset), compressed blocks, the open block.
+    doc_dir: Vec<(u32, u32, u64)>,
+    doc_data: Vec<u8>,
+    raw: Vec<u8>,
+    block_first: u32,
+    ids: Vec<(u64, u32)>,
+    n_docs: u32,
+}
+
+impl ImageWriter {
+    /// Adds the next term (keys strictly increasing); a term without postings is left out.
+    pub fn add_term(&mut self, key: &[u8], p: &TermPostings) {
+        if p.docs.is_empty() {
+            return;
+        }
+        let post_off = self.postings.len() as u64;
+        let meta = encode_postings(&p.docs, &p.tfs, &p.positions, &p.dls, &mut self.postings);
+        let post_len = self.postings.len() as u64 - post_off;
+        let t = &mut self.terms;
+        t.extend_from_slice(&(self.keys.len() as u32).to_le_bytes());
+        t.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        t.extend_from_slice(&meta.df.to_le_bytes());
+        t.extend_from_slice(&meta.max_tf.to_le_bytes());
+        t.extend_from_slice(&post_off.to_le_bytes());
+        t.extend_from_slice(&post_len.to_le_bytes());
+        self.keys.extend_from_slice(key);
+        self.key_hashes.push(key_hash(key));
+    }
+
+    /// Adds the next field's column (fields increasing): `fill` appends a u32 norm (text) or an f64 (numeric,
+    /// NaN = none) per document of the image.
+    pub fn add_column(
+        &mut self,
+        field: u16,
+        is_text: bool,
+        stats: FieldStats,
+        fill: impl FnOnce(&mut Vec<u8>) -> Result<(), SegmentError>,
+    ) -> Result<(), SegmentError> {
+        let col_off = self.columns.len() as u64;
+        fill(&mut self.columns)?;
+        while !self.columns.len().is_multiple_of(8) {
+            self.columns.push(0);
+        }
+        let kind = if is_text { KIND_NORMS } else { KIND_NUMERIC };
+        let fs = &mut self.fields;
+        fs.extend_from_slice(&(field as u32).to_le_bytes());
+        fs.extend_from_slice(&kind.to_le_bytes());
+        fs.extend_from_slice(&stats.docs.to_le_bytes());
+        fs.extend_from_slice(&stats.total_len.to_le_bytes());
+        fs.extend_from_slice(&col_off.to_le_bytes());
+        self.n_fields += 1;
+        Ok(())
+    }
+
+    /// Adds the next document's stored record.
+    pub fn add_doc(&mut self, id: &str, source: &[u8]) {
+        let d = self.n_docs;
+        self.ids.push((id_hash(id), d));
+        write_vbyte(&mut self.raw, id.len() as u32);
+        self.raw.extend_from_slice(id.as_bytes());
+        write_vbyte(&mut self.raw, source.len() as u32);
+        self.raw.extend_from_slice(source);
+        self.n_docs += 1;
+        if self.raw.len() >= DOC_BLOCK_BYTES {
+            self.flush_doc_block();
+        }
+    }
+
+    fn flush_doc_block(&mut self) {
+        if self.raw.is_empty() {
+            return;
+        }
+        let data = lz4_flex::compress(&self.raw);
+        self.doc_dir.push((self.block_first, data.len() as u32, self.doc_data.len() as u64));
+        self.doc_data.extend_from_slice(&data);
+        self.raw.clear();
+        self.block_first = self.n_docs;
+    }
+
+    /// Assembles the image (its doc count is the number of documents added).
+    pub fn finish(mut self, seg_id: u32, base_doc: u32) -> Vec<u8> {
+        self.flush_doc_block();
+        let cap = (2 * self.key_hashes.len()).next_power_of_two().max(2);
         let mut slots = vec![0u32; cap];
-        for (i, k) in kept.iter().enumerate() {
-            let mut j = key_hash(k) as usize & (cap - 1);
+        for (i, h) in self.key_hashes.iter().enumerate() {
+            let mut j = *h as usize & (cap - 1);
             while slots[j] != 0 {
                 j = (j + 1) & (cap - 1);
             }
             slots[j] = i as u32 + 1;
         }
-        sections[HASH].extend_from_slice(&(cap as u32).to_le_bytes());
+        let mut hash = Vec::with_capacity(4 + 4 * cap);
+        hash.extend_from_slice(&(cap as u32).to_le_bytes());
         for x in slots {
-            sections[HASH].extend_from_slice(&x.to_le_bytes());
+            hash.extend_from_slice(&x.to_le_bytes());
+        }
+        let mut ds_dir = Vec::with_capacity(8 + 16 * self.doc_dir.len());
+        ds_dir.extend_from_slice(&(self.doc_dir.len() as u32).to_le_bytes());
+        ds_dir.extend_from_slice(&0u32.to_le_bytes());
+        for (first, len, off) in &self.doc_dir {
+            ds_dir.extend_from_slice(&first.to_le_bytes());
+            ds_dir.extend_from_slice(&len.to_le_bytes());
+            ds_dir.extend_from_slice(&off.to_le_bytes());
+        }
+        self.ids.sort_unstable();
+        let mut ids = Vec::with_capacity(16 * self.ids.len());
+        for (h, d) in &self.ids {
+            ids.extend_from_slice(&h.to_le_bytes());
+            ids.extend_from_slice(&d.to_le_bytes());
+            ids.extend_from_slice(&0u32.to_le_bytes());
         }
 
-        let fields = fresh.column_fields();
-        for &(f, is_text) in &fields {
-            let col_off = sections[COLUMNS].len() as u64;
-            let (kind, stats) = if is_text {
-                for d in 0..n {
-                    sections[COLUMNS].extend_from_slice(&fresh.field_len(f, d).to_le_bytes());
-                }
-                (KIND_NORMS, fresh.field_stats(f, n))
-            } else {
-                for d in 0..n {
-                    let x = fresh.numeric(f, d).unwrap_or(f64::NAN);
-                    sections[COLUMNS].extend_from_slice(&x.to_le_bytes());
-                }
-                (KIND_NUMERIC, FieldStats::default())
-            };
-            while !sections[COLUMNS].len().is_multiple_of(8) {
-                sections[COLUMNS].push(0);
-            }
-            let fs = &mut sections[FIELDS];
-            fs.extend_from_slice(&(f as u32).to_le_bytes());
-            fs.extend_from_slice(&kind.to_le_bytes());
-            fs.extend_from_slice(&stats.docs.to_le_bytes());
-            fs.extend_from_slice(&stats.total_len.to_le_bytes());
-            fs.extend_from_slice(&col_off.to_le_bytes());
-        }
-
-        // Doc store and id index.
-        let mut blocks: Vec<(u32, Vec<u8>)> = vec![];
-        let mut raw = vec![];
-        let mut first = 0;
-        let mut ids = Vec::with_capacity(n as usize);
-        for d in 0..n {
-            let (id, src) = fresh.stored(d)?;
-            ids.push((id_hash(&id), d));
-            write_vbyte(&mut raw, id.len() as u32);
-            raw.extend_from_slice(id.as_bytes());
-            write_vbyte(&mut raw, src.len() as u32);
-            raw.extend_from_slice(&src);
-            if raw.len() >= DOC_BLOCK_BYTES || d + 1 == n {
-                blocks.push((first, lz4_flex::compress(&raw)));
-                raw.clear();
-                first = d + 1;
-            }
-        }
-        let ds = &mut sections[DOCSTORE];
-        ds.extend_from_slice(&(blocks.len() as u32).to_le_bytes());
-        ds.extend_from_slice(&0u32.to_le_bytes());
-        let mut off = 0u64;
-        for (first, data) in &blocks {
-            ds.extend_from_slice(&first.to_le_bytes());
-            ds.extend_from_slice(&(data.len() as u32).to_le_bytes());
-            ds.extend_from_slice(&off.to_le_bytes());
-            off += data.len() as u64;
-        }
-        for (_, data) in &blocks {
-            ds.extend_from_slice(data);
-        }
-        ids.sort_unstable();
-        for (h, d) in ids {
-            sections[IDS].extend_from_slice(&h.to_le_bytes());
-            sections[IDS].extend_from_slice(&d.to_le_bytes());
-            sections[IDS].extend_from_slice(&0u32.to_le_bytes());
-        }
-
-        // Assemble.
-        let mut out = vec![0u8; PREFIX];
-        let mut table = vec![];
-        for s in &sections {
+        // Assemble, sections in the order of their indices (TERMS .. HASH).
+        let sections: [&[&[u8]]; N_SECTIONS] = [
+            &[&self.terms],
+            &[&self.keys],
+            &[&self.postings],
+            &[&self.fields],
+            &[&self.columns],
+            &[&ds_dir, &self.doc_data],
+            &[&ids],
+            &[&hash],
+        ];
+        let total: usize =
+            PREFIX + sections.iter().flat_map(|s| s.iter()).map(|p| p.len() + 8).sum::<usize>();
+        let mut out = Vec::with_capacity(total);
+        out.resize(PREFIX, 0);
+        let mut table = [(0u64, 0u64); N_SECTIONS];
+        for (s, pieces) in table.iter_mut().zip(sections) {
             while !out.len().is_multiple_of(8) {
                 out.push(0);
             }
-            table.push((out.len() as u64, s.len() as u64));
-            out.extend_from_slice(s);
+            let start = out.len();
+            for p in pieces {
+                out.extend_from_slice(p);
+            }
+            *s = (start as u64, (out.len() - start) as u64);
         }
         out[..8].copy_from_slice(MAGIC);
         out[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        out[12..16].copy_from_slice(&n.to_le_bytes());
+        out[12..16].copy_from_slice(&self.n_docs.to_le_bytes());
         out[16..20].copy_from_slice(&seg_id.to_le_bytes());
         out[20..24].copy_from_slice(&base_doc.to_le_bytes());
-        out[24..28].copy_from_slice(&n_terms.to_le_bytes());
-        out[28..32].copy_from_slice(&(fields.len() as u32).to_le_bytes());
+        out[24..28].copy_from_slice(&(self.key_hashes.len() as u32).to_le_bytes());
+        out[28..32].copy_from_slice(&self.n_fields.to_le_bytes());
         let total = out.len() as u64;
         out[40..48].copy_from_slice(&total.to_le_bytes());
         for (i, (o, l)) in table.iter().enumerate() {
@@ -206,7 +293,7 @@ impl ImageBuilder {
         }
         let crc = image_crc(&out);
         out[32..36].copy_from_slice(&crc.to_le_bytes());
-        Ok(out)
+        out
     }
 }
 
@@ -460,38 +547,113 @@ impl<'a> ImageView<'a> {
         self.column(field, KIND_NUMERIC, 8)
     }
 
-    /// `_id` and `_source` of a document.
-    pub fn stored(&self, doc: u32) -> Result<(String, Vec<u8>), SegmentError> {
-        let ds = self.section(DOCSTORE);
-        let bad = |m: &str| SegmentError(format!("doc store: {m}"));
-        let n = u32_at(ds, 0) as usize;
-        let dir_end = 8usize
-            .checked_add(n.checked_mul(16).ok_or_else(|| bad("block count"))?)
-            .ok_or_else(|| bad("block count"))?;
-        if dir_end > ds.len() || doc >= self.doc_count {
-            return Err(bad("block directory out of bounds"));
+    /// Fields with a column, in the order of the FIELDS section: `(field, is_text)` (text = norms, otherwise
+    /// numbers), as [`FreshSegment::column_fields`] reports them.
+    pub(crate) fn column_fields(&self) -> Result<Vec<(u16, bool)>, SegmentError> {
+        let f = self.section(FIELDS);
+        let mut out: Vec<(u16, bool)> = Vec::with_capacity(self.n_fields);
+        for e in f.chunks_exact(32) {
+            let field = u16::try_from(u32_at(e, 0)).map_err(|_| {
+                SegmentError(format!("segment image: field id {} out of range", u32_at(e, 0)))
+            })?;
+            let is_text = match u32_at(e, 4) {
+                KIND_NORMS => true,
+                KIND_NUMERIC => false,
+                k => return Err(SegmentError(format!("segment image: field {field} has unknown kind {k}"))),
+            };
+            if out.iter().any(|&(g, _)| g == field) {
+                return Err(SegmentError(format!("segment image: field {field} listed twice")));
+            }
+            out.push((field, is_text));
         }
-        let entry = |i: usize| &ds[8 + i * 16..8 + i * 16 + 16];
-        let b = (0..n).rev().find(|&i| u32_at(entry(i), 0) <= doc).ok_or_else(|| bad("no block"))?;
-        let e = entry(b);
+        Ok(out)
+    }
+
+    /// The doc store's block directory: (section, number of blocks, end of the directory).
+    fn doc_directory(&self) -> Result<(&'a [u8], usize, usize), SegmentError> {
+        let ds = self.section(DOCSTORE);
+        let n = u32_at(ds, 0) as usize;
+        match n.checked_mul(16).and_then(|x| x.checked_add(8)) {
+            Some(end) if end <= ds.len() => Ok((ds, n, end)),
+            _ => Err(SegmentError("doc store: block directory out of bounds".into())),
+        }
+    }
+
+    /// Doc-store block `b`: its first doc and its decompressed records.
+    fn doc_block(&self, b: usize) -> Result<(u32, Vec<u8>), SegmentError> {
+        let (ds, _, dir_end) = self.doc_directory()?;
+        let bad = |m: &str| SegmentError(format!("doc store: {m}"));
+        let e = &ds[8 + b * 16..8 + b * 16 + 16];
         let (first, clen, off) = (u32_at(e, 0), u32_at(e, 4) as usize, u64_at(e, 8) as usize);
-        let data = ds.get(dir_end + off..dir_end + off + clen).ok_or_else(|| bad("block out of bounds"))?;
+        let data = dir_end
+            .checked_add(off)
+            .and_then(|s| ds.get(s..s.checked_add(clen)?))
+            .ok_or_else(|| bad("block out of bounds"))?;
         let raw =
             lz4_flex::decompress(data, 64 * DOC_BLOCK_BYTES.max(1 << 20)).map_err(|e| bad(&e.to_string()))?;
+        Ok((first, raw))
+    }
+
+    /// Reads the record at `at` of a decompressed block: `_id` and `_source`.
+    fn doc_record<'r>(raw: &'r [u8], at: &mut usize) -> Result<(&'r str, &'r [u8]), SegmentError> {
+        let bad = || SegmentError("doc store: record out of bounds".into());
+        let il = read_vbyte(raw, at)? as usize;
+        let id = raw.get(*at..*at + il).ok_or_else(bad)?;
+        *at += il;
+        let sl = read_vbyte(raw, at)? as usize;
+        let src = raw.get(*at..*at + sl).ok_or_else(bad)?;
+        *at += sl;
+        let id = std::str::from_utf8(id).map_err(|_| SegmentError("doc store: _id not UTF-8".into()))?;
+        Ok((id, src))
+    }
+
+    /// `_id` and `_source` of a document.
+    pub fn stored(&self, doc: u32) -> Result<(String, Vec<u8>), SegmentError> {
+        let (ds, n, _) = self.doc_directory()?;
+        if doc >= self.doc_count {
+            return Err(SegmentError("doc store: doc out of range".into()));
+        }
+        let b = (0..n)
+            .rev()
+            .find(|&i| u32_at(ds, 8 + i * 16) <= doc)
+            .ok_or_else(|| SegmentError("doc store: no block".into()))?;
+        let (first, raw) = self.doc_block(b)?;
         let mut at = 0;
         for d in first..=doc {
-            let il = read_vbyte(&raw, &mut at)? as usize;
-            let id = raw.get(at..at + il).ok_or_else(|| bad("record"))?;
-            at += il;
-            let sl = read_vbyte(&raw, &mut at)? as usize;
-            let src = raw.get(at..at + sl).ok_or_else(|| bad("record"))?;
-            at += sl;
+            let (id, src) = Self::doc_record(&raw, &mut at)?;
             if d == doc {
-                let id = std::str::from_utf8(id).map_err(|_| bad("_id not UTF-8"))?;
                 return Ok((id.to_string(), src.to_vec()));
             }
         }
-        Err(bad("record not found"))
+        Err(SegmentError("doc store: record not found".into()))
+    }
+
+    /// Calls `f` with the `_id` and `_source` of every document in doc order, decompressing each block once.
+    /// Blocks must cover the documents exactly (no gap, no overlap, no trailing bytes).
+    pub(crate) fn for_each_stored(&self, mut f: impl FnMut(&str, &[u8])) -> Result<(), SegmentError> {
+        let (ds, n, _) = self.doc_directory()?;
+        let bad = |m: &str| SegmentError(format!("doc store: {m}"));
+        let mut next = 0u32;
+        for b in 0..n {
+            let (first, raw) = self.doc_block(b)?;
+            let end = if b + 1 < n { u32_at(ds, 8 + (b + 1) * 16) } else { self.doc_count };
+            if first != next || end <= first || end > self.doc_count {
+                return Err(bad("block directory does not cover the documents"));
+            }
+            let mut at = 0;
+            for _ in first..end {
+                let (id, src) = Self::doc_record(&raw, &mut at)?;
+                f(id, src);
+            }
+            if at != raw.len() {
+                return Err(bad("trailing bytes in a block"));
+            }
+            next = end;
+        }
+        if next != self.doc_count {
+            return Err(bad("block directory does not cover the documents"));
+        }
+        Ok(())
     }
 
     /// Docs whose `_id` hashes to `hash`.

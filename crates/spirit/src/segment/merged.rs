@@ -4,7 +4,8 @@
 //! postings. The lists stay where the engrave put them.
 //!
 //! ```text
-//! header (64 B):   table pointer (atomic)
+//! header (64 B):   table pointer (atomic) | region: first chunk (atomic)
+//! region chunk:    next chunk u64 | length u64 | crc32 u32 | pad (32 B), then tables, nodes and keys
 //! table:           capacity u64 | count u64 | slots[capacity] × 32 B: key ref | hash | chain head | check
 //! key record:      len u32 | crc32 of the key u32 | bytes
 //! chain node 32 B: seg_id u32 | df u32 | blob len u32 | max_tf u32 | blob offset u48 | next u48 |
@@ -17,14 +18,27 @@
 //! Readers never lock: a slot's key ref and a chain head are published with release stores after what they
 //! point to is written; a resize writes a whole new table and publishes it with one pointer store. A reader
 //! only trusts nodes of segments its GDT snapshot says are merged, so it ignores a segment being linked.
+//!
+//! Everything but the header lives in the dictionary's own *region*: a durable list of heap chunks, linked
+//! before anything in them is published. So the dictionary's space is known without walking its chains
+//! (open computes the heap's free space from it), and a superseded dictionary — compaction builds a new one
+//! and swaps it in with a checkpoint — gives all of it back at once when its last reader is gone.
+//! Chains run from the newest segment to the oldest, so segment ids strictly decrease along a chain: a
+//! corrupt link can never make a loop.
 
 use super::image::ImageView;
 use super::SegmentError;
 use crate::memory::{PersistentHeap, PersistentHeapError};
-use std::sync::atomic::Ordering::*;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::Arc;
 
 const SLOT: u64 = 32;
+/// Region chunk: header bytes and the smallest chunk.
+const CHUNK_HEADER: u64 = 32;
+const MIN_CHUNK: u64 = 256 << 10;
+/// Bound on the chunk list walked at open (a corrupt list cannot loop forever).
+const MAX_CHUNKS: usize = 1 << 20;
 const NODE: u64 = 32;
 const TABLE_HEADER: u64 = 16;
 const INITIAL_CAP: u64 = 1 << 12;
@@ -65,10 +79,22 @@ fn u48_at(b: &[u8]) -> u64 {
     u64::from_le_bytes(w)
 }
 
+fn chunk_crc(next: u64, len: u64) -> u32 {
+    let mut c = crc32fast::Hasher::new();
+    c.update(b"MSCHUNK1");
+    c.update(&next.to_le_bytes());
+    c.update(&len.to_le_bytes());
+    c.finalize()
+}
+
 /// The merged segment of one shard.
 pub struct MergedSegment {
     heap: Arc<PersistentHeap>,
     header: u64,
+    /// Bump cursor inside the newest region chunk: (next free byte, chunk end). (0, 0) = start a new chunk.
+    region: Mutex<(u64, u64)>,
+    /// Superseded by a new dictionary: the last reader's drop gives the header and region back to the heap.
+    retired: AtomicBool,
 }
 
 /// How [`MergedSegment::link`] runs.
@@ -108,10 +134,91 @@ impl MergedSegment {
     /// Creates an empty merged segment in the heap.
     pub fn create(heap: Arc<PersistentHeap>) -> Result<MergedSegment, PersistentHeapError> {
         let header = heap.alloc_copy(&[0u8; 64])?;
-        let ms = MergedSegment { heap, header };
+        heap.persist(header, 64)?;
+        let ms = MergedSegment::attach(heap, header);
         let table = ms.new_table(INITIAL_CAP)?;
         ms.heap.atomic(header).store(table, Release);
         Ok(ms)
+    }
+
+    fn attach(heap: Arc<PersistentHeap>, header: u64) -> MergedSegment {
+        MergedSegment { heap, header, region: Mutex::new((0, 0)), retired: AtomicBool::new(false) }
+    }
+
+    /// Allocates `len` bytes in the region. A new chunk is made durable and linked (durably) before any byte
+    /// of it is handed out, so whatever a durable chain points to lies in a chunk open can find.
+    fn alloc(&self, len: usize) -> Result<u64, PersistentHeapError> {
+        let len = (len as u64).div_ceil(8) * 8;
+        let mut r = self.region.lock();
+        if r.0 + len > r.1 {
+            // A full heap may have no MIN_CHUNK-sized hole left: then take just what is needed.
+            let need = CHUNK_HEADER + len;
+            let (c, size) = match self.heap.alloc(MIN_CHUNK.max(need) as usize) {
+                Ok(c) => (c, MIN_CHUNK.max(need)),
+                Err(_) => (self.heap.alloc(need as usize)?, need),
+            };
+            let next = self.heap.atomic(self.header + 8).load(Acquire);
+            let mut h = [0u8; CHUNK_HEADER as usize];
+            h[0..8].copy_from_slice(&next.to_le_bytes());
+            h[8..16].copy_from_slice(&size.to_le_bytes());
+            h[16..20].copy_from_slice(&chunk_crc(next, size).to_le_bytes());
+            self.heap.write(c, &h);
+            self.heap.persist(c, CHUNK_HEADER as usize)?;
+            self.heap.atomic(self.header + 8).store(c, Release);
+            self.heap.persist(self.header + 8, 8)?;
+            *r = (c + CHUNK_HEADER, c + size);
+        }
+        let at = r.0;
+        r.0 += len;
+        Ok(at)
+    }
+
+    fn alloc_copy(&self, bytes: &[u8]) -> Result<u64, PersistentHeapError> {
+        let at = self.alloc(bytes.len())?;
+        self.heap.write(at, bytes);
+        Ok(at)
+    }
+
+    /// The heap extents this dictionary owns: its header and every region chunk (checked: inside the heap,
+    /// checksummed, a bounded list).
+    pub fn extents(&self) -> Result<Vec<(u64, u64)>, SegmentError> {
+        let mut out = vec![(self.header, 64)];
+        let mut c = self.heap.atomic(self.header + 8).load(Acquire);
+        while c != 0 {
+            let bad = || self.corrupt("bad region chunk", c);
+            let h = self.heap.try_slice(c, CHUNK_HEADER as usize).ok_or_else(bad)?;
+            let next = u64::from_le_bytes(h[0..8].try_into().unwrap());
+            let len = u64::from_le_bytes(h[8..16].try_into().unwrap());
+            if u32::from_le_bytes(h[16..20].try_into().unwrap()) != chunk_crc(next, len)
+                || self.heap.try_slice(c, len as usize).is_none()
+                || out.len() > MAX_CHUNKS
+            {
+                return Err(bad());
+            }
+            out.push((c, len));
+            c = next;
+        }
+        Ok(out)
+    }
+
+    /// Bytes of the region (for stats).
+    pub fn region_bytes(&self) -> u64 {
+        self.extents().map_or(0, |e| e.iter().map(|x| x.1).sum())
+    }
+
+    /// Superseded (by compaction): when the last snapshot holding this dictionary is dropped, its header
+    /// and region go back to the heap.
+    pub fn retire(&self) {
+        self.retired.store(true, Release);
+    }
+
+    /// Makes the header and every region chunk durable (a new crash-safe shard; a dictionary built without
+    /// per-batch barriers, before a checkpoint publishes it).
+    pub fn persist_all(&self) -> Result<(), PersistentHeapError> {
+        for (off, len) in self.extents().map_err(|e| std::io::Error::other(e.0))? {
+            self.heap.persist(off, len as usize)?;
+        }
+        Ok(())
     }
 
     /// Re-attaches to a merged segment whose header is at `header`, checking that the header and the whole
@@ -121,7 +228,8 @@ impl MergedSegment {
         if !header.is_multiple_of(8) || heap.try_slice(header, 64).is_none() {
             return Err(bad());
         }
-        let ms = MergedSegment { heap, header };
+        let ms = MergedSegment::attach(heap, header);
+        ms.extents()?;
         let t = ms.heap.atomic(header).load(Acquire);
         let cap =
             ms.heap.try_slice(t, 8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).ok_or_else(bad)?;
@@ -143,7 +251,7 @@ impl MergedSegment {
 
     fn new_table(&self, cap: u64) -> Result<u64, PersistentHeapError> {
         let bytes = (TABLE_HEADER + cap * SLOT) as usize;
-        let t = self.heap.alloc(bytes)?;
+        let t = self.alloc(bytes)?;
         // Fresh heap space is zero, but write it anyway: the table must start empty whatever was there.
         let zeros = vec![0u8; bytes];
         self.heap.write(t, &zeros);
@@ -252,7 +360,7 @@ impl MergedSegment {
         while i < n {
             let end = n.min(i + batch);
             // Pass 1: nodes and key records, written and made durable before anything points to them.
-            let nodes = self.heap.alloc(((end - i) * NODE) as usize)?;
+            let nodes = self.alloc(((end - i) * NODE) as usize)?;
             let mut plan = Vec::with_capacity((end - i) as usize);
             let mut keys = Vec::new();
             for j in i..end {
@@ -284,7 +392,7 @@ impl MergedSegment {
                     Self::key_record(key, &mut keys);
                 }
             }
-            let keys_off = if keys.is_empty() { 0 } else { self.heap.alloc_copy(&keys)? };
+            let keys_off = if keys.is_empty() { 0 } else { self.alloc_copy(&keys)? };
             if opts.durable {
                 self.heap.persist(nodes, ((end - i) * NODE) as usize)?;
                 self.heap.persist(keys_off, keys.len())?;
@@ -390,14 +498,6 @@ impl MergedSegment {
         Ok((nt, ncap))
     }
 
-    /// Makes the header and the whole (initial) table durable (crash-safe mode, after `create`).
-    pub fn persist_all(&self) -> Result<(), PersistentHeapError> {
-        let (t, cap) = self.table();
-        self.heap.persist(t, (TABLE_HEADER + cap * SLOT) as usize)?;
-        self.heap.persist(self.header, 64)?;
-        Ok(())
-    }
-
     /// The chain of `key`, newest segment first.
     pub fn chain(&self, key: &[u8]) -> Chain<'_> {
         let (t, cap) = self.table();
@@ -405,9 +505,9 @@ impl MergedSegment {
         match self.probe(t, cap, key, h) {
             Ok((s, found)) => {
                 let node = if found { self.heap.atomic(s + 16).load(Acquire) } else { 0 };
-                Chain { ms: self, node, h, err: None }
+                Chain { ms: self, node, h, err: None, prev_seg: u32::MAX }
             }
-            Err(e) => Chain { ms: self, node: 0, h, err: Some(e) },
+            Err(e) => Chain { ms: self, node: 0, h, err: Some(e), prev_seg: u32::MAX },
         }
     }
 
@@ -423,6 +523,18 @@ impl MergedSegment {
     }
 }
 
+impl Drop for MergedSegment {
+    fn drop(&mut self) {
+        if self.retired.load(Acquire) {
+            if let Ok(extents) = self.extents() {
+                for (off, len) in extents {
+                    self.heap.release(off, len);
+                }
+            }
+        }
+    }
+}
+
 /// Iterator over a chain.
 pub struct Chain<'a> {
     ms: &'a MergedSegment,
@@ -431,6 +543,8 @@ pub struct Chain<'a> {
     h: u64,
     /// A corrupt slot met while looking the term up.
     err: Option<SegmentError>,
+    /// Segment id of the node before (ids strictly decrease along a chain).
+    prev_seg: u32,
 }
 
 impl<'a> Iterator for Chain<'a> {
@@ -457,12 +571,12 @@ impl<'a> Iterator for Chain<'a> {
             return corrupt("chain node points outside the heap");
         };
         let n = ChainNode { seg_id: u32_at(0), df: u32_at(4), max_tf: u32_at(12), blob };
-        let next = u48_at(&b[22..28]);
-        // Chains only ever point to older nodes (lower offsets): anything else is corruption (and a loop).
-        if next >= at && next != 0 {
-            return corrupt("chain node points forward");
+        // Chains only ever point to older segments: anything else is corruption (and could be a loop).
+        if n.seg_id >= self.prev_seg {
+            return corrupt("chain node out of segment order");
         }
-        self.node = next;
+        self.prev_seg = n.seg_id;
+        self.node = u48_at(&b[22..28]);
         Some(Ok(n))
     }
 }

@@ -6,13 +6,16 @@
 //!   *committed* copy (persistent heap).
 //! * [`merged`]: the merged segment — one persistent dictionary whose entries chain the per-segment posting
 //!   lists of every merged image, linked in place (SPIRIT §4.7).
+//! * [`compact`]: compaction's builder — N consecutive images into one, every document kept.
 //! * [`deletes`]: per-segment delete bitmaps.
 
+pub mod compact;
 pub mod deletes;
 pub mod fresh;
 pub mod image;
 pub mod merged;
 
+pub use compact::compact_images;
 pub use deletes::DeleteBitmap;
 pub use fresh::{FreshPostings, FreshSegment, InsertError};
 pub use image::{ImageBuilder, ImageView};

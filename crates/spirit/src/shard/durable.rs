@@ -48,6 +48,15 @@ pub(super) struct LogHeads {
     tlog_free: Vec<u64>,
 }
 
+impl LogHeads {
+    /// The recycled tLog chunks this checkpoint names (whole chunks, as their headers say): they stay out of
+    /// the free space until a later checkpoint stops naming them.
+    pub(super) fn recycled_extents(&self, heap: &PersistentHeap) -> Vec<(u64, u64)> {
+        let len_at = |c: u64| heap.try_slice(c + 24, 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+        self.tlog_free.iter().map(|&c| (c, len_at(c).filter(|&l| l <= 1 << 30).unwrap_or(64))).collect()
+    }
+}
+
 /// The logs of a crash-safe shard.
 pub(super) struct Logs {
     tlog: Log,
@@ -86,11 +95,12 @@ pub(super) fn load_segment(
     e: &Engraved,
     deletes: DeleteBitmap,
     state: SegState,
+    sealed_at: u64,
 ) -> Result<SegmentDesc> {
     if heap.try_slice(e.image_off, e.image_len as usize).is_none() {
         return Err(Error::corrupt(path, e.image_off, "segment image beyond the end of the file"));
     }
-    let p = PersistentImage { heap: heap.clone(), off: e.image_off, len: e.image_len as usize };
+    let p = PersistentImage::new(heap.clone(), e.image_off, e.image_len as usize);
     let v = ImageView::parse(p.bytes()).map_err(|err| Error::corrupt(path, e.image_off, err.0))?;
     // Every image is checksummed once per session before any query reads it (crc32 runs at several GB/s).
     v.verify().map_err(|err| Error::corrupt(path, e.image_off, err.0))?;
@@ -104,6 +114,7 @@ pub(super) fn load_segment(
         deletes: Arc::new(deletes),
         data: SegData::Image { dram: None, persistent: Some(p) },
         doc_count: e.doc_count,
+        sealed_at,
     })
 }
 
@@ -144,7 +155,7 @@ pub(super) fn recover(
             continue;
         }
         let d = DeleteBitmap::new(e.doc_count);
-        segs.push(Arc::new(load_segment(heap, path, e, d, SegState::Committed)?));
+        segs.push(Arc::new(load_segment(heap, path, e, d, SegState::Committed, crate::gdt::now_millis())?));
         next_doc = e.base_doc + e.doc_count;
     }
 
@@ -229,6 +240,14 @@ impl Logs {
         let mk = |kind, chunk| Log::create(heap.clone(), kind, chunk, 0).map_err(|e| log_err(&path, e));
         let chunk = tlog_chunk(heap.stats().budget);
         Ok(Logs::new(mk(TLOG, chunk)?, mk(ELOG, SMALL_CHUNK)?, mk(MLOG, SMALL_CHUNK)?, meta))
+    }
+
+    /// The heap extents the three logs own.
+    pub(super) fn extents(&self) -> Vec<(u64, u64)> {
+        let mut v = self.tlog.extents();
+        v.extend(self.elog.extents());
+        v.extend(self.mlog.extents());
+        v
     }
 
     /// tLog statistics: (chunks, bytes, next LSN).
@@ -403,8 +422,36 @@ impl ShardInner {
     /// Writes a manifest: at close (`clean`), or as a crash-safe checkpoint. `extra` is the owner's data; a
     /// checkpoint uses the latest metadata logged.
     pub(super) fn write_manifest(&self, extra: Option<serde_json::Value>, clean: bool) -> Result<()> {
+        self.write_manifest_within(extra, clean, None).map(|_| ())
+    }
+
+    /// A checkpoint that gives up (returns `Ok(false)`) if the writer lock is not free within a moment. The
+    /// engraver checkpoints this way: an ingesting thread may hold the writer lock while it waits for the
+    /// pipeline (a full flush queue or DRAM ring) to move, which needs the engraver, so the engraver must
+    /// never wait for that lock. A skipped checkpoint is harmless: the eLog covers the engraved segment and
+    /// the next checkpoint covers everything.
+    pub(super) fn try_checkpoint(&self) -> Result<bool> {
+        self.write_manifest_within(None, false, Some(std::time::Duration::from_millis(20)))
+    }
+
+    fn write_manifest_within(
+        &self,
+        extra: Option<serde_json::Value>,
+        clean: bool,
+        wait: Option<std::time::Duration>,
+    ) -> Result<bool> {
         let path = self.heap.path().to_path_buf();
-        let _serial = self.logs.as_ref().map(|l| l.checkpoint.lock());
+        let _serial = match (&self.logs, wait) {
+            (None, _) => None,
+            (Some(l), None) => Some(l.checkpoint.lock()),
+            (Some(l), Some(d)) => match l.checkpoint.try_lock_for(d) {
+                Some(g) => Some(g),
+                None => return Ok(false),
+            },
+        };
+        // Space released from here on may still be named by the checkpoint before this one; space released
+        // before this point is not named by this one (see `memory::space`).
+        let ticket = self.heap.checkpoint_started();
         // Log positions first: records appended from here on are scanned at recovery even if the snapshot
         // below already reflects them (replaying them is idempotent).
         let heads = self
@@ -416,7 +463,13 @@ impl ShardInner {
         let mut bitmaps = Vec::new();
         let (snap, next_seg, replay_from, meta): (Arc<Snapshot>, u32, u64, serde_json::Value) = {
             // Under the writer lock, so the snapshot, the delete bitmaps and the tLog agree on one cut.
-            let w = self.writer.lock();
+            let w = match wait {
+                None => self.writer.lock(),
+                Some(d) => match self.writer.try_lock_for(d) {
+                    Some(w) => w,
+                    None => return Ok(false),
+                },
+            };
             let snap = self.gdt.pin();
             for s in &snap.segments {
                 let SegData::Image { persistent: Some(p), .. } = &s.data else {
@@ -436,10 +489,18 @@ impl ShardInner {
                     deletes_len: del.len() as u64,
                     deletes_crc: crc32fast::hash(&del),
                     merged: s.state == SegState::Merged,
+                    sealed_at: s.sealed_at,
                 });
                 bitmaps.extend_from_slice(&del);
                 next_doc = s.base_doc + s.doc_count;
             }
+            // Retention may have dropped every segment before the prefix's end: the next doc id is where
+            // the segments after the prefix (or the writer) continue, never below a doc id already used.
+            next_doc = match snap.segments.get(segments.len()) {
+                Some(s) => s.base_doc,
+                None if segments.is_empty() => w.fresh_base + w.fresh.visible(),
+                None => next_doc,
+            };
             let (replay_from, meta) = match &self.logs {
                 Some(l) => {
                     // Everything the snapshot reflects is in the durable tLog prefix.
@@ -499,13 +560,23 @@ impl ShardInner {
                 manifest_crc: crc32fast::hash(&bytes),
             })
             .map_err(|e| Error::io(&path, e))?;
+        drop(snap);
+        self.heap.checkpoint_durable(ticket);
+        // The previous checkpoint's manifest and bitmaps are superseded.
+        let old = std::mem::replace(
+            &mut *self.manifest_extents.lock(),
+            vec![(bitmaps_off, bitmaps.len().max(1) as u64), (off, bytes.len() as u64)],
+        );
+        for (o, l) in old {
+            self.heap.release(o, l);
+        }
         if let Some(l) = &self.logs {
             l.tlog.recycle(&freed);
             let mut lsns = l.seg_lsn.lock();
             let ids: Vec<u32> = m.segments.iter().map(|s| s.id).collect();
             lsns.retain(|id, _| !ids.contains(id));
         }
-        Ok(())
+        Ok(true)
     }
 }
 

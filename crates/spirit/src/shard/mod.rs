@@ -16,6 +16,7 @@
 
 mod check;
 mod durable;
+mod reclaim;
 
 pub use check::CheckReport;
 
@@ -70,6 +71,9 @@ struct ManifestSegment {
     deletes_len: u64,
     deletes_crc: u32,
     merged: bool,
+    /// Unix milliseconds (0 in manifests written before retention existed: the load time is used).
+    #[serde(default)]
+    sealed_at: u64,
 }
 
 struct Writer {
@@ -82,6 +86,8 @@ struct Writer {
     closed: bool,
     /// Crash-safe mode: tLog bytes of the documents in the fresh segment (what a crash would replay).
     fresh_log_bytes: usize,
+    /// When the fresh segment last received a document (unix ms): its `sealed_at` once sealed.
+    fresh_newest_at: u64,
 }
 
 /// Counters for stats and benchmarks.
@@ -94,6 +100,11 @@ pub struct Counters {
     pub flush_nanos: AtomicU64,
     pub engrave_nanos: AtomicU64,
     pub merge_nanos: AtomicU64,
+    pub compactions: AtomicU64,
+    pub compact_nanos: AtomicU64,
+    /// Segments and documents dropped by retention.
+    pub dropped_segments: AtomicU64,
+    pub dropped_docs: AtomicU64,
 }
 
 pub(crate) struct ShardInner {
@@ -112,6 +123,10 @@ pub(crate) struct ShardInner {
     earlier_high_water: usize,
     /// Crash-safe mode: the logs.
     logs: Option<durable::Logs>,
+    /// Heap extents of the manifest (and delete bitmaps) the durable recovery record points to.
+    manifest_extents: Mutex<Vec<(u64, u64)>>,
+    /// Serializes compaction and retention (they both replace merged segments and the dictionary).
+    reclaim: Mutex<reclaim::ReclaimState>,
 }
 
 /// A shard. Dropping it closes it (gracefully, in graceful mode).
@@ -138,6 +153,11 @@ pub struct ShardStats {
     pub engraves: u64,
     pub commits: u64,
     pub merges: u64,
+    pub compactions: u64,
+    pub dropped_segments: u64,
+    pub dropped_docs: u64,
+    /// Bytes of the merged dictionary's region (tables, chain nodes, keys).
+    pub merged_dictionary_bytes: u64,
     pub epoch: u64,
     pub durability: Durability,
     /// Crash-safe mode: tLog chunks in use, their bytes, and the next LSN.
@@ -163,6 +183,8 @@ impl Shard {
         }
         let dram =
             DramHeap::new(cfg.dram_budget, cfg.short_term_bytes()).map_err(|e| Error::io("DRAM heap", e))?;
+        // What the durable recovery record refers to besides the segments, the dictionary and the logs.
+        let mut durable_refs: Vec<(u64, u64)> = vec![];
         let (heap, manifest) = if path.exists() {
             let (heap, rec) =
                 PersistentHeap::open(&path, cfg.persistent_budget, cfg.barrier.clone()).map_err(heap_err)?;
@@ -194,6 +216,17 @@ impl Shard {
                     path.display(),
                     m.format
                 )));
+            }
+            if let Some(heads) = &m.logs {
+                // A crash-safe checkpoint stays the recovery point until the next one is durable.
+                durable_refs.push((rec.manifest_off, rec.manifest_len));
+                // The delete bitmaps are one allocation (each segment's lies inside it): one extent, so
+                // it is given back exactly once.
+                if let Some(start) = m.segments.iter().map(|s| s.deletes_off).min() {
+                    let end = m.segments.iter().map(|s| s.deletes_off + s.deletes_len).max().unwrap_or(start);
+                    durable_refs.push((start, (end - start).max(1)));
+                }
+                durable_refs.extend(heads.recycled_extents(&heap));
             }
             (Arc::new(heap), Some(m))
         } else {
@@ -234,7 +267,8 @@ impl Shard {
                     }
                     let del = DeleteBitmap::from_bytes(s.doc_count, bytes);
                     let state = if s.merged { SegState::Merged } else { SegState::Committed };
-                    segs.push(Arc::new(durable::load_segment(&heap, &path, &e, del, state)?));
+                    let sealed_at = if s.sealed_at == 0 { crate::gdt::now_millis() } else { s.sealed_at };
+                    segs.push(Arc::new(durable::load_segment(&heap, &path, &e, del, state, sealed_at)?));
                 }
                 let mut merged_upto = segs.iter().filter(|s| s.state == SegState::Merged).map(|s| s.id).max();
                 let (mut next_doc, mut next_seg) = (m.next_doc, m.next_seg);
@@ -291,6 +325,7 @@ impl Shard {
             deletes: fresh_deletes.clone(),
             data: SegData::Fresh(fresh.clone()),
             doc_count: 0,
+            sealed_at: 0,
         }));
         let gdt = Gdt::new(Snapshot { epoch: 0, segments, merged_upto, merged });
         let (flush_tx, flush_rx) = bounded::<u32>(1);
@@ -310,6 +345,7 @@ impl Shard {
                 next_seg: next_seg + 1,
                 closed: false,
                 fresh_log_bytes: 0,
+                fresh_newest_at: 0,
             }),
             flush_tx: Mutex::new(Some(flush_tx)),
             merge_tx: Mutex::new(Some(merge_tx)),
@@ -318,12 +354,29 @@ impl Shard {
             counters: Counters::default(),
             earlier_high_water,
             logs,
+            manifest_extents: Mutex::new(durable_refs),
+            reclaim: Mutex::new(reclaim::ReclaimState::default()),
         });
         if new_logs {
             inner.write_manifest(None, false)?;
         }
+        // Free space = the heap minus everything the recovered state refers to.
+        inner.rebuild_free_space()?;
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new().name(name.into()).spawn(f).map_err(|e| Error::io("thread", e))
+            // A bug that panics a pipeline thread fails the shard (writes refused with the message) instead
+            // of leaving callers waiting for a stage that is gone.
+            let (who, inner) = (name.to_string(), inner.clone());
+            let body = move || {
+                if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+                    let msg = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    inner.fail(format!("{who} panicked: {msg}"));
+                }
+            };
+            std::thread::Builder::new().name(name.into()).spawn(body).map_err(|e| Error::io("thread", e))
         };
         let (a, b, c) = (inner.clone(), inner.clone(), inner.clone());
         let threads = vec![
@@ -338,9 +391,9 @@ impl Shard {
         Ok((shard, extra, replay))
     }
 
-    /// Ends a crash recovery (the owner calls it after replaying): segments recovered committed but not
-    /// merged go to the merger, oldest first. Deferred until the replay is done so the two do not compete
-    /// for cores.
+    /// Ends a crash recovery (the owner calls it after replaying): wakes the merger for the segments recovered
+    /// committed but not merged. Deferred until the replay is done so the two do not compete for cores —
+    /// unless a replayed segment commits first, since the merger always merges in segment order.
     pub fn finish_recovery(&self) {
         let snap = self.inner.gdt.pin();
         let pending = snap.segments.iter().filter(|s| s.state == SegState::Committed).map(|s| s.id);
@@ -373,6 +426,9 @@ impl Shard {
         loop {
             match w.fresh.insert(doc) {
                 Ok(local) => {
+                    if self.inner.cfg.retention.max_age_secs.is_some() {
+                        w.fresh_newest_at = crate::gdt::now_millis();
+                    }
                     return Ok(w.fresh_base + local);
                 }
                 Err(InsertError::Full) => self.inner.seal(w)?,
@@ -527,6 +583,13 @@ impl Shard {
         }
     }
 
+    /// Commits and merges everything, then runs compaction and retention at once (what the merger does in
+    /// the background after merges). Like Elasticsearch's `_forcemerge`, it returns when they are done.
+    pub fn compact_now(&self) -> Result<()> {
+        self.commit_and_merge_all()?;
+        self.inner.reclaim()
+    }
+
     pub fn stats(&self) -> ShardStats {
         let snap = self.inner.gdt.pin();
         let mut segments = std::collections::BTreeMap::new();
@@ -563,6 +626,10 @@ impl Shard {
             engraves: c.engraves.load(Relaxed),
             commits: c.commits.load(Relaxed),
             merges: c.merges.load(Relaxed),
+            compactions: c.compactions.load(Relaxed),
+            dropped_segments: c.dropped_segments.load(Relaxed),
+            dropped_docs: c.dropped_docs.load(Relaxed),
+            merged_dictionary_bytes: snap.merged.region_bytes(),
             epoch: snap.epoch,
             durability: self.inner.cfg.durability,
             tlog_chunks: tlog.0,
@@ -663,8 +730,16 @@ impl ShardInner {
         self.progress.1.notify_all();
     }
 
+    /// Records when the segment being sealed received its newest document (retention by age reads it).
+    fn stamp_sealed(&self, w: &mut Writer) {
+        let at = if w.fresh_newest_at == 0 { crate::gdt::now_millis() } else { w.fresh_newest_at };
+        self.gdt.update_segment(w.fresh_id, |d| d.sealed_at = at);
+        w.fresh_newest_at = 0;
+    }
+
     /// Hands the current fresh segment to the flusher without starting a new one (close).
     fn seal_last(&self, w: &mut Writer) -> Result<()> {
+        self.stamp_sealed(w);
         let tx = self.flush_tx.lock().clone().ok_or(Error::Closed)?;
         tx.send(w.fresh_id).map_err(|_| Error::ResourceExhausted("flusher stopped".into()))
     }
@@ -672,6 +747,7 @@ impl ShardInner {
     /// Hands the current fresh segment to the flusher and starts a new one.
     fn seal(&self, w: &mut Writer) -> Result<()> {
         let sealed_id = w.fresh_id;
+        self.stamp_sealed(w);
         let next_base = w.fresh_base + w.fresh.visible();
         let tx = self.flush_tx.lock().clone().ok_or(Error::Closed)?;
         tx.send(sealed_id).map_err(|_| Error::ResourceExhausted("flusher stopped".into()))?;
@@ -698,6 +774,7 @@ impl ShardInner {
                 deletes: deletes.clone(),
                 data: SegData::Fresh(fresh.clone()),
                 doc_count: 0,
+                sealed_at: 0,
             }))
         });
         w.fresh = fresh;
@@ -740,7 +817,7 @@ impl ShardInner {
                 }
                 SegData::Image {
                     dram: None,
-                    persistent: Some(PersistentImage { heap: self.heap.clone(), off, len: bytes.len() }),
+                    persistent: Some(PersistentImage::new(self.heap.clone(), off, bytes.len())),
                 }
             }
         };
@@ -751,6 +828,9 @@ impl ShardInner {
             d.state = if direct { SegState::Committed } else { SegState::Flushed };
             d.data = data;
             d.doc_count = doc_count;
+            if d.sealed_at == 0 {
+                d.sealed_at = crate::gdt::now_millis();
+            }
         });
         self.counters.flushes.fetch_add(1, Relaxed);
         self.counters.flush_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
@@ -842,12 +922,13 @@ impl ShardInner {
         drop(snap);
         let SegData::Image { dram: Some(img), .. } = &seg.data else { return Ok(()) };
         let bytes = img.bytes();
-        let off = self.heap.alloc_copy(bytes).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
+        let off = self.alloc_with_retention(bytes.len())?;
+        self.heap.write(off, bytes);
         if self.cfg.durability == Durability::CrashSafe {
             self.heap.persist(off, bytes.len()).map_err(|e| Error::io(self.heap.path(), e))?;
             self.log_engraved(&seg, off, bytes.len())?;
         }
-        let p = PersistentImage { heap: self.heap.clone(), off, len: bytes.len() };
+        let p = PersistentImage::new(self.heap.clone(), off, bytes.len());
         self.gdt.update_segment(id, |d| {
             d.state = SegState::Engraved;
             if let SegData::Image { persistent, .. } = &mut d.data {
@@ -857,8 +938,9 @@ impl ShardInner {
         self.counters.engraves.fetch_add(1, Relaxed);
         self.counters.engrave_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
         if self.logs.is_some() {
-            // A checkpoint after each engrave moves the tLog's replay point past this segment's documents.
-            self.write_manifest(None, false)?;
+            // A checkpoint after each engrave moves the tLog's replay point past this segment's documents
+            // (skipped if the writer lock is busy: see `try_checkpoint`).
+            self.try_checkpoint()?;
         }
         if self.cfg.commit == CommitPolicy::Eager {
             while self.commit_oldest() == Commit::Done {}
@@ -867,18 +949,63 @@ impl ShardInner {
     }
 
     fn merger(self: Arc<Self>, rx: Receiver<u32>) {
-        for id in rx {
-            if let Err(e) = self.merge_one(id) {
-                self.fail(format!("merge of segment {id} failed: {e}"));
+        let idle = Duration::from_secs(1);
+        loop {
+            match rx.recv_timeout(idle) {
+                Ok(id) => {
+                    if let Err(e) = self.merge_one(id) {
+                        self.fail(format!("merge of segment {id} failed: {e}"));
+                    } else if let Err(e) = self.reclaim() {
+                        // Compaction and retention after every merge (cheap when there is nothing to do).
+                        self.fail(format!("compaction or retention failed: {e}"));
+                    }
+                    self.notify();
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    // Retention by age also applies while nothing is ingested.
+                    if self.cfg.retention.max_age_secs.is_some() && self.failure.lock().is_none() {
+                        if let Err(e) = self.reclaim() {
+                            self.fail(format!("retention failed: {e}"));
+                        }
+                    }
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
             }
-            self.notify();
         }
     }
 
-    fn merge_one(&self, id: u32) -> Result<()> {
+    /// Merges committed segments in segment order, as long as the oldest unmerged one is committed. A queue
+    /// message is only a wake-up: segments may become committed out of order (an image too large for the
+    /// DRAM ring is committed at flush; after a crash, replayed segments commit while recovered ones wait),
+    /// but chains must stay newest-first and merged segments a prefix of the GDT.
+    fn merge_one(&self, _wakeup: u32) -> Result<()> {
+        loop {
+            let next = {
+                let snap = self.gdt.pin();
+                snap.segments
+                    .iter()
+                    .find(|s| s.state != SegState::Merged)
+                    .filter(|s| s.state == SegState::Committed)
+                    .map(|s| s.id)
+            };
+            match next {
+                Some(id) => self.merge_segment(id)?,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    fn merge_segment(&self, id: u32) -> Result<()> {
         let t0 = Instant::now();
+        // Links go into the current dictionary: no compaction may replace it meanwhile.
+        let _reclaim = self.reclaim.lock();
         let snap = self.gdt.pin();
-        let seg = snap.segments[snap.index_of(id).expect("committed segment in GDT")].clone();
+        // Retention may have dropped it meanwhile.
+        let Some(i) = snap.index_of(id) else { return Ok(()) };
+        let seg = snap.segments[i].clone();
+        if seg.state != SegState::Committed {
+            return Ok(());
+        }
         let SegData::Image { persistent: Some(p), .. } = &seg.data else {
             return Err(Error::Format(format!("segment {id} committed without a persistent copy")));
         };

@@ -1,0 +1,413 @@
+//! Keeping the persistent tier short and bounded: compaction, retention, and the heap's free space.
+//!
+//! * **Compaction** (DESIGN §5): merging links lists in place, so a term's chain grows by one node per
+//!   merged segment and a query visits every merged segment. Once `factor` consecutive merged segments share
+//!   a size level (`CompactionPolicy`), the merger rewrites them as one image — one contiguous posting list
+//!   per term, every document kept, so answers and scores do not change — and builds a new merged
+//!   dictionary without their nodes. Both are written and made durable where nothing refers to them yet; the
+//!   swap is one GDT update (readers of older epochs keep the old dictionary and images), and in crash-safe
+//!   mode the checkpoint that follows is the durable switch: a crash before it recovers the old state, whose
+//!   space was never reused. The old images and dictionary go back to the heap when their last reader leaves
+//!   (and, crash-safe, once a later checkpoint is durable).
+//! * **Retention** (`RetentionPolicy`): the oldest merged segments past an age or a size are dropped from
+//!   the GDT, then from the checkpoint; their chain nodes stay in the dictionary (readers skip nodes of
+//!   segments their snapshot lacks) until the next rebuild. Out of persistent space, retention drops the
+//!   oldest segments to make room for the new one instead of refusing writes.
+//! * **Free space**: at open, everything the recovered state refers to is live and the rest of the heap is
+//!   free ([`ShardInner::rebuild_free_space`]).
+//!
+//! Compaction and retention both run on the merger thread (and retention also on the engraver when space
+//! runs out), serialized by `ShardInner::reclaim`.
+
+use super::{ShardInner, Writer};
+use crate::error::{Error, Result};
+use crate::gdt::{now_millis, PersistentImage, SegData, SegState, SegmentDesc, Snapshot};
+use crate::segment::compact::compact_images;
+use crate::segment::{DeleteBitmap, ImageView, LinkOptions, MergedSegment};
+use parking_lot::MutexGuard;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Level unit: segments below this many bytes are all on level 0 (Lucene's floor segment size).
+const LEVEL_FLOOR: u64 = 1 << 20;
+
+/// What the reclaim lock protects.
+#[derive(Default)]
+pub(crate) struct ReclaimState {
+    /// Segments dropped by retention whose chain nodes are still in the merged dictionary.
+    stale_segments: usize,
+}
+
+fn image_len(s: &SegmentDesc) -> u64 {
+    match &s.data {
+        SegData::Image { persistent: Some(p), .. } => p.len as u64,
+        _ => 0,
+    }
+}
+
+/// The oldest segments retention may drop: merged ones and, after them, committed ones (persistent copy
+/// only; the merger skips a queued segment that is gone). Oldest first.
+fn droppable_prefix(snap: &Snapshot) -> Vec<Arc<SegmentDesc>> {
+    snap.segments
+        .iter()
+        .take_while(|s| {
+            s.state == SegState::Committed
+                || (s.state == SegState::Merged && snap.merged_upto.is_some_and(|m| s.id <= m))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The merged segments of a snapshot (always a prefix of its segment list), oldest first.
+fn merged_prefix(snap: &Snapshot) -> Vec<Arc<SegmentDesc>> {
+    snap.segments
+        .iter()
+        .take_while(|s| s.state == SegState::Merged && snap.merged_upto.is_some_and(|m| s.id <= m))
+        .cloned()
+        .collect()
+}
+
+impl ShardInner {
+    /// Every heap extent the shard's current state refers to.
+    fn live_extents(&self) -> Result<Vec<(u64, u64)>> {
+        let snap = self.gdt.pin();
+        let mut v = self.manifest_extents.lock().clone();
+        for s in &snap.segments {
+            if let SegData::Image { persistent: Some(p), .. } = &s.data {
+                v.push((p.off, p.len as u64));
+            }
+        }
+        let dict = snap
+            .merged
+            .extents()
+            .map_err(|e| Error::corrupt(self.heap.path(), snap.merged.header_offset(), e.0))?;
+        v.extend(dict);
+        if let Some(l) = &self.logs {
+            v.extend(l.extents());
+        }
+        Ok(v)
+    }
+
+    /// Computes the heap's free space from the recovered state (open, before any pipeline thread runs).
+    pub(super) fn rebuild_free_space(&self) -> Result<()> {
+        let mut live = self.live_extents()?;
+        self.heap.rebuild_free_space(&mut live);
+        Ok(())
+    }
+
+    /// Retention, then compaction while a run qualifies (merger thread, after each merge).
+    pub(super) fn reclaim(&self) -> Result<()> {
+        let mut st = self.reclaim.lock();
+        // Compaction first: it shrinks the dictionary, which retention's size estimate counts.
+        while let Some(run) = self.pick_compaction() {
+            if !self.compact(&mut st, &run)? {
+                break;
+            }
+        }
+        if self.apply_retention(&mut st, 0)? && self.logs.is_some() {
+            self.write_manifest(None, false)?;
+        }
+        let live = merged_prefix(&self.gdt.pin()).len();
+        if st.stale_segments > 0 && st.stale_segments * 4 >= live.max(1) {
+            self.rebuild_dictionary(&mut st)?;
+        }
+        Ok(())
+    }
+
+    /// The oldest run of `factor` consecutive merged segments on one size level, if any.
+    fn pick_compaction(&self) -> Option<Vec<Arc<SegmentDesc>>> {
+        let p = self.cfg.compaction;
+        if p.factor < 2 {
+            return None;
+        }
+        let merged = merged_prefix(&self.gdt.pin());
+        let f = p.factor as usize;
+        let level = |s: &SegmentDesc| {
+            let units = (image_len(s).max(LEVEL_FLOOR) / LEVEL_FLOOR) as f64;
+            (units.ln() / (p.factor as f64).ln()).floor() as u32
+        };
+        // Retention drops whole segments: keep them small against its size bound (and, with retention on,
+        // against the budget, since a compaction briefly holds both copies).
+        let r = self.cfg.retention;
+        let budget = if r.enabled() { self.heap.stats().budget / 16 } else { u64::MAX };
+        let max = p.max_image_bytes.min(r.max_bytes.map_or(u64::MAX, |m| m / 8)).min(budget);
+        let mut i = 0;
+        while i < merged.len() {
+            let l = level(&merged[i]);
+            let mut j = i + 1;
+            while j < merged.len() && level(&merged[j]) == l {
+                j += 1;
+            }
+            // The oldest window of `factor` segments on this level that fits the size bound.
+            for run in merged[i..j].windows(f) {
+                let bytes: u64 = run.iter().map(|s| image_len(s)).sum();
+                let docs: u64 = run.iter().map(|s| s.doc_count as u64).sum();
+                if bytes <= max && docs < u32::MAX as u64 {
+                    return Some(run.to_vec());
+                }
+            }
+            i = j;
+        }
+        None
+    }
+
+    /// Builds a merged dictionary linking every merged segment of `snap`, with the segments of `replace.0`
+    /// replaced by the image `replace.1` (whose segment id is the run's last). Nothing refers to it yet.
+    fn build_dictionary(
+        &self,
+        snap: &Snapshot,
+        replace: Option<(&[Arc<SegmentDesc>], &PersistentImage)>,
+    ) -> Result<MergedSegment> {
+        let path = self.heap.path();
+        let heap_err = |e: crate::memory::PersistentHeapError| Error::ResourceExhausted(e.to_string());
+        let ms = MergedSegment::create(self.heap.clone()).map_err(heap_err)?;
+        let built = (|| -> Result<()> {
+            for s in merged_prefix(snap) {
+                let img = match replace {
+                    Some((run, img)) if run.iter().any(|r| r.id == s.id) => {
+                        if run[0].id != s.id {
+                            continue;
+                        }
+                        img.clone()
+                    }
+                    _ => match &s.data {
+                        SegData::Image { persistent: Some(p), .. } => p.clone(),
+                        _ => {
+                            return Err(Error::Format(format!(
+                                "merged segment {} has no persistent copy",
+                                s.id
+                            )))
+                        }
+                    },
+                };
+                let view = ImageView::parse(img.bytes()).map_err(|e| Error::corrupt(path, img.off, e.0))?;
+                ms.link(img.off, &view, &mut LinkOptions::default())
+                    .map_err(|e| Error::ResourceExhausted(format!("{}: compaction: {e}", path.display())))?;
+            }
+            if self.logs.is_some() {
+                ms.persist_all().map_err(heap_err)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = built {
+            ms.retire();
+            return Err(e);
+        }
+        Ok(ms)
+    }
+
+    /// Rewrites `run` as one image and swaps it (and a dictionary without the run's nodes) in. Returns false
+    /// if the heap has no room for it now (compaction is skipped, nothing changes).
+    fn compact(&self, st: &mut MutexGuard<'_, ReclaimState>, run: &[Arc<SegmentDesc>]) -> Result<bool> {
+        let t0 = Instant::now();
+        let path = self.heap.path();
+        let mut views = Vec::with_capacity(run.len());
+        for s in run {
+            let v =
+                s.image().expect("merged segments are images").map_err(|e| Error::corrupt(path, 0, e.0))?;
+            views.push(v);
+        }
+        let last = run.last().expect("a run has segments");
+        let bytes = compact_images(&views, last.id).map_err(|e| Error::corrupt(path, 0, e.0))?;
+        drop(views);
+        let Ok(off) = self.heap.alloc_copy(&bytes) else {
+            return Ok(false);
+        };
+        let img = PersistentImage::new(self.heap.clone(), off, bytes.len());
+        let len = bytes.len();
+        drop(bytes);
+        if self.logs.is_some() {
+            if let Err(e) = self.heap.persist(off, len) {
+                img.retire();
+                return Err(Error::io(path, e));
+            }
+        }
+        let snap = self.gdt.pin();
+        let dict = match self.build_dictionary(&snap, Some((run, &img))) {
+            Ok(d) => d,
+            Err(Error::ResourceExhausted(_)) => {
+                img.retire();
+                return Ok(false);
+            }
+            Err(e) => {
+                img.retire();
+                return Err(e);
+            }
+        };
+        drop(snap);
+        let doc_count: u32 = run.iter().map(|s| s.doc_count).sum();
+        let desc = |deletes| SegmentDesc {
+            id: last.id,
+            base_doc: run[0].base_doc,
+            state: SegState::Merged,
+            deletes,
+            data: SegData::Image { dram: None, persistent: Some(img.clone()) },
+            doc_count,
+            sealed_at: run.iter().map(|s| s.sealed_at).max().unwrap_or(0),
+        };
+        let old_dict = self.swap(run, Some(desc), dict);
+        old_dict.retire();
+        st.stale_segments = 0;
+        self.counters.compactions.fetch_add(1, Relaxed);
+        self.counters.compact_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
+        if self.logs.is_some() {
+            self.write_manifest(None, false)?;
+        }
+        Ok(true)
+    }
+
+    /// Replaces the segments `old` (consecutive) by `new` (or removes them) and the dictionary by `dict` in
+    /// one GDT update, under the writer lock so no delete is lost: deletes set bits only under that lock, and
+    /// the new segment's bitmap is filled from the old ones inside it. Retires the old images; returns the
+    /// old dictionary.
+    fn swap(
+        &self,
+        old: &[Arc<SegmentDesc>],
+        new: Option<impl FnOnce(Arc<DeleteBitmap>) -> SegmentDesc>,
+        dict: MergedSegment,
+    ) -> Arc<MergedSegment> {
+        let _w: MutexGuard<'_, Writer> = self.writer.lock();
+        let new = new.map(|mk| {
+            let del = DeleteBitmap::new(old.iter().map(|s| s.doc_count).sum());
+            let mut at = 0;
+            for s in old {
+                for d in 0..s.doc_count {
+                    if s.deletes.is_deleted(d) {
+                        del.delete(at + d);
+                    }
+                }
+                at += s.doc_count;
+            }
+            Arc::new(mk(Arc::new(del)))
+        });
+        let ids: Vec<u32> = old.iter().map(|s| s.id).collect();
+        let old_dict = self.gdt.update(|s| {
+            let first = s.segments.iter().position(|d| ids.contains(&d.id)).expect("segments in the GDT");
+            s.segments.retain(|d| !ids.contains(&d.id));
+            if let Some(n) = new {
+                s.segments.insert(first, n);
+            }
+            std::mem::replace(&mut s.merged, Arc::new(dict))
+        });
+        for s in old {
+            if let SegData::Image { persistent: Some(p), .. } = &s.data {
+                p.retire();
+            }
+        }
+        old_dict
+    }
+
+    /// A new dictionary without the chain nodes of segments retention dropped.
+    fn rebuild_dictionary(&self, st: &mut MutexGuard<'_, ReclaimState>) -> Result<()> {
+        let snap = self.gdt.pin();
+        let dict = match self.build_dictionary(&snap, None) {
+            Ok(d) => d,
+            Err(Error::ResourceExhausted(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        drop(snap);
+        let old = {
+            let _w = self.writer.lock();
+            self.gdt.update(|s| std::mem::replace(&mut s.merged, Arc::new(dict)))
+        };
+        old.retire();
+        st.stale_segments = 0;
+        if self.logs.is_some() {
+            self.write_manifest(None, false)?;
+        }
+        Ok(())
+    }
+
+    /// Drops the oldest merged segments that retention says must go, plus enough to free `need` bytes.
+    /// Returns whether any was dropped; the caller checkpoints (crash-safe) so the drop becomes durable and
+    /// the space reusable.
+    fn apply_retention(&self, st: &mut MutexGuard<'_, ReclaimState>, need: u64) -> Result<bool> {
+        let r = self.cfg.retention;
+        if !r.enabled() {
+            return Ok(false);
+        }
+        let merged = droppable_prefix(&self.gdt.pin());
+        let mut n = 0;
+        if let Some(age) = r.max_age_secs {
+            let now = now_millis();
+            while n < merged.len() && merged[n].sealed_at.saturating_add(age.saturating_mul(1000)) <= now {
+                n += 1;
+            }
+        }
+        // `max_bytes` bounds the segment data (images and the merged dictionary), like an index size; with
+        // retention on, the whole heap also keeps a quarter of its budget free, so logs, checkpoints, merges
+        // and compactions (which briefly hold old and new copies) find room before anything runs out.
+        let snap = self.gdt.pin();
+        let images: u64 = snap.segments.iter().map(|s| image_len(s)).sum();
+        let data = images + snap.merged.region_bytes();
+        drop(snap);
+        let hs = self.heap.stats();
+        let over_data = r.max_bytes.map_or(0, |m| data.saturating_sub(m));
+        let target = over_data.max(hs.used.saturating_sub(hs.budget / 4 * 3)).max(need);
+        // A segment's share: its image plus its part of the dictionary, estimated by scaling.
+        let scale = data as f64 / images.max(1) as f64;
+        let share = |s: &SegmentDesc| (image_len(s) as f64 * scale.max(1.0)) as u64;
+        let mut freed: u64 = merged[..n].iter().map(|s| share(s)).sum();
+        while freed < target && n < merged.len() {
+            freed += share(&merged[n]);
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(false);
+        }
+        let run = &merged[..n];
+        // The dictionary stays; readers skip its nodes of dropped segments until the next rebuild.
+        // No writer lock: a delete racing with the drop sets a bit in a bitmap that is going away anyway.
+        let ids: Vec<u32> = run.iter().map(|s| s.id).collect();
+        self.gdt.update(|s| s.segments.retain(|d| !ids.contains(&d.id)));
+        for s in run {
+            if let SegData::Image { persistent: Some(p), .. } = &s.data {
+                p.retire();
+            }
+        }
+        st.stale_segments += n;
+        self.counters.dropped_segments.fetch_add(n as u64, Relaxed);
+        self.counters.dropped_docs.fetch_add(run.iter().map(|s| s.doc_count as u64).sum(), Relaxed);
+        Ok(true)
+    }
+
+    /// Out of persistent space for `len` bytes: if retention is configured, drop the oldest segments until
+    /// the allocation succeeds (waiting for readers of old epochs to let go of their space); otherwise, or
+    /// if nothing is left to drop, the error.
+    pub(super) fn alloc_with_retention(&self, len: usize) -> Result<u64> {
+        let mut last = match self.heap.alloc(len) {
+            Ok(off) => return Ok(off),
+            Err(e) => e,
+        };
+        if !self.cfg.retention.enabled() {
+            return Err(Error::ResourceExhausted(last.to_string()));
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // Space a drop frees comes back once readers of older epochs leave (and, crash-safe, after a
+        // checkpoint): drop again only if that did not suffice after a while.
+        let mut dropped_at: Option<Instant> = None;
+        while Instant::now() < deadline {
+            // Never wait for the merger here: it may be waiting for the writer lock (see `try_checkpoint`).
+            if let Some(mut st) = self.reclaim.try_lock_for(Duration::from_millis(20)) {
+                if dropped_at.is_none_or(|t| t.elapsed() > Duration::from_secs(1)) {
+                    if self.apply_retention(&mut st, len as u64)? {
+                        dropped_at = Some(Instant::now());
+                    } else if dropped_at.is_none() {
+                        break;
+                    }
+                }
+                if self.logs.is_some() && self.heap.stats().pending > 0 {
+                    // The engraver must not wait for the writer lock (see `try_checkpoint`).
+                    self.try_checkpoint()?;
+                }
+            }
+            match self.heap.alloc(len) {
+                Ok(off) => return Ok(off),
+                Err(e) => last = e,
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Err(Error::ResourceExhausted(format!("{last} (retention found nothing more to drop)")))
+    }
+}
