@@ -397,10 +397,12 @@ impl ShardInner {
         seg: u32,
         image_off: u64,
         view: &ImageView,
+        resume: bool,
     ) -> Result<()> {
         let path = self.heap.path();
         let Some(l) = &self.logs else {
-            return merged.link(image_off, view, &mut LinkOptions::default()).map_err(|e| merge_err(path, e));
+            let mut opts = LinkOptions { redo: resume, ..Default::default() };
+            return merged.link(image_off, view, &mut opts).map_err(|e| merge_err(path, e));
         };
         let rec = |r: MergeRecord| -> Result<(), MergeError> {
             let lsn = l.mlog.append(&r.encode()).map_err(|e| MergeError::Log(e.to_string()))?;
@@ -410,7 +412,7 @@ impl ShardInner {
         let mut progress = |terms: u32| rec(MergeRecord::Progress { seg, terms });
         let mut opts = LinkOptions {
             durable: true,
-            redo: false,
+            redo: resume,
             from_term: 0,
             progress_every: MERGE_PROGRESS_TERMS,
             progress: Some(&mut progress),
@@ -518,7 +520,18 @@ impl ShardInner {
             (snap, w.next_seg, replay_from, meta)
         };
         let heap_err = |e: crate::memory::PersistentHeapError| Error::ResourceExhausted(e.to_string());
-        let bitmaps_off = self.heap.alloc_copy(&bitmaps).map_err(heap_err)?;
+        // Out of space with retention on, a checkpoint is skipped rather than failing the shard: the last
+        // durable one stays the recovery point, and retention is making room.
+        let skip = |e: &crate::memory::PersistentHeapError| {
+            !clean
+                && self.cfg.retention.enabled()
+                && matches!(e, crate::memory::PersistentHeapError::Budget { .. })
+        };
+        let bitmaps_off = match self.heap.alloc_copy(&bitmaps) {
+            Ok(o) => o,
+            Err(e) if skip(&e) => return Ok(false),
+            Err(e) => return Err(heap_err(e)),
+        };
         for s in &mut segments {
             s.deletes_off += bitmaps_off;
         }
@@ -544,7 +557,14 @@ impl ShardInner {
             logs,
         };
         let bytes = serde_json::to_vec(&m).expect("manifest serializes");
-        let off = self.heap.alloc_copy(&bytes).map_err(heap_err)?;
+        let off = match self.heap.alloc_copy(&bytes) {
+            Ok(o) => o,
+            Err(e) if skip(&e) => {
+                self.heap.release(bitmaps_off, bitmaps.len().max(1) as u64);
+                return Ok(false);
+            }
+            Err(e) => return Err(heap_err(e)),
+        };
         if clean {
             self.heap.persist_all().map_err(|e| Error::io(&path, e))?;
         } else {

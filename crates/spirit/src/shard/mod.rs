@@ -327,6 +327,8 @@ impl Shard {
             doc_count: 0,
             sealed_at: 0,
         }));
+        let committed_at_open =
+            segments.iter().filter(|s| s.state == SegState::Committed).map(|s| s.id).collect();
         let gdt = Gdt::new(Snapshot { epoch: 0, segments, merged_upto, merged });
         let (flush_tx, flush_rx) = bounded::<u32>(1);
         let (engrave_tx, engrave_rx) = bounded::<u32>(4);
@@ -355,7 +357,11 @@ impl Shard {
             earlier_high_water,
             logs,
             manifest_extents: Mutex::new(durable_refs),
-            reclaim: Mutex::new(reclaim::ReclaimState::default()),
+            reclaim: Mutex::new(reclaim::ReclaimState {
+                // After a crash, a committed segment's link may have begun before the checkpoint.
+                partial_links: committed_at_open,
+                ..Default::default()
+            }),
         });
         if new_logs {
             inner.write_manifest(None, false)?;
@@ -962,10 +968,11 @@ impl ShardInner {
                     self.notify();
                 }
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    // Retention by age also applies while nothing is ingested.
-                    if self.cfg.retention.max_age_secs.is_some() && self.failure.lock().is_none() {
-                        if let Err(e) = self.reclaim() {
-                            self.fail(format!("retention failed: {e}"));
+                    // While nothing is ingested: resume a merge retention had to interrupt, and apply
+                    // retention by age.
+                    if self.cfg.retention.enabled() && self.failure.lock().is_none() {
+                        if let Err(e) = self.merge_one(0).and_then(|_| self.reclaim()) {
+                            self.fail(format!("merge or retention failed: {e}"));
                         }
                     }
                 }
@@ -989,28 +996,44 @@ impl ShardInner {
                     .map(|s| s.id)
             };
             match next {
-                Some(id) => self.merge_segment(id)?,
-                None => return Ok(()),
+                Some(id) if self.merge_segment(id)? => {}
+                _ => return Ok(()),
             }
         }
     }
 
-    fn merge_segment(&self, id: u32) -> Result<()> {
+    /// Links one committed segment into the merged segment; returns whether it is now merged. Out of
+    /// persistent space with retention on, it drops the oldest segments instead of failing and leaves the
+    /// segment committed (readable through its image) for the next wake-up, which resumes the link.
+    fn merge_segment(&self, id: u32) -> Result<bool> {
         let t0 = Instant::now();
         // Links go into the current dictionary: no compaction may replace it meanwhile.
-        let _reclaim = self.reclaim.lock();
+        let mut st = self.reclaim.lock();
         let snap = self.gdt.pin();
         // Retention may have dropped it meanwhile.
-        let Some(i) = snap.index_of(id) else { return Ok(()) };
+        let Some(i) = snap.index_of(id) else { return Ok(false) };
         let seg = snap.segments[i].clone();
         if seg.state != SegState::Committed {
-            return Ok(());
+            return Ok(false);
         }
         let SegData::Image { persistent: Some(p), .. } = &seg.data else {
             return Err(Error::Format(format!("segment {id} committed without a persistent copy")));
         };
         let view = ImageView::parse(p.bytes()).map_err(|e| Error::corrupt(self.heap.path(), p.off, e.0))?;
-        self.link_logged(&snap.merged, id, p.off, &view)?;
+        // A link cut short (out of space) resumes as a redo: terms already linked are skipped.
+        let resume = st.partial_links.remove(&id);
+        match self.link_logged(&snap.merged, id, p.off, &view, resume) {
+            Ok(()) => {}
+            Err(Error::ResourceExhausted(_)) if self.cfg.retention.enabled() => {
+                st.partial_links.insert(id);
+                drop(snap);
+                if self.apply_retention(&mut st, 4 << 20)? && self.logs.is_some() {
+                    self.write_manifest(None, false)?;
+                }
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        }
         drop(snap);
         self.gdt.update(|s| {
             if let Some(i) = s.index_of(id) {
@@ -1026,6 +1049,6 @@ impl ShardInner {
         }
         self.counters.merges.fetch_add(1, Relaxed);
         self.counters.merge_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
-        Ok(())
+        Ok(true)
     }
 }

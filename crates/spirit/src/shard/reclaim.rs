@@ -36,7 +36,10 @@ const LEVEL_FLOOR: u64 = 1 << 20;
 #[derive(Default)]
 pub(crate) struct ReclaimState {
     /// Segments dropped by retention whose chain nodes are still in the merged dictionary.
-    stale_segments: usize,
+    pub(super) stale_segments: usize,
+    /// Segments whose link into the dictionary may have run part-way (out of space, or before a crash):
+    /// their merge runs as a redo, which skips terms already linked.
+    pub(super) partial_links: std::collections::BTreeSet<u32>,
 }
 
 fn image_len(s: &SegmentDesc) -> u64 {
@@ -46,13 +49,13 @@ fn image_len(s: &SegmentDesc) -> u64 {
     }
 }
 
-/// The oldest segments retention may drop: merged ones and, after them, committed ones (persistent copy
-/// only; the merger skips a queued segment that is gone). Oldest first.
+/// The oldest segments retention may drop: merged ones and, after them, committed and engraved ones (they
+/// have a persistent copy; the merger skips a segment that is gone). Oldest first.
 fn droppable_prefix(snap: &Snapshot) -> Vec<Arc<SegmentDesc>> {
     snap.segments
         .iter()
         .take_while(|s| {
-            s.state == SegState::Committed
+            matches!(s.state, SegState::Committed | SegState::Engraved)
                 || (s.state == SegState::Merged && snap.merged_upto.is_some_and(|m| s.id <= m))
         })
         .cloned()
@@ -322,7 +325,7 @@ impl ShardInner {
     /// Drops the oldest merged segments that retention says must go, plus enough to free `need` bytes.
     /// Returns whether any was dropped; the caller checkpoints (crash-safe) so the drop becomes durable and
     /// the space reusable.
-    fn apply_retention(&self, st: &mut MutexGuard<'_, ReclaimState>, need: u64) -> Result<bool> {
+    pub(super) fn apply_retention(&self, st: &mut MutexGuard<'_, ReclaimState>, need: u64) -> Result<bool> {
         let r = self.cfg.retention;
         if !r.enabled() {
             return Ok(false);
@@ -383,7 +386,7 @@ impl ShardInner {
         if !self.cfg.retention.enabled() {
             return Err(Error::ResourceExhausted(last.to_string()));
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         // Space a drop frees comes back once readers of older epochs leave (and, crash-safe, after a
         // checkpoint): drop again only if that did not suffice after a while.
         let mut dropped_at: Option<Instant> = None;
@@ -391,10 +394,9 @@ impl ShardInner {
             // Never wait for the merger here: it may be waiting for the writer lock (see `try_checkpoint`).
             if let Some(mut st) = self.reclaim.try_lock_for(Duration::from_millis(20)) {
                 if dropped_at.is_none_or(|t| t.elapsed() > Duration::from_secs(1)) {
+                    // Nothing droppable yet (the oldest segments still in flight): wait for the pipeline.
                     if self.apply_retention(&mut st, len as u64)? {
                         dropped_at = Some(Instant::now());
-                    } else if dropped_at.is_none() {
-                        break;
                     }
                 }
                 if self.logs.is_some() && self.heap.stats().pending > 0 {
@@ -408,6 +410,6 @@ impl ShardInner {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        Err(Error::ResourceExhausted(format!("{last} (retention found nothing more to drop)")))
+        Err(Error::ResourceExhausted(format!("{last} (retention could not free enough in 30 s)")))
     }
 }
