@@ -598,3 +598,70 @@ impl From<SegmentError> for MergeError {
         MergeError::Segment(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{BarrierChoice, DramHeap, RingKind};
+    use crate::schema::{analyze_document, Schema};
+    use crate::segment::{FreshSegment, ImageBuilder};
+    use serde_json::json;
+
+    /// An image of `n` documents, each with a word of its own and a word all share.
+    fn image(seg_id: u32, base_doc: u32, n: u32) -> Vec<u8> {
+        let schema = Schema::from_mappings(&json!({"properties": {"body": {"type": "text"}}})).unwrap();
+        let heap = DramHeap::new(4 << 20, 3 << 20).unwrap();
+        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 2 << 20).unwrap(), 1000);
+        for i in 0..n {
+            let d = json!({"body": format!("shared w{i}")});
+            fresh.insert(&analyze_document(&schema, format!("d{}", base_doc + i), &d).unwrap()).unwrap();
+        }
+        ImageBuilder::from_fresh(&fresh, seg_id, base_doc).unwrap()
+    }
+
+    /// The segment ids along every chain of `keys`; each walk must be free of errors.
+    fn chains(ms: &MergedSegment, keys: &[Vec<u8>]) -> Vec<Vec<u32>> {
+        keys.iter().map(|k| ms.chain(k).map(|n| n.unwrap().seg_id).collect()).collect()
+    }
+
+    /// A link cut short after some chain heads were published (out of space, a failed log write) must be
+    /// finished by a redo: the redo skips the terms already linked, so no chain names a segment twice.
+    #[test]
+    fn a_link_cut_short_is_finished_by_a_redo() {
+        let dir = tempfile::tempdir().unwrap();
+        let heap = Arc::new(
+            PersistentHeap::create(&dir.path().join("heap"), 64 << 20, BarrierChoice::Auto).unwrap(),
+        );
+        let ms = MergedSegment::create(heap.clone()).unwrap();
+        let (one, two) = (image(1, 0, 20), image(2, 20, 20));
+        let (off1, off2) = (heap.alloc_copy(&one).unwrap(), heap.alloc_copy(&two).unwrap());
+        let (v1, v2) = (ImageView::parse(&one).unwrap(), ImageView::parse(&two).unwrap());
+        ms.link(off1, &v1, &mut LinkOptions::default()).unwrap();
+
+        // Segment 2: the first batch of terms is published, then the link fails.
+        let mut calls = 0;
+        let mut fail_after_first = |_| {
+            calls += 1;
+            Err(MergeError::Log("simulated failure".into()))
+        };
+        let mut opts = LinkOptions {
+            durable: true,
+            progress_every: 4,
+            progress: Some(&mut fail_after_first),
+            ..Default::default()
+        };
+        assert!(ms.link(off2, &v2, &mut opts).is_err());
+        assert_eq!(calls, 1);
+        let keys: Vec<Vec<u8>> = (0..v2.n_terms()).map(|i| v2.key_at(i).unwrap().to_vec()).collect();
+        let linked = chains(&ms, &keys).iter().filter(|c| c.first() == Some(&2)).count();
+        assert_eq!(linked, 4, "one batch was published");
+
+        // The redo links the rest, each term exactly once, newest first.
+        ms.link(off2, &v2, &mut LinkOptions { durable: true, redo: true, ..Default::default() }).unwrap();
+        for (key, chain) in keys.iter().zip(chains(&ms, &keys)) {
+            let in_one = (0..v1.n_terms()).any(|i| v1.key_at(i).unwrap() == &key[..]);
+            let want = if in_one { vec![2, 1] } else { vec![2] };
+            assert_eq!(chain, want, "chain of {:?}", String::from_utf8_lossy(key));
+        }
+    }
+}

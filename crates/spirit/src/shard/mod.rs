@@ -959,6 +959,11 @@ impl ShardInner {
         loop {
             match rx.recv_timeout(idle) {
                 Ok(id) => {
+                    if self.failure.lock().is_some() {
+                        // A failed shard refuses writes; merging on could only fail again. Recovery at the
+                        // next open resumes the merges.
+                        continue;
+                    }
                     if let Err(e) = self.merge_one(id) {
                         self.fail(format!("merge of segment {id} failed: {e}"));
                     } else if let Err(e) = self.reclaim() {
@@ -1020,12 +1025,15 @@ impl ShardInner {
             return Err(Error::Format(format!("segment {id} committed without a persistent copy")));
         };
         let view = ImageView::parse(p.bytes()).map_err(|e| Error::corrupt(self.heap.path(), p.off, e.0))?;
-        // A link cut short (out of space) resumes as a redo: terms already linked are skipped.
-        let resume = st.partial_links.remove(&id);
+        // A link cut short (out of space, or any error) may have published some chain heads: whoever links
+        // this segment next must redo, skipping the terms already linked, or a chain would name the segment
+        // twice. So the segment counts as partially linked from before the first store until it is merged.
+        let resume = !st.partial_links.insert(id);
         match self.link_logged(&snap.merged, id, p.off, &view, resume) {
-            Ok(()) => {}
+            Ok(()) => {
+                st.partial_links.remove(&id);
+            }
             Err(Error::ResourceExhausted(_)) if self.cfg.retention.enabled() => {
-                st.partial_links.insert(id);
                 drop(snap);
                 if self.apply_retention(&mut st, 4 << 20)? && self.logs.is_some() {
                     self.write_manifest(None, false)?;
