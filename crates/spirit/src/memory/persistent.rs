@@ -286,7 +286,12 @@ impl PersistentHeap {
     /// shard's current state refers to). Call once, after open and recovery, before anything is released;
     /// until then allocation is bump-only.
     pub fn rebuild_free_space(&self, live: &mut [(u64, u64)]) {
-        let head = self.head.lock();
+        let mut head = self.head.lock();
+        // Nothing lies past the last live extent: the bump pointer moves back to it. After a crash `head` is
+        // the crash-safe reservation, which may lie beyond the end of the file; free space there would hand
+        // out ranges that are not backed by the file (and so never durable).
+        let live_end = live.iter().map(|&(o, l)| o + l).max().unwrap_or(0).max(SUPERBLOCK_BYTES as u64);
+        *head = (*head).min(live_end);
         self.space.lock().rebuild(SUPERBLOCK_BYTES as u64, *head, live);
     }
 
@@ -365,7 +370,9 @@ impl PersistentHeap {
         if self.reserving.load(Ordering::Acquire) {
             let mut r = self.record.lock();
             if end > r.1.heap_end {
-                let mut rec = r.1;
+                // The heap is in use: even after a clean close, the record is no longer a clean one (a clean
+                // record's end must lie inside the file; a reservation may not).
+                let mut rec = RecoveryRecord { clean: false, ..r.1 };
                 rec.heap_end = end + RESERVE_STEP.max(end / 16);
                 self.write_record_locked(&mut r, &rec)?;
             }
@@ -384,6 +391,7 @@ impl PersistentHeap {
     /// Writes into an allocated, not yet published range.
     pub fn write(&self, off: u64, bytes: &[u8]) {
         assert!(off + bytes.len() as u64 <= *self.head.lock(), "write beyond the allocated heap");
+        assert!(off as usize + bytes.len() <= self.mapped.load(Ordering::Acquire), "write beyond the file");
         // SAFETY: the range is allocated (asserted) and mapped (alloc grew the mapping); the engine writes
         // only ranges it allocated and has not yet published, so no reader can observe it concurrently.
         unsafe {
@@ -639,5 +647,66 @@ mod tests {
             PersistentHeap::open(&p, 2 << 20, BarrierChoice::Auto),
             Err(HeapError::Truncated { .. })
         ));
+    }
+
+    /// After a crash the recorded heap end is the crash-safe reservation, which may lie beyond the file:
+    /// the free space learnt at open must stop at the last live extent, so every allocation is file-backed.
+    #[test]
+    fn free_space_after_a_crash_stays_inside_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("heap");
+        let live = {
+            let heap = PersistentHeap::create(&p, 1 << 30, BarrierChoice::Auto).unwrap();
+            heap.enable_reservations();
+            let a = heap.alloc_copy(&[1u8; 4096]).unwrap();
+            heap.persist_all().unwrap();
+            (a, 4096u64)
+        };
+        let (heap, rec) = PersistentHeap::open(&p, 1 << 30, BarrierChoice::Auto).unwrap();
+        assert!(!rec.clean);
+        let file_len = std::fs::metadata(&p).unwrap().len();
+        assert!(
+            rec.heap_end > file_len,
+            "the reservation reaches past the file ({} <= {file_len})",
+            rec.heap_end
+        );
+        heap.rebuild_free_space(&mut [live]);
+        for _ in 0..64 {
+            let off = heap.alloc_copy(&[2u8; 64 << 10]).unwrap();
+            assert!(off + (64 << 10) <= std::fs::metadata(&p).unwrap().len());
+        }
+        assert_eq!(heap.slice(live.0, 4096), &[1u8; 4096][..]);
+    }
+
+    /// A crash-safe session opened from a clean close and then killed: its reservation records are not
+    /// clean ones, so the next open does not take the reservation for the end of the data (beyond the file).
+    #[test]
+    fn a_reservation_after_a_clean_close_is_not_clean() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("heap");
+        {
+            let heap = PersistentHeap::create(&p, 1 << 30, BarrierChoice::Auto).unwrap();
+            let a = heap.alloc_copy(b"manifest").unwrap();
+            let rec = RecoveryRecord {
+                clean: true,
+                heap_end: heap.head(),
+                manifest_off: a,
+                manifest_len: 8,
+                manifest_crc: 0,
+            };
+            heap.write_record(&rec).unwrap();
+            heap.persist_all().unwrap();
+        }
+        {
+            let (heap, rec) = PersistentHeap::open(&p, 1 << 30, BarrierChoice::Auto).unwrap();
+            assert!(rec.clean);
+            heap.enable_reservations();
+            heap.alloc_copy(&[3u8; 4096]).unwrap();
+            heap.persist_all().unwrap();
+            // Killed here: no close.
+        }
+        let (_heap, rec) = PersistentHeap::open(&p, 1 << 30, BarrierChoice::Auto).unwrap();
+        assert!(!rec.clean);
+        assert!(rec.heap_end > std::fs::metadata(&p).unwrap().len());
     }
 }

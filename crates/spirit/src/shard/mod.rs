@@ -327,6 +327,13 @@ impl Shard {
             doc_count: 0,
             sealed_at: 0,
         }));
+        if let Some(l) = &logs {
+            // The checkpoint's recycled tLog chunks stay out of reuse until the next checkpoint, which no
+            // longer names them, releases them with this one. But the chunks the reopened tLog took back
+            // (into its chain or its free list) are the log's: released too, they would have two owners.
+            let owned: std::collections::HashSet<u64> = l.extents().iter().map(|e| e.0).collect();
+            durable_refs.retain(|e| !owned.contains(&e.0));
+        }
         let committed_at_open =
             segments.iter().filter(|s| s.state == SegState::Committed).map(|s| s.id).collect();
         let gdt = Gdt::new(Snapshot { epoch: 0, segments, merged_upto, merged });
