@@ -87,6 +87,9 @@ pub struct Log {
     durable: AtomicU64,
     /// Recycled chunks of the standard size.
     free: Mutex<Vec<u64>>,
+    /// Barriers taken by `sync`, and the nanoseconds spent in them.
+    syncs: AtomicU64,
+    sync_nanos: AtomicU64,
 }
 
 /// What a scan found: the valid records, the chunks they lie in (offset, length, first LSN), and where the
@@ -151,6 +154,8 @@ impl Log {
             sync_lock: Mutex::new(()),
             durable: AtomicU64::new(first_lsn),
             free: Mutex::new(vec![]),
+            syncs: AtomicU64::new(0),
+            sync_nanos: AtomicU64::new(0),
         };
         {
             let mut st = log.st.lock();
@@ -245,6 +250,8 @@ impl Log {
             sync_lock: Mutex::new(()),
             durable: AtomicU64::new(end.lsn),
             free: Mutex::new(free),
+            syncs: AtomicU64::new(0),
+            sync_nanos: AtomicU64::new(0),
         };
         {
             let mut st = log.st.lock();
@@ -366,11 +373,23 @@ impl Log {
             let mut st = self.st.lock();
             (std::mem::take(&mut st.dirty), st.next_lsn)
         };
-        for (a, b) in ranges {
-            self.heap.persist(a, (b - a) as usize)?;
+        let t0 = std::time::Instant::now();
+        for (i, &(a, b)) in ranges.iter().enumerate() {
+            if let Err(e) = self.heap.persist(a, (b - a) as usize) {
+                // Not durable after all: the next sync tries these ranges again.
+                self.st.lock().dirty.splice(0..0, ranges[i..].iter().copied());
+                return Err(e.into());
+            }
         }
+        self.syncs.fetch_add(1, Relaxed);
+        self.sync_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
         self.durable.store(upto, Release);
         Ok(())
+    }
+
+    /// Barriers taken by [`sync`](Self::sync) so far, and the time spent in them.
+    pub fn sync_stats(&self) -> (u64, std::time::Duration) {
+        (self.syncs.load(Relaxed), std::time::Duration::from_nanos(self.sync_nanos.load(Relaxed)))
     }
 
     /// Makes everything appended so far durable.

@@ -250,6 +250,11 @@ impl Logs {
         v
     }
 
+    /// tLog barriers taken and the time spent in them.
+    pub(super) fn tlog_sync_stats(&self) -> (u64, std::time::Duration) {
+        self.tlog.sync_stats()
+    }
+
     /// tLog statistics: (chunks, bytes, next LSN).
     pub(super) fn tlog_stats(&self) -> (usize, u64, u64) {
         let (c, b) = self.tlog.chunk_stats();

@@ -164,6 +164,9 @@ pub struct ShardStats {
     pub tlog_chunks: usize,
     pub tlog_bytes: u64,
     pub tlog_next_lsn: u64,
+    /// tLog persist barriers taken (group commits, checkpoints) and the time spent in them.
+    pub tlog_syncs: u64,
+    pub tlog_sync_nanos: u64,
 }
 
 impl Shard {
@@ -625,6 +628,7 @@ impl Shard {
         }
         let c = &self.inner.counters;
         let tlog = self.inner.logs.as_ref().map_or((0, 0, 0), |l| l.tlog_stats());
+        let tsync = self.inner.logs.as_ref().map_or((0, Duration::ZERO), |l| l.tlog_sync_stats());
         ShardStats {
             docs: docs - deleted,
             deleted,
@@ -648,6 +652,8 @@ impl Shard {
             tlog_chunks: tlog.0,
             tlog_bytes: tlog.1,
             tlog_next_lsn: tlog.2,
+            tlog_syncs: tsync.0,
+            tlog_sync_nanos: tsync.1.as_nanos() as u64,
         }
     }
 
