@@ -128,6 +128,36 @@ enum Cmd {
         #[arg(long, short = 'd')]
         data: PathBuf,
     },
+    /// Serve the Elasticsearch-compatible HTTP API (plus a search page at / and Prometheus metrics at
+    /// /metrics) for every index in a data directory. SIGTERM or Ctrl-C stops it gracefully.
+    Serve {
+        #[arg(long, short = 'd')]
+        data: PathBuf,
+        #[arg(long, default_value_t = 9200)]
+        port: u16,
+        /// Address to listen on; the default accepts local connections only.
+        #[arg(long, default_value = "127.0.0.1")]
+        bind: String,
+        /// Durability of indexes created through the API without a durability setting (existing indexes
+        /// keep the mode they were created with).
+        #[arg(long, default_value = "graceful")]
+        durability: Durability,
+        /// Require `Authorization: ApiKey <key>` on every request.
+        #[arg(long, env = "SPIRIT_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
+        /// DRAM budget of each index.
+        #[arg(long, default_value = "1GB")]
+        dram_budget: String,
+        /// Persistent budget of each index.
+        #[arg(long, default_value = "64GB")]
+        persistent_budget: String,
+        /// Threads running searches (default: one per core).
+        #[arg(long)]
+        query_threads: Option<usize>,
+        /// Largest accepted request body.
+        #[arg(long, default_value = "100MB")]
+        max_body: String,
+    },
     /// The main job on the bundled sample: index 2,000 Wikipedia documents, run example queries, print stats.
     Demo {
         /// Keep the index here (default: a temporary directory that is removed afterwards).
@@ -149,6 +179,9 @@ fn main() {
         Cmd::Stats { open, json } => cmd_stats(&open, json),
         Cmd::Check { data } => cmd_check(&data),
         Cmd::Demo { data } => cmd_demo(data),
+        Cmd::Serve { data, port, bind, durability, api_key, dram_budget, persistent_budget, query_threads, max_body } => {
+            cmd_serve(ServeArgs { data, port, bind, durability, api_key, dram_budget, persistent_budget, query_threads, max_body })
+        }
     };
     if let Err(e) = r {
         eprintln!("error: {e}");
@@ -537,6 +570,63 @@ fn cmd_get(o: &Open, ids: &[String]) -> R<()> {
     if missing > 0 {
         return Err(format!("{missing} of {} documents not found", ids.len()).into());
     }
+    Ok(())
+}
+
+struct ServeArgs {
+    data: PathBuf,
+    port: u16,
+    bind: String,
+    durability: Durability,
+    api_key: Option<String>,
+    dram_budget: String,
+    persistent_budget: String,
+    query_threads: Option<usize>,
+    max_body: String,
+}
+
+fn cmd_serve(a: ServeArgs) -> R<()> {
+    // Indexes created before durability was stored with them open graceful (never volatile, which would
+    // discard their heap); new ones get `--durability`.
+    let shard = ShardConfig {
+        dram_budget: spirit::parse_size(&a.dram_budget)? as usize,
+        persistent_budget: spirit::parse_size(&a.persistent_budget)?,
+        durability: Durability::Graceful,
+        ..Default::default()
+    };
+    shard.validate()?;
+    let engine = Arc::new(Engine::open(&a.data, EngineConfig { shard })?);
+    let mut cfg = spirit_server::ServerConfig {
+        default_durability: a.durability,
+        api_key: a.api_key.filter(|k| !k.is_empty()),
+        ..Default::default()
+    };
+    if let Some(t) = a.query_threads {
+        cfg.query_threads = t.max(1);
+    }
+    cfg.limits.max_body_bytes = spirit::parse_size(&a.max_body)? as usize;
+    let state = spirit_server::ServerState::new(engine.clone(), cfg.clone());
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind((a.bind.as_str(), a.port))
+            .await
+            .map_err(|e| format!("cannot listen on {}:{}: {e}", a.bind, a.port))?;
+        let addr = listener.local_addr()?;
+        println!(
+            "spirit: serving {} index(es) from {} on http://{addr} (new indexes: {:?}{})",
+            engine.index_names().len(),
+            a.data.display(),
+            a.durability,
+            if cfg.api_key.is_some() { ", API key required" } else { "" }
+        );
+        std::io::stdout().flush()?;
+        spirit_server::serve(state, listener, spirit_server::shutdown_signal()).await?;
+        Ok::<_, Box<dyn std::error::Error>>(())
+    })?;
+    drop(rt);
+    println!("spirit: shutting down, closing indexes");
+    engine.close()?;
+    println!("spirit: closed");
     Ok(())
 }
 

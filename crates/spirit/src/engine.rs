@@ -1,6 +1,11 @@
 //! The engine: one data directory holding named indexes (`DIR/indexes/NAME/`).
+//!
+//! Every index opens with the engine's [`EngineConfig`] unless it was created with [`IndexOptions`]: those
+//! are fixed at creation (like an Elasticsearch index's `index.translog.durability`) and stored beside the
+//! index in `index.json`, so a server started with other defaults never reopens a crash-safe index as
+//! volatile (which would discard its heap).
 
-use crate::config::ShardConfig;
+use crate::config::{Durability, ShardConfig};
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexSettings};
 use parking_lot::Mutex;
@@ -12,6 +17,59 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Default)]
 pub struct EngineConfig {
     pub shard: ShardConfig,
+}
+
+/// Settings of one index that override the engine's defaults; fixed when the index is created.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IndexOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability: Option<Durability>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dram_budget: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_budget: Option<u64>,
+}
+
+/// The file, in an index directory, holding its [`IndexOptions`].
+pub const OPTIONS_FILE: &str = "index.json";
+
+impl IndexOptions {
+    fn apply(&self, mut cfg: ShardConfig) -> Result<ShardConfig> {
+        if let Some(d) = self.durability {
+            cfg.durability = d;
+        }
+        if let Some(b) = self.dram_budget {
+            cfg.dram_budget = b;
+        }
+        if let Some(b) = self.persistent_budget {
+            cfg.persistent_budget = b;
+        }
+        cfg.validate().map_err(Error::InvalidArgument)?;
+        Ok(cfg)
+    }
+
+    fn load(dir: &Path) -> Result<IndexOptions> {
+        let path = dir.join(OPTIONS_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| Error::Format(format!("{}: {e}", path.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(IndexOptions::default()),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+
+    /// Writes the options durably (temporary file, fsync, rename, fsync of the directory).
+    fn store(&self, dir: &Path) -> Result<()> {
+        use std::io::Write;
+        let path = dir.join(OPTIONS_FILE);
+        let tmp = dir.join(format!("{OPTIONS_FILE}.tmp"));
+        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        f.write_all(&serde_json::to_vec_pretty(self).expect("options serialize"))
+            .and_then(|_| f.sync_all())
+            .map_err(|e| Error::io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, e))
+    }
 }
 
 pub struct Engine {
@@ -52,7 +110,9 @@ impl Engine {
             }
         }
         for n in names {
-            let index = Index::open(&n, &idx_dir.join(&n), engine.config.shard.clone(), None, None)?;
+            let dir = idx_dir.join(&n);
+            let cfg = IndexOptions::load(&dir)?.apply(engine.config.shard.clone())?;
+            let index = Index::open(&n, &dir, cfg, None, None)?;
             engine.indexes.lock().insert(n, Arc::new(index));
         }
         Ok(engine)
@@ -70,6 +130,11 @@ impl Engine {
         self.indexes.lock().keys().cloned().collect()
     }
 
+    /// The engine-wide defaults.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
     /// Creates an index; an error if it exists.
     pub fn create_index(
         &self,
@@ -77,13 +142,37 @@ impl Engine {
         mappings: Option<&serde_json::Value>,
         settings: Option<IndexSettings>,
     ) -> Result<Arc<Index>> {
+        self.create_index_with(name, mappings, settings, &IndexOptions::default())
+    }
+
+    /// Creates an index whose `options` override the engine's defaults for good (stored beside it).
+    pub fn create_index_with(
+        &self,
+        name: &str,
+        mappings: Option<&serde_json::Value>,
+        settings: Option<IndexSettings>,
+        options: &IndexOptions,
+    ) -> Result<Arc<Index>> {
         validate_index_name(name)?;
         let mut map = self.indexes.lock();
         if map.contains_key(name) {
-            return Err(Error::InvalidArgument(format!("index [{name}] already exists")));
+            return Err(Error::AlreadyExists(format!("index [{name}] already exists")));
         }
+        let cfg = options.apply(self.config.shard.clone())?;
         let dir = self.dir.join("indexes").join(name);
-        let index = Arc::new(Index::open(name, &dir, self.config.shard.clone(), mappings, settings)?);
+        // The durability is always stored: a later start with other defaults must not change it.
+        let mut options = options.clone();
+        options.durability.get_or_insert(cfg.durability);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        options.store(&dir)?;
+        let index = match Index::open(name, &dir, cfg, mappings, settings) {
+            Ok(i) => Arc::new(i),
+            Err(e) => {
+                // Leave no half-created index behind (it would be opened at the next start).
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
         map.insert(name.to_string(), index.clone());
         Ok(index)
     }
@@ -94,6 +183,11 @@ impl Engine {
             return Ok(i);
         }
         self.create_index(name, None, None)
+    }
+
+    /// The options the index `name` was created with.
+    pub fn index_options(&self, name: &str) -> Result<IndexOptions> {
+        IndexOptions::load(&self.dir.join("indexes").join(name))
     }
 
     /// Closes and deletes an index with all its data.

@@ -24,6 +24,8 @@ pub enum Error {
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
+    AlreadyExists(String),
+    #[error("{0}")]
     ResourceExhausted(String),
     #[error("the index is closed")]
     Closed,

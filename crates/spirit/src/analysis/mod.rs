@@ -116,6 +116,29 @@ impl Analyzer {
         pos
     }
 
+    /// Calls `sink(term, byte_range)` for every indexed token of `text`, with the byte range of the token in
+    /// `text` (for highlighting). The terms are exactly those of [`Analyzer::analyze`], in order: a token is a
+    /// maximal run of alphanumeric chars (the tokenizer's rule), lowercased, stop-word filtered and stemmed.
+    pub fn analyze_spans(&self, text: &str, sink: &mut dyn FnMut(&str, std::ops::Range<usize>)) {
+        let mut start = None;
+        let emit = |s: usize, e: usize, sink: &mut dyn FnMut(&str, std::ops::Range<usize>)| {
+            self.analyze(&text[s..e], &mut |t, _| sink(t, s..e));
+        };
+        for (i, c) in text.char_indices() {
+            match (c.is_alphanumeric(), start) {
+                (true, None) => start = Some(i),
+                (false, Some(s)) => {
+                    emit(s, i, sink);
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(s) = start {
+            emit(s, text.len(), sink);
+        }
+    }
+
     /// Collects [`Analyzer::analyze`]'s output (convenient for queries and tests; allocates per term).
     pub fn analyze_to_vec(&self, text: &str) -> Vec<(String, u32)> {
         let mut out = Vec::new();

@@ -363,4 +363,19 @@ proptest! {
         prop_assert_eq!(seen, expected);
         prop_assert_eq!(n, expected_n);
     }
+
+    #[test]
+    fn spans_give_the_analyzed_terms_and_their_text(config in any_config(), s in "[a-zA-Z0-9é ,.İΣ-]{0,80}") {
+        let a = Analyzer::new(config);
+        let mut spans = Vec::new();
+        a.analyze_spans(&s, &mut |t, r| spans.push((t.to_owned(), r)));
+        let terms: Vec<String> = a.analyze_to_vec(&s).into_iter().map(|(t, _)| t).collect();
+        prop_assert_eq!(spans.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>(), terms);
+        for (t, r) in &spans {
+            // Each span is one whole token whose own analysis is the term.
+            let piece = &s[r.clone()];
+            prop_assert!(piece.chars().all(char::is_alphanumeric));
+            prop_assert_eq!(a.analyze_to_vec(piece).into_iter().map(|(t, _)| t).collect::<Vec<_>>(), vec![t.clone()]);
+        }
+    }
 }

@@ -1,0 +1,374 @@
+//! Document APIs: index (`PUT`/`POST /{index}/_doc[/{id}]`, `_create`), real-time get, delete, partial
+//! update (`_update`) and `_bulk`. A write answers only once it is acknowledged by the engine — in
+//! crash-safe mode, once its tLog record is durable; a bulk request shares one persist barrier per index.
+//!
+//! spirit keeps no per-document versions: `_version` is reported as 1 and `_seq_no` is the internal doc id
+//! (it grows with every write), so optimistic concurrency control (`if_seq_no`) is refused, not faked.
+
+use crate::error::{ApiError, ApiResult};
+use crate::State;
+use axum::http::StatusCode;
+use serde_json::{json, Map, Value};
+use spirit::{AddResult, Index};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The response body of a write.
+pub fn write_result(index: &str, id: &str, result: &str, seq_no: Option<u32>) -> Value {
+    json!({
+        "_index": index, "_id": id, "_version": 1, "result": result,
+        "_shards": {"total": 1, "successful": 1, "failed": 0},
+        "_seq_no": seq_no.unwrap_or(0), "_primary_term": 1,
+    })
+}
+
+/// Parses a document body: a JSON object without metadata fields.
+pub fn parse_document(body: &[u8]) -> ApiResult<Value> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(StatusCode::BAD_REQUEST, "mapper_parsing_exception", format!("failed to parse the document: {e}"))
+    })?;
+    check_document(v)
+}
+
+/// A document must be a JSON object without metadata fields.
+pub fn check_document(v: Value) -> ApiResult<Value> {
+    let obj = v.as_object().ok_or_else(|| {
+        ApiError::new(StatusCode::BAD_REQUEST, "mapper_parsing_exception", "a document must be a JSON object")
+    })?;
+    if let Some(k) = obj.keys().find(|k| ["_id", "_index", "_source", "_version", "_seq_no"].contains(&k.as_str())) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "mapper_parsing_exception",
+            format!("Field [{k}] is a metadata field and cannot be added inside a document. Use the index API request parameters."),
+        ));
+    }
+    Ok(v)
+}
+
+/// Optimistic concurrency parameters are refused (spirit keeps no versions).
+pub fn refuse_versioning(params: &HashMap<String, String>) -> ApiResult<()> {
+    for p in ["if_seq_no", "if_primary_term", "version", "version_type"] {
+        if params.contains_key(p) {
+            return Err(ApiError::unsupported(format!("the [{p}] parameter (spirit keeps no document versions)")));
+        }
+    }
+    Ok(())
+}
+
+/// `op_type=create` semantics: fails when the id exists. Callers hold the id's update lock.
+fn create(index: &Index, id: &str, doc: Value) -> ApiResult<AddResult> {
+    if index.get(id)?.is_some() {
+        return Err(version_conflict(index.name(), id));
+    }
+    Ok(index.add_with_id(Some(id.to_string()), doc)?)
+}
+
+fn version_conflict(index: &str, id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "version_conflict_engine_exception",
+        format!("[{id}]: version conflict, document already exists"),
+    )
+    .with("index", json!(index))
+}
+
+/// Indexes one document (id `None`: generated). `create` refuses an existing id.
+pub fn index_doc(state: &State, index: &Arc<Index>, id: Option<String>, doc: Value, create_only: bool) -> ApiResult<(StatusCode, Value)> {
+    let r = match (&id, create_only) {
+        (Some(id), true) => {
+            let _g = state.id_lock(index.name(), id);
+            create(index, id, doc)?
+        }
+        _ => index.add_with_id(id, doc)?,
+    };
+    state.metrics.docs_ingested.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let (status, result) = if r.replaced { (StatusCode::OK, "updated") } else { (StatusCode::CREATED, "created") };
+    Ok((status, write_result(index.name(), &r.id, result, Some(r.doc))))
+}
+
+/// Recursively merges `patch` into `base` (objects merge key by key; anything else replaces), as
+/// Elasticsearch's partial update does. Returns whether `base` changed.
+pub fn merge(base: &mut Value, patch: &Value) -> bool {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            let mut changed = false;
+            for (k, v) in p {
+                match b.get_mut(k) {
+                    Some(existing) if existing.is_object() && v.is_object() => changed |= merge(existing, v),
+                    Some(existing) if existing == v => {}
+                    _ => {
+                        b.insert(k.clone(), v.clone());
+                        changed = true;
+                    }
+                }
+            }
+            changed
+        }
+        (b, p) => {
+            let changed = *b != *p;
+            *b = p.clone();
+            changed
+        }
+    }
+}
+
+/// `POST /{index}/_update/{id}` with `doc` (and `doc_as_upsert` or `upsert`). Scripts are refused.
+pub fn update_doc(state: &State, index: &Arc<Index>, id: &str, body: &Value) -> ApiResult<(StatusCode, Value)> {
+    let obj = body.as_object().ok_or_else(|| ApiError::parsing("an update request must be a JSON object"))?;
+    for k in obj.keys() {
+        match k.as_str() {
+            "doc" | "doc_as_upsert" | "upsert" | "detect_noop" | "_source" => {}
+            "script" | "scripted_upsert" => return Err(ApiError::unsupported("scripted updates")),
+            other => return Err(ApiError::parsing(format!("unknown field [{other}] in the update request"))),
+        }
+    }
+    let doc = obj.get("doc");
+    if let Some(d) = doc {
+        if !d.is_object() {
+            return Err(ApiError::parsing("[doc] must be a JSON object"));
+        }
+    }
+    let as_upsert = obj.get("doc_as_upsert").and_then(Value::as_bool).unwrap_or(false);
+    let detect_noop = obj.get("detect_noop").and_then(Value::as_bool).unwrap_or(true);
+    let _g = state.id_lock(index.name(), id);
+    let current = index.get(id)?;
+    let (status, result, r) = match current {
+        None => {
+            let new = match (obj.get("upsert"), as_upsert, doc) {
+                (Some(u), _, _) => u.clone(),
+                (None, true, Some(d)) => d.clone(),
+                _ => {
+                    return Err(ApiError::new(
+                        StatusCode::NOT_FOUND,
+                        "document_missing_exception",
+                        format!("[{id}]: document missing"),
+                    )
+                    .with("index", json!(index.name())))
+                }
+            };
+            if !new.is_object() {
+                return Err(ApiError::parsing("[upsert] must be a JSON object"));
+            }
+            (StatusCode::CREATED, "created", Some(index.add_with_id(Some(id.to_string()), new)?))
+        }
+        Some(bytes) => {
+            let mut source: Value = serde_json::from_slice(&bytes)
+                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "spirit_exception", format!("stored source of [{id}] is not JSON: {e}")))?;
+            let changed = doc.is_some_and(|d| merge(&mut source, d));
+            if !changed && detect_noop {
+                (StatusCode::OK, "noop", None)
+            } else {
+                (StatusCode::OK, "updated", Some(index.add_with_id(Some(id.to_string()), source)?))
+            }
+        }
+    };
+    if r.is_some() {
+        state.metrics.docs_ingested.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    Ok((status, write_result(index.name(), id, result, r.map(|r| r.doc))))
+}
+
+/// One action of a bulk request.
+enum Action {
+    Index { create: bool, id: Option<String>, doc: Result<Value, ApiError> },
+    Update { id: String, body: Result<Value, ApiError> },
+    Delete { id: String },
+}
+
+struct Item {
+    op: &'static str,
+    index: String,
+    action: Result<Action, ApiError>,
+}
+
+/// `_bulk`: NDJSON action lines (`index`, `create`, `update`, `delete`), each but `delete` followed by a
+/// source line. A malformed action line fails the whole request (as in Elasticsearch); a bad document or a
+/// failed action fails only its item. Items run in order; documents are acknowledged together: one persist
+/// barrier per index at the end (crash-safe mode), after which every item reported successful is durable.
+pub fn bulk(state: &State, default_index: Option<&str>, body: &[u8]) -> ApiResult<Value> {
+    let t0 = std::time::Instant::now();
+    let items = parse_bulk(default_index, body, state.limits.max_bulk_actions)?;
+    let mut indexes: HashMap<String, Arc<Index>> = HashMap::new();
+    let mut results: Vec<(usize, &'static str, Result<(StatusCode, Value), ApiError>)> = vec![];
+    // Items whose acknowledgement waits for their index's persist barrier.
+    let mut pending: HashMap<String, Vec<usize>> = HashMap::new();
+    for (n, item) in items.into_iter().enumerate() {
+        let r = (|| -> ApiResult<(StatusCode, Value, bool)> {
+            let action = item.action?;
+            let index = match indexes.get(&item.index) {
+                Some(i) => i.clone(),
+                None => {
+                    let i = match &action {
+                        Action::Delete { .. } | Action::Update { .. } => {
+                            state.engine.index(&item.index).ok_or_else(|| ApiError::index_not_found(&item.index))?
+                        }
+                        Action::Index { .. } => state.index_or_create(&item.index)?,
+                    };
+                    indexes.insert(item.index.clone(), i.clone());
+                    i
+                }
+            };
+            match action {
+                Action::Index { create: true, id: Some(id), doc } => {
+                    let doc = doc?;
+                    let _g = state.id_lock(index.name(), &id);
+                    if index.get(&id)?.is_some() {
+                        return Err(version_conflict(index.name(), &id));
+                    }
+                    let (r, _lsn) = index.add_deferred(Some(id), doc)?;
+                    Ok((StatusCode::CREATED, write_result(index.name(), &r.id, "created", Some(r.doc)), true))
+                }
+                Action::Index { id, doc, .. } => {
+                    let (r, _lsn) = index.add_deferred(id, doc?)?;
+                    let (status, result) = if r.replaced { (StatusCode::OK, "updated") } else { (StatusCode::CREATED, "created") };
+                    Ok((status, write_result(index.name(), &r.id, result, Some(r.doc)), true))
+                }
+                Action::Update { id, body } => {
+                    let (status, v) = update_doc(state, &index, &id, &body?)?;
+                    Ok((status, v, false))
+                }
+                Action::Delete { id } => {
+                    let found = index.delete(&id)?;
+                    let (status, result) = if found { (StatusCode::OK, "deleted") } else { (StatusCode::NOT_FOUND, "not_found") };
+                    Ok((status, write_result(index.name(), &id, result, None), false))
+                }
+            }
+        })();
+        match r {
+            Ok((status, v, deferred)) => {
+                if deferred {
+                    pending.entry(item.index.clone()).or_default().push(results.len());
+                    state.metrics.docs_ingested.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                results.push((n, item.op, Ok((status, v))));
+            }
+            Err(e) => results.push((n, item.op, Err(e.with("index", json!(item.index))))),
+        }
+    }
+    // One persist barrier per index acknowledges all its documents; if it fails, none of them is.
+    for (name, positions) in pending {
+        if let Err(e) = indexes[&name].sync() {
+            let e = ApiError::from(e);
+            for p in positions {
+                results[p].2 = Err(e.clone());
+            }
+        }
+    }
+    let mut errors = false;
+    let items: Vec<Value> = results
+        .into_iter()
+        .map(|(_, op, r)| {
+            let body = match r {
+                Ok((status, mut v)) => {
+                    v["status"] = json!(status.as_u16());
+                    v
+                }
+                Err(e) => {
+                    errors = true;
+                    let mut m = Map::new();
+                    if let Some(i) = e.extra.get("index") {
+                        m.insert("_index".into(), i.clone());
+                    }
+                    m.insert("status".into(), json!(e.status.as_u16()));
+                    m.insert("error".into(), e.body());
+                    Value::Object(m)
+                }
+            };
+            json!({ op: body })
+        })
+        .collect();
+    Ok(json!({"took": t0.elapsed().as_millis() as u64, "errors": errors, "items": items}))
+}
+
+fn parse_bulk(default_index: Option<&str>, body: &[u8], max_actions: usize) -> ApiResult<Vec<Item>> {
+    let mut lines = body.split(|&b| b == b'\n').enumerate().filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace));
+    let mut items = vec![];
+    while let Some((n, line)) = lines.next() {
+        if items.len() == max_actions {
+            return Err(ApiError::bad_request(format!("a bulk request may hold at most {max_actions} actions")));
+        }
+        let malformed = |why: String| ApiError::bad_request(format!("Malformed action/metadata line [{}]: {why}", n + 1));
+        let v: Value = serde_json::from_slice(line).map_err(|e| malformed(format!("not JSON ({e})")))?;
+        let obj = v.as_object().filter(|o| o.len() == 1).ok_or_else(|| malformed("expected one action object".into()))?;
+        let (op, meta) = obj.iter().next().expect("one key");
+        let op: &'static str = match op.as_str() {
+            "index" => "index",
+            "create" => "create",
+            "update" => "update",
+            "delete" => "delete",
+            other => return Err(malformed(format!("unknown action [{other}]"))),
+        };
+        let meta = meta.as_object().ok_or_else(|| malformed("action metadata must be an object".into()))?;
+        let index = match meta.get("_index").and_then(Value::as_str).or(default_index) {
+            Some(i) => i.to_string(),
+            None => return Err(ApiError::new(StatusCode::BAD_REQUEST, "action_request_validation_exception", "Validation Failed: 1: index is missing;")),
+        };
+        let id = match meta.get("_id") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            Some(_) => return Err(malformed("[_id] must be a string".into())),
+        };
+        let unsupported = meta.keys().find(|k| ["if_seq_no", "if_primary_term", "version", "version_type"].contains(&k.as_str()));
+        let mut source = || -> ApiResult<Value> {
+            let (m, l) = lines
+                .next()
+                .ok_or_else(|| ApiError::bad_request(format!("the [{op}] action on line {} has no source line", n + 1)))?;
+            serde_json::from_slice(l).map_err(|e| {
+                ApiError::new(StatusCode::BAD_REQUEST, "mapper_parsing_exception", format!("failed to parse the source on line {}: {e}", m + 1))
+            })
+        };
+        let action = match op {
+            "delete" => id.map(|id| Action::Delete { id }).ok_or_else(|| ApiError::bad_request("[delete] needs an [_id]")),
+            "update" => {
+                let body = source();
+                match id {
+                    Some(id) => Ok(Action::Update { id, body }),
+                    None => Err(ApiError::bad_request("[update] needs an [_id]")),
+                }
+            }
+            _ => {
+                let doc = source().and_then(|v| check_document(v));
+                if op == "create" && id.is_none() {
+                    // Elasticsearch generates an id for create without one.
+                    Ok(Action::Index { create: false, id: None, doc })
+                } else {
+                    Ok(Action::Index { create: op == "create", id, doc })
+                }
+            }
+        };
+        let action = match unsupported {
+            Some(k) => Err(ApiError::unsupported(format!("the [{k}] parameter (spirit keeps no document versions)"))),
+            None => action,
+        };
+        items.push(Item { op, index, action });
+    }
+    Ok(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_update_merges_objects() {
+        let mut base = json!({"a": 1, "o": {"x": 1, "y": 2}, "l": [1]});
+        assert!(merge(&mut base, &json!({"o": {"y": 3}, "l": [2], "new": true})));
+        assert_eq!(base, json!({"a": 1, "o": {"x": 1, "y": 3}, "l": [2], "new": true}));
+        assert!(!merge(&mut base, &json!({"a": 1, "o": {"x": 1}})));
+    }
+
+    #[test]
+    fn bulk_lines() {
+        let body = b"{\"index\":{\"_id\":\"1\"}}\n{\"a\":1}\n{\"delete\":{\"_index\":\"other\",\"_id\":\"2\"}}\n\n{\"create\":{\"_id\":3}}\n{bad json\n{\"update\":{\"_id\":\"1\"}}\n{\"doc\":{\"a\":2}}\n";
+        let items = parse_bulk(Some("d"), body, 100).unwrap();
+        assert_eq!(items.len(), 4);
+        assert_eq!((items[0].op, items[0].index.as_str()), ("index", "d"));
+        assert_eq!((items[1].op, items[1].index.as_str()), ("delete", "other"));
+        assert!(matches!(&items[2].action, Ok(Action::Index { create: true, id: Some(id), doc: Err(_) }) if id == "3"));
+        assert!(matches!(&items[3].action, Ok(Action::Update { .. })));
+        assert!(parse_bulk(Some("d"), b"{\"nope\":{}}\n", 100).is_err());
+        assert!(parse_bulk(None, b"{\"index\":{}}\n{}\n", 100).is_err());
+        assert!(parse_bulk(Some("d"), b"{\"index\":{}}\n{}\n{\"index\":{}}\n{}\n", 1).is_err());
+    }
+}

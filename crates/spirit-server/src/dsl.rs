@@ -1,0 +1,528 @@
+//! The Elasticsearch query DSL, translated into spirit's query AST ([`spirit::Query`]).
+//!
+//! Supported: `match_all`, `match_none`, `match` (`operator`), `match_phrase` (slop 0), `multi_match`
+//! (`best_fields`, `most_fields`, `phrase`; scored as the sum over fields), `term`, `terms`, `range`
+//! (`gt`/`gte`/`lt`/`lte`), `prefix`, `bool` (`must`, `should`, `must_not`, `filter`,
+//! `minimum_should_match` 1) and `query_string` (spirit's Lucene-style syntax). Anything else — another
+//! clause, fuzziness, slop, boosts other than 1 — is refused with a 400 that names it, never ignored, so an
+//! answer is never silently different from what was asked.
+//!
+//! Limits: at most [`Limits::max_clauses`](crate::Limits) leaf clauses and a nesting depth of
+//! [`Limits::max_depth`](crate::Limits) (Elasticsearch's `indices.query.bool.max_clause_count` guards the
+//! same thing).
+
+use crate::error::{ApiError, ApiResult};
+use serde_json::{Map, Value};
+use spirit::schema::{FieldType, Schema};
+use spirit::Query;
+use std::ops::Bound;
+
+/// Translates one query object.
+pub struct Translator<'a> {
+    schema: &'a Schema,
+    max_clauses: usize,
+    max_depth: usize,
+    clauses: usize,
+}
+
+impl<'a> Translator<'a> {
+    pub fn new(schema: &'a Schema, max_clauses: usize, max_depth: usize) -> Translator<'a> {
+        Translator { schema, max_clauses, max_depth, clauses: 0 }
+    }
+
+    /// Translates `{"<kind>": {...}}`.
+    pub fn query(&mut self, v: &Value) -> ApiResult<Query> {
+        self.q(v, 0)
+    }
+
+    fn leaf(&mut self) -> ApiResult<()> {
+        self.clauses += 1;
+        if self.clauses > self.max_clauses {
+            return Err(ApiError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                "too_many_clauses",
+                format!("query has more than {} clauses (the limit)", self.max_clauses),
+            ));
+        }
+        Ok(())
+    }
+
+    fn q(&mut self, v: &Value, depth: usize) -> ApiResult<Query> {
+        if depth > self.max_depth {
+            return Err(ApiError::parsing(format!("query nests deeper than {} levels (the limit)", self.max_depth)));
+        }
+        let obj = v.as_object().ok_or_else(|| ApiError::parsing("a query must be a JSON object"))?;
+        if obj.len() != 1 {
+            return Err(ApiError::parsing(format!(
+                "a query object must have exactly one key (the query kind), found {}",
+                obj.len()
+            )));
+        }
+        let (kind, body) = obj.iter().next().expect("one key");
+        match kind.as_str() {
+            "match_all" => {
+                check_keys(kind, body, &["boost"])?;
+                check_boost(body)?;
+                self.leaf()?;
+                Ok(Query::MatchAll)
+            }
+            "match_none" => {
+                self.leaf()?;
+                Ok(Query::bool())
+            }
+            "match" => {
+                let (field, params) = single_field(kind, body, "query")?;
+                check_keys(kind, &params, &["query", "operator", "boost", "analyzer", "zero_terms_query"])?;
+                check_boost(&params)?;
+                if params.get("analyzer").is_some() {
+                    return Err(ApiError::unsupported("[match] with an [analyzer] other than the field's"));
+                }
+                let text = scalar_text(kind, params.get("query"))?;
+                let and = operator_is_and(kind, &params)?;
+                self.match_field(Some(field), &text, and)
+            }
+            "match_phrase" => {
+                let (field, params) = single_field(kind, body, "query")?;
+                check_keys(kind, &params, &["query", "slop", "boost", "analyzer"])?;
+                check_boost(&params)?;
+                if params.get("slop").and_then(Value::as_u64).unwrap_or(0) != 0 {
+                    return Err(ApiError::unsupported("[match_phrase] with [slop] above 0"));
+                }
+                if params.get("analyzer").is_some() {
+                    return Err(ApiError::unsupported("[match_phrase] with an [analyzer] other than the field's"));
+                }
+                self.leaf()?;
+                Ok(Query::Phrase { field: Some(field), text: scalar_text(kind, params.get("query"))? })
+            }
+            "multi_match" => self.multi_match(body),
+            "term" => {
+                let (field, params) = single_field(kind, body, "value")?;
+                check_keys(kind, &params, &["value", "boost", "case_insensitive"])?;
+                check_boost(&params)?;
+                if params.get("case_insensitive").and_then(Value::as_bool) == Some(true) {
+                    return Err(ApiError::unsupported("[term] with [case_insensitive]"));
+                }
+                let value = params.get("value").ok_or_else(|| ApiError::parsing("[term] needs a [value]"))?;
+                self.term(field, value)
+            }
+            "terms" => {
+                let obj = body.as_object().ok_or_else(|| ApiError::parsing("[terms] needs an object"))?;
+                let mut fields = obj.iter().filter(|(k, _)| k.as_str() != "boost");
+                check_boost(body)?;
+                let (field, values) = fields.next().ok_or_else(|| ApiError::parsing("[terms] needs a field"))?;
+                if fields.next().is_some() {
+                    return Err(ApiError::parsing("[terms] takes one field"));
+                }
+                let values = values
+                    .as_array()
+                    .ok_or_else(|| ApiError::parsing(format!("[terms] on [{field}] needs an array of values")))?;
+                let mut should = vec![];
+                for v in values {
+                    should.push(self.term(field.clone(), v)?);
+                }
+                Ok(Query::Bool { must: vec![], should, must_not: vec![], filter: vec![] })
+            }
+            "range" => {
+                let (field, params) = single_field(kind, body, "")?;
+                check_keys(kind, &params, &["gt", "gte", "lt", "lte", "boost", "format"])?;
+                check_boost(&params)?;
+                let bound = |inc: &str, exc: &str| -> ApiResult<Bound<String>> {
+                    match (params.get(inc), params.get(exc)) {
+                        (Some(_), Some(_)) => Err(ApiError::parsing(format!("[range] has both [{inc}] and [{exc}]"))),
+                        (Some(v), None) if !v.is_null() => Ok(Bound::Included(scalar_text(kind, Some(v))?)),
+                        (None, Some(v)) if !v.is_null() => Ok(Bound::Excluded(scalar_text(kind, Some(v))?)),
+                        _ => Ok(Bound::Unbounded),
+                    }
+                };
+                let lower = bound("gte", "gt")?;
+                let upper = bound("lte", "lt")?;
+                self.leaf()?;
+                Ok(Query::Range { field, lower, upper })
+            }
+            "prefix" => {
+                let (field, params) = single_field(kind, body, "value")?;
+                check_keys(kind, &params, &["value", "boost", "rewrite"])?;
+                check_boost(&params)?;
+                self.leaf()?;
+                Ok(Query::Prefix { field: Some(field), prefix: scalar_text(kind, params.get("value"))? })
+            }
+            "bool" => self.bool(body, depth),
+            "query_string" => {
+                let params = body.as_object().ok_or_else(|| ApiError::parsing("[query_string] needs an object"))?;
+                check_keys(kind, body, &["query", "default_field", "fields", "default_operator", "boost"])?;
+                check_boost(body)?;
+                let text = scalar_text(kind, params.get("query"))?;
+                if let Some(op) = params.get("default_operator").and_then(Value::as_str) {
+                    if !op.eq_ignore_ascii_case("or") {
+                        return Err(ApiError::unsupported("[query_string] with [default_operator] AND (use +term)"));
+                    }
+                }
+                let field = match (params.get("default_field"), params.get("fields")) {
+                    (Some(f), None) => Some(scalar_text(kind, Some(f))?),
+                    (None, Some(Value::Array(fs))) if fs.len() == 1 => Some(scalar_text(kind, fs.first())?),
+                    (None, Some(_)) => {
+                        return Err(ApiError::unsupported("[query_string] over several [fields] (use field:term)"))
+                    }
+                    (None, None) => None,
+                    (Some(_), Some(_)) => {
+                        return Err(ApiError::parsing("[query_string] takes [default_field] or [fields], not both"))
+                    }
+                };
+                let mut q = spirit::query::parse(&text).map_err(|e| {
+                    ApiError::new(
+                        axum::http::StatusCode::BAD_REQUEST,
+                        "query_shard_exception",
+                        format!("failed to parse query [{text}]: {e}"),
+                    )
+                })?;
+                if let Some(f) = field.filter(|f| f != "*") {
+                    set_default_field(&mut q, &f);
+                }
+                self.count_leaves(&q)?;
+                Ok(q)
+            }
+            other => Err(ApiError::parsing(format!("unknown query [{other}]"))),
+        }
+    }
+
+    fn count_leaves(&mut self, q: &Query) -> ApiResult<()> {
+        match q {
+            Query::Bool { must, should, must_not, filter } => {
+                for c in must.iter().chain(should).chain(must_not).chain(filter) {
+                    self.count_leaves(c)?;
+                }
+                Ok(())
+            }
+            _ => self.leaf(),
+        }
+    }
+
+    /// `match` on one field (or the default fields when `None`).
+    fn match_field(&mut self, field: Option<String>, text: &str, and: bool) -> ApiResult<Query> {
+        if let Some(ty) = field.as_deref().and_then(|f| self.field_type(f)) {
+            if ty != FieldType::Text {
+                // Keyword and numeric fields match the whole value, as in Elasticsearch.
+                return self.term(field.expect("typed field"), &Value::String(text.to_string()));
+            }
+        }
+        let mut tokens = vec![];
+        spirit::analysis::tokenize(text, &mut |t| tokens.push(t.to_string()));
+        let mut terms = vec![];
+        for t in tokens {
+            self.leaf()?;
+            terms.push(Query::Term { field: field.clone(), text: t });
+        }
+        Ok(match terms.len() {
+            1 => terms.pop().expect("one term"),
+            _ if and => Query::Bool { must: terms, should: vec![], must_not: vec![], filter: vec![] },
+            _ => Query::Bool { must: vec![], should: terms, must_not: vec![], filter: vec![] },
+        })
+    }
+
+    fn multi_match(&mut self, body: &Value) -> ApiResult<Query> {
+        let kind = "multi_match";
+        check_keys(kind, body, &["query", "fields", "type", "operator", "boost"])?;
+        check_boost(body)?;
+        let text = scalar_text(kind, body.get("query"))?;
+        let and = operator_is_and(kind, body)?;
+        let phrase = match body.get("type").and_then(Value::as_str).unwrap_or("best_fields") {
+            "best_fields" | "most_fields" => false,
+            "phrase" => true,
+            other => return Err(ApiError::unsupported(format!("[multi_match] of type [{other}]"))),
+        };
+        let fields: Vec<Option<String>> = match body.get("fields") {
+            None => vec![None],
+            Some(Value::Array(fs)) => fs
+                .iter()
+                .map(|f| {
+                    let f = f.as_str().ok_or_else(|| ApiError::parsing("[multi_match] fields must be strings"))?;
+                    match f.split_once('^') {
+                        Some((name, boost)) if boost.parse::<f32>() == Ok(1.0) => Ok(Some(name.to_string())),
+                        Some(_) => Err(ApiError::unsupported(format!("field boost [{f}]"))),
+                        None if f == "*" => Ok(None),
+                        None => Ok(Some(f.to_string())),
+                    }
+                })
+                .collect::<ApiResult<_>>()?,
+            Some(Value::String(f)) => vec![Some(f.clone())],
+            Some(_) => return Err(ApiError::parsing("[multi_match] fields must be an array of strings")),
+        };
+        let mut should = vec![];
+        for f in fields {
+            should.push(if phrase {
+                self.leaf()?;
+                Query::Phrase { field: f, text: text.clone() }
+            } else {
+                self.match_field(f, &text, and)?
+            });
+        }
+        Ok(if should.len() == 1 {
+            should.pop().expect("one")
+        } else {
+            Query::Bool { must: vec![], should, must_not: vec![], filter: vec![] }
+        })
+    }
+
+    /// An exact value: a term on keyword and text fields, an equality range on numeric and date fields.
+    fn term(&mut self, field: String, value: &Value) -> ApiResult<Query> {
+        let text = scalar_text("term", Some(value))?;
+        self.leaf()?;
+        Ok(match self.field_type(&field) {
+            Some(ty) if ty.is_numeric() => {
+                Query::Range { field, lower: Bound::Included(text.clone()), upper: Bound::Included(text) }
+            }
+            _ => Query::Term { field: Some(field), text },
+        })
+    }
+
+    fn bool(&mut self, body: &Value, depth: usize) -> ApiResult<Query> {
+        check_keys("bool", body, &["must", "should", "must_not", "filter", "minimum_should_match", "boost"])?;
+        check_boost(body)?;
+        let mut list = |key: &str| -> ApiResult<Vec<Query>> {
+            match body.get(key) {
+                None | Some(Value::Null) => Ok(vec![]),
+                Some(Value::Array(items)) => items.iter().map(|c| self.q(c, depth + 1)).collect(),
+                Some(one @ Value::Object(_)) => Ok(vec![self.q(one, depth + 1)?]),
+                Some(_) => Err(ApiError::parsing(format!("[bool] [{key}] must be a query or an array of queries"))),
+            }
+        };
+        let mut must = list("must")?;
+        let should = list("should")?;
+        let must_not = list("must_not")?;
+        let filter = list("filter")?;
+        let msm = match body.get("minimum_should_match") {
+            None | Some(Value::Null) => None,
+            Some(v) => match v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())) {
+                Some(n) => Some(n),
+                None => return Err(ApiError::unsupported(format!("[minimum_should_match] [{v}]"))),
+            },
+        };
+        let required_elsewhere = !must.is_empty() || !filter.is_empty();
+        let should = match msm {
+            None => should,
+            Some(0) if !required_elsewhere && !should.is_empty() => {
+                return Err(ApiError::unsupported("[minimum_should_match] 0 without must or filter clauses"))
+            }
+            Some(0) => should,
+            Some(1) if required_elsewhere && !should.is_empty() => {
+                // At least one should clause is then required: an inner disjunction joins the musts.
+                must.push(Query::Bool { must: vec![], should, must_not: vec![], filter: vec![] });
+                vec![]
+            }
+            Some(1) => should,
+            Some(n) => return Err(ApiError::unsupported(format!("[minimum_should_match] {n} (only 0 and 1)"))),
+        };
+        if must.is_empty() && should.is_empty() && filter.is_empty() {
+            // Elasticsearch: an empty bool (or one with only must_not) matches every other document.
+            if must_not.is_empty() {
+                return Ok(Query::MatchAll);
+            }
+        }
+        Ok(Query::Bool { must, should, must_not, filter })
+    }
+
+    fn field_type(&self, name: &str) -> Option<FieldType> {
+        self.schema.field_id(name).map(|id| self.schema.field(id).ty)
+    }
+}
+
+/// Every term without a field in `q` searches `field` instead of the index's default fields.
+fn set_default_field(q: &mut Query, field: &str) {
+    match q {
+        Query::Term { field: f @ None, .. } | Query::Phrase { field: f @ None, .. } | Query::Prefix { field: f @ None, .. } => {
+            *f = Some(field.to_string())
+        }
+        Query::Bool { must, should, must_not, filter } => {
+            for c in must.iter_mut().chain(should).chain(must_not).chain(filter) {
+                set_default_field(c, field);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `{"field": "text"}` or `{"field": {"<main>": "text", ...}}` → the field and its parameters (the short
+/// form becomes `{"<main>": "text"}`).
+fn single_field(kind: &str, body: &Value, main: &str) -> ApiResult<(String, Map<String, Value>)> {
+    let obj = body.as_object().ok_or_else(|| ApiError::parsing(format!("[{kind}] needs an object")))?;
+    let mut it = obj.iter();
+    let (field, v) = it.next().ok_or_else(|| ApiError::parsing(format!("[{kind}] needs a field")))?;
+    if it.next().is_some() {
+        return Err(ApiError::parsing(format!(
+            "[{kind}] query doesn't support multiple fields, found [{}]",
+            obj.keys().cloned().collect::<Vec<_>>().join("], [")
+        )));
+    }
+    let params = match v {
+        Value::Object(m) => m.clone(),
+        scalar if !main.is_empty() => {
+            let mut m = Map::new();
+            m.insert(main.to_string(), scalar.clone());
+            m
+        }
+        _ => return Err(ApiError::parsing(format!("[{kind}] on [{field}] needs an object"))),
+    };
+    Ok((field.clone(), params))
+}
+
+fn check_keys(kind: &str, v: &(impl AsMap + ?Sized), allowed: &[&str]) -> ApiResult<()> {
+    if let Some(m) = v.as_map() {
+        for k in m.keys() {
+            if !allowed.contains(&k.as_str()) {
+                return Err(ApiError::parsing(format!("[{kind}] query does not support [{k}]")));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_boost(v: &(impl AsMap + ?Sized)) -> ApiResult<()> {
+    match v.as_map().and_then(|m| m.get("boost")) {
+        None => Ok(()),
+        Some(b) if b.as_f64() == Some(1.0) => Ok(()),
+        Some(b) => Err(ApiError::unsupported(format!("[boost] {b} (scores are plain BM25)"))),
+    }
+}
+
+trait AsMap {
+    fn as_map(&self) -> Option<&Map<String, Value>>;
+}
+impl AsMap for Value {
+    fn as_map(&self) -> Option<&Map<String, Value>> {
+        self.as_object()
+    }
+}
+impl AsMap for Map<String, Value> {
+    fn as_map(&self) -> Option<&Map<String, Value>> {
+        Some(self)
+    }
+}
+
+fn operator_is_and(kind: &str, params: &(impl AsMap + ?Sized)) -> ApiResult<bool> {
+    match params.as_map().and_then(|m| m.get("operator")) {
+        None => Ok(false),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("or") => Ok(false),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("and") => Ok(true),
+        Some(v) => Err(ApiError::parsing(format!("[{kind}] [operator] must be \"and\" or \"or\", found {v}"))),
+    }
+}
+
+/// A string, number or boolean as text.
+fn scalar_text(kind: &str, v: Option<&Value>) -> ApiResult<String> {
+    match v {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Number(n)) => Ok(n.to_string()),
+        Some(Value::Bool(b)) => Ok(b.to_string()),
+        Some(other) => Err(ApiError::parsing(format!("[{kind}] expects a string, number or boolean, found {other}"))),
+        None => Err(ApiError::parsing(format!("[{kind}] is missing its value"))),
+    }
+}
+
+/// What a query looks for, per field (`None`: the default fields), for highlighting: analyzed terms and
+/// prefixes of the positive clauses (never those under `must_not`).
+pub fn positive_leaves<'q>(q: &'q Query, out: &mut Vec<&'q Query>) {
+    match q {
+        Query::Bool { must, should, filter, .. } => {
+            for c in must.iter().chain(should).chain(filter) {
+                positive_leaves(c, out);
+            }
+        }
+        Query::MatchAll | Query::Range { .. } => {}
+        leaf => out.push(leaf),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Schema {
+        Schema::from_mappings(&json!({"properties": {
+            "body": {"type": "text"}, "tag": {"type": "keyword"}, "n": {"type": "long"}
+        }}))
+        .unwrap()
+    }
+
+    fn tr(v: Value) -> ApiResult<Query> {
+        Translator::new(&schema(), 1024, 20).query(&v)
+    }
+
+    fn term(f: &str, t: &str) -> Query {
+        Query::Term { field: Some(f.into()), text: t.into() }
+    }
+
+    #[test]
+    fn match_splits_into_terms_with_the_operator() {
+        let or = tr(json!({"match": {"body": "Boundary layer"}})).unwrap();
+        assert_eq!(or, Query::Bool { must: vec![], should: vec![term("body", "boundary"), term("body", "layer")], must_not: vec![], filter: vec![] });
+        let and = tr(json!({"match": {"body": {"query": "a b", "operator": "and"}}})).unwrap();
+        assert!(matches!(and, Query::Bool { ref must, .. } if must.len() == 2));
+        assert_eq!(tr(json!({"match": {"body": "one"}})).unwrap(), term("body", "one"));
+    }
+
+    #[test]
+    fn keyword_and_numeric_fields_match_exact_values() {
+        assert_eq!(tr(json!({"match": {"tag": "Big Red"}})).unwrap(), term("tag", "Big Red"));
+        assert_eq!(
+            tr(json!({"term": {"n": 5}})).unwrap(),
+            Query::Range { field: "n".into(), lower: Bound::Included("5".into()), upper: Bound::Included("5".into()) }
+        );
+    }
+
+    #[test]
+    fn bool_and_range() {
+        let q = tr(json!({"bool": {
+            "must": {"match": {"body": "x"}},
+            "filter": [{"range": {"n": {"gte": 1, "lt": 10}}}],
+            "must_not": [{"term": {"tag": "t"}}],
+            "should": [{"match": {"body": "y"}}],
+            "minimum_should_match": 1
+        }}))
+        .unwrap();
+        let Query::Bool { must, should, must_not, filter } = q else { panic!() };
+        assert_eq!(must.len(), 2, "minimum_should_match 1 makes the shoulds required");
+        assert!(should.is_empty());
+        assert_eq!(must_not, vec![term("tag", "t")]);
+        assert_eq!(
+            filter,
+            vec![Query::Range { field: "n".into(), lower: Bound::Included("1".into()), upper: Bound::Excluded("10".into()) }]
+        );
+        assert_eq!(tr(json!({"bool": {}})).unwrap(), Query::MatchAll);
+    }
+
+    #[test]
+    fn query_string_takes_a_default_field() {
+        let q = tr(json!({"query_string": {"query": "a +b", "default_field": "body"}})).unwrap();
+        let mut leaves = vec![];
+        positive_leaves(&q, &mut leaves);
+        assert!(leaves.iter().all(|l| matches!(l, Query::Term { field: Some(f), .. } if f == "body")));
+        assert_eq!(tr(json!({"query_string": {"query": "\"abc"}})).unwrap_err().kind, "query_shard_exception");
+    }
+
+    #[test]
+    fn unsupported_and_malformed_queries_are_refused_by_name() {
+        let e = tr(json!({"no_such_query": {}})).unwrap_err();
+        assert_eq!((e.status.as_u16(), e.kind), (400, "parsing_exception"));
+        assert!(e.reason.contains("no_such_query"));
+        assert!(tr(json!({"match": {"body": "x", "title": "y"}})).is_err());
+        assert!(tr(json!({"match": {"body": {"query": "x", "fuzziness": 2}}})).unwrap_err().reason.contains("fuzziness"));
+        assert!(tr(json!({"match_phrase": {"body": {"query": "x y", "slop": 2}}})).is_err());
+        assert!(tr(json!({"match_all": {"boost": 2.0}})).unwrap_err().reason.contains("boost"));
+        assert!(tr(json!({"term": {"tag": {"value": {"x": 1}}}})).is_err());
+        assert!(tr(json!([1, 2])).is_err());
+        assert!(tr(json!({"match_all": {}, "match_none": {}})).is_err());
+    }
+
+    #[test]
+    fn clause_and_depth_limits() {
+        let many: Vec<Value> = (0..20).map(|i| json!({"term": {"tag": i.to_string()}})).collect();
+        let e = Translator::new(&schema(), 10, 20).query(&json!({"bool": {"should": many}})).unwrap_err();
+        assert_eq!(e.kind, "too_many_clauses");
+        let mut deep = json!({"match_all": {}});
+        for _ in 0..30 {
+            deep = json!({"bool": {"must": deep}});
+        }
+        assert!(Translator::new(&schema(), 1024, 20).query(&deep).unwrap_err().reason.contains("deeper"));
+    }
+}

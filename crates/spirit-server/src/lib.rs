@@ -1,0 +1,641 @@
+//! `spirit-server`: spirit behind HTTP, speaking the subset of the Elasticsearch REST API that the official
+//! clients use, so stock `elasticsearch-py`/`opensearch-py` code works unchanged (see the README for the
+//! list). Every write is visible to the very next request — `_refresh` is accepted and does nothing.
+//!
+//! Shape of the server (ARCHITECTURE.md beside this crate has more):
+//! * axum on a tokio runtime handles connections, parsing and routing only;
+//! * searches and gets run on a dedicated [`QueryPool`](pool::QueryPool) of OS threads with a bounded queue
+//!   (429 when it is full); writes, which may wait for a crash-safe persist barrier, run on tokio's blocking
+//!   threads; neither ever blocks the reactor;
+//! * one middleware enforces the optional API key, the request timeout and counts responses;
+//! * limits are explicit ([`Limits`]): request body, bulk actions, query clauses and depth, result window.
+
+pub mod documents;
+pub mod dsl;
+pub mod error;
+pub mod highlight;
+pub mod indices;
+pub mod metrics;
+pub mod pool;
+pub mod search;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State as Ext};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use error::{ApiError, ApiResult};
+use parking_lot::{Mutex, MutexGuard};
+use serde_json::{json, Value};
+use spirit::{Durability, Engine, Index, IndexOptions};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The web page served to browsers at `/`.
+const PAGE: &str = include_str!("../web/index.html");
+
+/// Explicit limits: a slow or huge request cannot take the server down.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request body (Elasticsearch's `http.max_content_length` is 100 MB).
+    pub max_body_bytes: usize,
+    /// Actions in one `_bulk` request.
+    pub max_bulk_actions: usize,
+    /// Leaf clauses in one query (Elasticsearch: `indices.query.bool.max_clause_count`).
+    pub max_clauses: usize,
+    /// Nesting depth of a query.
+    pub max_depth: usize,
+    /// `from + size` of a search (Elasticsearch: `index.max_result_window`).
+    pub max_result_window: usize,
+    /// A request that has not been answered by then gets a 504 (its work may still finish).
+    pub request_timeout: Duration,
+    /// Searches waiting for a query thread before new ones are refused with 429.
+    pub query_queue: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 100 << 20,
+            max_bulk_actions: 100_000,
+            max_clauses: 1024,
+            max_depth: 32,
+            max_result_window: 10_000,
+            request_timeout: Duration::from_secs(120),
+            query_queue: 1000,
+        }
+    }
+}
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Durability of indexes created through the API without `index.translog.durability`.
+    pub default_durability: Durability,
+    /// When set, every request (except the web page itself) must carry `Authorization: ApiKey <key>` (or
+    /// `Bearer <key>`).
+    pub api_key: Option<String>,
+    /// Query pool threads (default: the number of cores).
+    pub query_threads: usize,
+    pub limits: Limits,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            default_durability: Durability::Graceful,
+            api_key: None,
+            query_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Shared server state.
+pub struct ServerState {
+    pub engine: Arc<Engine>,
+    pub config: ServerConfig,
+    pub limits: Limits,
+    pub pool: pool::QueryPool,
+    pub metrics: metrics::Metrics,
+    /// Striped locks that serialize read-modify-write operations (`_update`, `_create`) per document id.
+    id_locks: Vec<Mutex<()>>,
+}
+
+pub type State = ServerState;
+type Shared = Arc<ServerState>;
+
+impl ServerState {
+    pub fn new(engine: Arc<Engine>, config: ServerConfig) -> Shared {
+        Arc::new(ServerState {
+            pool: pool::QueryPool::new(config.query_threads.max(1), config.limits.query_queue.max(1)),
+            limits: config.limits.clone(),
+            engine,
+            config,
+            metrics: Default::default(),
+            id_locks: (0..256).map(|_| Mutex::new(())).collect(),
+        })
+    }
+
+    pub fn id_lock(&self, index: &str, id: &str) -> MutexGuard<'_, ()> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (index, id).hash(&mut h);
+        self.id_locks[h.finish() as usize % self.id_locks.len()].lock()
+    }
+
+    pub fn index(&self, name: &str) -> ApiResult<Arc<Index>> {
+        self.engine.index(name).ok_or_else(|| ApiError::index_not_found(name))
+    }
+
+    /// The index, created with the server's default durability when absent (Elasticsearch's
+    /// `action.auto_create_index`).
+    pub fn index_or_create(&self, name: &str) -> ApiResult<Arc<Index>> {
+        if let Some(i) = self.engine.index(name) {
+            return Ok(i);
+        }
+        let opts = IndexOptions { durability: Some(self.config.default_durability), ..Default::default() };
+        match self.engine.create_index_with(name, None, None, &opts) {
+            Ok(i) => Ok(i),
+            Err(spirit::Error::AlreadyExists(_)) => self.index(name),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// The router with every endpoint, the limits and the guard middleware.
+pub fn router(state: Shared) -> Router {
+    let limit = state.limits.max_body_bytes;
+    Router::new()
+        .route("/", get(root))
+        .route("/_spirit/stats", get(spirit_stats))
+        .route("/metrics", get(prometheus))
+        .route("/_bulk", post(bulk_all).put(bulk_all))
+        .route("/_cat/indices", get(cat_indices))
+        .route("/_cat/indices/{index}", get(cat_indices_one))
+        .route("/_cluster/health", get(cluster_health))
+        .route("/_refresh", get(refresh_all).post(refresh_all))
+        .route("/_search", get(search_all).post(search_all))
+        .route("/_count", get(search_all).post(search_all))
+        .route("/{index}", put(create_index).get(get_index).delete(delete_index))
+        .route("/{index}/_mapping", get(get_mapping).put(put_mapping).post(put_mapping))
+        .route("/{index}/_settings", get(get_settings))
+        .route("/{index}/_doc", post(index_auto_id))
+        .route("/{index}/_doc/{id}", put(index_doc).post(index_doc).get(get_doc).delete(delete_doc))
+        .route("/{index}/_create/{id}", put(create_doc).post(create_doc))
+        .route("/{index}/_source/{id}", get(get_source))
+        .route("/{index}/_update/{id}", post(update_doc))
+        .route("/{index}/_bulk", post(bulk_index).put(bulk_index))
+        .route("/{index}/_search", get(search).post(search))
+        .route("/{index}/_count", get(count).post(count))
+        .route("/{index}/_refresh", get(refresh).post(refresh))
+        .fallback(no_handler)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves, then stops accepting, lets requests in flight finish and returns.
+/// Closing the engine (persisting in graceful mode) is the caller's job.
+pub async fn serve(
+    state: Shared,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+fn accepts_html(headers: &HeaderMap) -> bool {
+    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"))
+}
+
+/// Constant-time comparison (the key never leaks through timing).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn authorized(headers: &HeaderMap, key: &str) -> bool {
+    let Some(v) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return false };
+    let given = v.strip_prefix("ApiKey ").or_else(|| v.strip_prefix("Bearer ")).unwrap_or("");
+    same(given.trim().as_bytes(), key.as_bytes())
+}
+
+/// API key, request timeout, response counting, and the product header Elasticsearch clients look for.
+async fn guard(Ext(st): Ext<Shared>, req: Request, next: Next) -> Response {
+    if let Some(key) = &st.config.api_key {
+        let page = req.method() == Method::GET && req.uri().path() == "/" && accepts_html(req.headers());
+        if !page && !authorized(req.headers(), key) {
+            st.metrics.response(401);
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "security_exception",
+                "missing or wrong API key: send the header 'Authorization: ApiKey <key>'",
+            )
+            .into_response();
+        }
+    }
+    let mut resp = match tokio::time::timeout(st.limits.request_timeout, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "timeout_exception",
+            format!("the request took longer than {:?}", st.limits.request_timeout),
+        )
+        .into_response(),
+    };
+    resp.headers_mut().insert("x-elastic-product", HeaderValue::from_static("Elasticsearch"));
+    st.metrics.response(resp.status().as_u16());
+    resp
+}
+
+type Params = Query<HashMap<String, String>>;
+type Body = Result<Bytes, BytesRejection>;
+
+/// The request body, or the right error (413 for a body over the limit).
+fn body(b: Body) -> ApiResult<Bytes> {
+    b.map_err(|e| {
+        let status = e.status();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(status, "content_too_long_exception", "request body is larger than the server's limit")
+        } else {
+            ApiError::new(status, "parsing_exception", e.body_text())
+        }
+    })
+}
+
+fn json_body(b: Body) -> ApiResult<Value> {
+    let b = body(b)?;
+    serde_json::from_slice(&b).map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))
+}
+
+/// Index names in paths: `_`-prefixed ones are endpoints this server does not have.
+fn check_name(index: &str, method: &Method, uri: &str) -> ApiResult<()> {
+    if index.starts_with('_') {
+        return Err(no_handler_error(method, uri));
+    }
+    Ok(())
+}
+
+fn no_handler_error(method: &Method, uri: &str) -> ApiError {
+    ApiError::bad_request(format!("no handler found for uri [{uri}] and method [{method}]"))
+}
+
+async fn no_handler(method: Method, uri: axum::http::Uri) -> ApiError {
+    no_handler_error(&method, uri.path())
+}
+
+async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "illegal_argument_exception",
+        format!("Incorrect HTTP method for uri [{}] and method [{method}]", uri.path()),
+    )
+}
+
+async fn root(headers: HeaderMap) -> Response {
+    if accepts_html(&headers) {
+        return Html(PAGE).into_response();
+    }
+    Json(json!({
+        "name": "spirit",
+        "cluster_name": "spirit",
+        "cluster_uuid": "spirit",
+        "version": {
+            "number": "8.11.0",
+            "build_flavor": "default",
+            "build_type": "spirit",
+            "build_hash": "spirit",
+            "lucene_version": "none",
+            "minimum_wire_compatibility_version": "7.17.0",
+            "minimum_index_compatibility_version": "7.0.0",
+            "spirit_version": env!("CARGO_PKG_VERSION"),
+        },
+        "tagline": "You Know, for Search"
+    }))
+    .into_response()
+}
+
+async fn spirit_stats(Ext(st): Ext<Shared>) -> Json<Value> {
+    Json(st.metrics.stats_json(&st.engine))
+}
+
+async fn prometheus(Ext(st): Ext<Shared>) -> Response {
+    let text = st.metrics.prometheus(&st.engine, st.pool.queued(), st.pool.threads());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
+}
+
+async fn cluster_health(Ext(st): Ext<Shared>) -> Json<Value> {
+    let n = st.engine.index_names().len();
+    Json(json!({
+        "cluster_name": "spirit", "status": "green", "timed_out": false, "number_of_nodes": 1,
+        "number_of_data_nodes": 1, "active_primary_shards": n, "active_shards": n, "relocating_shards": 0,
+        "initializing_shards": 0, "unassigned_shards": 0, "active_shards_percent_as_number": 100.0
+    }))
+}
+
+fn shards_ok() -> Value {
+    json!({"_shards": {"total": 1, "successful": 1, "failed": 0}})
+}
+
+async fn refresh_all() -> Json<Value> {
+    Json(shards_ok())
+}
+
+async fn refresh(Ext(st): Ext<Shared>, Path(index): Path<String>) -> ApiResult<Json<Value>> {
+    st.index(&index)?;
+    Ok(Json(shards_ok()))
+}
+
+async fn search_all() -> ApiError {
+    ApiError::unsupported("searching without an index name (use /{index}/_search)")
+}
+
+fn cat_rows(st: &ServerState, pattern: Option<&str>) -> Vec<Value> {
+    st.engine
+        .index_names()
+        .into_iter()
+        .filter(|n| pattern.is_none_or(|p| p.split(',').any(|p| highlight::glob(p, n))))
+        .filter_map(|n| st.engine.index(&n).map(|i| (n, i.stats().shard)))
+        .map(|(n, s)| {
+            let size = indices::cat_bytes(s.persistent.used);
+            json!({
+                "health": "green", "status": "open", "index": n, "uuid": n, "pri": "1", "rep": "0",
+                "docs.count": s.docs.to_string(), "docs.deleted": s.deleted.to_string(),
+                "store.size": size, "pri.store.size": size, "dataset.size": size,
+            })
+        })
+        .collect()
+}
+
+fn cat_response(rows: Vec<Value>, params: &HashMap<String, String>) -> Response {
+    if params.get("format").map(String::as_str) == Some("json") {
+        return Json(Value::Array(rows)).into_response();
+    }
+    const COLS: [&str; 10] =
+        ["health", "status", "index", "uuid", "pri", "rep", "docs.count", "docs.deleted", "store.size", "pri.store.size"];
+    let mut table: Vec<Vec<String>> = vec![];
+    if params.contains_key("v") {
+        table.push(COLS.iter().map(|c| c.to_string()).collect());
+    }
+    for r in &rows {
+        table.push(COLS.iter().map(|c| r[c].as_str().unwrap_or("").to_string()).collect());
+    }
+    let widths: Vec<usize> = (0..COLS.len()).map(|i| table.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for r in table {
+        let line: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        out.push_str(line.join(" ").trim_end());
+        out.push('\n');
+    }
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], out).into_response()
+}
+
+async fn cat_indices(Ext(st): Ext<Shared>, Query(params): Params) -> Response {
+    cat_response(cat_rows(&st, None), &params)
+}
+
+async fn cat_indices_one(Ext(st): Ext<Shared>, Path(index): Path<String>, Query(params): Params) -> Response {
+    let rows = cat_rows(&st, Some(&index));
+    if rows.is_empty() && !index.contains('*') {
+        return ApiError::index_not_found(&index).into_response();
+    }
+    cat_response(rows, &params)
+}
+
+async fn create_index(
+    Ext(st): Ext<Shared>,
+    method: Method,
+    Path(index): Path<String>,
+    b: Body,
+) -> ApiResult<Json<Value>> {
+    check_name(&index, &method, &format!("/{index}"))?;
+    let (settings, mappings) = indices::parse_create(&body(b)?)?;
+    let opts = indices::parse_settings(settings.as_ref(), st.config.default_durability)?;
+    if st.engine.index(&index).is_some() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "resource_already_exists_exception",
+            format!("index [{index}] already exists"),
+        )
+        .with("index", json!(index)));
+    }
+    let st2 = st.clone();
+    let name = index.clone();
+    pool::blocking(move || {
+        st2.engine.create_index_with(&name, mappings.as_ref(), None, &opts).map_err(|e| match e {
+            spirit::Error::AlreadyExists(r) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "resource_already_exists_exception", r).with("index", json!(name))
+            }
+            spirit::Error::InvalidArgument(r) if r.starts_with("invalid index name") => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_index_name_exception", r).with("index", json!(name))
+            }
+            e => e.into(),
+        })?;
+        Ok(())
+    })
+    .await?;
+    Ok(Json(json!({"acknowledged": true, "shards_acknowledged": true, "index": index})))
+}
+
+async fn delete_index(Ext(st): Ext<Shared>, Path(index): Path<String>) -> ApiResult<Json<Value>> {
+    st.index(&index)?;
+    let st2 = st.clone();
+    pool::blocking(move || st2.engine.delete_index(&index).map_err(|e| match e {
+        spirit::Error::NotFound(_) => ApiError::index_not_found(&index),
+        e => e.into(),
+    }))
+    .await?;
+    Ok(Json(json!({"acknowledged": true})))
+}
+
+fn index_settings(st: &ServerState, index: &str) -> ApiResult<Value> {
+    let opts = st.engine.index_options(index)?;
+    Ok(indices::settings_json(index, &opts, &st.engine.config().shard))
+}
+
+async fn get_index(Ext(st): Ext<Shared>, method: Method, Path(index): Path<String>) -> ApiResult<Json<Value>> {
+    check_name(&index, &method, &format!("/{index}"))?;
+    let i = st.index(&index)?;
+    Ok(Json(json!({ index.clone(): {
+        "aliases": {}, "mappings": i.schema().to_mappings(), "settings": index_settings(&st, &index)?
+    }})))
+}
+
+async fn get_settings(Ext(st): Ext<Shared>, Path(index): Path<String>) -> ApiResult<Json<Value>> {
+    st.index(&index)?;
+    Ok(Json(json!({ index.clone(): {"settings": index_settings(&st, &index)?} })))
+}
+
+async fn get_mapping(Ext(st): Ext<Shared>, Path(index): Path<String>) -> ApiResult<Json<Value>> {
+    let i = st.index(&index)?;
+    Ok(Json(json!({ index: {"mappings": i.schema().to_mappings()} })))
+}
+
+async fn put_mapping(Ext(st): Ext<Shared>, Path(index): Path<String>, b: Body) -> ApiResult<Json<Value>> {
+    let i = st.index(&index)?;
+    let m = json_body(b)?;
+    pool::blocking(move || Ok(i.put_mappings(&m)?)).await?;
+    Ok(Json(json!({"acknowledged": true})))
+}
+
+fn write_response((status, v): (StatusCode, Value)) -> Response {
+    (status, Json(v)).into_response()
+}
+
+async fn do_index(
+    st: Shared,
+    index: String,
+    id: Option<String>,
+    params: HashMap<String, String>,
+    b: Body,
+    create: bool,
+) -> ApiResult<Response> {
+    check_name(&index, &Method::PUT, &format!("/{index}/_doc"))?;
+    documents::refuse_versioning(&params)?;
+    let create = create || params.get("op_type").map(String::as_str) == Some("create");
+    let doc = documents::parse_document(&body(b)?)?;
+    st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let i = st.index_or_create(&index)?;
+    let st2 = st.clone();
+    pool::blocking(move || documents::index_doc(&st2, &i, id, doc, create)).await.map(write_response)
+}
+
+async fn index_doc(
+    Ext(st): Ext<Shared>,
+    Path((index, id)): Path<(String, String)>,
+    Query(params): Params,
+    b: Body,
+) -> ApiResult<Response> {
+    do_index(st, index, Some(id), params, b, false).await
+}
+
+async fn create_doc(
+    Ext(st): Ext<Shared>,
+    Path((index, id)): Path<(String, String)>,
+    Query(params): Params,
+    b: Body,
+) -> ApiResult<Response> {
+    do_index(st, index, Some(id), params, b, true).await
+}
+
+async fn index_auto_id(Ext(st): Ext<Shared>, Path(index): Path<String>, Query(params): Params, b: Body) -> ApiResult<Response> {
+    do_index(st, index, None, params, b, false).await
+}
+
+/// Real-time get: the stored `_source`, from any lifecycle stage, right after the write returned.
+async fn fetch(st: &Shared, index: &str, id: &str) -> ApiResult<Option<Value>> {
+    let i = st.index(index)?;
+    let id = id.to_string();
+    st.pool
+        .run(move || {
+            let Some(bytes) = i.get(&id)? else { return Ok(None) };
+            serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "spirit_exception", format!("stored source of [{id}] is not JSON: {e}"))
+            })
+        })
+        .await
+}
+
+async fn get_doc(
+    Ext(st): Ext<Shared>,
+    Path((index, id)): Path<(String, String)>,
+    Query(params): Params,
+) -> ApiResult<Response> {
+    let source = fetch(&st, &index, &id).await?;
+    Ok(match source {
+        Some(src) => {
+            let mut v = json!({"_index": index, "_id": id, "_version": 1, "_seq_no": 0, "_primary_term": 1, "found": true});
+            if let Some(s) = search::SourceFilter::from_params(&params).unwrap_or_default().apply(src) {
+                v["_source"] = s;
+            }
+            Json(v).into_response()
+        }
+        None => (StatusCode::NOT_FOUND, Json(json!({"_index": index, "_id": id, "found": false}))).into_response(),
+    })
+}
+
+async fn get_source(Ext(st): Ext<Shared>, Path((index, id)): Path<(String, String)>) -> ApiResult<Json<Value>> {
+    fetch(&st, &index, &id).await?.map(Json).ok_or_else(|| {
+        ApiError::new(StatusCode::NOT_FOUND, "resource_not_found_exception", format!("Document not found [{index}]/[{id}]"))
+    })
+}
+
+async fn delete_doc(Ext(st): Ext<Shared>, Path((index, id)): Path<(String, String)>) -> ApiResult<Response> {
+    let i = st.index(&index)?;
+    st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let id2 = id.clone();
+    let found = pool::blocking(move || Ok(i.delete(&id2)?)).await?;
+    let (status, result) = if found { (StatusCode::OK, "deleted") } else { (StatusCode::NOT_FOUND, "not_found") };
+    Ok((status, Json(documents::write_result(&index, &id, result, None))).into_response())
+}
+
+async fn update_doc(
+    Ext(st): Ext<Shared>,
+    Path((index, id)): Path<(String, String)>,
+    Query(params): Params,
+    b: Body,
+) -> ApiResult<Response> {
+    documents::refuse_versioning(&params)?;
+    let req = json_body(b)?;
+    st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let i = st.index_or_create(&index)?;
+    let st2 = st.clone();
+    pool::blocking(move || documents::update_doc(&st2, &i, &id, &req)).await.map(write_response)
+}
+
+async fn run_bulk(st: Shared, index: Option<String>, b: Body) -> ApiResult<Json<Value>> {
+    let b = body(b)?;
+    st.metrics.bulk_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let st2 = st.clone();
+    pool::blocking(move || documents::bulk(&st2, index.as_deref(), &b)).await.map(Json)
+}
+
+async fn bulk_all(Ext(st): Ext<Shared>, b: Body) -> ApiResult<Json<Value>> {
+    run_bulk(st, None, b).await
+}
+
+async fn bulk_index(Ext(st): Ext<Shared>, Path(index): Path<String>, b: Body) -> ApiResult<Json<Value>> {
+    check_name(&index, &Method::POST, &format!("/{index}/_bulk"))?;
+    run_bulk(st, Some(index), b).await
+}
+
+async fn search(
+    Ext(st): Ext<Shared>,
+    Path(index): Path<String>,
+    Query(params): Params,
+    b: Body,
+) -> ApiResult<Json<Value>> {
+    let t0 = Instant::now();
+    let r = async {
+        let i = st.index(&index)?;
+        let req = search::SearchRequest::parse(&body(b)?, &params, &st.limits)?;
+        let limits = st.limits.clone();
+        st.pool.run(move || req.execute(&i, &limits)).await
+    }
+    .await;
+    st.metrics.query(t0.elapsed(), r.is_ok());
+    r.map(Json)
+}
+
+async fn count(
+    Ext(st): Ext<Shared>,
+    Path(index): Path<String>,
+    Query(params): Params,
+    b: Body,
+) -> ApiResult<Json<Value>> {
+    let t0 = Instant::now();
+    let r = async {
+        let i = st.index(&index)?;
+        let b = body(b)?;
+        let limits = st.limits.clone();
+        st.pool.run(move || search::count(&i, &b, &params, &limits)).await
+    }
+    .await;
+    st.metrics.query(t0.elapsed(), r.is_ok());
+    r.map(Json)
+}

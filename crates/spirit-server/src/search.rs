@@ -1,0 +1,390 @@
+//! `_search` and `_count`: the request body (and the URL parameters Elasticsearch accepts in its place), run
+//! against one index on the query pool, answered in Elasticsearch's response shape.
+
+use crate::dsl::Translator;
+use crate::error::{ApiError, ApiResult};
+use crate::highlight::{glob, HighlightSpec, Highlighter};
+use crate::Limits;
+use serde_json::{json, Map, Value};
+use spirit::{Index, Query, SearchOptions, Sort};
+use std::collections::HashMap;
+
+/// `_source` filtering.
+#[derive(Debug, Clone, Default)]
+pub struct SourceFilter {
+    /// `_source: false`.
+    pub off: bool,
+    pub includes: Vec<String>,
+    pub excludes: Vec<String>,
+}
+
+impl SourceFilter {
+    pub fn parse(v: &Value) -> ApiResult<SourceFilter> {
+        let strings = |v: &Value| -> ApiResult<Vec<String>> {
+            match v {
+                Value::String(s) => Ok(vec![s.clone()]),
+                Value::Array(a) => a
+                    .iter()
+                    .map(|x| x.as_str().map(str::to_string).ok_or_else(|| ApiError::parsing("[_source] patterns must be strings")))
+                    .collect(),
+                _ => Err(ApiError::parsing("[_source] patterns must be strings")),
+            }
+        };
+        Ok(match v {
+            Value::Bool(b) => SourceFilter { off: !b, ..Default::default() },
+            Value::Object(m) => SourceFilter {
+                off: false,
+                includes: m.get("includes").or(m.get("include")).map(strings).transpose()?.unwrap_or_default(),
+                excludes: m.get("excludes").or(m.get("exclude")).map(strings).transpose()?.unwrap_or_default(),
+            },
+            other => SourceFilter { off: false, includes: strings(other)?, excludes: vec![] },
+        })
+    }
+
+    /// From the URL: `_source=false|a,b`, `_source_includes=`, `_source_excludes=`.
+    pub fn from_params(p: &HashMap<String, String>) -> Option<SourceFilter> {
+        let list = |s: &str| s.split(',').filter(|x| !x.is_empty()).map(str::to_string).collect::<Vec<_>>();
+        let mut f = SourceFilter::default();
+        let mut any = false;
+        if let Some(s) = p.get("_source") {
+            any = true;
+            match s.as_str() {
+                "false" => f.off = true,
+                "true" | "" => {}
+                s => f.includes = list(s),
+            }
+        }
+        if let Some(s) = p.get("_source_includes") {
+            any = true;
+            f.includes = list(s);
+        }
+        if let Some(s) = p.get("_source_excludes") {
+            any = true;
+            f.excludes = list(s);
+        }
+        any.then_some(f)
+    }
+
+    /// The filtered source (`None` when `_source` is off).
+    pub fn apply(&self, source: Value) -> Option<Value> {
+        if self.off {
+            return None;
+        }
+        if self.includes.is_empty() && self.excludes.is_empty() {
+            return Some(source);
+        }
+        Some(self.filter(source, ""))
+    }
+
+    fn filter(&self, v: Value, prefix: &str) -> Value {
+        let Value::Object(m) = v else { return v };
+        let mut out = Map::new();
+        for (k, v) in m {
+            let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+            if self.excludes.iter().any(|p| glob(p, &path)) {
+                continue;
+            }
+            let whole = self.includes.is_empty()
+                || self.includes.iter().any(|p| glob(p, &path) || path.starts_with(&format!("{p}.")));
+            if whole {
+                out.insert(k, self.filter_excludes_only(v, &path));
+            } else if v.is_object()
+                && self.includes.iter().any(|p| p.contains('*') || p.starts_with(&format!("{path}.")))
+            {
+                let inner = self.filter(v, &path);
+                if inner.as_object().is_some_and(|o| !o.is_empty()) {
+                    out.insert(k, inner);
+                }
+            }
+        }
+        Value::Object(out)
+    }
+
+    fn filter_excludes_only(&self, v: Value, prefix: &str) -> Value {
+        if self.excludes.is_empty() {
+            return v;
+        }
+        let Value::Object(m) = v else { return v };
+        Value::Object(
+            m.into_iter()
+                .filter_map(|(k, v)| {
+                    let path = format!("{prefix}.{k}");
+                    (!self.excludes.iter().any(|p| glob(p, &path))).then(|| {
+                        let v = self.filter_excludes_only(v, &path);
+                        (k, v)
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+/// How many hits to count: Elasticsearch's `track_total_hits` (default 10,000).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum TrackTotal {
+    Off,
+    UpTo(u64),
+    Exact,
+}
+
+/// A parsed search request.
+#[derive(Debug)]
+pub struct SearchRequest {
+    query: Value,
+    from: usize,
+    size: usize,
+    newest_first: bool,
+    track: TrackTotal,
+    source: SourceFilter,
+    highlight: Option<HighlightSpec>,
+}
+
+const KNOWN_KEYS: &[&str] = &[
+    "query", "from", "size", "sort", "_source", "track_total_hits", "highlight", "timeout", "version",
+    "seq_no_primary_term", "track_scores",
+];
+
+impl SearchRequest {
+    /// From a request body (may be empty) and the URL parameters.
+    pub fn parse(body: &[u8], params: &HashMap<String, String>, limits: &Limits) -> ApiResult<SearchRequest> {
+        let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
+            json!({})
+        } else {
+            serde_json::from_slice(body).map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?
+        };
+        let obj = body.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
+        for k in obj.keys() {
+            if !KNOWN_KEYS.contains(&k.as_str()) {
+                return Err(match k.as_str() {
+                    "aggs" | "aggregations" => ApiError::unsupported("aggregations"),
+                    _ => ApiError::parsing(format!("unknown key [{k}] in the search request")),
+                });
+            }
+        }
+        let num = |key: &str, default: usize| -> ApiResult<usize> {
+            match (obj.get(key), params.get(key)) {
+                (Some(v), _) => v.as_u64().map(|n| n as usize).ok_or_else(|| ApiError::parsing(format!("[{key}] must be a non-negative integer"))),
+                (None, Some(s)) => s.parse().map_err(|_| ApiError::parsing(format!("[{key}] must be a non-negative integer"))),
+                (None, None) => Ok(default),
+            }
+        };
+        let from = num("from", 0)?;
+        let size = num("size", 10)?;
+        if from.saturating_add(size) > limits.max_result_window {
+            return Err(ApiError::bad_request(format!(
+                "Result window is too large, from + size must be less than or equal to: [{}] but was [{}]",
+                limits.max_result_window,
+                from.saturating_add(size)
+            )));
+        }
+        let query = match (obj.get("query"), params.get("q")) {
+            (Some(q), _) => q.clone(),
+            (None, Some(q)) => {
+                let mut qs = json!({"query": q});
+                if let Some(df) = params.get("df") {
+                    qs["default_field"] = json!(df);
+                }
+                json!({"query_string": qs})
+            }
+            (None, None) => json!({"match_all": {}}),
+        };
+        let newest_first = match obj.get("sort") {
+            Some(s) => parse_sort(s)?,
+            None => match params.get("sort") {
+                Some(s) => parse_sort(&Value::Array(s.split(',').map(|x| json!(x)).collect()))?,
+                None => false,
+            },
+        };
+        let track = match obj.get("track_total_hits") {
+            Some(Value::Bool(true)) => TrackTotal::Exact,
+            Some(Value::Bool(false)) => TrackTotal::Off,
+            Some(Value::Number(n)) if n.as_i64() == Some(-1) => TrackTotal::Exact,
+            Some(Value::Number(n)) => TrackTotal::UpTo(n.as_u64().ok_or_else(|| ApiError::parsing("[track_total_hits] must be a boolean or an integer"))?),
+            Some(_) => return Err(ApiError::parsing("[track_total_hits] must be a boolean or an integer")),
+            None => match params.get("track_total_hits").map(String::as_str) {
+                Some("true") => TrackTotal::Exact,
+                Some("false") => TrackTotal::Off,
+                Some(n) => TrackTotal::UpTo(n.parse().map_err(|_| ApiError::parsing("[track_total_hits] must be a boolean or an integer"))?),
+                None => TrackTotal::UpTo(10_000),
+            },
+        };
+        let source = match (obj.get("_source"), SourceFilter::from_params(params)) {
+            (Some(v), _) => SourceFilter::parse(v)?,
+            (None, Some(f)) => f,
+            (None, None) => SourceFilter::default(),
+        };
+        let highlight = obj.get("highlight").map(HighlightSpec::parse).transpose()?;
+        Ok(SearchRequest { query, from, size, newest_first, track, source, highlight })
+    }
+
+    /// Runs the search (on a query-pool thread) and builds the response.
+    pub fn execute(&self, index: &Index, limits: &Limits) -> ApiResult<Value> {
+        let t0 = std::time::Instant::now();
+        let schema = index.schema();
+        let q: Query = Translator::new(&schema, limits.max_clauses, limits.max_depth).query(&self.query)?;
+        let fetch = self.size > 0;
+        let opts = SearchOptions {
+            limit: self.size,
+            offset: self.from,
+            sort: if self.newest_first { Sort::Newest } else { Sort::Score },
+            track_total: self.track != TrackTotal::Off,
+            fetch,
+            ..Default::default()
+        };
+        let res = index.search_query(&q, &opts)?;
+        let highlighter = self.highlight.as_ref().map(|h| Highlighter::new(h, &schema, &q));
+        let name = index.name();
+        let mut max_score: Option<f32> = None;
+        let hits: Vec<Value> = res
+            .hits
+            .iter()
+            .map(|h| {
+                let mut hit = Map::new();
+                hit.insert("_index".into(), json!(name));
+                hit.insert("_id".into(), json!(h.id));
+                if self.newest_first {
+                    hit.insert("_score".into(), Value::Null);
+                    hit.insert("sort".into(), json!([h.doc]));
+                } else {
+                    max_score = Some(max_score.map_or(h.score, |m| m.max(h.score)));
+                    hit.insert("_score".into(), json!(h.score));
+                }
+                let source = h.source_json();
+                if let Some(hl) = highlighter.as_ref().and_then(|hl| hl.highlight(&source)) {
+                    hit.insert("highlight".into(), hl);
+                }
+                if let Some(s) = self.source.apply(source) {
+                    hit.insert("_source".into(), s);
+                }
+                Value::Object(hit)
+            })
+            .collect();
+        let mut hits_obj = Map::new();
+        match self.track {
+            TrackTotal::Off => {}
+            TrackTotal::Exact => {
+                hits_obj.insert("total".into(), json!({"value": res.total, "relation": relation(res.total_exact)}));
+            }
+            TrackTotal::UpTo(n) if res.total > n => {
+                hits_obj.insert("total".into(), json!({"value": n, "relation": "gte"}));
+            }
+            TrackTotal::UpTo(_) => {
+                hits_obj.insert("total".into(), json!({"value": res.total, "relation": relation(res.total_exact)}));
+            }
+        }
+        hits_obj.insert("max_score".into(), json!(max_score));
+        hits_obj.insert("hits".into(), Value::Array(hits));
+        Ok(json!({
+            "took": t0.elapsed().as_millis() as u64,
+            "timed_out": false,
+            "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+            "hits": hits_obj,
+        }))
+    }
+}
+
+fn relation(exact: bool) -> &'static str {
+    if exact {
+        "eq"
+    } else {
+        "gte"
+    }
+}
+
+/// `sort`: by score (the default) or newest first (`_doc` descending; spirit's doc ids grow with time). A
+/// sort by a document field is refused with a clear error.
+fn parse_sort(v: &Value) -> ApiResult<bool> {
+    let items: Vec<&Value> = match v {
+        Value::Array(a) => a.iter().collect(),
+        one => vec![one],
+    };
+    let mut newest = None;
+    for item in items {
+        let (key, order) = match item {
+            Value::String(s) => match s.split_once(':') {
+                Some((k, o)) => (k.to_string(), Some(o.to_string())),
+                None => (s.clone(), None),
+            },
+            Value::Object(m) if m.len() == 1 => {
+                let (k, o) = m.iter().next().expect("one key");
+                let order = match o {
+                    Value::String(s) => Some(s.clone()),
+                    Value::Object(p) => p.get("order").and_then(Value::as_str).map(str::to_string),
+                    _ => return Err(ApiError::parsing(format!("malformed sort on [{k}]"))),
+                };
+                (k.clone(), order)
+            }
+            _ => return Err(ApiError::parsing("malformed [sort]")),
+        };
+        let this = match (key.as_str(), order.as_deref()) {
+            ("_score", None | Some("desc")) => false,
+            ("_doc", Some("desc")) => true,
+            ("_doc", _) => return Err(ApiError::unsupported("sorting by [_doc] ascending (oldest first); use \"desc\" for newest first")),
+            ("_score", Some(o)) => return Err(ApiError::unsupported(format!("sorting by [_score] [{o}]"))),
+            (field, _) => return Err(ApiError::unsupported(format!("sorting by the field [{field}] (sort by _score or newest first with {{\"_doc\": \"desc\"}})"))),
+        };
+        if newest.is_some() {
+            return Err(ApiError::unsupported("more than one sort key"));
+        }
+        newest = Some(this);
+    }
+    Ok(newest.unwrap_or(false))
+}
+
+/// `_count`: the number of live documents matching the query.
+pub fn count(index: &Index, body: &[u8], params: &HashMap<String, String>, limits: &Limits) -> ApiResult<Value> {
+    let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(body).map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?
+    };
+    let obj = body.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
+    if let Some(k) = obj.keys().find(|k| k.as_str() != "query") {
+        return Err(ApiError::parsing(format!("unknown key [{k}] in the count request")));
+    }
+    let mut p = params.clone();
+    p.remove("size");
+    p.remove("from");
+    let mut req = SearchRequest::parse(&serde_json::to_vec(&body).expect("json"), &p, limits)?;
+    req.size = 0;
+    req.track = TrackTotal::Exact;
+    let r = req.execute(index, limits)?;
+    Ok(json!({"count": r["hits"]["total"]["value"], "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0}}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_filtering() {
+        let src = json!({"title": "t", "body": "b", "meta": {"a": 1, "b": 2}});
+        let f = SourceFilter::parse(&json!(["title", "meta.a"])).unwrap();
+        assert_eq!(f.apply(src.clone()), Some(json!({"title": "t", "meta": {"a": 1}})));
+        let f = SourceFilter::parse(&json!({"excludes": ["meta.*"]})).unwrap();
+        assert_eq!(f.apply(src.clone()), Some(json!({"title": "t", "body": "b", "meta": {}})));
+        let f = SourceFilter::parse(&json!({"includes": ["meta"], "excludes": ["meta.b"]})).unwrap();
+        assert_eq!(f.apply(src.clone()), Some(json!({"meta": {"a": 1}})));
+        assert_eq!(SourceFilter::parse(&json!(false)).unwrap().apply(src.clone()), None);
+        assert_eq!(SourceFilter::parse(&json!("t*")).unwrap().apply(src), Some(json!({"title": "t"})));
+    }
+
+    #[test]
+    fn sorts() {
+        assert!(!parse_sort(&json!(["_score"])).unwrap());
+        assert!(!parse_sort(&json!([{"_score": {"order": "desc"}}])).unwrap());
+        assert!(parse_sort(&json!({"_doc": "desc"})).unwrap());
+        assert!(parse_sort(&json!("_doc:desc")).unwrap());
+        assert!(parse_sort(&json!([{"price": "asc"}])).unwrap_err().reason.contains("price"));
+    }
+
+    #[test]
+    fn window_and_unknown_keys() {
+        let l = Limits::default();
+        let p = HashMap::new();
+        assert!(SearchRequest::parse(br#"{"from": 9995, "size": 10}"#, &p, &l).unwrap_err().reason.contains("Result window"));
+        assert!(SearchRequest::parse(br#"{"aggs": {}}"#, &p, &l).unwrap_err().reason.contains("aggregations"));
+        assert!(SearchRequest::parse(br#"{"query": "#, &p, &l).is_err());
+        assert!(SearchRequest::parse(b"", &p, &l).is_ok());
+    }
+}
