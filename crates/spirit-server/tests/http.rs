@@ -1,0 +1,295 @@
+//! The server over real HTTP on loopback: bad input gets Elasticsearch-shaped 4xx errors and the server stays
+//! up; writes are visible to the very next request; crash-safe indexes created through the API survive a
+//! restart; the API key guards every endpoint but the page; concurrent writers and searchers see no errors
+//! and lose no acknowledged document; `/metrics` exposes the documented families.
+
+use serde_json::{json, Value};
+use spirit::{Engine, EngineConfig, ShardConfig};
+use spirit_server::{Limits, ServerConfig, ServerState};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct TestServer {
+    url: String,
+    engine: Arc<Engine>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TestServer {
+    fn start(dir: &std::path::Path, cfg: ServerConfig) -> TestServer {
+        let shard = ShardConfig { dram_budget: 32 << 20, persistent_budget: 1 << 30, ..Default::default() };
+        let engine = Arc::new(Engine::open(dir, EngineConfig { shard }).unwrap());
+        let state = ServerState::new(engine.clone(), cfg);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                addr_tx.send(listener.local_addr().unwrap()).unwrap();
+                spirit_server::serve(state, listener, async move {
+                    let _ = rx.await;
+                })
+                .await
+                .unwrap();
+            });
+        });
+        let addr = addr_rx.recv().unwrap();
+        TestServer { url: format!("http://{addr}"), engine, stop: Some(tx), thread: Some(thread) }
+    }
+
+    fn stop(mut self) -> Arc<Engine> {
+        self.stop.take().unwrap().send(()).unwrap();
+        self.thread.take().unwrap().join().unwrap();
+        self.engine.clone()
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
+        self.call_with(method, path, body, &[])
+    }
+
+    fn call_with(&self, method: &str, path: &str, body: Option<&str>, headers: &[(&str, &str)]) -> (u16, Value) {
+        let mut req = ureq::request(method, &format!("{}{}", self.url, path)).timeout(Duration::from_secs(60));
+        for (k, v) in headers {
+            req = req.set(k, v);
+        }
+        let r = match body {
+            Some(b) => req.set("content-type", "application/json").send_string(b),
+            None => req.call(),
+        };
+        let resp = match r {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => panic!("{method} {path}: {e}"),
+        };
+        let status = resp.status();
+        let text = resp.into_string().unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+}
+
+/// An Elasticsearch-shaped error with this status and type.
+fn assert_es_error(r: &(u16, Value), status: u16, kind: &str) {
+    let (s, v) = r;
+    assert_eq!(*s, status, "{v}");
+    assert_eq!(v["status"], json!(status), "{v}");
+    assert_eq!(v["error"]["type"], json!(kind), "{v}");
+    assert!(v["error"]["reason"].as_str().is_some_and(|r| !r.is_empty()), "{v}");
+    assert_eq!(v["error"]["root_cause"][0]["type"], json!(kind), "{v}");
+}
+
+fn small_limits() -> ServerConfig {
+    ServerConfig {
+        limits: Limits { max_body_bytes: 64 << 10, max_bulk_actions: 50, ..Default::default() },
+        query_threads: 2,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), small_limits());
+    let up = |s: &TestServer| assert_eq!(s.call("GET", "/", None).0, 200);
+    let mappings = r#"{"mappings": {"properties": {"n": {"type": "long"}, "body": {"type": "text"}}}}"#;
+    assert_eq!(s.call("PUT", "/bad", Some(mappings)).0, 200);
+    assert_eq!(s.call("PUT", "/bad/_doc/1", Some(r#"{"n": 1, "body": "ok"}"#)).0, 201);
+
+    let cases: Vec<((u16, Value), u16, &str)> = vec![
+        (s.call("PUT", "/bad/_doc/2", Some("{\"n\": 1,")), 400, "mapper_parsing_exception"),
+        (s.call("PUT", "/bad/_doc/2", Some("[1, 2]")), 400, "mapper_parsing_exception"),
+        (s.call("PUT", "/bad/_doc/2", Some(r#"{"n": "not a number"}"#)), 400, "mapper_parsing_exception"),
+        (s.call("PUT", "/bad/_doc/2", Some(r#"{"_id": "x"}"#)), 400, "mapper_parsing_exception"),
+        (s.call("PUT", "/bad/_doc/2", Some(&format!(r#"{{"body": "{}"}}"#, "x".repeat(100 << 10)))), 413, "content_too_long_exception"),
+        (s.call("GET", "/_no_such_endpoint", None), 400, "illegal_argument_exception"),
+        (s.call("GET", "/bad/_no_such_endpoint", None), 400, "illegal_argument_exception"),
+        (s.call("PATCH", "/bad", None), 405, "illegal_argument_exception"),
+        (s.call("POST", "/bad/_search", Some(r#"{"query": {"fuzzy": {"body": "x"}}}"#)), 400, "parsing_exception"),
+        (s.call("POST", "/bad/_search", Some(r#"{"query": {"match": {"body": {"query": "x", "fuzziness": 1}}}}"#)), 400, "parsing_exception"),
+        (s.call("POST", "/bad/_search", Some(r#"{"query": {"match_all": {}}, "aggs": {"a": {}}}"#)), 400, "illegal_argument_exception"),
+        (s.call("POST", "/bad/_search", Some(r#"{"query": {"query_string": {"query": "\"unbalanced"}}}"#)), 400, "query_shard_exception"),
+        (s.call("POST", "/bad/_search", Some(r#"{"query": {"range": {"body": {"gte": 1}}}}"#)), 400, "illegal_argument_exception"),
+        (s.call("POST", "/bad/_search", Some(r#"{"from": 9999, "size": 10}"#)), 400, "illegal_argument_exception"),
+        (s.call("POST", "/bad/_search", Some(r#"{"size": "ten"}"#)), 400, "parsing_exception"),
+        (s.call("POST", "/bad/_search", Some(r#"{"sort": [{"n": "asc"}]}"#)), 400, "illegal_argument_exception"),
+        (s.call("POST", "/bad/_search", Some("{not json")), 400, "parsing_exception"),
+        (s.call("POST", "/missing/_search", Some("{}")), 404, "index_not_found_exception"),
+        (s.call("GET", "/missing/_doc/1", None), 404, "index_not_found_exception"),
+        (s.call("PUT", "/bad", None), 400, "resource_already_exists_exception"),
+        (s.call("PUT", "/Upper", None), 400, "invalid_index_name_exception"),
+        (s.call("PUT", "/other", Some(r#"{"settings": {"number_of_shards": 4}}"#)), 400, "illegal_argument_exception"),
+        (s.call("PUT", "/other", Some(r#"{"settings": {"index.translog.durability": "sometimes"}}"#)), 400, "illegal_argument_exception"),
+        (s.call("POST", "/bad/_update/1", Some(r#"{"script": "ctx._source.n++"}"#)), 400, "illegal_argument_exception"),
+        (s.call("POST", "/bad/_update/nope", Some(r#"{"doc": {"n": 2}}"#)), 404, "document_missing_exception"),
+        (s.call("PUT", "/bad/_create/1", Some(r#"{"n": 3}"#)), 409, "version_conflict_engine_exception"),
+        (s.call("PUT", "/bad/_doc/1?if_seq_no=3", Some(r#"{"n": 3}"#)), 400, "illegal_argument_exception"),
+        (s.call("POST", "/_bulk", Some("{\"index\": {\"_index\": \"bad\"}}\n{\"n\": 1}\n{\"frobnicate\": {}}\n")), 400, "illegal_argument_exception"),
+        (s.call("POST", "/_bulk", Some(&"{\"delete\": {\"_index\": \"bad\", \"_id\": \"9\"}}\n".repeat(51))), 400, "illegal_argument_exception"),
+    ];
+    for (r, status, kind) in &cases {
+        assert_es_error(r, *status, kind);
+        up(&s);
+    }
+    // A query nested deeper than the limit, and one with too many clauses.
+    let mut deep = json!({"match_all": {}});
+    for _ in 0..40 {
+        deep = json!({"bool": {"must": deep}});
+    }
+    assert_es_error(&s.call("POST", "/bad/_search", Some(&json!({"query": deep}).to_string())), 400, "parsing_exception");
+    let many: Vec<Value> = (0..1100).map(|i| json!({"term": {"body": format!("t{i}")}})).collect();
+    let r = s.call("POST", "/bad/_search", Some(&json!({"query": {"bool": {"should": many}}}).to_string()));
+    assert_es_error(&r, 400, "too_many_clauses");
+
+    // Bad bulk items fail alone; the rest go in.
+    let bulk = "{\"index\": {\"_index\": \"bad\", \"_id\": \"a\"}}\n{\"n\": 10}\n{\"index\": {\"_index\": \"bad\", \"_id\": \"b\"}}\n{\"n\": \"x\"}\n{\"index\": {\"_index\": \"bad\", \"_id\": \"c\"}}\n{broken\n{\"update\": {\"_index\": \"bad\", \"_id\": \"zz\"}}\n{\"doc\": {}}\n{\"index\": {\"_index\": \"bad\", \"_id\": \"d\"}}\n{\"n\": 11}\n";
+    let (st, v) = s.call("POST", "/_bulk", Some(bulk));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["errors"], json!(true));
+    let statuses: Vec<u64> = v["items"].as_array().unwrap().iter().map(|i| i.as_object().unwrap().values().next().unwrap()["status"].as_u64().unwrap()).collect();
+    assert_eq!(statuses, vec![201, 400, 400, 404, 201]);
+    let (_, c) = s.call("GET", "/bad/_count", None);
+    assert_eq!(c["count"], json!(3), "docs 1, a and d: nothing half-applied");
+    // Nothing above took the server down or lost data.
+    assert_eq!(s.call("GET", "/bad/_doc/1", None).1["_source"], json!({"n": 1, "body": "ok"}));
+    s.stop();
+}
+
+#[test]
+fn every_write_is_visible_to_the_next_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    for i in 0..150 {
+        let word = format!("unique{i}word");
+        let (st, v) = s.call("PUT", &format!("/rt/_doc/d{i}"), Some(&json!({"body": format!("text {word}"), "n": i}).to_string()));
+        assert!(st == 201, "{v}");
+        let (_, r) = s.call("POST", "/rt/_search", Some(&json!({"query": {"match": {"body": word}}}).to_string()));
+        assert_eq!(r["hits"]["total"]["value"], json!(1), "{r}");
+        assert_eq!(r["hits"]["hits"][0]["_id"], json!(format!("d{i}")));
+        let (st, g) = s.call("GET", &format!("/rt/_doc/d{i}"), None);
+        assert_eq!((st, g["found"].clone()), (200, json!(true)));
+        if i % 10 == 0 {
+            let (_, d) = s.call("DELETE", &format!("/rt/_doc/d{i}"), None);
+            assert_eq!(d["result"], json!("deleted"));
+            let (_, r) = s.call("POST", "/rt/_search", Some(&json!({"query": {"match": {"body": word}}}).to_string()));
+            assert_eq!(r["hits"]["total"]["value"], json!(0), "a delete is visible at once too");
+            assert_eq!(s.call("GET", &format!("/rt/_doc/d{i}"), None).0, 404);
+        }
+    }
+    let (_, c) = s.call("POST", "/rt/_count", Some(r#"{"query": {"match_all": {}}}"#));
+    assert_eq!(c["count"], json!(135));
+    // Newest first, paging, source filtering, no total.
+    let (_, r) = s.call("POST", "/rt/_search", Some(r#"{"sort": [{"_doc": "desc"}], "size": 3, "from": 1, "_source": ["n"], "track_total_hits": false}"#));
+    let ns: Vec<Value> = r["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_source"].clone()).collect();
+    assert_eq!(ns, vec![json!({"n": 148}), json!({"n": 147}), json!({"n": 146})]);
+    assert!(r["hits"].get("total").is_none());
+    s.stop();
+}
+
+#[test]
+fn crash_safe_index_created_through_the_api_keeps_its_mode_and_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let (st, v) = s.call("PUT", "/safe", Some(r#"{"settings": {"index": {"translog": {"durability": "request"}}}}"#));
+    assert_eq!(st, 200, "{v}");
+    let mut bulk = String::new();
+    for i in 0..500 {
+        bulk.push_str(&format!("{{\"index\": {{\"_id\": \"{i}\"}}}}\n{{\"body\": \"doc number {i}\"}}\n"));
+    }
+    let (_, v) = s.call("POST", "/safe/_bulk", Some(&bulk));
+    assert_eq!(v["errors"], json!(false));
+    let (_, set) = s.call("GET", "/safe/_settings", None);
+    assert_eq!(set["safe"]["settings"]["index"]["translog"]["durability"], json!("request"));
+    assert_eq!(s.engine.index("safe").unwrap().stats().shard.durability, spirit::Durability::CrashSafe);
+    let engine = s.stop();
+    engine.close().unwrap();
+    drop(engine);
+    // A restart whose engine defaults are graceful reopens it crash-safe, with every document.
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    assert_eq!(s.engine.index("safe").unwrap().stats().shard.durability, spirit::Durability::CrashSafe);
+    let (_, c) = s.call("GET", "/safe/_count", None);
+    assert_eq!(c["count"], json!(500));
+    assert_eq!(s.call("DELETE", "/safe", None).0, 200);
+    assert_eq!(s.call("HEAD", "/safe", None).0, 404);
+    s.stop();
+}
+
+#[test]
+fn api_key_guards_everything_but_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ServerConfig { api_key: Some("s3cret".into()), ..Default::default() };
+    let s = TestServer::start(dir.path(), cfg);
+    assert_es_error(&s.call("GET", "/", None), 401, "security_exception");
+    assert_es_error(&s.call("GET", "/_cat/indices", None), 401, "security_exception");
+    assert_es_error(&s.call_with("GET", "/", None, &[("authorization", "ApiKey wrong")]), 401, "security_exception");
+    assert_eq!(s.call_with("GET", "/", None, &[("authorization", "ApiKey s3cret")]).0, 200);
+    assert_eq!(s.call_with("PUT", "/k/_doc/1", Some("{}"), &[("authorization", "Bearer s3cret")]).0, 201);
+    let (st, page) = s.call_with("GET", "/", None, &[("accept", "text/html")]);
+    assert_eq!(st, 200);
+    assert!(page.as_str().unwrap().contains("<html") || page.as_str().unwrap().contains("<!doctype"));
+    s.stop();
+}
+
+#[test]
+fn concurrent_writers_and_searchers_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(TestServer::start(dir.path(), ServerConfig { query_threads: 2, ..Default::default() }));
+    assert_eq!(s.call("PUT", "/load", Some(r#"{"settings": {"index.translog.durability": "request"}}"#)).0, 200);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let mut acked = vec![];
+                let mut batch = 0;
+                while Instant::now() < deadline {
+                    let mut body = String::new();
+                    let ids: Vec<String> = (0..50).map(|i| format!("w{w}-{batch}-{i}")).collect();
+                    for id in &ids {
+                        body.push_str(&format!("{{\"index\": {{\"_id\": \"{id}\"}}}}\n{{\"body\": \"writer {w} batch {batch} common\"}}\n"));
+                    }
+                    let (st, v) = s.call("POST", "/load/_bulk", Some(&body));
+                    assert_eq!((st, v["errors"].clone()), (200, json!(false)), "{v}");
+                    acked.extend(ids);
+                    batch += 1;
+                }
+                acked
+            })
+        })
+        .collect();
+    let searchers: Vec<_> = (0..4)
+        .map(|_| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let mut n = 0;
+                let mut last = 0;
+                while Instant::now() < deadline {
+                    let (st, v) = s.call("POST", "/load/_search", Some(r#"{"query": {"match": {"body": "common"}}, "size": 5}"#));
+                    assert_eq!(st, 200, "{v}");
+                    let total = v["hits"]["total"]["value"].as_u64().unwrap();
+                    assert!(total >= last, "a later search never sees fewer documents ({total} < {last})");
+                    last = total;
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let acked: Vec<String> = writers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    let searches: usize = searchers.into_iter().map(|h| h.join().unwrap()).sum();
+    assert!(searches > 0 && !acked.is_empty());
+    let (_, c) = s.call("GET", "/load/_count", None);
+    assert_eq!(c["count"], json!(acked.len()));
+    for id in acked.iter().step_by(97) {
+        assert_eq!(s.call("GET", &format!("/load/_doc/{id}"), None).0, 200, "{id}");
+    }
+    let (_, m) = s.call("GET", "/metrics", None);
+    let text = m.as_str().unwrap();
+    for family in ["spirit_docs_ingested_total", "spirit_query_duration_seconds_bucket", "spirit_index_segments", "spirit_tier_bytes", "spirit_tlog_barriers_total"] {
+        assert!(text.contains(family), "{family} missing from /metrics");
+    }
+    let (_, st) = s.call("GET", "/_spirit/stats", None);
+    assert_eq!(st["ingest"]["docs_total"], json!(acked.len()));
+    assert_eq!(st["indexes"][0]["durability"], json!("crash-safe"));
+    Arc::try_unwrap(s).ok().expect("only owner").stop();
+}
