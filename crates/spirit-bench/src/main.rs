@@ -6,6 +6,7 @@
 //! reopen. Prints a markdown report and optionally writes JSON.
 
 mod durability;
+mod http_load;
 mod input;
 mod report;
 mod run;
@@ -30,6 +31,9 @@ enum Cli {
     Durability(durability::DurabilityArgs),
     #[command(hide = true)]
     DurabilityChild(durability::ChildArgs),
+    /// Load through the HTTP API on loopback: concurrent bulk writers and searchers, no error and no
+    /// acknowledged document lost, latency percentiles.
+    HttpLoad(http_load::HttpLoadArgs),
 }
 
 #[derive(clap::Args)]
@@ -230,5 +234,6 @@ fn main() {
         Cli::Report(a) => report::report(a),
         Cli::Durability(a) => durability::run(a),
         Cli::DurabilityChild(a) => durability::child(a),
+        Cli::HttpLoad(a) => http_load::run(a),
     }
 }
