@@ -119,6 +119,9 @@ def test_paging_source_filtering_totals_highlight(client, loaded):
     assert all(set(h["_source"]) == {"title"} for h in hits(r))
     r = client.search(index=INDEX, body={"query": q, "_source": False})
     assert all("_source" not in h for h in hits(r))
+    r = client.search(index=INDEX, body={"query": q, "sort": [{"n": {"order": "desc"}}], "size": 20})
+    ns = [h["_source"]["n"] for h in hits(r)]
+    assert ns == sorted(ns, reverse=True) and [h["sort"][0] for h in hits(r)] == ns
     r = client.search(index=INDEX, body={"query": q, "track_total_hits": False})
     assert "total" not in r["hits"]
     r = client.search(index=INDEX, body={"query": q, "highlight": {"fields": {"body": {}}, "pre_tags": ["<em>"], "post_tags": ["</em>"]}})

@@ -119,6 +119,14 @@ impl SourceFilter {
     }
 }
 
+/// The order asked for.
+#[derive(Debug, Clone, PartialEq)]
+enum SortSpec {
+    Score,
+    Newest,
+    Field { name: String, descending: bool },
+}
+
 /// How many hits to count: Elasticsearch's `track_total_hits` (default 10,000).
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum TrackTotal {
@@ -133,7 +141,7 @@ pub struct SearchRequest {
     query: Value,
     from: usize,
     size: usize,
-    newest_first: bool,
+    sort: SortSpec,
     track: TrackTotal,
     source: SourceFilter,
     highlight: Option<HighlightSpec>,
@@ -188,11 +196,11 @@ impl SearchRequest {
             }
             (None, None) => json!({"match_all": {}}),
         };
-        let newest_first = match obj.get("sort") {
+        let sort = match obj.get("sort") {
             Some(s) => parse_sort(s)?,
             None => match params.get("sort") {
                 Some(s) => parse_sort(&Value::Array(s.split(',').map(|x| json!(x)).collect()))?,
-                None => false,
+                None => SortSpec::Score,
             },
         };
         let track = match obj.get("track_total_hits") {
@@ -214,7 +222,7 @@ impl SearchRequest {
             (None, None) => SourceFilter::default(),
         };
         let highlight = obj.get("highlight").map(HighlightSpec::parse).transpose()?;
-        Ok(SearchRequest { query, from, size, newest_first, track, source, highlight })
+        Ok(SearchRequest { query, from, size, sort, track, source, highlight })
     }
 
     /// Runs the search (on a query-pool thread) and builds the response.
@@ -223,10 +231,15 @@ impl SearchRequest {
         let schema = index.schema();
         let q: Query = Translator::new(&schema, limits.max_clauses, limits.max_depth).query(&self.query)?;
         let fetch = self.size > 0;
+        let sort = match &self.sort {
+            SortSpec::Score => Sort::Score,
+            SortSpec::Newest => Sort::Newest,
+            SortSpec::Field { name, descending } => index.field_sort(name, *descending)?,
+        };
         let opts = SearchOptions {
             limit: self.size,
             offset: self.from,
-            sort: if self.newest_first { Sort::Newest } else { Sort::Score },
+            sort,
             track_total: self.track != TrackTotal::Off,
             fetch,
             ..Default::default()
@@ -242,12 +255,24 @@ impl SearchRequest {
                 let mut hit = Map::new();
                 hit.insert("_index".into(), json!(name));
                 hit.insert("_id".into(), json!(h.id));
-                if self.newest_first {
-                    hit.insert("_score".into(), Value::Null);
-                    hit.insert("sort".into(), json!([h.doc]));
-                } else {
-                    max_score = Some(max_score.map_or(h.score, |m| m.max(h.score)));
-                    hit.insert("_score".into(), json!(h.score));
+                match &self.sort {
+                    SortSpec::Newest => {
+                        hit.insert("_score".into(), Value::Null);
+                        hit.insert("sort".into(), json!([h.doc]));
+                    }
+                    SortSpec::Field { .. } => {
+                        hit.insert("_score".into(), Value::Null);
+                        let v = match h.sort_value {
+                            Some(v) if v.fract() == 0.0 && v.abs() < 9.0e15 => json!(v as i64),
+                            Some(v) => json!(v),
+                            None => Value::Null,
+                        };
+                        hit.insert("sort".into(), json!([v]));
+                    }
+                    SortSpec::Score => {
+                        max_score = Some(max_score.map_or(h.score, |m| m.max(h.score)));
+                        hit.insert("_score".into(), json!(h.score));
+                    }
                 }
                 let source = h.source_json();
                 if let Some(hl) = highlighter.as_ref().and_then(|hl| hl.highlight(&source)) {
@@ -291,14 +316,14 @@ fn relation(exact: bool) -> &'static str {
     }
 }
 
-/// `sort`: by score (the default) or newest first (`_doc` descending; spirit's doc ids grow with time). A
-/// sort by a document field is refused with a clear error.
-fn parse_sort(v: &Value) -> ApiResult<bool> {
+/// `sort`: by score (the default), newest first (`_doc` descending; spirit's doc ids grow with time), or by a
+/// numeric or date field (ascending by default, as in Elasticsearch). One sort key.
+fn parse_sort(v: &Value) -> ApiResult<SortSpec> {
     let items: Vec<&Value> = match v {
         Value::Array(a) => a.iter().collect(),
         one => vec![one],
     };
-    let mut newest = None;
+    let mut sort = None;
     for item in items {
         let (key, order) = match item {
             Value::String(s) => match s.split_once(':') {
@@ -309,26 +334,41 @@ fn parse_sort(v: &Value) -> ApiResult<bool> {
                 let (k, o) = m.iter().next().expect("one key");
                 let order = match o {
                     Value::String(s) => Some(s.clone()),
-                    Value::Object(p) => p.get("order").and_then(Value::as_str).map(str::to_string),
+                    Value::Object(p) => {
+                        if let Some(bad) = p.keys().find(|k| !["order", "unmapped_type"].contains(&k.as_str())) {
+                            return Err(ApiError::unsupported(format!("the sort option [{bad}]")));
+                        }
+                        p.get("order").and_then(Value::as_str).map(str::to_string)
+                    }
                     _ => return Err(ApiError::parsing(format!("malformed sort on [{k}]"))),
                 };
                 (k.clone(), order)
             }
             _ => return Err(ApiError::parsing("malformed [sort]")),
         };
-        let this = match (key.as_str(), order.as_deref()) {
-            ("_score", None | Some("desc")) => false,
-            ("_doc", Some("desc")) => true,
-            ("_doc", _) => return Err(ApiError::unsupported("sorting by [_doc] ascending (oldest first); use \"desc\" for newest first")),
-            ("_score", Some(o)) => return Err(ApiError::unsupported(format!("sorting by [_score] [{o}]"))),
-            (field, _) => return Err(ApiError::unsupported(format!("sorting by the field [{field}] (sort by _score or newest first with {{\"_doc\": \"desc\"}})"))),
+        let descending = match order.as_deref() {
+            None => None,
+            Some("desc") => Some(true),
+            Some("asc") => Some(false),
+            Some(o) => return Err(ApiError::parsing(format!("sort order must be asc or desc, found [{o}]"))),
         };
-        if newest.is_some() {
+        let this = match (key.as_str(), descending) {
+            ("_score", None | Some(true)) => SortSpec::Score,
+            ("_score", Some(false)) => return Err(ApiError::unsupported("sorting by [_score] ascending")),
+            ("_doc", Some(true)) => SortSpec::Newest,
+            ("_doc", _) => {
+                return Err(ApiError::unsupported(
+                    "sorting by [_doc] ascending (oldest first); use \"desc\" for newest first",
+                ))
+            }
+            (field, d) => SortSpec::Field { name: field.to_string(), descending: d.unwrap_or(false) },
+        };
+        if sort.is_some() {
             return Err(ApiError::unsupported("more than one sort key"));
         }
-        newest = Some(this);
+        sort = Some(this);
     }
-    Ok(newest.unwrap_or(false))
+    Ok(sort.unwrap_or(SortSpec::Score))
 }
 
 /// `_count`: the number of live documents matching the query.
@@ -371,11 +411,18 @@ mod tests {
 
     #[test]
     fn sorts() {
-        assert!(!parse_sort(&json!(["_score"])).unwrap());
-        assert!(!parse_sort(&json!([{"_score": {"order": "desc"}}])).unwrap());
-        assert!(parse_sort(&json!({"_doc": "desc"})).unwrap());
-        assert!(parse_sort(&json!("_doc:desc")).unwrap());
-        assert!(parse_sort(&json!([{"price": "asc"}])).unwrap_err().reason.contains("price"));
+        assert_eq!(parse_sort(&json!(["_score"])).unwrap(), SortSpec::Score);
+        assert_eq!(parse_sort(&json!([{"_score": {"order": "desc"}}])).unwrap(), SortSpec::Score);
+        assert_eq!(parse_sort(&json!({"_doc": "desc"})).unwrap(), SortSpec::Newest);
+        assert_eq!(parse_sort(&json!("_doc:desc")).unwrap(), SortSpec::Newest);
+        assert_eq!(
+            parse_sort(&json!([{"price": "desc"}])).unwrap(),
+            SortSpec::Field { name: "price".into(), descending: true }
+        );
+        assert_eq!(parse_sort(&json!(["year"])).unwrap(), SortSpec::Field { name: "year".into(), descending: false });
+        assert!(parse_sort(&json!([{"price": {"order": "asc", "mode": "min"}}])).unwrap_err().reason.contains("mode"));
+        assert!(parse_sort(&json!(["a", "b"])).is_err());
+        assert!(parse_sort(&json!({"_doc": "asc"})).is_err());
     }
 
     #[test]

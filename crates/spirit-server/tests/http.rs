@@ -112,7 +112,7 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
         (s.call("POST", "/bad/_search", Some(r#"{"query": {"range": {"body": {"gte": 1}}}}"#)), 400, "illegal_argument_exception"),
         (s.call("POST", "/bad/_search", Some(r#"{"from": 9999, "size": 10}"#)), 400, "illegal_argument_exception"),
         (s.call("POST", "/bad/_search", Some(r#"{"size": "ten"}"#)), 400, "parsing_exception"),
-        (s.call("POST", "/bad/_search", Some(r#"{"sort": [{"n": "asc"}]}"#)), 400, "illegal_argument_exception"),
+        (s.call("POST", "/bad/_search", Some(r#"{"sort": [{"n": "asc"}, "_score"]}"#)), 400, "illegal_argument_exception"),
         (s.call("POST", "/bad/_search", Some("{not json")), 400, "parsing_exception"),
         (s.call("POST", "/missing/_search", Some("{}")), 404, "index_not_found_exception"),
         (s.call("GET", "/missing/_doc/1", None), 404, "index_not_found_exception"),
@@ -183,6 +183,15 @@ fn every_write_is_visible_to_the_next_request() {
     let ns: Vec<Value> = r["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_source"].clone()).collect();
     assert_eq!(ns, vec![json!({"n": 148}), json!({"n": 147}), json!({"n": 146})]);
     assert!(r["hits"].get("total").is_none());
+    // By a numeric field, both ways; a text field cannot be sorted on.
+    let (_, r) = s.call("POST", "/rt/_search", Some(r#"{"sort": [{"n": {"order": "desc"}}], "size": 3}"#));
+    let sorted: Vec<Value> = r["hits"]["hits"].as_array().unwrap().iter().map(|h| h["sort"][0].clone()).collect();
+    assert_eq!(sorted, vec![json!(149), json!(148), json!(147)], "{r}");
+    assert_eq!(r["hits"]["hits"][0]["_score"], Value::Null);
+    let (_, r) = s.call("GET", "/rt/_search?sort=n:asc&size=2&q=body:text", None);
+    let ids: Vec<Value> = r["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].clone()).collect();
+    assert_eq!(ids, vec![json!("d1"), json!("d2")], "d0 was deleted");
+    assert_es_error(&s.call("POST", "/rt/_search", Some(r#"{"sort": ["body"]}"#)), 400, "illegal_argument_exception");
     s.stop();
 }
 

@@ -66,6 +66,8 @@ pub struct Hit {
     pub doc: u32,
     /// The stored `_source` as JSON bytes.
     pub source: Vec<u8>,
+    /// With [`Sort::Field`]: the hit's value of the sort field.
+    pub sort_value: Option<f64>,
 }
 
 impl Hit {
@@ -401,7 +403,7 @@ impl Index {
         let mut hits = Vec::with_capacity(res.hits.len());
         for h in res.hits {
             if !opts.fetch {
-                hits.push(Hit { id: String::new(), score: h.score, doc: h.doc, source: vec![] });
+                hits.push(Hit { id: String::new(), score: h.score, doc: h.doc, source: vec![], sort_value: h.sort_value });
                 continue;
             }
             let seg = snap
@@ -415,7 +417,7 @@ impl Index {
                 }
             }
             .map_err(|e| Error::Format(format!("segment {}: {}", seg.id, e.0)))?;
-            hits.push(Hit { id: stored.0, score: h.score, doc: h.doc, source: stored.1 });
+            hits.push(Hit { id: stored.0, score: h.score, doc: h.doc, source: stored.1, sort_value: h.sort_value });
         }
         Ok(SearchResult {
             total: res.total,
@@ -423,6 +425,22 @@ impl Index {
             hits,
             took_micros: t0.elapsed().as_micros() as u64,
         })
+    }
+
+    /// A sort by the numeric or date field `name` (an error for other field types and unknown fields).
+    pub fn field_sort(&self, name: &str, descending: bool) -> Result<Sort> {
+        let schema = self.schema.read();
+        let id = schema.field_id(name).ok_or_else(|| {
+            Error::InvalidArgument(format!("no mapping found for [{name}] in order to sort on"))
+        })?;
+        let ty = schema.field(id).ty;
+        if !ty.is_numeric() {
+            return Err(Error::InvalidArgument(format!(
+                "cannot sort on field [{name}] of type [{}]: only numeric and date fields can be sorted on",
+                ty.es_name()
+            )));
+        }
+        Ok(Sort::Field { field: id, descending })
     }
 
     /// Number of live documents matching a query string.

@@ -37,6 +37,10 @@ pub enum Sort {
     Score,
     /// Newest (highest doc id) first.
     Newest,
+    /// By the value of a numeric or date field (its field id; [`crate::Index::field_sort`] resolves a name),
+    /// ascending or descending; documents without a value come last, ties in index order (oldest first), as
+    /// in Elasticsearch. Scores are not computed (reported as 0).
+    Field { field: u16, descending: bool },
 }
 
 #[derive(Debug, Clone)]
@@ -70,6 +74,34 @@ impl Default for SearchOptions {
 pub struct ScoredDoc {
     pub doc: u32,
     pub score: f32,
+    /// With [`Sort::Field`]: the document's value of the field (`None`: it has none).
+    pub sort_value: Option<f64>,
+}
+
+/// A field-sort candidate; smaller is better: documents with a value before those without, then by the
+/// (sign-adjusted) value, then older first.
+#[derive(Debug, Clone, Copy)]
+struct FieldEntry {
+    missing: bool,
+    key: f64,
+    doc: u32,
+    value: Option<f64>,
+}
+impl PartialEq for FieldEntry {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for FieldEntry {}
+impl PartialOrd for FieldEntry {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for FieldEntry {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.missing.cmp(&o.missing).then(self.key.total_cmp(&o.key)).then(self.doc.cmp(&o.doc))
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -1017,9 +1049,11 @@ pub fn execute(snap: &Snapshot, node: &Node, opts: &SearchOptions) -> Result<Sea
     let mut total = 0u64;
     let mut heap: BinaryHeap<std::cmp::Reverse<Entry>> = BinaryHeap::new();
     let mut newest: Vec<u32> = vec![];
+    // Field sort: a max-heap of the k best (smallest) entries, the worst on top.
+    let mut by_field: BinaryHeap<FieldEntry> = BinaryHeap::new();
     let mut exact = true;
     let order: Vec<usize> = match opts.sort {
-        Sort::Score => (0..ctx.segs.len()).collect(),
+        Sort::Score | Sort::Field { .. } => (0..ctx.segs.len()).collect(),
         Sort::Newest => (0..ctx.segs.len()).rev().collect(),
     };
     for si in order {
@@ -1046,6 +1080,10 @@ pub fn execute(snap: &Snapshot, node: &Node, opts: &SearchOptions) -> Result<Sea
         }
         let del = &seg.desc.deletes;
         let base = seg.desc.base_doc;
+        let column = match (opts.sort, &seg.kind) {
+            (Sort::Field { field, .. }, SegKind::Image(v)) => v.numbers(field),
+            _ => None,
+        };
         let mut seg_hits: std::collections::VecDeque<u32> = Default::default();
         let mut d = s.doc();
         while d != NO_DOC && d < seg.visible {
@@ -1075,6 +1113,20 @@ pub fn execute(snap: &Snapshot, node: &Node, opts: &SearchOptions) -> Result<Sea
                             seg_hits.pop_front();
                         }
                     }
+                    Sort::Field { field, descending } if k > 0 => {
+                        let value = match &seg.kind {
+                            SegKind::Fresh(f) => f.numeric(field, d),
+                            SegKind::Image(_) => column.and_then(|c| number_at(c, d)),
+                        };
+                        let key = value.map_or(0.0, |v| if descending { -v } else { v });
+                        let e = FieldEntry { missing: value.is_none(), key, doc: base + d, value };
+                        if by_field.len() < k {
+                            by_field.push(e);
+                        } else if by_field.peek().is_some_and(|worst| e < *worst) {
+                            by_field.pop();
+                            by_field.push(e);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -1093,9 +1145,14 @@ pub fn execute(snap: &Snapshot, node: &Node, opts: &SearchOptions) -> Result<Sea
         Sort::Score => {
             let mut v: Vec<Entry> = heap.into_iter().map(|r| r.0).collect();
             v.sort_by(|a, b| b.cmp(a));
-            v.into_iter().map(|e| ScoredDoc { doc: e.1, score: e.0 }).collect()
+            v.into_iter().map(|e| ScoredDoc { doc: e.1, score: e.0, sort_value: None }).collect()
         }
-        Sort::Newest => newest.into_iter().map(|doc| ScoredDoc { doc, score: 0.0 }).collect(),
+        Sort::Newest => newest.into_iter().map(|doc| ScoredDoc { doc, score: 0.0, sort_value: None }).collect(),
+        Sort::Field { .. } => by_field
+            .into_sorted_vec()
+            .into_iter()
+            .map(|e| ScoredDoc { doc: e.doc, score: 0.0, sort_value: e.value })
+            .collect(),
     };
     Ok(SearchHits { total, total_exact: exact, hits: hits.into_iter().skip(opts.offset).collect() })
 }
