@@ -5,12 +5,102 @@
 //! single node holds no replicas, as a one-node Elasticsearch cluster), `refresh_interval` (accepted: every
 //! write is visible at once), `translog.durability` (`request` = crash-safe, `async` = graceful),
 //! `spirit.durability` (`volatile`, `graceful`, `crash-safe`), `spirit.dram_budget` and
-//! `spirit.persistent_budget` (sizes such as `256MB`). Analyzers are chosen per field in the mappings
-//! (`"analyzer": "standard" | "english" | "stop" | "stemming"`); custom analysis chains are refused.
+//! `spirit.persistent_budget` (sizes such as `256MB`), and `analysis.analyzer.NAME` definitions that spirit's
+//! built-in analyzers implement exactly: `{"type": "standard"}` (with `stopwords` `_english_` or `_none_`),
+//! `{"type": "english"}`, `{"type": "stop"}`, or `{"type": "custom", "tokenizer": "standard", "filter":
+//! ["lowercase", "stop"?, "porter_stem" | "snowball" | "stemmer"?]}`. A definition named `default` applies to
+//! text fields mapped without an analyzer (dynamic ones too); other names are usable in the mappings. Anything
+//! else (other tokenizers, char filters, synonym filters...) is refused by name.
 
 use crate::error::{ApiError, ApiResult};
 use serde_json::{json, Map, Value};
 use spirit::{Durability, IndexOptions};
+use std::collections::BTreeMap;
+
+/// What a create-index request's settings ask for.
+#[derive(Debug, Default)]
+pub struct CreateSettings {
+    pub options: IndexOptions,
+    /// Analyzer names defined in `analysis`, each resolved to a built-in analyzer.
+    pub analyzers: BTreeMap<String, String>,
+    /// The built-in analyzer behind `analysis.analyzer.default`.
+    pub default_analyzer: Option<String>,
+}
+
+/// The built-in analyzer equal to an Elasticsearch analyzer definition.
+fn resolve_analyzer(name: &str, def: &Map<String, Value>) -> ApiResult<String> {
+    let refuse = |why: String| ApiError::unsupported(format!("the analyzer [{name}] ({why}); spirit's analyzers are standard, english, stop and stemming"));
+    let stopwords = def.get("stopwords").map(text);
+    let ty = def.get("type").map(text).unwrap_or_else(|| "custom".into());
+    for k in def.keys() {
+        if !["type", "stopwords", "tokenizer", "filter"].contains(&k.as_str()) {
+            return Err(refuse(format!("option [{k}]")));
+        }
+    }
+    let with_stop = |base_stop: bool| -> ApiResult<bool> {
+        match stopwords.as_deref() {
+            None => Ok(base_stop),
+            Some("_english_") => Ok(true),
+            Some("_none_") => Ok(false),
+            Some(other) => Err(refuse(format!("stopwords {other}"))),
+        }
+    };
+    let (stop, stem) = match ty.as_str() {
+        "standard" => (with_stop(false)?, false),
+        "stop" => (with_stop(true)?, false),
+        "english" => (with_stop(true)?, true),
+        "custom" => {
+            if def.get("tokenizer").map(text).as_deref() != Some("standard") {
+                return Err(refuse("a tokenizer other than standard".into()));
+            }
+            let filters: Vec<String> = match def.get("filter") {
+                None => vec![],
+                Some(Value::Array(a)) => a.iter().map(text).collect(),
+                Some(v) => vec![text(v)],
+            };
+            if !filters.iter().any(|f| f == "lowercase") {
+                return Err(refuse("no lowercase filter: spirit always lowercases".into()));
+            }
+            let (mut stop, mut stem) = (false, false);
+            for f in &filters {
+                match f.as_str() {
+                    "lowercase" => {}
+                    "stop" => stop = true,
+                    "porter_stem" | "snowball" | "stemmer" => stem = true,
+                    other => return Err(refuse(format!("the filter [{other}]"))),
+                }
+            }
+            (stop, stem)
+        }
+        other => return Err(refuse(format!("type {other}"))),
+    };
+    Ok(match (stop, stem) {
+        (false, false) => "standard",
+        (true, false) => "stop",
+        (false, true) => "stemming",
+        (true, true) => "english",
+    }
+    .to_string())
+}
+
+/// Replaces analyzer names defined in `analysis` by their built-in equivalents in a mappings object.
+pub fn resolve_mappings(mappings: &mut Value, analyzers: &BTreeMap<String, String>) {
+    match mappings {
+        Value::Object(m) => {
+            for (k, v) in m.iter_mut() {
+                if k == "analyzer" || k == "search_analyzer" {
+                    if let Some(b) = v.as_str().and_then(|n| analyzers.get(n)) {
+                        *v = Value::String(b.clone());
+                    }
+                } else {
+                    resolve_mappings(v, analyzers);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|v| resolve_mappings(v, analyzers)),
+        _ => {}
+    }
+}
 
 /// Flattens nested settings into dotted keys without the `index.` prefix.
 fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, Value)>) {
@@ -35,15 +125,18 @@ fn text(v: &Value) -> String {
     }
 }
 
-/// Parses the `settings` of a create-index request into the index's options.
-pub fn parse_settings(settings: Option<&Value>, default_durability: Durability) -> ApiResult<IndexOptions> {
-    let mut opts = IndexOptions { durability: Some(default_durability), ..Default::default() };
-    let Some(settings) = settings else { return Ok(opts) };
+/// Parses the `settings` of a create-index request.
+pub fn parse_settings(settings: Option<&Value>, default_durability: Durability) -> ApiResult<CreateSettings> {
+    let mut out = CreateSettings::default();
+    out.options.durability = Some(default_durability);
+    let Some(settings) = settings else { return Ok(out) };
     if !settings.is_object() {
         return Err(ApiError::parsing("[settings] must be an object"));
     }
     let mut flat = vec![];
     flatten("", settings, &mut flat);
+    let opts = &mut out.options;
+    let mut analyzer_defs: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
     for (key, v) in flat {
         let value = text(&v);
         match key.as_str() {
@@ -73,16 +166,31 @@ pub fn parse_settings(settings: Option<&Value>, default_durability: Durability) 
             "spirit.persistent_budget" => {
                 opts.persistent_budget = Some(spirit::parse_size(&value).map_err(ApiError::bad_request)?)
             }
+            k if k.starts_with("analysis.analyzer.") => {
+                let rest = &k["analysis.analyzer.".len()..];
+                let Some((name, param)) = rest.split_once('.') else {
+                    return Err(ApiError::parsing(format!("malformed analyzer setting [index.{k}]")));
+                };
+                analyzer_defs.entry(name.to_string()).or_default().insert(param.to_string(), v);
+            }
             k if k.starts_with("analysis.") => {
                 return Err(ApiError::unsupported(format!(
-                    "the setting [index.{k}] (custom analysis chains); choose a built-in analyzer per field in the \
-                     mappings: standard, english, stop or stemming"
+                    "the setting [index.{k}] (custom tokenizers, filters and char filters); define analyzers from \
+                     the built-in ones: standard, english, stop, or custom with the standard tokenizer and the \
+                     lowercase, stop and stemmer filters"
                 )))
             }
             other => return Err(ApiError::bad_request(format!("unknown setting [index.{other}]"))),
         }
     }
-    Ok(opts)
+    for (name, def) in analyzer_defs {
+        let builtin = resolve_analyzer(&name, &def)?;
+        if name == "default" {
+            out.default_analyzer = Some(builtin.clone());
+        }
+        out.analyzers.insert(name, builtin);
+    }
+    Ok(out)
 }
 
 /// The `settings` object reported for an index.
@@ -139,18 +247,46 @@ mod tests {
     use super::*;
 
     #[test]
+    fn analyzers_map_to_built_ins() {
+        let s = parse_settings(
+            Some(&json!({"analysis": {"analyzer": {
+                "default": {"type": "english"},
+                "my_stop": {"type": "standard", "stopwords": "_english_"},
+                "chain": {"type": "custom", "tokenizer": "standard", "filter": ["lowercase", "porter_stem"]},
+            }}})),
+            Durability::Graceful,
+        )
+        .unwrap();
+        assert_eq!(s.default_analyzer.as_deref(), Some("english"));
+        assert_eq!(s.analyzers["my_stop"], "stop");
+        assert_eq!(s.analyzers["chain"], "stemming");
+        let mut m = json!({"properties": {"a": {"type": "text", "analyzer": "chain"}, "b": {"type": "text", "analyzer": "english"}}});
+        resolve_mappings(&mut m, &s.analyzers);
+        assert_eq!(m["properties"]["a"]["analyzer"], json!("stemming"));
+        assert_eq!(m["properties"]["b"]["analyzer"], json!("english"));
+        for bad in [
+            json!({"analysis": {"analyzer": {"x": {"type": "custom", "tokenizer": "whitespace", "filter": ["lowercase"]}}}}),
+            json!({"analysis": {"analyzer": {"x": {"type": "custom", "tokenizer": "standard", "filter": ["lowercase", "synonym"]}}}}),
+            json!({"analysis": {"analyzer": {"x": {"type": "keyword"}}}}),
+            json!({"analysis": {"filter": {"f": {"type": "stop"}}}}),
+        ] {
+            assert!(parse_settings(Some(&bad), Durability::Graceful).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn settings_forms() {
-        let o = parse_settings(Some(&json!({"index": {"translog": {"durability": "request"}, "number_of_shards": 1}})), Durability::Graceful).unwrap();
+        let o = parse_settings(Some(&json!({"index": {"translog": {"durability": "request"}, "number_of_shards": 1}})), Durability::Graceful).unwrap().options;
         assert_eq!(o.durability, Some(Durability::CrashSafe));
-        let o = parse_settings(Some(&json!({"index.translog.durability": "async", "number_of_replicas": 2})), Durability::CrashSafe).unwrap();
+        let o = parse_settings(Some(&json!({"index.translog.durability": "async", "number_of_replicas": 2})), Durability::CrashSafe).unwrap().options;
         assert_eq!(o.durability, Some(Durability::Graceful));
-        let o = parse_settings(Some(&json!({"spirit": {"durability": "volatile", "dram_budget": "64MB"}})), Durability::Graceful).unwrap();
+        let o = parse_settings(Some(&json!({"spirit": {"durability": "volatile", "dram_budget": "64MB"}})), Durability::Graceful).unwrap().options;
         assert_eq!((o.durability, o.dram_budget), (Some(Durability::Volatile), Some(64 << 20)));
-        assert_eq!(parse_settings(None, Durability::CrashSafe).unwrap().durability, Some(Durability::CrashSafe));
+        assert_eq!(parse_settings(None, Durability::CrashSafe).unwrap().options.durability, Some(Durability::CrashSafe));
         assert!(parse_settings(Some(&json!({"number_of_shards": 3})), Durability::Graceful).unwrap_err().reason.contains("one shard"));
         assert!(parse_settings(Some(&json!({"index": {"frobnicate": 1}})), Durability::Graceful).unwrap_err().reason.contains("frobnicate"));
         assert!(parse_settings(Some(&json!({"analysis": {"analyzer": {}}})), Durability::Graceful).is_ok(), "an empty analysis object sets nothing");
-        assert!(parse_settings(Some(&json!({"analysis": {"analyzer": {"a": {"type": "custom"}}}})), Durability::Graceful).is_err());
+        assert!(parse_settings(Some(&json!({"analysis": {"analyzer": {"a": {"type": "custom"}}}})), Durability::Graceful).is_err(), "no tokenizer");
     }
 
     #[test]

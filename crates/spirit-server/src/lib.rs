@@ -414,8 +414,14 @@ async fn create_index(
     b: Body,
 ) -> ApiResult<Json<Value>> {
     check_name(&index, &method, &format!("/{index}"))?;
-    let (settings, mappings) = indices::parse_create(&body(b)?)?;
-    let opts = indices::parse_settings(settings.as_ref(), st.config.default_durability)?;
+    let (settings, mut mappings) = indices::parse_create(&body(b)?)?;
+    let create = indices::parse_settings(settings.as_ref(), st.config.default_durability)?;
+    if let Some(m) = mappings.as_mut() {
+        indices::resolve_mappings(m, &create.analyzers);
+    }
+    let opts = create.options;
+    let index_settings =
+        spirit::IndexSettings { default_analyzer: create.default_analyzer, ..Default::default() };
     if st.engine.index(&index).is_some() {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -427,7 +433,7 @@ async fn create_index(
     let st2 = st.clone();
     let name = index.clone();
     pool::blocking(move || {
-        st2.engine.create_index_with(&name, mappings.as_ref(), None, &opts).map_err(|e| match e {
+        st2.engine.create_index_with(&name, mappings.as_ref(), Some(index_settings), &opts).map_err(|e| match e {
             spirit::Error::AlreadyExists(r) => {
                 ApiError::new(StatusCode::BAD_REQUEST, "resource_already_exists_exception", r).with("index", json!(name))
             }

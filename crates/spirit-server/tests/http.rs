@@ -302,3 +302,26 @@ fn concurrent_writers_and_searchers_lose_nothing() {
     assert_eq!(st["indexes"][0]["durability"], json!("crash-safe"));
     Arc::try_unwrap(s).ok().expect("only owner").stop();
 }
+
+#[test]
+fn analyzers_defined_in_settings_apply_to_mapped_and_dynamic_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let body = r#"{
+        "settings": {"analysis": {"analyzer": {
+            "default": {"type": "english"},
+            "plain": {"type": "custom", "tokenizer": "standard", "filter": ["lowercase"]}}}},
+        "mappings": {"properties": {"exact": {"type": "text", "analyzer": "plain"}}}}"#;
+    assert_eq!(s.call("PUT", "/an", Some(body)).0, 200);
+    assert_eq!(s.call("PUT", "/an/_doc/1", Some(r#"{"body": "The dogs were running", "exact": "running dogs"}"#)).0, 201);
+    let count = |q: &str| s.call("POST", "/an/_count", Some(q)).1["count"].clone();
+    // `body` is dynamic: the default (english) analyzer stems it; `exact` uses the plain one.
+    assert_eq!(count(r#"{"query": {"match": {"body": "run"}}}"#), json!(1));
+    assert_eq!(count(r#"{"query": {"match": {"exact": "run"}}}"#), json!(0));
+    assert_eq!(count(r#"{"query": {"match": {"exact": "running"}}}"#), json!(1));
+    let (_, m) = s.call("GET", "/an/_mapping", None);
+    assert_eq!(m["an"]["mappings"]["properties"]["body"]["analyzer"], json!("english"), "{m}");
+    let bad = r#"{"settings": {"analysis": {"analyzer": {"x": {"type": "custom", "tokenizer": "whitespace"}}}}}"#;
+    assert_es_error(&s.call("PUT", "/an2", Some(bad)), 400, "illegal_argument_exception");
+    s.stop();
+}

@@ -23,6 +23,9 @@ pub struct IndexSettings {
     /// Largest accepted document (`_source` bytes).
     #[serde(default = "max_doc")]
     pub max_document_bytes: usize,
+    /// Analyzer of text fields mapped without one (explicitly or dynamically); `None`: `standard`.
+    #[serde(default)]
+    pub default_analyzer: Option<String>,
 }
 
 fn k1() -> f32 {
@@ -37,7 +40,7 @@ fn max_doc() -> usize {
 
 impl Default for IndexSettings {
     fn default() -> Self {
-        IndexSettings { bm25_k1: k1(), bm25_b: b(), max_document_bytes: max_doc() }
+        IndexSettings { bm25_k1: k1(), bm25_b: b(), max_document_bytes: max_doc(), default_analyzer: None }
     }
 }
 
@@ -132,7 +135,13 @@ impl Index {
         let (shard, extra, replay) = Shard::open(dir, cfg)?;
         let open_micros = t_open.elapsed().as_micros() as u64;
         let (schema, settings, counter) = if extra.is_null() {
-            (Schema::default(), settings.unwrap_or_default(), 0)
+            let settings = settings.unwrap_or_default();
+            let mut schema = Schema::default();
+            if let Some(a) = &settings.default_analyzer {
+                crate::schema::analyzer_config(a)?;
+                schema.default_analyzer = Some(a.clone());
+            }
+            (schema, settings, 0)
         } else {
             Self::unpack(dir, extra)?
         };

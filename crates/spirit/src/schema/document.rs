@@ -193,7 +193,7 @@ pub fn new_fields(schema: &Schema, doc: &Value) -> Vec<FieldDef> {
             Value::Bool(_) => FieldType::Keyword,
             _ => continue,
         };
-        out.push(FieldDef { name, ty, analyzer: "standard".into() });
+        out.push(FieldDef { name, ty, analyzer: schema.default_analyzer().into() });
     }
     out
 }

@@ -102,6 +102,9 @@ pub struct Schema {
     /// `_source` but not indexed.
     #[serde(default = "yes")]
     pub dynamic: bool,
+    /// Analyzer of text fields added without one (mappings without `analyzer`, dynamic fields).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_analyzer: Option<String>,
     #[serde(skip)]
     by_name: HashMap<String, u16>,
     #[serde(skip)]
@@ -118,6 +121,7 @@ impl Default for Schema {
             fields: vec![],
             default_fields: None,
             dynamic: true,
+            default_analyzer: None,
             by_name: HashMap::new(),
             analyzers: vec![],
         }
@@ -210,7 +214,8 @@ impl Schema {
                         "no handler for type [{ty_name}] declared on field [{full}]"
                     )));
                 };
-                let analyzer = def.get("analyzer").and_then(|a| a.as_str()).unwrap_or("standard").to_string();
+                let analyzer =
+                    def.get("analyzer").and_then(|a| a.as_str()).unwrap_or(s.default_analyzer()).to_string();
                 s.add_field(FieldDef { name: full, ty, analyzer })?;
             }
             Ok(())
@@ -219,6 +224,11 @@ impl Schema {
             walk(self, "", props)?;
         }
         Ok(())
+    }
+
+    /// The analyzer of text fields added without one.
+    pub fn default_analyzer(&self) -> &str {
+        self.default_analyzer.as_deref().unwrap_or("standard")
     }
 
     /// The mappings in Elasticsearch form.
