@@ -44,9 +44,9 @@ pub struct HttpLoadArgs {
 }
 
 const WORDS: [&str; 24] = [
-    "history", "world", "city", "music", "river", "science", "war", "film", "game", "school", "church", "party",
-    "energy", "island", "language", "station", "album", "county", "football", "railway", "village", "novel",
-    "season", "company",
+    "history", "world", "city", "music", "river", "science", "war", "film", "game", "school", "church",
+    "party", "energy", "island", "language", "station", "album", "county", "football", "railway", "village",
+    "novel", "season", "company",
 ];
 
 fn call(agent: &ureq::Agent, method: &str, url: &str, body: Option<&str>) -> Result<(u16, Value), String> {
@@ -103,9 +103,13 @@ impl Kind {
 
 pub fn run(a: HttpLoadArgs) {
     let texts: Vec<String> = match &a.docs {
-        Some(p) => crate::input::load_docs(p, Some(50_000)).expect("docs").into_iter().map(|d| d.body).collect(),
+        Some(p) => {
+            crate::input::load_docs(p, Some(50_000)).expect("docs").into_iter().map(|d| d.body).collect()
+        }
         None => (0..5000)
-            .map(|i| (0..80).map(|j| WORDS[(i * 7 + j * 13 + j * j) % WORDS.len()]).collect::<Vec<_>>().join(" "))
+            .map(|i| {
+                (0..80).map(|j| WORDS[(i * 7 + j * 13 + j * j) % WORDS.len()]).collect::<Vec<_>>().join(" ")
+            })
             .collect(),
     };
     let texts = Arc::new(texts);
@@ -116,9 +120,15 @@ pub fn run(a: HttpLoadArgs) {
         None => {
             let dir = tempfile::tempdir().expect("tempdir");
             let shard = spirit::ShardConfig { dram_budget: 256 << 20, ..Default::default() };
-            let engine = Arc::new(spirit::Engine::open(dir.path(), spirit::EngineConfig { shard }).expect("engine"));
-            let state = spirit_server::ServerState::new(engine.clone(), spirit_server::ServerConfig::default());
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            let engine =
+                Arc::new(spirit::Engine::open(dir.path(), spirit::EngineConfig { shard }).expect("engine"));
+            let state =
+                spirit_server::ServerState::new(engine.clone(), spirit_server::ServerConfig::default());
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
             let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
             let addr = listener.local_addr().expect("addr");
             rt.spawn(spirit_server::serve(state, listener, std::future::pending()));
@@ -141,7 +151,8 @@ pub fn run(a: HttpLoadArgs) {
     let t0 = Instant::now();
     let writers: Vec<_> = (0..a.writers)
         .map(|w| {
-            let (stop, texts, url, bulk) = (stop.clone(), texts.clone(), format!("{index_url}/_bulk"), a.bulk);
+            let (stop, texts, url, bulk) =
+                (stop.clone(), texts.clone(), format!("{index_url}/_bulk"), a.bulk);
             std::thread::spawn(move || {
                 let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(120)).build();
                 let mut k = Kind { name: "bulk", micros: vec![], errors: vec![] };
@@ -151,7 +162,8 @@ pub fn run(a: HttpLoadArgs) {
                     let mut body = String::new();
                     let ids: Vec<String> = (0..bulk).map(|i| format!("w{w}-{}", n + i)).collect();
                     for (i, id) in ids.iter().enumerate() {
-                        let doc = json!({"body": texts[(n + i + w * 7919) % texts.len()], "w": format!("w{w}")});
+                        let doc =
+                            json!({"body": texts[(n + i + w * 7919) % texts.len()], "w": format!("w{w}")});
                         body.push_str(&format!("{{\"index\":{{\"_id\":\"{id}\"}}}}\n{doc}\n"));
                     }
                     let t = Instant::now();
@@ -160,7 +172,10 @@ pub fn run(a: HttpLoadArgs) {
                             k.micros.push(t.elapsed().as_micros() as u64);
                             acked.extend(ids);
                         }
-                        Ok((s, v)) => k.errors.push(format!("bulk {s}: {}", v.to_string().chars().take(300).collect::<String>())),
+                        Ok((s, v)) => k.errors.push(format!(
+                            "bulk {s}: {}",
+                            v.to_string().chars().take(300).collect::<String>()
+                        )),
                         Err(e) => k.errors.push(e),
                     }
                     n += bulk;

@@ -179,9 +179,27 @@ fn main() {
         Cmd::Stats { open, json } => cmd_stats(&open, json),
         Cmd::Check { data } => cmd_check(&data),
         Cmd::Demo { data } => cmd_demo(data),
-        Cmd::Serve { data, port, bind, durability, api_key, dram_budget, persistent_budget, query_threads, max_body } => {
-            cmd_serve(ServeArgs { data, port, bind, durability, api_key, dram_budget, persistent_budget, query_threads, max_body })
-        }
+        Cmd::Serve {
+            data,
+            port,
+            bind,
+            durability,
+            api_key,
+            dram_budget,
+            persistent_budget,
+            query_threads,
+            max_body,
+        } => cmd_serve(ServeArgs {
+            data,
+            port,
+            bind,
+            durability,
+            api_key,
+            dram_budget,
+            persistent_budget,
+            query_threads,
+            max_body,
+        }),
     };
     if let Err(e) = r {
         eprintln!("error: {e}");

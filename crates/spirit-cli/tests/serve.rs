@@ -18,7 +18,10 @@ fn start(data: &Path) -> (Child, String) {
         .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap_or_else(|| panic!("no URL in {line:?}"));
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"));
     (child, url.to_string())
 }
 
@@ -31,7 +34,8 @@ fn kill_9_during_bulk_loses_no_acknowledged_document() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let acked: Arc<Mutex<Vec<String>>> = Arc::default();
-    let mut seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
+    let mut seed =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     eprintln!("serve kill -9 test seed {seed}");
     for round in 0..6 {
         let (mut child, url) = start(&data);
@@ -39,8 +43,13 @@ fn kill_9_during_bulk_loses_no_acknowledged_document() {
         let ids = acked.lock().unwrap().clone();
         if !ids.is_empty() {
             let a = agent();
-            let count: serde_json::Value = a.get(&format!("{url}/k/_count")).call().unwrap().into_json().unwrap();
-            assert!(count["count"].as_u64().unwrap() >= ids.len() as u64, "round {round}: {count} < {}", ids.len());
+            let count: serde_json::Value =
+                a.get(&format!("{url}/k/_count")).call().unwrap().into_json().unwrap();
+            assert!(
+                count["count"].as_u64().unwrap() >= ids.len() as u64,
+                "round {round}: {count} < {}",
+                ids.len()
+            );
             for id in ids.iter().step_by(7).chain(ids.last()) {
                 let r = a.get(&format!("{url}/k/_doc/{id}")).call();
                 assert!(r.is_ok(), "round {round}: acknowledged {id} lost: {:?}", r.err());
@@ -80,12 +89,16 @@ fn kill_9_during_bulk_loses_no_acknowledged_document() {
     let (child, url) = start(&data);
     let ids = acked.lock().unwrap().clone();
     assert!(!ids.is_empty());
-    let count: serde_json::Value = agent().get(&format!("{url}/k/_count")).call().unwrap().into_json().unwrap();
+    let count: serde_json::Value =
+        agent().get(&format!("{url}/k/_count")).call().unwrap().into_json().unwrap();
     assert!(count["count"].as_u64().unwrap() >= ids.len() as u64);
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("spirit: closed"));
-    let check = Command::new(env!("CARGO_BIN_EXE_spirit")).args(["check", "--data", data.to_str().unwrap()]).output().unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_spirit"))
+        .args(["check", "--data", data.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
 }

@@ -25,7 +25,11 @@ pub fn write_result(index: &str, id: &str, result: &str, seq_no: Option<u32>) ->
 /// Parses a document body: a JSON object without metadata fields.
 pub fn parse_document(body: &[u8]) -> ApiResult<Value> {
     let v: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::new(StatusCode::BAD_REQUEST, "mapper_parsing_exception", format!("failed to parse the document: {e}"))
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "mapper_parsing_exception",
+            format!("failed to parse the document: {e}"),
+        )
     })?;
     check_document(v)
 }
@@ -35,7 +39,9 @@ pub fn check_document(v: Value) -> ApiResult<Value> {
     let obj = v.as_object().ok_or_else(|| {
         ApiError::new(StatusCode::BAD_REQUEST, "mapper_parsing_exception", "a document must be a JSON object")
     })?;
-    if let Some(k) = obj.keys().find(|k| ["_id", "_index", "_source", "_version", "_seq_no"].contains(&k.as_str())) {
+    if let Some(k) =
+        obj.keys().find(|k| ["_id", "_index", "_source", "_version", "_seq_no"].contains(&k.as_str()))
+    {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "mapper_parsing_exception",
@@ -49,7 +55,9 @@ pub fn check_document(v: Value) -> ApiResult<Value> {
 pub fn refuse_versioning(params: &HashMap<String, String>) -> ApiResult<()> {
     for p in ["if_seq_no", "if_primary_term", "version", "version_type"] {
         if params.contains_key(p) {
-            return Err(ApiError::unsupported(format!("the [{p}] parameter (spirit keeps no document versions)")));
+            return Err(ApiError::unsupported(format!(
+                "the [{p}] parameter (spirit keeps no document versions)"
+            )));
         }
     }
     Ok(())
@@ -73,7 +81,13 @@ fn version_conflict(index: &str, id: &str) -> ApiError {
 }
 
 /// Indexes one document (id `None`: generated). `create` refuses an existing id.
-pub fn index_doc(state: &State, index: &Arc<Index>, id: Option<String>, doc: Value, create_only: bool) -> ApiResult<(StatusCode, Value)> {
+pub fn index_doc(
+    state: &State,
+    index: &Arc<Index>,
+    id: Option<String>,
+    doc: Value,
+    create_only: bool,
+) -> ApiResult<(StatusCode, Value)> {
     let r = match (&id, create_only) {
         (Some(id), true) => {
             let _g = state.id_lock(index.name(), id);
@@ -82,7 +96,8 @@ pub fn index_doc(state: &State, index: &Arc<Index>, id: Option<String>, doc: Val
         _ => index.add_with_id(id, doc)?,
     };
     state.metrics.docs_ingested.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let (status, result) = if r.replaced { (StatusCode::OK, "updated") } else { (StatusCode::CREATED, "created") };
+    let (status, result) =
+        if r.replaced { (StatusCode::OK, "updated") } else { (StatusCode::CREATED, "created") };
     Ok((status, write_result(index.name(), &r.id, result, Some(r.doc))))
 }
 
@@ -113,7 +128,12 @@ pub fn merge(base: &mut Value, patch: &Value) -> bool {
 }
 
 /// `POST /{index}/_update/{id}` with `doc` (and `doc_as_upsert` or `upsert`). Scripts are refused.
-pub fn update_doc(state: &State, index: &Arc<Index>, id: &str, body: &Value) -> ApiResult<(StatusCode, Value)> {
+pub fn update_doc(
+    state: &State,
+    index: &Arc<Index>,
+    id: &str,
+    body: &Value,
+) -> ApiResult<(StatusCode, Value)> {
     let obj = body.as_object().ok_or_else(|| ApiError::parsing("an update request must be a JSON object"))?;
     for k in obj.keys() {
         match k.as_str() {
@@ -152,8 +172,13 @@ pub fn update_doc(state: &State, index: &Arc<Index>, id: &str, body: &Value) -> 
             (StatusCode::CREATED, "created", Some(index.add_with_id(Some(id.to_string()), new)?))
         }
         Some(bytes) => {
-            let mut source: Value = serde_json::from_slice(&bytes)
-                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "spirit_exception", format!("stored source of [{id}] is not JSON: {e}")))?;
+            let mut source: Value = serde_json::from_slice(&bytes).map_err(|e| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "spirit_exception",
+                    format!("stored source of [{id}] is not JSON: {e}"),
+                )
+            })?;
             let changed = doc.is_some_and(|d| merge(&mut source, d));
             if !changed && detect_noop {
                 (StatusCode::OK, "noop", None)
@@ -167,6 +192,9 @@ pub fn update_doc(state: &State, index: &Arc<Index>, id: &str, body: &Value) -> 
     }
     Ok((status, write_result(index.name(), id, result, r.map(|r| r.doc))))
 }
+
+/// The outcome of one bulk item: its status and body, or its error.
+type ItemResult = Result<(StatusCode, Value), ApiError>;
 
 /// One action of a bulk request.
 enum Action {
@@ -189,7 +217,7 @@ pub fn bulk(state: &State, default_index: Option<&str>, body: &[u8]) -> ApiResul
     let t0 = std::time::Instant::now();
     let items = parse_bulk(default_index, body, state.limits.max_bulk_actions)?;
     let mut indexes: HashMap<String, Arc<Index>> = HashMap::new();
-    let mut results: Vec<(usize, &'static str, Result<(StatusCode, Value), ApiError>)> = vec![];
+    let mut results: Vec<(usize, &'static str, ItemResult)> = vec![];
     // Items whose acknowledgement waits for their index's persist barrier.
     let mut pending: HashMap<String, Vec<usize>> = HashMap::new();
     for (n, item) in items.into_iter().enumerate() {
@@ -199,9 +227,10 @@ pub fn bulk(state: &State, default_index: Option<&str>, body: &[u8]) -> ApiResul
                 Some(i) => i.clone(),
                 None => {
                     let i = match &action {
-                        Action::Delete { .. } | Action::Update { .. } => {
-                            state.engine.index(&item.index).ok_or_else(|| ApiError::index_not_found(&item.index))?
-                        }
+                        Action::Delete { .. } | Action::Update { .. } => state
+                            .engine
+                            .index(&item.index)
+                            .ok_or_else(|| ApiError::index_not_found(&item.index))?,
                         Action::Index { .. } => state.index_or_create(&item.index)?,
                     };
                     indexes.insert(item.index.clone(), i.clone());
@@ -220,7 +249,11 @@ pub fn bulk(state: &State, default_index: Option<&str>, body: &[u8]) -> ApiResul
                 }
                 Action::Index { id, doc, .. } => {
                     let (r, _lsn) = index.add_deferred(id, doc?)?;
-                    let (status, result) = if r.replaced { (StatusCode::OK, "updated") } else { (StatusCode::CREATED, "created") };
+                    let (status, result) = if r.replaced {
+                        (StatusCode::OK, "updated")
+                    } else {
+                        (StatusCode::CREATED, "created")
+                    };
                     Ok((status, write_result(index.name(), &r.id, result, Some(r.doc)), true))
                 }
                 Action::Update { id, body } => {
@@ -229,7 +262,11 @@ pub fn bulk(state: &State, default_index: Option<&str>, body: &[u8]) -> ApiResul
                 }
                 Action::Delete { id } => {
                     let found = index.delete(&id)?;
-                    let (status, result) = if found { (StatusCode::OK, "deleted") } else { (StatusCode::NOT_FOUND, "not_found") };
+                    let (status, result) = if found {
+                        (StatusCode::OK, "deleted")
+                    } else {
+                        (StatusCode::NOT_FOUND, "not_found")
+                    };
                     Ok((status, write_result(index.name(), &id, result, None), false))
                 }
             }
@@ -281,15 +318,22 @@ pub fn bulk(state: &State, default_index: Option<&str>, body: &[u8]) -> ApiResul
 }
 
 fn parse_bulk(default_index: Option<&str>, body: &[u8], max_actions: usize) -> ApiResult<Vec<Item>> {
-    let mut lines = body.split(|&b| b == b'\n').enumerate().filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace));
+    let mut lines =
+        body.split(|&b| b == b'\n').enumerate().filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace));
     let mut items = vec![];
     while let Some((n, line)) = lines.next() {
         if items.len() == max_actions {
-            return Err(ApiError::bad_request(format!("a bulk request may hold at most {max_actions} actions")));
+            return Err(ApiError::bad_request(format!(
+                "a bulk request may hold at most {max_actions} actions"
+            )));
         }
-        let malformed = |why: String| ApiError::bad_request(format!("Malformed action/metadata line [{}]: {why}", n + 1));
+        let malformed =
+            |why: String| ApiError::bad_request(format!("Malformed action/metadata line [{}]: {why}", n + 1));
         let v: Value = serde_json::from_slice(line).map_err(|e| malformed(format!("not JSON ({e})")))?;
-        let obj = v.as_object().filter(|o| o.len() == 1).ok_or_else(|| malformed("expected one action object".into()))?;
+        let obj = v
+            .as_object()
+            .filter(|o| o.len() == 1)
+            .ok_or_else(|| malformed("expected one action object".into()))?;
         let (op, meta) = obj.iter().next().expect("one key");
         let op: &'static str = match op.as_str() {
             "index" => "index",
@@ -301,7 +345,13 @@ fn parse_bulk(default_index: Option<&str>, body: &[u8], max_actions: usize) -> A
         let meta = meta.as_object().ok_or_else(|| malformed("action metadata must be an object".into()))?;
         let index = match meta.get("_index").and_then(Value::as_str).or(default_index) {
             Some(i) => i.to_string(),
-            None => return Err(ApiError::new(StatusCode::BAD_REQUEST, "action_request_validation_exception", "Validation Failed: 1: index is missing;")),
+            None => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "action_request_validation_exception",
+                    "Validation Failed: 1: index is missing;",
+                ))
+            }
         };
         let id = match meta.get("_id") {
             None | Some(Value::Null) => None,
@@ -309,17 +359,25 @@ fn parse_bulk(default_index: Option<&str>, body: &[u8], max_actions: usize) -> A
             Some(Value::Number(n)) => Some(n.to_string()),
             Some(_) => return Err(malformed("[_id] must be a string".into())),
         };
-        let unsupported = meta.keys().find(|k| ["if_seq_no", "if_primary_term", "version", "version_type"].contains(&k.as_str()));
+        let unsupported = meta
+            .keys()
+            .find(|k| ["if_seq_no", "if_primary_term", "version", "version_type"].contains(&k.as_str()));
         let mut source = || -> ApiResult<Value> {
-            let (m, l) = lines
-                .next()
-                .ok_or_else(|| ApiError::bad_request(format!("the [{op}] action on line {} has no source line", n + 1)))?;
+            let (m, l) = lines.next().ok_or_else(|| {
+                ApiError::bad_request(format!("the [{op}] action on line {} has no source line", n + 1))
+            })?;
             serde_json::from_slice(l).map_err(|e| {
-                ApiError::new(StatusCode::BAD_REQUEST, "mapper_parsing_exception", format!("failed to parse the source on line {}: {e}", m + 1))
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "mapper_parsing_exception",
+                    format!("failed to parse the source on line {}: {e}", m + 1),
+                )
             })
         };
         let action = match op {
-            "delete" => id.map(|id| Action::Delete { id }).ok_or_else(|| ApiError::bad_request("[delete] needs an [_id]")),
+            "delete" => id
+                .map(|id| Action::Delete { id })
+                .ok_or_else(|| ApiError::bad_request("[delete] needs an [_id]")),
             "update" => {
                 let body = source();
                 match id {
@@ -328,7 +386,7 @@ fn parse_bulk(default_index: Option<&str>, body: &[u8], max_actions: usize) -> A
                 }
             }
             _ => {
-                let doc = source().and_then(|v| check_document(v));
+                let doc = source().and_then(check_document);
                 if op == "create" && id.is_none() {
                     // Elasticsearch generates an id for create without one.
                     Ok(Action::Index { create: false, id: None, doc })
@@ -338,7 +396,9 @@ fn parse_bulk(default_index: Option<&str>, body: &[u8], max_actions: usize) -> A
             }
         };
         let action = match unsupported {
-            Some(k) => Err(ApiError::unsupported(format!("the [{k}] parameter (spirit keeps no document versions)"))),
+            Some(k) => {
+                Err(ApiError::unsupported(format!("the [{k}] parameter (spirit keeps no document versions)")))
+            }
             None => action,
         };
         items.push(Item { op, index, action });
@@ -365,7 +425,9 @@ mod tests {
         assert_eq!(items.len(), 4);
         assert_eq!((items[0].op, items[0].index.as_str()), ("index", "d"));
         assert_eq!((items[1].op, items[1].index.as_str()), ("delete", "other"));
-        assert!(matches!(&items[2].action, Ok(Action::Index { create: true, id: Some(id), doc: Err(_) }) if id == "3"));
+        assert!(
+            matches!(&items[2].action, Ok(Action::Index { create: true, id: Some(id), doc: Err(_) }) if id == "3")
+        );
         assert!(matches!(&items[3].action, Ok(Action::Update { .. })));
         assert!(parse_bulk(Some("d"), b"{\"nope\":{}}\n", 100).is_err());
         assert!(parse_bulk(None, b"{\"index\":{}}\n{}\n", 100).is_err());

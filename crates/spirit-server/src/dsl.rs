@@ -49,7 +49,10 @@ impl<'a> Translator<'a> {
 
     fn q(&mut self, v: &Value, depth: usize) -> ApiResult<Query> {
         if depth > self.max_depth {
-            return Err(ApiError::parsing(format!("query nests deeper than {} levels (the limit)", self.max_depth)));
+            return Err(ApiError::parsing(format!(
+                "query nests deeper than {} levels (the limit)",
+                self.max_depth
+            )));
         }
         let obj = v.as_object().ok_or_else(|| ApiError::parsing("a query must be a JSON object"))?;
         if obj.len() != 1 {
@@ -89,7 +92,9 @@ impl<'a> Translator<'a> {
                     return Err(ApiError::unsupported("[match_phrase] with [slop] above 0"));
                 }
                 if params.get("analyzer").is_some() {
-                    return Err(ApiError::unsupported("[match_phrase] with an [analyzer] other than the field's"));
+                    return Err(ApiError::unsupported(
+                        "[match_phrase] with an [analyzer] other than the field's",
+                    ));
                 }
                 self.leaf()?;
                 Ok(Query::Phrase { field: Some(field), text: scalar_text(kind, params.get("query"))? })
@@ -109,13 +114,14 @@ impl<'a> Translator<'a> {
                 let obj = body.as_object().ok_or_else(|| ApiError::parsing("[terms] needs an object"))?;
                 let mut fields = obj.iter().filter(|(k, _)| k.as_str() != "boost");
                 check_boost(body)?;
-                let (field, values) = fields.next().ok_or_else(|| ApiError::parsing("[terms] needs a field"))?;
+                let (field, values) =
+                    fields.next().ok_or_else(|| ApiError::parsing("[terms] needs a field"))?;
                 if fields.next().is_some() {
                     return Err(ApiError::parsing("[terms] takes one field"));
                 }
-                let values = values
-                    .as_array()
-                    .ok_or_else(|| ApiError::parsing(format!("[terms] on [{field}] needs an array of values")))?;
+                let values = values.as_array().ok_or_else(|| {
+                    ApiError::parsing(format!("[terms] on [{field}] needs an array of values"))
+                })?;
                 let mut should = vec![];
                 for v in values {
                     should.push(self.term(field.clone(), v)?);
@@ -128,7 +134,9 @@ impl<'a> Translator<'a> {
                 check_boost(&params)?;
                 let bound = |inc: &str, exc: &str| -> ApiResult<Bound<String>> {
                     match (params.get(inc), params.get(exc)) {
-                        (Some(_), Some(_)) => Err(ApiError::parsing(format!("[range] has both [{inc}] and [{exc}]"))),
+                        (Some(_), Some(_)) => {
+                            Err(ApiError::parsing(format!("[range] has both [{inc}] and [{exc}]")))
+                        }
                         (Some(v), None) if !v.is_null() => Ok(Bound::Included(scalar_text(kind, Some(v))?)),
                         (None, Some(v)) if !v.is_null() => Ok(Bound::Excluded(scalar_text(kind, Some(v))?)),
                         _ => Ok(Bound::Unbounded),
@@ -148,24 +156,31 @@ impl<'a> Translator<'a> {
             }
             "bool" => self.bool(body, depth),
             "query_string" => {
-                let params = body.as_object().ok_or_else(|| ApiError::parsing("[query_string] needs an object"))?;
+                let params =
+                    body.as_object().ok_or_else(|| ApiError::parsing("[query_string] needs an object"))?;
                 check_keys(kind, body, &["query", "default_field", "fields", "default_operator", "boost"])?;
                 check_boost(body)?;
                 let text = scalar_text(kind, params.get("query"))?;
                 if let Some(op) = params.get("default_operator").and_then(Value::as_str) {
                     if !op.eq_ignore_ascii_case("or") {
-                        return Err(ApiError::unsupported("[query_string] with [default_operator] AND (use +term)"));
+                        return Err(ApiError::unsupported(
+                            "[query_string] with [default_operator] AND (use +term)",
+                        ));
                     }
                 }
                 let field = match (params.get("default_field"), params.get("fields")) {
                     (Some(f), None) => Some(scalar_text(kind, Some(f))?),
                     (None, Some(Value::Array(fs))) if fs.len() == 1 => Some(scalar_text(kind, fs.first())?),
                     (None, Some(_)) => {
-                        return Err(ApiError::unsupported("[query_string] over several [fields] (use field:term)"))
+                        return Err(ApiError::unsupported(
+                            "[query_string] over several [fields] (use field:term)",
+                        ))
                     }
                     (None, None) => None,
                     (Some(_), Some(_)) => {
-                        return Err(ApiError::parsing("[query_string] takes [default_field] or [fields], not both"))
+                        return Err(ApiError::parsing(
+                            "[query_string] takes [default_field] or [fields], not both",
+                        ))
                     }
                 };
                 let mut q = spirit::query::parse(&text).map_err(|e| {
@@ -235,7 +250,9 @@ impl<'a> Translator<'a> {
             Some(Value::Array(fs)) => fs
                 .iter()
                 .map(|f| {
-                    let f = f.as_str().ok_or_else(|| ApiError::parsing("[multi_match] fields must be strings"))?;
+                    let f = f
+                        .as_str()
+                        .ok_or_else(|| ApiError::parsing("[multi_match] fields must be strings"))?;
                     match f.split_once('^') {
                         Some((name, boost)) if boost.parse::<f32>() == Ok(1.0) => Ok(Some(name.to_string())),
                         Some(_) => Err(ApiError::unsupported(format!("field boost [{f}]"))),
@@ -283,7 +300,9 @@ impl<'a> Translator<'a> {
                 None | Some(Value::Null) => Ok(vec![]),
                 Some(Value::Array(items)) => items.iter().map(|c| self.q(c, depth + 1)).collect(),
                 Some(one @ Value::Object(_)) => Ok(vec![self.q(one, depth + 1)?]),
-                Some(_) => Err(ApiError::parsing(format!("[bool] [{key}] must be a query or an array of queries"))),
+                Some(_) => {
+                    Err(ApiError::parsing(format!("[bool] [{key}] must be a query or an array of queries")))
+                }
             }
         };
         let mut must = list("must")?;
@@ -310,7 +329,9 @@ impl<'a> Translator<'a> {
                 vec![]
             }
             Some(1) => should,
-            Some(n) => return Err(ApiError::unsupported(format!("[minimum_should_match] {n} (only 0 and 1)"))),
+            Some(n) => {
+                return Err(ApiError::unsupported(format!("[minimum_should_match] {n} (only 0 and 1)")))
+            }
         };
         if must.is_empty() && should.is_empty() && filter.is_empty() {
             // Elasticsearch: an empty bool (or one with only must_not) matches every other document.
@@ -329,9 +350,9 @@ impl<'a> Translator<'a> {
 /// Every term without a field in `q` searches `field` instead of the index's default fields.
 fn set_default_field(q: &mut Query, field: &str) {
     match q {
-        Query::Term { field: f @ None, .. } | Query::Phrase { field: f @ None, .. } | Query::Prefix { field: f @ None, .. } => {
-            *f = Some(field.to_string())
-        }
+        Query::Term { field: f @ None, .. }
+        | Query::Phrase { field: f @ None, .. }
+        | Query::Prefix { field: f @ None, .. } => *f = Some(field.to_string()),
         Query::Bool { must, should, must_not, filter } => {
             for c in must.iter_mut().chain(should).chain(must_not).chain(filter) {
                 set_default_field(c, field);
@@ -403,7 +424,9 @@ fn operator_is_and(kind: &str, params: &(impl AsMap + ?Sized)) -> ApiResult<bool
         None => Ok(false),
         Some(Value::String(s)) if s.eq_ignore_ascii_case("or") => Ok(false),
         Some(Value::String(s)) if s.eq_ignore_ascii_case("and") => Ok(true),
-        Some(v) => Err(ApiError::parsing(format!("[{kind}] [operator] must be \"and\" or \"or\", found {v}"))),
+        Some(v) => {
+            Err(ApiError::parsing(format!("[{kind}] [operator] must be \"and\" or \"or\", found {v}")))
+        }
     }
 }
 
@@ -413,7 +436,9 @@ fn scalar_text(kind: &str, v: Option<&Value>) -> ApiResult<String> {
         Some(Value::String(s)) => Ok(s.clone()),
         Some(Value::Number(n)) => Ok(n.to_string()),
         Some(Value::Bool(b)) => Ok(b.to_string()),
-        Some(other) => Err(ApiError::parsing(format!("[{kind}] expects a string, number or boolean, found {other}"))),
+        Some(other) => {
+            Err(ApiError::parsing(format!("[{kind}] expects a string, number or boolean, found {other}")))
+        }
         None => Err(ApiError::parsing(format!("[{kind}] is missing its value"))),
     }
 }
@@ -455,7 +480,15 @@ mod tests {
     #[test]
     fn match_splits_into_terms_with_the_operator() {
         let or = tr(json!({"match": {"body": "Boundary layer"}})).unwrap();
-        assert_eq!(or, Query::Bool { must: vec![], should: vec![term("body", "boundary"), term("body", "layer")], must_not: vec![], filter: vec![] });
+        assert_eq!(
+            or,
+            Query::Bool {
+                must: vec![],
+                should: vec![term("body", "boundary"), term("body", "layer")],
+                must_not: vec![],
+                filter: vec![]
+            }
+        );
         let and = tr(json!({"match": {"body": {"query": "a b", "operator": "and"}}})).unwrap();
         assert!(matches!(and, Query::Bool { ref must, .. } if must.len() == 2));
         assert_eq!(tr(json!({"match": {"body": "one"}})).unwrap(), term("body", "one"));
@@ -466,7 +499,11 @@ mod tests {
         assert_eq!(tr(json!({"match": {"tag": "Big Red"}})).unwrap(), term("tag", "Big Red"));
         assert_eq!(
             tr(json!({"term": {"n": 5}})).unwrap(),
-            Query::Range { field: "n".into(), lower: Bound::Included("5".into()), upper: Bound::Included("5".into()) }
+            Query::Range {
+                field: "n".into(),
+                lower: Bound::Included("5".into()),
+                upper: Bound::Included("5".into())
+            }
         );
     }
 
@@ -486,7 +523,11 @@ mod tests {
         assert_eq!(must_not, vec![term("tag", "t")]);
         assert_eq!(
             filter,
-            vec![Query::Range { field: "n".into(), lower: Bound::Included("1".into()), upper: Bound::Excluded("10".into()) }]
+            vec![Query::Range {
+                field: "n".into(),
+                lower: Bound::Included("1".into()),
+                upper: Bound::Excluded("10".into())
+            }]
         );
         assert_eq!(tr(json!({"bool": {}})).unwrap(), Query::MatchAll);
     }
@@ -497,7 +538,10 @@ mod tests {
         let mut leaves = vec![];
         positive_leaves(&q, &mut leaves);
         assert!(leaves.iter().all(|l| matches!(l, Query::Term { field: Some(f), .. } if f == "body")));
-        assert_eq!(tr(json!({"query_string": {"query": "\"abc"}})).unwrap_err().kind, "query_shard_exception");
+        assert_eq!(
+            tr(json!({"query_string": {"query": "\"abc"}})).unwrap_err().kind,
+            "query_shard_exception"
+        );
     }
 
     #[test]
@@ -506,7 +550,10 @@ mod tests {
         assert_eq!((e.status.as_u16(), e.kind), (400, "parsing_exception"));
         assert!(e.reason.contains("no_such_query"));
         assert!(tr(json!({"match": {"body": "x", "title": "y"}})).is_err());
-        assert!(tr(json!({"match": {"body": {"query": "x", "fuzziness": 2}}})).unwrap_err().reason.contains("fuzziness"));
+        assert!(tr(json!({"match": {"body": {"query": "x", "fuzziness": 2}}}))
+            .unwrap_err()
+            .reason
+            .contains("fuzziness"));
         assert!(tr(json!({"match_phrase": {"body": {"query": "x y", "slop": 2}}})).is_err());
         assert!(tr(json!({"match_all": {"boost": 2.0}})).unwrap_err().reason.contains("boost"));
         assert!(tr(json!({"term": {"tag": {"value": {"x": 1}}}})).is_err());

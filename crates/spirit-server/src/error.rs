@@ -36,11 +36,19 @@ impl ApiError {
 
     /// 400 for a feature of the Elasticsearch API that spirit does not implement (said plainly).
     pub fn unsupported(what: impl std::fmt::Display) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, "illegal_argument_exception", format!("{what} is not supported by spirit"))
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "illegal_argument_exception",
+            format!("{what} is not supported by spirit"),
+        )
     }
 
     pub fn index_not_found(index: &str) -> ApiError {
-        let mut e = ApiError::new(StatusCode::NOT_FOUND, "index_not_found_exception", format!("no such index [{index}]"));
+        let mut e = ApiError::new(
+            StatusCode::NOT_FOUND,
+            "index_not_found_exception",
+            format!("no such index [{index}]"),
+        );
         e.extra.insert("index".into(), json!(index));
         e.extra.insert("resource.type".into(), json!("index_or_alias"));
         e.extra.insert("resource.id".into(), json!(index));
@@ -98,7 +106,9 @@ impl From<spirit::Error> for ApiError {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "resource_exhausted_exception", reason)
             }
             E::Closed => ApiError::new(StatusCode::BAD_REQUEST, "index_closed_exception", reason),
-            E::Corrupt { .. } => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt_index_exception", reason),
+            E::Corrupt { .. } => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt_index_exception", reason)
+            }
             E::Io { .. } | E::Format(_) | E::Locked(_) => {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "spirit_exception", reason)
             }

@@ -42,7 +42,19 @@ impl HighlightSpec {
             _ => return Err(ApiError::parsing("[highlight] needs [fields]")),
         };
         for key in obj.keys() {
-            if !["fields", "pre_tags", "post_tags", "fragment_size", "number_of_fragments", "encoder", "type", "require_field_match", "order"].contains(&key.as_str()) {
+            if ![
+                "fields",
+                "pre_tags",
+                "post_tags",
+                "fragment_size",
+                "number_of_fragments",
+                "encoder",
+                "type",
+                "require_field_match",
+                "order",
+            ]
+            .contains(&key.as_str())
+            {
                 return Err(ApiError::unsupported(format!("highlight option [{key}]")));
             }
         }
@@ -77,10 +89,12 @@ fn options(m: &Map<String, Value>, base: Option<&FieldOptions>) -> ApiResult<Fie
         o.post = p;
     }
     if let Some(n) = m.get("fragment_size") {
-        o.fragment_size = n.as_u64().ok_or_else(|| ApiError::parsing("[fragment_size] must be a number"))? as usize;
+        o.fragment_size =
+            n.as_u64().ok_or_else(|| ApiError::parsing("[fragment_size] must be a number"))? as usize;
     }
     if let Some(n) = m.get("number_of_fragments") {
-        o.fragments = n.as_u64().ok_or_else(|| ApiError::parsing("[number_of_fragments] must be a number"))? as usize;
+        o.fragments =
+            n.as_u64().ok_or_else(|| ApiError::parsing("[number_of_fragments] must be a number"))? as usize;
     }
     match m.get("encoder").and_then(Value::as_str) {
         None => {}
@@ -167,11 +181,14 @@ impl<'a> Highlighter<'a> {
             }
             if !fragments.is_empty() {
                 // Best fragments first (most distinct terms; earlier first among equals), as many as asked.
-                fragments.sort_by(|a, b| b.0.cmp(&a.0));
+                fragments.sort_by_key(|f| std::cmp::Reverse(f.0));
                 if opts.fragments > 0 {
                     fragments.truncate(opts.fragments);
                 }
-                out.insert(name.clone(), Value::Array(fragments.into_iter().map(|(_, f)| Value::String(f)).collect()));
+                out.insert(
+                    name.clone(),
+                    Value::Array(fragments.into_iter().map(|(_, f)| Value::String(f)).collect()),
+                );
             }
         }
         (!out.is_empty()).then_some(Value::Object(out))
@@ -210,7 +227,11 @@ pub fn glob(pattern: &str, name: &str) -> bool {
 
 /// Cuts `text` into fragments around the matched spans; each fragment is scored by its number of distinct
 /// matched terms.
-fn fragment(text: &str, spans: &[(std::ops::Range<usize>, String)], o: &FieldOptions) -> Vec<(usize, String)> {
+fn fragment(
+    text: &str,
+    spans: &[(std::ops::Range<usize>, String)],
+    o: &FieldOptions,
+) -> Vec<(usize, String)> {
     let mut out = vec![];
     if o.fragments == 0 {
         let distinct: HashSet<&str> = spans.iter().map(|(_, t)| t.as_str()).collect();
@@ -269,7 +290,13 @@ fn snap_forward(text: &str, mut i: usize) -> usize {
     i
 }
 
-fn render(text: &str, start: usize, end: usize, spans: &[(std::ops::Range<usize>, String)], o: &FieldOptions) -> String {
+fn render(
+    text: &str,
+    start: usize,
+    end: usize,
+    spans: &[(std::ops::Range<usize>, String)],
+    o: &FieldOptions,
+) -> String {
     let mut s = String::with_capacity(end - start + spans.len() * (o.pre.len() + o.post.len()));
     let mut at = start;
     for (r, _) in spans.iter().filter(|(r, _)| r.start >= start && r.end <= end) {
@@ -322,14 +349,19 @@ mod tests {
     #[test]
     fn marks_analyzed_matches_in_the_stored_text() {
         let q = Query::Term { field: Some("body".into()), text: "running".into() };
-        let h = hl(json!({"fields": {"body": {}}}), q, json!({"body": "He Runs. They ran; she is RUNNING <fast>"}));
+        let h = hl(
+            json!({"fields": {"body": {}}}),
+            q,
+            json!({"body": "He Runs. They ran; she is RUNNING <fast>"}),
+        );
         assert_eq!(h, Some(json!({"body": ["He <em>Runs</em>. They ran; she is <em>RUNNING</em> <fast>"]})));
     }
 
     #[test]
     fn html_encoder_escapes_text_but_not_tags() {
         let q = Query::Prefix { field: None, prefix: "fa".into() };
-        let spec = json!({"fields": {"*": {}}, "encoder": "html", "pre_tags": ["<mark>"], "post_tags": ["</mark>"]});
+        let spec =
+            json!({"fields": {"*": {}}, "encoder": "html", "pre_tags": ["<mark>"], "post_tags": ["</mark>"]});
         let h = hl(spec, q, json!({"title": "a <b>fast</b> car", "body": "nothing"})).unwrap();
         assert_eq!(h, json!({"title": ["a &lt;b&gt;<mark>fast</mark>&lt;&#x2F;b&gt; car"]}));
     }
@@ -343,7 +375,12 @@ mod tests {
             must_not: vec![Query::Term { field: Some("title".into()), text: "haystack".into() }],
             filter: vec![],
         };
-        let h = hl(json!({"fields": {"title": {"fragment_size": 40, "number_of_fragments": 3}}}), q, json!({"title": long})).unwrap();
+        let h = hl(
+            json!({"fields": {"title": {"fragment_size": 40, "number_of_fragments": 3}}}),
+            q,
+            json!({"title": long}),
+        )
+        .unwrap();
         let frags = h["title"].as_array().unwrap();
         assert_eq!(frags.len(), 2);
         for f in frags {

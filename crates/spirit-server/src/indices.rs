@@ -29,7 +29,11 @@ pub struct CreateSettings {
 
 /// The built-in analyzer equal to an Elasticsearch analyzer definition.
 fn resolve_analyzer(name: &str, def: &Map<String, Value>) -> ApiResult<String> {
-    let refuse = |why: String| ApiError::unsupported(format!("the analyzer [{name}] ({why}); spirit's analyzers are standard, english, stop and stemming"));
+    let refuse = |why: String| {
+        ApiError::unsupported(format!(
+            "the analyzer [{name}] ({why}); spirit's analyzers are standard, english, stop and stemming"
+        ))
+    };
     let stopwords = def.get("stopwords").map(text);
     let ty = def.get("type").map(text).unwrap_or_else(|| "custom".into());
     for k in def.keys() {
@@ -213,8 +217,10 @@ pub fn parse_create(body: &[u8]) -> ApiResult<(Option<Value>, Option<Value>)> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok((None, None));
     }
-    let v: Value = serde_json::from_slice(body).map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?;
-    let obj: &Map<String, Value> = v.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?;
+    let obj: &Map<String, Value> =
+        v.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
     for k in obj.keys() {
         match k.as_str() {
             "settings" | "mappings" => {}
@@ -276,17 +282,51 @@ mod tests {
 
     #[test]
     fn settings_forms() {
-        let o = parse_settings(Some(&json!({"index": {"translog": {"durability": "request"}, "number_of_shards": 1}})), Durability::Graceful).unwrap().options;
+        let o = parse_settings(
+            Some(&json!({"index": {"translog": {"durability": "request"}, "number_of_shards": 1}})),
+            Durability::Graceful,
+        )
+        .unwrap()
+        .options;
         assert_eq!(o.durability, Some(Durability::CrashSafe));
-        let o = parse_settings(Some(&json!({"index.translog.durability": "async", "number_of_replicas": 2})), Durability::CrashSafe).unwrap().options;
+        let o = parse_settings(
+            Some(&json!({"index.translog.durability": "async", "number_of_replicas": 2})),
+            Durability::CrashSafe,
+        )
+        .unwrap()
+        .options;
         assert_eq!(o.durability, Some(Durability::Graceful));
-        let o = parse_settings(Some(&json!({"spirit": {"durability": "volatile", "dram_budget": "64MB"}})), Durability::Graceful).unwrap().options;
+        let o = parse_settings(
+            Some(&json!({"spirit": {"durability": "volatile", "dram_budget": "64MB"}})),
+            Durability::Graceful,
+        )
+        .unwrap()
+        .options;
         assert_eq!((o.durability, o.dram_budget), (Some(Durability::Volatile), Some(64 << 20)));
-        assert_eq!(parse_settings(None, Durability::CrashSafe).unwrap().options.durability, Some(Durability::CrashSafe));
-        assert!(parse_settings(Some(&json!({"number_of_shards": 3})), Durability::Graceful).unwrap_err().reason.contains("one shard"));
-        assert!(parse_settings(Some(&json!({"index": {"frobnicate": 1}})), Durability::Graceful).unwrap_err().reason.contains("frobnicate"));
-        assert!(parse_settings(Some(&json!({"analysis": {"analyzer": {}}})), Durability::Graceful).is_ok(), "an empty analysis object sets nothing");
-        assert!(parse_settings(Some(&json!({"analysis": {"analyzer": {"a": {"type": "custom"}}}})), Durability::Graceful).is_err(), "no tokenizer");
+        assert_eq!(
+            parse_settings(None, Durability::CrashSafe).unwrap().options.durability,
+            Some(Durability::CrashSafe)
+        );
+        assert!(parse_settings(Some(&json!({"number_of_shards": 3})), Durability::Graceful)
+            .unwrap_err()
+            .reason
+            .contains("one shard"));
+        assert!(parse_settings(Some(&json!({"index": {"frobnicate": 1}})), Durability::Graceful)
+            .unwrap_err()
+            .reason
+            .contains("frobnicate"));
+        assert!(
+            parse_settings(Some(&json!({"analysis": {"analyzer": {}}})), Durability::Graceful).is_ok(),
+            "an empty analysis object sets nothing"
+        );
+        assert!(
+            parse_settings(
+                Some(&json!({"analysis": {"analyzer": {"a": {"type": "custom"}}}})),
+                Durability::Graceful
+            )
+            .is_err(),
+            "no tokenizer"
+        );
     }
 
     #[test]

@@ -261,7 +261,11 @@ fn body(b: Body) -> ApiResult<Bytes> {
     b.map_err(|e| {
         let status = e.status();
         if status == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(status, "content_too_long_exception", "request body is larger than the server's limit")
+            ApiError::new(
+                status,
+                "content_too_long_exception",
+                "request body is larger than the server's limit",
+            )
         } else {
             ApiError::new(status, "parsing_exception", e.body_text())
         }
@@ -376,8 +380,18 @@ fn cat_response(rows: Vec<Value>, params: &HashMap<String, String>) -> Response 
     if params.get("format").map(String::as_str) == Some("json") {
         return Json(Value::Array(rows)).into_response();
     }
-    const COLS: [&str; 10] =
-        ["health", "status", "index", "uuid", "pri", "rep", "docs.count", "docs.deleted", "store.size", "pri.store.size"];
+    const COLS: [&str; 10] = [
+        "health",
+        "status",
+        "index",
+        "uuid",
+        "pri",
+        "rep",
+        "docs.count",
+        "docs.deleted",
+        "store.size",
+        "pri.store.size",
+    ];
     let mut table: Vec<Vec<String>> = vec![];
     if params.contains_key("v") {
         table.push(COLS.iter().map(|c| c.to_string()).collect());
@@ -385,7 +399,8 @@ fn cat_response(rows: Vec<Value>, params: &HashMap<String, String>) -> Response 
     for r in &rows {
         table.push(COLS.iter().map(|c| r[c].as_str().unwrap_or("").to_string()).collect());
     }
-    let widths: Vec<usize> = (0..COLS.len()).map(|i| table.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> =
+        (0..COLS.len()).map(|i| table.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for r in table {
         let line: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
@@ -433,14 +448,18 @@ async fn create_index(
     let st2 = st.clone();
     let name = index.clone();
     pool::blocking(move || {
-        st2.engine.create_index_with(&name, mappings.as_ref(), Some(index_settings), &opts).map_err(|e| match e {
-            spirit::Error::AlreadyExists(r) => {
-                ApiError::new(StatusCode::BAD_REQUEST, "resource_already_exists_exception", r).with("index", json!(name))
+        st2.engine.create_index_with(&name, mappings.as_ref(), Some(index_settings), &opts).map_err(|e| {
+            match e {
+                spirit::Error::AlreadyExists(r) => {
+                    ApiError::new(StatusCode::BAD_REQUEST, "resource_already_exists_exception", r)
+                        .with("index", json!(name))
+                }
+                spirit::Error::InvalidArgument(r) if r.starts_with("invalid index name") => {
+                    ApiError::new(StatusCode::BAD_REQUEST, "invalid_index_name_exception", r)
+                        .with("index", json!(name))
+                }
+                e => e.into(),
             }
-            spirit::Error::InvalidArgument(r) if r.starts_with("invalid index name") => {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_index_name_exception", r).with("index", json!(name))
-            }
-            e => e.into(),
         })?;
         Ok(())
     })
@@ -451,10 +470,12 @@ async fn create_index(
 async fn delete_index(Ext(st): Ext<Shared>, Path(index): Path<String>) -> ApiResult<Json<Value>> {
     st.index(&index)?;
     let st2 = st.clone();
-    pool::blocking(move || st2.engine.delete_index(&index).map_err(|e| match e {
-        spirit::Error::NotFound(_) => ApiError::index_not_found(&index),
-        e => e.into(),
-    }))
+    pool::blocking(move || {
+        st2.engine.delete_index(&index).map_err(|e| match e {
+            spirit::Error::NotFound(_) => ApiError::index_not_found(&index),
+            e => e.into(),
+        })
+    })
     .await?;
     Ok(Json(json!({"acknowledged": true})))
 }
@@ -464,7 +485,11 @@ fn index_settings(st: &ServerState, index: &str) -> ApiResult<Value> {
     Ok(indices::settings_json(index, &opts, &st.engine.config().shard))
 }
 
-async fn get_index(Ext(st): Ext<Shared>, method: Method, Path(index): Path<String>) -> ApiResult<Json<Value>> {
+async fn get_index(
+    Ext(st): Ext<Shared>,
+    method: Method,
+    Path(index): Path<String>,
+) -> ApiResult<Json<Value>> {
     check_name(&index, &method, &format!("/{index}"))?;
     let i = st.index(&index)?;
     Ok(Json(json!({ index.clone(): {
@@ -529,7 +554,12 @@ async fn create_doc(
     do_index(st, index, Some(id), params, b, true).await
 }
 
-async fn index_auto_id(Ext(st): Ext<Shared>, Path(index): Path<String>, Query(params): Params, b: Body) -> ApiResult<Response> {
+async fn index_auto_id(
+    Ext(st): Ext<Shared>,
+    Path(index): Path<String>,
+    Query(params): Params,
+    b: Body,
+) -> ApiResult<Response> {
     do_index(st, index, None, params, b, false).await
 }
 
@@ -541,7 +571,11 @@ async fn fetch(st: &Shared, index: &str, id: &str) -> ApiResult<Option<Value>> {
         .run(move || {
             let Some(bytes) = i.get(&id)? else { return Ok(None) };
             serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "spirit_exception", format!("stored source of [{id}] is not JSON: {e}"))
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "spirit_exception",
+                    format!("stored source of [{id}] is not JSON: {e}"),
+                )
             })
         })
         .await
@@ -561,13 +595,22 @@ async fn get_doc(
             }
             Json(v).into_response()
         }
-        None => (StatusCode::NOT_FOUND, Json(json!({"_index": index, "_id": id, "found": false}))).into_response(),
+        None => {
+            (StatusCode::NOT_FOUND, Json(json!({"_index": index, "_id": id, "found": false}))).into_response()
+        }
     })
 }
 
-async fn get_source(Ext(st): Ext<Shared>, Path((index, id)): Path<(String, String)>) -> ApiResult<Json<Value>> {
+async fn get_source(
+    Ext(st): Ext<Shared>,
+    Path((index, id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
     fetch(&st, &index, &id).await?.map(Json).ok_or_else(|| {
-        ApiError::new(StatusCode::NOT_FOUND, "resource_not_found_exception", format!("Document not found [{index}]/[{id}]"))
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "resource_not_found_exception",
+            format!("Document not found [{index}]/[{id}]"),
+        )
     })
 }
 
@@ -576,7 +619,8 @@ async fn delete_doc(Ext(st): Ext<Shared>, Path((index, id)): Path<(String, Strin
     st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let id2 = id.clone();
     let found = pool::blocking(move || Ok(i.delete(&id2)?)).await?;
-    let (status, result) = if found { (StatusCode::OK, "deleted") } else { (StatusCode::NOT_FOUND, "not_found") };
+    let (status, result) =
+        if found { (StatusCode::OK, "deleted") } else { (StatusCode::NOT_FOUND, "not_found") };
     Ok((status, Json(documents::write_result(&index, &id, result, None))).into_response())
 }
 

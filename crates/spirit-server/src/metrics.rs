@@ -122,7 +122,12 @@ impl Metrics {
         for name in engine.index_names() {
             let Some(idx) = engine.index(&name) else { continue };
             let s = idx.stats().shard;
-            let d = [(s.dram.short_term_used + s.dram.long_term_used) as u64, s.dram.budget as u64, s.persistent.used, s.persistent.budget];
+            let d = [
+                (s.dram.short_term_used + s.dram.long_term_used) as u64,
+                s.dram.budget as u64,
+                s.persistent.used,
+                s.persistent.budget,
+            ];
             for (t, v) in tiers.iter_mut().zip(d) {
                 *t += v;
             }
@@ -151,16 +156,58 @@ impl Metrics {
     pub fn prometheus(&self, engine: &Engine, query_queue: usize, query_threads: usize) -> String {
         let mut o = String::new();
         let one = |v: f64| vec![(String::new(), v)];
-        family(&mut o, "spirit_uptime_seconds", "gauge", "Seconds since the server started.", one(self.started.elapsed().as_secs_f64()));
-        family(&mut o, "spirit_docs_ingested_total", "counter", "Documents accepted by index, create, update and bulk requests.", one(self.docs_ingested.load(Relaxed) as f64));
-        family(&mut o, "spirit_ingest_docs_per_second", "gauge", "Documents accepted per second over about the last 10 s.", one(self.ingest_rate()));
-        family(&mut o, "spirit_write_requests_total", "counter", "Single-document write requests.", one(self.write_requests.load(Relaxed) as f64));
-        family(&mut o, "spirit_bulk_requests_total", "counter", "Bulk requests.", one(self.bulk_requests.load(Relaxed) as f64));
-        let classes = self.responses.iter().enumerate().map(|(i, c)| (format!("class=\"{}xx\"", i + 1), c.load(Relaxed) as f64)).collect();
+        family(
+            &mut o,
+            "spirit_uptime_seconds",
+            "gauge",
+            "Seconds since the server started.",
+            one(self.started.elapsed().as_secs_f64()),
+        );
+        family(
+            &mut o,
+            "spirit_docs_ingested_total",
+            "counter",
+            "Documents accepted by index, create, update and bulk requests.",
+            one(self.docs_ingested.load(Relaxed) as f64),
+        );
+        family(
+            &mut o,
+            "spirit_ingest_docs_per_second",
+            "gauge",
+            "Documents accepted per second over about the last 10 s.",
+            one(self.ingest_rate()),
+        );
+        family(
+            &mut o,
+            "spirit_write_requests_total",
+            "counter",
+            "Single-document write requests.",
+            one(self.write_requests.load(Relaxed) as f64),
+        );
+        family(
+            &mut o,
+            "spirit_bulk_requests_total",
+            "counter",
+            "Bulk requests.",
+            one(self.bulk_requests.load(Relaxed) as f64),
+        );
+        let classes = self
+            .responses
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (format!("class=\"{}xx\"", i + 1), c.load(Relaxed) as f64))
+            .collect();
         family(&mut o, "spirit_http_responses_total", "counter", "HTTP responses by status class.", classes);
-        family(&mut o, "spirit_query_errors_total", "counter", "Searches and counts answered with an error.", one(self.query_errors.load(Relaxed) as f64));
+        family(
+            &mut o,
+            "spirit_query_errors_total",
+            "counter",
+            "Searches and counts answered with an error.",
+            one(self.query_errors.load(Relaxed) as f64),
+        );
         let n = "spirit_query_duration_seconds";
-        let _ = writeln!(o, "# HELP {n} Search and count latency, measured on the server.\n# TYPE {n} histogram");
+        let _ =
+            writeln!(o, "# HELP {n} Search and count latency, measured on the server.\n# TYPE {n} histogram");
         let mut cum = 0;
         for (i, le) in BUCKETS.iter().enumerate() {
             cum += self.buckets[i].load(Relaxed);
@@ -170,39 +217,97 @@ impl Metrics {
         let _ = writeln!(o, "{n}_bucket{{le=\"+Inf\"}} {cum}");
         let _ = writeln!(o, "{n}_sum {}", self.latency_sum_micros.load(Relaxed) as f64 / 1e6);
         let _ = writeln!(o, "{n}_count {cum}");
-        family(&mut o, "spirit_query_queue_depth", "gauge", "Searches waiting for a query-pool thread.", one(query_queue as f64));
-        family(&mut o, "spirit_query_threads", "gauge", "Threads of the query pool.", one(query_threads as f64));
+        family(
+            &mut o,
+            "spirit_query_queue_depth",
+            "gauge",
+            "Searches waiting for a query-pool thread.",
+            one(query_queue as f64),
+        );
+        family(
+            &mut o,
+            "spirit_query_threads",
+            "gauge",
+            "Threads of the query pool.",
+            one(query_threads as f64),
+        );
 
         let stats: Vec<(String, spirit::shard::ShardStats)> = engine
             .index_names()
             .into_iter()
-            .filter_map(|name| engine.index(&name).map(|i| (format!("index=\"{}\"", escape_label(&name)), i.stats().shard)))
+            .filter_map(|name| {
+                engine.index(&name).map(|i| (format!("index=\"{}\"", escape_label(&name)), i.stats().shard))
+            })
             .collect();
-        let per = |f: &dyn Fn(&spirit::shard::ShardStats) -> f64| stats.iter().map(|(l, s)| (l.clone(), f(s))).collect::<Vec<_>>();
+        let per = |f: &dyn Fn(&spirit::shard::ShardStats) -> f64| {
+            stats.iter().map(|(l, s)| (l.clone(), f(s))).collect::<Vec<_>>()
+        };
         family(&mut o, "spirit_index_docs", "gauge", "Live documents per index.", per(&|s| s.docs as f64));
-        family(&mut o, "spirit_index_deleted_docs", "gauge", "Deleted documents not yet purged, per index.", per(&|s| s.deleted as f64));
+        family(
+            &mut o,
+            "spirit_index_deleted_docs",
+            "gauge",
+            "Deleted documents not yet purged, per index.",
+            per(&|s| s.deleted as f64),
+        );
         let segs = stats
             .iter()
-            .flat_map(|(l, s)| s.segments.iter().map(move |(st, c)| (format!("{l},state=\"{}\"", format!("{st:?}").to_lowercase()), *c as f64)))
+            .flat_map(|(l, s)| {
+                s.segments.iter().map(move |(st, c)| {
+                    (format!("{l},state=\"{}\"", format!("{st:?}").to_lowercase()), *c as f64)
+                })
+            })
             .collect();
         family(&mut o, "spirit_index_segments", "gauge", "Segments per index by lifecycle state.", segs);
         let in_flight = per(&|s| {
-            s.segments.iter().filter(|(st, _)| !matches!(format!("{st:?}").to_lowercase().as_str(), "fresh" | "merged")).map(|(_, c)| *c as f64).sum()
+            s.segments
+                .iter()
+                .filter(|(st, _)| !matches!(format!("{st:?}").to_lowercase().as_str(), "fresh" | "merged"))
+                .map(|(_, c)| *c as f64)
+                .sum()
         });
-        family(&mut o, "spirit_pipeline_segments_in_flight", "gauge", "Segments between sealing and merging (flushed, engraved, committed): the pipeline's queues.", in_flight);
+        family(
+            &mut o,
+            "spirit_pipeline_segments_in_flight",
+            "gauge",
+            "Segments between sealing and merging (flushed, engraved, committed): the pipeline's queues.",
+            in_flight,
+        );
         let tiers = |used: bool| {
             stats
                 .iter()
                 .flat_map(|(l, s)| {
-                    let (d, p) = if used { ((s.dram.short_term_used + s.dram.long_term_used) as f64, s.persistent.used as f64) } else { (s.dram.budget as f64, s.persistent.budget as f64) };
+                    let (d, p) = if used {
+                        ((s.dram.short_term_used + s.dram.long_term_used) as f64, s.persistent.used as f64)
+                    } else {
+                        (s.dram.budget as f64, s.persistent.budget as f64)
+                    };
                     [(format!("{l},tier=\"dram\""), d), (format!("{l},tier=\"persistent\""), p)]
                 })
                 .collect::<Vec<_>>()
         };
         family(&mut o, "spirit_tier_bytes", "gauge", "Bytes used per memory tier and index.", tiers(true));
-        family(&mut o, "spirit_tier_budget_bytes", "gauge", "Budget per memory tier and index.", tiers(false));
-        family(&mut o, "spirit_tlog_barriers_total", "counter", "tLog persist barriers (crash-safe group commits and checkpoints).", per(&|s| s.tlog_syncs as f64));
-        family(&mut o, "spirit_tlog_barrier_seconds_total", "counter", "Time spent in tLog persist barriers.", per(&|s| s.tlog_sync_nanos as f64 / 1e9));
+        family(
+            &mut o,
+            "spirit_tier_budget_bytes",
+            "gauge",
+            "Budget per memory tier and index.",
+            tiers(false),
+        );
+        family(
+            &mut o,
+            "spirit_tlog_barriers_total",
+            "counter",
+            "tLog persist barriers (crash-safe group commits and checkpoints).",
+            per(&|s| s.tlog_syncs as f64),
+        );
+        family(
+            &mut o,
+            "spirit_tlog_barrier_seconds_total",
+            "counter",
+            "Time spent in tLog persist barriers.",
+            per(&|s| s.tlog_sync_nanos as f64 / 1e9),
+        );
         o
     }
 }

@@ -45,7 +45,10 @@ impl QueryPool {
     }
 
     /// Runs `f` on the pool and awaits its result. A panic in `f` becomes a 500 error (the thread lives on).
-    pub async fn run<T: Send + 'static>(&self, f: impl FnOnce() -> ApiResult<T> + Send + 'static) -> ApiResult<T> {
+    pub async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> ApiResult<T> + Send + 'static,
+    ) -> ApiResult<T> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move || {
             let r = std::panic::catch_unwind(AssertUnwindSafe(f));
@@ -61,13 +64,21 @@ impl QueryPool {
                 ))
             }
             Err(TrySendError::Disconnected(_)) => {
-                return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "node_closed_exception", "shutting down"))
+                return Err(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "node_closed_exception",
+                    "shutting down",
+                ))
             }
         }
         match rx.await {
             Ok(Ok(r)) => r,
             Ok(Err(panic)) => Err(panic_error(panic)),
-            Err(_) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "spirit_exception", "query thread ended")),
+            Err(_) => Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "spirit_exception",
+                "query thread ended",
+            )),
         }
     }
 }

@@ -25,7 +25,11 @@ impl SourceFilter {
                 Value::String(s) => Ok(vec![s.clone()]),
                 Value::Array(a) => a
                     .iter()
-                    .map(|x| x.as_str().map(str::to_string).ok_or_else(|| ApiError::parsing("[_source] patterns must be strings")))
+                    .map(|x| {
+                        x.as_str()
+                            .map(str::to_string)
+                            .ok_or_else(|| ApiError::parsing("[_source] patterns must be strings"))
+                    })
                     .collect(),
                 _ => Err(ApiError::parsing("[_source] patterns must be strings")),
             }
@@ -34,8 +38,18 @@ impl SourceFilter {
             Value::Bool(b) => SourceFilter { off: !b, ..Default::default() },
             Value::Object(m) => SourceFilter {
                 off: false,
-                includes: m.get("includes").or(m.get("include")).map(strings).transpose()?.unwrap_or_default(),
-                excludes: m.get("excludes").or(m.get("exclude")).map(strings).transpose()?.unwrap_or_default(),
+                includes: m
+                    .get("includes")
+                    .or(m.get("include"))
+                    .map(strings)
+                    .transpose()?
+                    .unwrap_or_default(),
+                excludes: m
+                    .get("excludes")
+                    .or(m.get("exclude"))
+                    .map(strings)
+                    .transpose()?
+                    .unwrap_or_default(),
             },
             other => SourceFilter { off: false, includes: strings(other)?, excludes: vec![] },
         })
@@ -148,8 +162,17 @@ pub struct SearchRequest {
 }
 
 const KNOWN_KEYS: &[&str] = &[
-    "query", "from", "size", "sort", "_source", "track_total_hits", "highlight", "timeout", "version",
-    "seq_no_primary_term", "track_scores",
+    "query",
+    "from",
+    "size",
+    "sort",
+    "_source",
+    "track_total_hits",
+    "highlight",
+    "timeout",
+    "version",
+    "seq_no_primary_term",
+    "track_scores",
 ];
 
 impl SearchRequest {
@@ -158,7 +181,8 @@ impl SearchRequest {
         let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
             json!({})
         } else {
-            serde_json::from_slice(body).map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?
+            serde_json::from_slice(body)
+                .map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?
         };
         let obj = body.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
         for k in obj.keys() {
@@ -171,8 +195,13 @@ impl SearchRequest {
         }
         let num = |key: &str, default: usize| -> ApiResult<usize> {
             match (obj.get(key), params.get(key)) {
-                (Some(v), _) => v.as_u64().map(|n| n as usize).ok_or_else(|| ApiError::parsing(format!("[{key}] must be a non-negative integer"))),
-                (None, Some(s)) => s.parse().map_err(|_| ApiError::parsing(format!("[{key}] must be a non-negative integer"))),
+                (Some(v), _) => v
+                    .as_u64()
+                    .map(|n| n as usize)
+                    .ok_or_else(|| ApiError::parsing(format!("[{key}] must be a non-negative integer"))),
+                (None, Some(s)) => s
+                    .parse()
+                    .map_err(|_| ApiError::parsing(format!("[{key}] must be a non-negative integer"))),
                 (None, None) => Ok(default),
             }
         };
@@ -207,14 +236,21 @@ impl SearchRequest {
             Some(Value::Bool(true)) => TrackTotal::Exact,
             Some(Value::Bool(false)) => TrackTotal::Off,
             Some(Value::Number(n)) if n.as_i64() == Some(-1) => TrackTotal::Exact,
-            Some(Value::Number(n)) => TrackTotal::UpTo(n.as_u64().ok_or_else(|| ApiError::parsing("[track_total_hits] must be a boolean or an integer"))?),
+            Some(Value::Number(n)) => TrackTotal::UpTo(
+                n.as_u64()
+                    .ok_or_else(|| ApiError::parsing("[track_total_hits] must be a boolean or an integer"))?,
+            ),
             Some(_) => return Err(ApiError::parsing("[track_total_hits] must be a boolean or an integer")),
-            None => match params.get("track_total_hits").map(String::as_str) {
-                Some("true") => TrackTotal::Exact,
-                Some("false") => TrackTotal::Off,
-                Some(n) => TrackTotal::UpTo(n.parse().map_err(|_| ApiError::parsing("[track_total_hits] must be a boolean or an integer"))?),
-                None => TrackTotal::UpTo(10_000),
-            },
+            None => {
+                match params.get("track_total_hits").map(String::as_str) {
+                    Some("true") => TrackTotal::Exact,
+                    Some("false") => TrackTotal::Off,
+                    Some(n) => TrackTotal::UpTo(n.parse().map_err(|_| {
+                        ApiError::parsing("[track_total_hits] must be a boolean or an integer")
+                    })?),
+                    None => TrackTotal::UpTo(10_000),
+                }
+            }
         };
         let source = match (obj.get("_source"), SourceFilter::from_params(params)) {
             (Some(v), _) => SourceFilter::parse(v)?,
@@ -288,13 +324,19 @@ impl SearchRequest {
         match self.track {
             TrackTotal::Off => {}
             TrackTotal::Exact => {
-                hits_obj.insert("total".into(), json!({"value": res.total, "relation": relation(res.total_exact)}));
+                hits_obj.insert(
+                    "total".into(),
+                    json!({"value": res.total, "relation": relation(res.total_exact)}),
+                );
             }
             TrackTotal::UpTo(n) if res.total > n => {
                 hits_obj.insert("total".into(), json!({"value": n, "relation": "gte"}));
             }
             TrackTotal::UpTo(_) => {
-                hits_obj.insert("total".into(), json!({"value": res.total, "relation": relation(res.total_exact)}));
+                hits_obj.insert(
+                    "total".into(),
+                    json!({"value": res.total, "relation": relation(res.total_exact)}),
+                );
             }
         }
         hits_obj.insert("max_score".into(), json!(max_score));
@@ -335,7 +377,9 @@ fn parse_sort(v: &Value) -> ApiResult<SortSpec> {
                 let order = match o {
                     Value::String(s) => Some(s.clone()),
                     Value::Object(p) => {
-                        if let Some(bad) = p.keys().find(|k| !["order", "unmapped_type"].contains(&k.as_str())) {
+                        if let Some(bad) =
+                            p.keys().find(|k| !["order", "unmapped_type"].contains(&k.as_str()))
+                        {
                             return Err(ApiError::unsupported(format!("the sort option [{bad}]")));
                         }
                         p.get("order").and_then(Value::as_str).map(str::to_string)
@@ -372,11 +416,17 @@ fn parse_sort(v: &Value) -> ApiResult<SortSpec> {
 }
 
 /// `_count`: the number of live documents matching the query.
-pub fn count(index: &Index, body: &[u8], params: &HashMap<String, String>, limits: &Limits) -> ApiResult<Value> {
+pub fn count(
+    index: &Index,
+    body: &[u8],
+    params: &HashMap<String, String>,
+    limits: &Limits,
+) -> ApiResult<Value> {
     let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        serde_json::from_slice(body).map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?
     };
     let obj = body.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
     if let Some(k) = obj.keys().find(|k| k.as_str() != "query") {
@@ -389,7 +439,9 @@ pub fn count(index: &Index, body: &[u8], params: &HashMap<String, String>, limit
     req.size = 0;
     req.track = TrackTotal::Exact;
     let r = req.execute(index, limits)?;
-    Ok(json!({"count": r["hits"]["total"]["value"], "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0}}))
+    Ok(
+        json!({"count": r["hits"]["total"]["value"], "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0}}),
+    )
 }
 
 #[cfg(test)]
@@ -419,8 +471,14 @@ mod tests {
             parse_sort(&json!([{"price": "desc"}])).unwrap(),
             SortSpec::Field { name: "price".into(), descending: true }
         );
-        assert_eq!(parse_sort(&json!(["year"])).unwrap(), SortSpec::Field { name: "year".into(), descending: false });
-        assert!(parse_sort(&json!([{"price": {"order": "asc", "mode": "min"}}])).unwrap_err().reason.contains("mode"));
+        assert_eq!(
+            parse_sort(&json!(["year"])).unwrap(),
+            SortSpec::Field { name: "year".into(), descending: false }
+        );
+        assert!(parse_sort(&json!([{"price": {"order": "asc", "mode": "min"}}]))
+            .unwrap_err()
+            .reason
+            .contains("mode"));
         assert!(parse_sort(&json!(["a", "b"])).is_err());
         assert!(parse_sort(&json!({"_doc": "asc"})).is_err());
     }
@@ -429,8 +487,14 @@ mod tests {
     fn window_and_unknown_keys() {
         let l = Limits::default();
         let p = HashMap::new();
-        assert!(SearchRequest::parse(br#"{"from": 9995, "size": 10}"#, &p, &l).unwrap_err().reason.contains("Result window"));
-        assert!(SearchRequest::parse(br#"{"aggs": {}}"#, &p, &l).unwrap_err().reason.contains("aggregations"));
+        assert!(SearchRequest::parse(br#"{"from": 9995, "size": 10}"#, &p, &l)
+            .unwrap_err()
+            .reason
+            .contains("Result window"));
+        assert!(SearchRequest::parse(br#"{"aggs": {}}"#, &p, &l)
+            .unwrap_err()
+            .reason
+            .contains("aggregations"));
         assert!(SearchRequest::parse(br#"{"query": "#, &p, &l).is_err());
         assert!(SearchRequest::parse(b"", &p, &l).is_ok());
     }

@@ -24,7 +24,8 @@ impl TestServer {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            let rt =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 addr_tx.send(listener.local_addr().unwrap()).unwrap();
@@ -49,8 +50,15 @@ impl TestServer {
         self.call_with(method, path, body, &[])
     }
 
-    fn call_with(&self, method: &str, path: &str, body: Option<&str>, headers: &[(&str, &str)]) -> (u16, Value) {
-        let mut req = ureq::request(method, &format!("{}{}", self.url, path)).timeout(Duration::from_secs(60));
+    fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        let mut req =
+            ureq::request(method, &format!("{}{}", self.url, path)).timeout(Duration::from_secs(60));
         for (k, v) in headers {
             req = req.set(k, v);
         }
@@ -101,31 +109,99 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
         (s.call("PUT", "/bad/_doc/2", Some("[1, 2]")), 400, "mapper_parsing_exception"),
         (s.call("PUT", "/bad/_doc/2", Some(r#"{"n": "not a number"}"#)), 400, "mapper_parsing_exception"),
         (s.call("PUT", "/bad/_doc/2", Some(r#"{"_id": "x"}"#)), 400, "mapper_parsing_exception"),
-        (s.call("PUT", "/bad/_doc/2", Some(&format!(r#"{{"body": "{}"}}"#, "x".repeat(100 << 10)))), 413, "content_too_long_exception"),
+        (
+            s.call("PUT", "/bad/_doc/2", Some(&format!(r#"{{"body": "{}"}}"#, "x".repeat(100 << 10)))),
+            413,
+            "content_too_long_exception",
+        ),
         (s.call("GET", "/_no_such_endpoint", None), 400, "illegal_argument_exception"),
         (s.call("GET", "/bad/_no_such_endpoint", None), 400, "illegal_argument_exception"),
         (s.call("PATCH", "/bad", None), 405, "illegal_argument_exception"),
-        (s.call("POST", "/bad/_search", Some(r#"{"query": {"fuzzy": {"body": "x"}}}"#)), 400, "parsing_exception"),
-        (s.call("POST", "/bad/_search", Some(r#"{"query": {"match": {"body": {"query": "x", "fuzziness": 1}}}}"#)), 400, "parsing_exception"),
-        (s.call("POST", "/bad/_search", Some(r#"{"query": {"match_all": {}}, "aggs": {"a": {}}}"#)), 400, "illegal_argument_exception"),
-        (s.call("POST", "/bad/_search", Some(r#"{"query": {"query_string": {"query": "\"unbalanced"}}}"#)), 400, "query_shard_exception"),
-        (s.call("POST", "/bad/_search", Some(r#"{"query": {"range": {"body": {"gte": 1}}}}"#)), 400, "illegal_argument_exception"),
-        (s.call("POST", "/bad/_search", Some(r#"{"from": 9999, "size": 10}"#)), 400, "illegal_argument_exception"),
+        (
+            s.call("POST", "/bad/_search", Some(r#"{"query": {"fuzzy": {"body": "x"}}}"#)),
+            400,
+            "parsing_exception",
+        ),
+        (
+            s.call(
+                "POST",
+                "/bad/_search",
+                Some(r#"{"query": {"match": {"body": {"query": "x", "fuzziness": 1}}}}"#),
+            ),
+            400,
+            "parsing_exception",
+        ),
+        (
+            s.call("POST", "/bad/_search", Some(r#"{"query": {"match_all": {}}, "aggs": {"a": {}}}"#)),
+            400,
+            "illegal_argument_exception",
+        ),
+        (
+            s.call("POST", "/bad/_search", Some(r#"{"query": {"query_string": {"query": "\"unbalanced"}}}"#)),
+            400,
+            "query_shard_exception",
+        ),
+        (
+            s.call("POST", "/bad/_search", Some(r#"{"query": {"range": {"body": {"gte": 1}}}}"#)),
+            400,
+            "illegal_argument_exception",
+        ),
+        (
+            s.call("POST", "/bad/_search", Some(r#"{"from": 9999, "size": 10}"#)),
+            400,
+            "illegal_argument_exception",
+        ),
         (s.call("POST", "/bad/_search", Some(r#"{"size": "ten"}"#)), 400, "parsing_exception"),
-        (s.call("POST", "/bad/_search", Some(r#"{"sort": [{"n": "asc"}, "_score"]}"#)), 400, "illegal_argument_exception"),
+        (
+            s.call("POST", "/bad/_search", Some(r#"{"sort": [{"n": "asc"}, "_score"]}"#)),
+            400,
+            "illegal_argument_exception",
+        ),
         (s.call("POST", "/bad/_search", Some("{not json")), 400, "parsing_exception"),
         (s.call("POST", "/missing/_search", Some("{}")), 404, "index_not_found_exception"),
         (s.call("GET", "/missing/_doc/1", None), 404, "index_not_found_exception"),
         (s.call("PUT", "/bad", None), 400, "resource_already_exists_exception"),
         (s.call("PUT", "/Upper", None), 400, "invalid_index_name_exception"),
-        (s.call("PUT", "/other", Some(r#"{"settings": {"number_of_shards": 4}}"#)), 400, "illegal_argument_exception"),
-        (s.call("PUT", "/other", Some(r#"{"settings": {"index.translog.durability": "sometimes"}}"#)), 400, "illegal_argument_exception"),
-        (s.call("POST", "/bad/_update/1", Some(r#"{"script": "ctx._source.n++"}"#)), 400, "illegal_argument_exception"),
-        (s.call("POST", "/bad/_update/nope", Some(r#"{"doc": {"n": 2}}"#)), 404, "document_missing_exception"),
+        (
+            s.call("PUT", "/other", Some(r#"{"settings": {"number_of_shards": 4}}"#)),
+            400,
+            "illegal_argument_exception",
+        ),
+        (
+            s.call("PUT", "/other", Some(r#"{"settings": {"index.translog.durability": "sometimes"}}"#)),
+            400,
+            "illegal_argument_exception",
+        ),
+        (
+            s.call("POST", "/bad/_update/1", Some(r#"{"script": "ctx._source.n++"}"#)),
+            400,
+            "illegal_argument_exception",
+        ),
+        (
+            s.call("POST", "/bad/_update/nope", Some(r#"{"doc": {"n": 2}}"#)),
+            404,
+            "document_missing_exception",
+        ),
         (s.call("PUT", "/bad/_create/1", Some(r#"{"n": 3}"#)), 409, "version_conflict_engine_exception"),
         (s.call("PUT", "/bad/_doc/1?if_seq_no=3", Some(r#"{"n": 3}"#)), 400, "illegal_argument_exception"),
-        (s.call("POST", "/_bulk", Some("{\"index\": {\"_index\": \"bad\"}}\n{\"n\": 1}\n{\"frobnicate\": {}}\n")), 400, "illegal_argument_exception"),
-        (s.call("POST", "/_bulk", Some(&"{\"delete\": {\"_index\": \"bad\", \"_id\": \"9\"}}\n".repeat(51))), 400, "illegal_argument_exception"),
+        (
+            s.call(
+                "POST",
+                "/_bulk",
+                Some("{\"index\": {\"_index\": \"bad\"}}\n{\"n\": 1}\n{\"frobnicate\": {}}\n"),
+            ),
+            400,
+            "illegal_argument_exception",
+        ),
+        (
+            s.call(
+                "POST",
+                "/_bulk",
+                Some(&"{\"delete\": {\"_index\": \"bad\", \"_id\": \"9\"}}\n".repeat(51)),
+            ),
+            400,
+            "illegal_argument_exception",
+        ),
     ];
     for (r, status, kind) in &cases {
         assert_es_error(r, *status, kind);
@@ -136,7 +212,11 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
     for _ in 0..40 {
         deep = json!({"bool": {"must": deep}});
     }
-    assert_es_error(&s.call("POST", "/bad/_search", Some(&json!({"query": deep}).to_string())), 400, "parsing_exception");
+    assert_es_error(
+        &s.call("POST", "/bad/_search", Some(&json!({"query": deep}).to_string())),
+        400,
+        "parsing_exception",
+    );
     let many: Vec<Value> = (0..1100).map(|i| json!({"term": {"body": format!("t{i}")}})).collect();
     let r = s.call("POST", "/bad/_search", Some(&json!({"query": {"bool": {"should": many}}}).to_string()));
     assert_es_error(&r, 400, "too_many_clauses");
@@ -146,7 +226,12 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
     let (st, v) = s.call("POST", "/_bulk", Some(bulk));
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["errors"], json!(true));
-    let statuses: Vec<u64> = v["items"].as_array().unwrap().iter().map(|i| i.as_object().unwrap().values().next().unwrap()["status"].as_u64().unwrap()).collect();
+    let statuses: Vec<u64> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i.as_object().unwrap().values().next().unwrap()["status"].as_u64().unwrap())
+        .collect();
     assert_eq!(statuses, vec![201, 400, 400, 404, 201]);
     let (_, c) = s.call("GET", "/bad/_count", None);
     assert_eq!(c["count"], json!(3), "docs 1, a and d: nothing half-applied");
@@ -161,9 +246,14 @@ fn every_write_is_visible_to_the_next_request() {
     let s = TestServer::start(dir.path(), ServerConfig::default());
     for i in 0..150 {
         let word = format!("unique{i}word");
-        let (st, v) = s.call("PUT", &format!("/rt/_doc/d{i}"), Some(&json!({"body": format!("text {word}"), "n": i}).to_string()));
+        let (st, v) = s.call(
+            "PUT",
+            &format!("/rt/_doc/d{i}"),
+            Some(&json!({"body": format!("text {word}"), "n": i}).to_string()),
+        );
         assert!(st == 201, "{v}");
-        let (_, r) = s.call("POST", "/rt/_search", Some(&json!({"query": {"match": {"body": word}}}).to_string()));
+        let (_, r) =
+            s.call("POST", "/rt/_search", Some(&json!({"query": {"match": {"body": word}}}).to_string()));
         assert_eq!(r["hits"]["total"]["value"], json!(1), "{r}");
         assert_eq!(r["hits"]["hits"][0]["_id"], json!(format!("d{i}")));
         let (st, g) = s.call("GET", &format!("/rt/_doc/d{i}"), None);
@@ -171,7 +261,8 @@ fn every_write_is_visible_to_the_next_request() {
         if i % 10 == 0 {
             let (_, d) = s.call("DELETE", &format!("/rt/_doc/d{i}"), None);
             assert_eq!(d["result"], json!("deleted"));
-            let (_, r) = s.call("POST", "/rt/_search", Some(&json!({"query": {"match": {"body": word}}}).to_string()));
+            let (_, r) =
+                s.call("POST", "/rt/_search", Some(&json!({"query": {"match": {"body": word}}}).to_string()));
             assert_eq!(r["hits"]["total"]["value"], json!(0), "a delete is visible at once too");
             assert_eq!(s.call("GET", &format!("/rt/_doc/d{i}"), None).0, 404);
         }
@@ -185,13 +276,18 @@ fn every_write_is_visible_to_the_next_request() {
     assert!(r["hits"].get("total").is_none());
     // By a numeric field, both ways; a text field cannot be sorted on.
     let (_, r) = s.call("POST", "/rt/_search", Some(r#"{"sort": [{"n": {"order": "desc"}}], "size": 3}"#));
-    let sorted: Vec<Value> = r["hits"]["hits"].as_array().unwrap().iter().map(|h| h["sort"][0].clone()).collect();
+    let sorted: Vec<Value> =
+        r["hits"]["hits"].as_array().unwrap().iter().map(|h| h["sort"][0].clone()).collect();
     assert_eq!(sorted, vec![json!(149), json!(148), json!(147)], "{r}");
     assert_eq!(r["hits"]["hits"][0]["_score"], Value::Null);
     let (_, r) = s.call("GET", "/rt/_search?sort=n:asc&size=2&q=body:text", None);
     let ids: Vec<Value> = r["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].clone()).collect();
     assert_eq!(ids, vec![json!("d1"), json!("d2")], "d0 was deleted");
-    assert_es_error(&s.call("POST", "/rt/_search", Some(r#"{"sort": ["body"]}"#)), 400, "illegal_argument_exception");
+    assert_es_error(
+        &s.call("POST", "/rt/_search", Some(r#"{"sort": ["body"]}"#)),
+        400,
+        "illegal_argument_exception",
+    );
     s.stop();
 }
 
@@ -199,7 +295,8 @@ fn every_write_is_visible_to_the_next_request() {
 fn crash_safe_index_created_through_the_api_keeps_its_mode_and_data() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::start(dir.path(), ServerConfig::default());
-    let (st, v) = s.call("PUT", "/safe", Some(r#"{"settings": {"index": {"translog": {"durability": "request"}}}}"#));
+    let (st, v) =
+        s.call("PUT", "/safe", Some(r#"{"settings": {"index": {"translog": {"durability": "request"}}}}"#));
     assert_eq!(st, 200, "{v}");
     let mut bulk = String::new();
     for i in 0..500 {
@@ -230,7 +327,11 @@ fn api_key_guards_everything_but_the_page() {
     let s = TestServer::start(dir.path(), cfg);
     assert_es_error(&s.call("GET", "/", None), 401, "security_exception");
     assert_es_error(&s.call("GET", "/_cat/indices", None), 401, "security_exception");
-    assert_es_error(&s.call_with("GET", "/", None, &[("authorization", "ApiKey wrong")]), 401, "security_exception");
+    assert_es_error(
+        &s.call_with("GET", "/", None, &[("authorization", "ApiKey wrong")]),
+        401,
+        "security_exception",
+    );
     assert_eq!(s.call_with("GET", "/", None, &[("authorization", "ApiKey s3cret")]).0, 200);
     assert_eq!(s.call_with("PUT", "/k/_doc/1", Some("{}"), &[("authorization", "Bearer s3cret")]).0, 201);
     let (st, page) = s.call_with("GET", "/", None, &[("accept", "text/html")]);
@@ -243,7 +344,10 @@ fn api_key_guards_everything_but_the_page() {
 fn concurrent_writers_and_searchers_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let s = Arc::new(TestServer::start(dir.path(), ServerConfig { query_threads: 2, ..Default::default() }));
-    assert_eq!(s.call("PUT", "/load", Some(r#"{"settings": {"index.translog.durability": "request"}}"#)).0, 200);
+    assert_eq!(
+        s.call("PUT", "/load", Some(r#"{"settings": {"index.translog.durability": "request"}}"#)).0,
+        200
+    );
     let deadline = Instant::now() + Duration::from_secs(3);
     let writers: Vec<_> = (0..2)
         .map(|w| {
@@ -273,7 +377,11 @@ fn concurrent_writers_and_searchers_lose_nothing() {
                 let mut n = 0;
                 let mut last = 0;
                 while Instant::now() < deadline {
-                    let (st, v) = s.call("POST", "/load/_search", Some(r#"{"query": {"match": {"body": "common"}}, "size": 5}"#));
+                    let (st, v) = s.call(
+                        "POST",
+                        "/load/_search",
+                        Some(r#"{"query": {"match": {"body": "common"}}, "size": 5}"#),
+                    );
                     assert_eq!(st, 200, "{v}");
                     let total = v["hits"]["total"]["value"].as_u64().unwrap();
                     assert!(total >= last, "a later search never sees fewer documents ({total} < {last})");
@@ -294,7 +402,13 @@ fn concurrent_writers_and_searchers_lose_nothing() {
     }
     let (_, m) = s.call("GET", "/metrics", None);
     let text = m.as_str().unwrap();
-    for family in ["spirit_docs_ingested_total", "spirit_query_duration_seconds_bucket", "spirit_index_segments", "spirit_tier_bytes", "spirit_tlog_barriers_total"] {
+    for family in [
+        "spirit_docs_ingested_total",
+        "spirit_query_duration_seconds_bucket",
+        "spirit_index_segments",
+        "spirit_tier_bytes",
+        "spirit_tlog_barriers_total",
+    ] {
         assert!(text.contains(family), "{family} missing from /metrics");
     }
     let (_, st) = s.call("GET", "/_spirit/stats", None);
@@ -313,7 +427,10 @@ fn analyzers_defined_in_settings_apply_to_mapped_and_dynamic_fields() {
             "plain": {"type": "custom", "tokenizer": "standard", "filter": ["lowercase"]}}}},
         "mappings": {"properties": {"exact": {"type": "text", "analyzer": "plain"}}}}"#;
     assert_eq!(s.call("PUT", "/an", Some(body)).0, 200);
-    assert_eq!(s.call("PUT", "/an/_doc/1", Some(r#"{"body": "The dogs were running", "exact": "running dogs"}"#)).0, 201);
+    assert_eq!(
+        s.call("PUT", "/an/_doc/1", Some(r#"{"body": "The dogs were running", "exact": "running dogs"}"#)).0,
+        201
+    );
     let count = |q: &str| s.call("POST", "/an/_count", Some(q)).1["count"].clone();
     // `body` is dynamic: the default (english) analyzer stems it; `exact` uses the plain one.
     assert_eq!(count(r#"{"query": {"match": {"body": "run"}}}"#), json!(1));
@@ -321,7 +438,8 @@ fn analyzers_defined_in_settings_apply_to_mapped_and_dynamic_fields() {
     assert_eq!(count(r#"{"query": {"match": {"exact": "running"}}}"#), json!(1));
     let (_, m) = s.call("GET", "/an/_mapping", None);
     assert_eq!(m["an"]["mappings"]["properties"]["body"]["analyzer"], json!("english"), "{m}");
-    let bad = r#"{"settings": {"analysis": {"analyzer": {"x": {"type": "custom", "tokenizer": "whitespace"}}}}}"#;
+    let bad =
+        r#"{"settings": {"analysis": {"analyzer": {"x": {"type": "custom", "tokenizer": "whitespace"}}}}}"#;
     assert_es_error(&s.call("PUT", "/an2", Some(bad)), 400, "illegal_argument_exception");
     s.stop();
 }

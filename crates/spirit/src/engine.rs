@@ -51,8 +51,9 @@ impl IndexOptions {
     fn load(dir: &Path) -> Result<IndexOptions> {
         let path = dir.join(OPTIONS_FILE);
         match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| Error::Format(format!("{}: {e}", path.display()))),
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes).map_err(|e| Error::Format(format!("{}: {e}", path.display())))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(IndexOptions::default()),
             Err(e) => Err(Error::io(&path, e)),
         }

@@ -412,7 +412,13 @@ impl Index {
         let mut hits = Vec::with_capacity(res.hits.len());
         for h in res.hits {
             if !opts.fetch {
-                hits.push(Hit { id: String::new(), score: h.score, doc: h.doc, source: vec![], sort_value: h.sort_value });
+                hits.push(Hit {
+                    id: String::new(),
+                    score: h.score,
+                    doc: h.doc,
+                    source: vec![],
+                    sort_value: h.sort_value,
+                });
                 continue;
             }
             let seg = snap
@@ -426,7 +432,13 @@ impl Index {
                 }
             }
             .map_err(|e| Error::Format(format!("segment {}: {}", seg.id, e.0)))?;
-            hits.push(Hit { id: stored.0, score: h.score, doc: h.doc, source: stored.1, sort_value: h.sort_value });
+            hits.push(Hit {
+                id: stored.0,
+                score: h.score,
+                doc: h.doc,
+                source: stored.1,
+                sort_value: h.sort_value,
+            });
         }
         Ok(SearchResult {
             total: res.total,

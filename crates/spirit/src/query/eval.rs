@@ -1147,7 +1147,9 @@ pub fn execute(snap: &Snapshot, node: &Node, opts: &SearchOptions) -> Result<Sea
             v.sort_by(|a, b| b.cmp(a));
             v.into_iter().map(|e| ScoredDoc { doc: e.1, score: e.0, sort_value: None }).collect()
         }
-        Sort::Newest => newest.into_iter().map(|doc| ScoredDoc { doc, score: 0.0, sort_value: None }).collect(),
+        Sort::Newest => {
+            newest.into_iter().map(|doc| ScoredDoc { doc, score: 0.0, sort_value: None }).collect()
+        }
         Sort::Field { .. } => by_field
             .into_sorted_vec()
             .into_iter()
