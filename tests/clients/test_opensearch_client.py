@@ -1,178 +1,335 @@
-"""spirit driven by the stock opensearch-py client, as an Elasticsearch/OpenSearch user would."""
+"""spirit driven by the stock opensearch-py client, as an Elasticsearch/OpenSearch user would drive it.
+
+One index per module (unique name), created with settings and mappings, bulk-loaded with the Cranfield
+collection and checked WITHOUT any refresh: spirit makes every acknowledged write visible at once. The tests
+share that index; `Loaded.docs` tracks the live documents (tests that add or delete update it), so each test
+computes its expectations from the data rather than from the order the tests run in. The last test deletes
+the index.
+"""
 import re
+import uuid
 
 import pytest
 from opensearchpy import helpers
 from opensearchpy.exceptions import NotFoundError, RequestError
 
-INDEX = "cranfield-client-test"
+INDEX = f"cranfield-client-{uuid.uuid4().hex[:10]}"
+
+SETTINGS = {"number_of_shards": 1, "index": {"translog": {"durability": "request"}}}
+MAPPINGS = {
+    "properties": {
+        "title": {"type": "text"},
+        "body": {"type": "text", "analyzer": "english"},
+        "n": {"type": "long"},
+        # The documents carry their id as a field too; mapped as keyword for the term/terms tests.
+        "id": {"type": "keyword"},
+    }
+}
 
 
 def words(text):
-    return re.findall(r"\w+", text.lower())
+    """The tokens of the standard analyzer: lowercased alphanumeric runs."""
+    return re.findall(r"[a-z0-9]+", text.lower())
 
 
-@pytest.fixture(scope="module")
-def loaded(client, cranfield):
-    if client.indices.exists(index=INDEX):
-        client.indices.delete(index=INDEX)
-    assert not client.indices.exists(index=INDEX)
-    body = {
-        "settings": {"number_of_shards": 1, "index": {"translog": {"durability": "request"}}},
-        "mappings": {"properties": {
-            "title": {"type": "text"},
-            "body": {"type": "text", "analyzer": "english"},
-            "n": {"type": "long"},
-            "id": {"type": "keyword"},
-        }},
-    }
-    r = client.indices.create(index=INDEX, body=body)
-    assert r["acknowledged"] is True
-    assert client.indices.exists(index=INDEX)
-    actions = ({"_index": INDEX, "_id": d["id"], "_source": d} for d in cranfield)
-    ok, errors = helpers.bulk(client, actions, chunk_size=250)
-    assert errors == [] and ok == len(cranfield)
-    # Visible at once: no refresh before counting.
-    assert client.count(index=INDEX)["count"] == len(cranfield)
-    yield cranfield
-    client.indices.delete(index=INDEX)
-    assert not client.indices.exists(index=INDEX)
-
-
-def test_info(client):
-    info = client.info()
-    assert info["version"]["number"]
-    assert info["tagline"] == "You Know, for Search"
-
-
-def test_create_twice_is_an_error(client, loaded):
-    with pytest.raises(RequestError) as e:
-        client.indices.create(index=INDEX)
-    assert e.value.status_code == 400
-    assert e.value.error == "resource_already_exists_exception"
-    assert client.indices.refresh(index=INDEX)["_shards"]["failed"] == 0
+def has_word(text, prefix):
+    """True when some word of text starts with prefix: the english analyzer stems ("layers", "layered" and
+    "layering" are all "layer"), so a match on a stem shows as a word starting with it."""
+    return any(w.startswith(prefix) for w in words(text))
 
 
 def hits(r):
     return r["hits"]["hits"]
 
 
-def test_match_or_and(client, loaded):
+def ids(r):
+    return [h["_id"] for h in hits(r)]
+
+
+class Loaded:
+    """What the module fixture did, and the live documents of the index by id."""
+
+    def __init__(self):
+        self.exists_before = None
+        self.create = None
+        self.exists_after = None
+        self.bulk = None
+        self.count_after_bulk = None
+        self.docs = {}
+
+
+@pytest.fixture(scope="module")
+def ix(client, cranfield):
+    st = Loaded()
+    st.exists_before = client.indices.exists(index=INDEX)
+    st.create = client.indices.create(index=INDEX, body={"settings": SETTINGS, "mappings": MAPPINGS})
+    st.exists_after = client.indices.exists(index=INDEX)
+    actions = ({"_index": INDEX, "_id": d["id"], "_source": d} for d in cranfield)
+    # raise_on_error=False: per-item errors come back in the list (and are asserted on) instead of raising.
+    st.bulk = helpers.bulk(client, actions, chunk_size=200, raise_on_error=False)
+    # Immediately after the last bulk request returns: no refresh in between.
+    st.count_after_bulk = client.count(index=INDEX)["count"]
+    st.docs = {d["id"]: dict(d) for d in cranfield}
+    yield st
+    if client.indices.exists(index=INDEX):
+        client.indices.delete(index=INDEX)
+
+
+def test_info(client):
+    info = client.info()
+    assert isinstance(info["version"]["number"], str) and info["version"]["number"]
+    assert info["tagline"] == "You Know, for Search"
+
+
+def test_create_index(client, ix):
+    assert ix.exists_before is False
+    assert ix.create["acknowledged"] is True
+    assert ix.create["index"] == INDEX
+    assert ix.exists_after is True
+    assert client.indices.exists(index=INDEX) is True
+
+
+def test_create_existing_index_is_400(client, ix):
+    with pytest.raises(RequestError) as e:
+        client.indices.create(index=INDEX, body={"settings": SETTINGS, "mappings": MAPPINGS})
+    assert e.value.status_code == 400
+    assert e.value.error == "resource_already_exists_exception"
+    err = e.value.info
+    assert err["status"] == 400
+    assert err["error"]["type"] == "resource_already_exists_exception"
+    assert err["error"]["reason"]
+    assert err["error"]["root_cause"] and err["error"]["root_cause"][0]["type"] == "resource_already_exists_exception"
+
+
+def test_bulk_visible_without_refresh(client, ix, cranfield):
+    ok, errors = ix.bulk
+    assert errors == [], errors[:3]
+    assert ok == len(cranfield)
+    # The count taken right after helpers.bulk returned, with no refresh: every document already visible.
+    assert ix.count_after_bulk == len(cranfield)
+    # refresh is accepted (a no-op in spirit) and reports no failed shard.
+    r = client.indices.refresh(index=INDEX)
+    assert r["_shards"]["failed"] == 0
+    assert client.count(index=INDEX)["count"] == len(ix.docs)
+
+
+def test_match(client, ix):
     r = client.search(index=INDEX, body={"query": {"match": {"body": "boundary layer"}}, "size": 50})
     hs = hits(r)
-    assert hs and r["hits"]["total"]["value"] >= len(hs)
+    assert hs
+    assert r["hits"]["total"]["value"] >= len(hs)
+    assert r["hits"]["total"]["relation"] in ("eq", "gte")
     for h in hs:
-        ws = words(h["_source"]["body"])
-        assert any(w.startswith("boundar") or w.startswith("layer") for w in ws), h["_id"]
+        body = h["_source"]["body"]
+        assert has_word(body, "boundar") or has_word(body, "layer"), (h["_id"], body[:200])
+        assert isinstance(h["_score"], float) and h["_score"] > 0
     scores = [h["_score"] for h in hs]
     assert scores == sorted(scores, reverse=True)
-    r2 = client.search(index=INDEX, body={"query": {"match": {"body": {"query": "boundary layer", "operator": "and"}}}, "size": 50})
+    assert r["hits"]["max_score"] == scores[0]
+
+    q_and = {"match": {"body": {"query": "boundary layer", "operator": "and"}}}
+    r2 = client.search(index=INDEX, body={"query": q_and, "size": 50})
+    assert hits(r2)
     for h in hits(r2):
-        ws = words(h["_source"]["body"])
-        assert any(w.startswith("boundar") for w in ws) and any(w.startswith("layer") for w in ws)
+        body = h["_source"]["body"]
+        assert has_word(body, "boundar") and has_word(body, "layer"), (h["_id"], body[:200])
     assert r2["hits"]["total"]["value"] <= r["hits"]["total"]["value"]
 
 
-def test_match_phrase(client, loaded):
+def test_match_phrase(client, ix):
     r = client.search(index=INDEX, body={"query": {"match_phrase": {"body": "boundary layer"}}, "size": 100})
     assert hits(r)
     for h in hits(r):
-        assert re.search(r"boundary[- ]+layers?", h["_source"]["body"].lower()), h["_id"]
+        # Adjacent words (punctuation is no token); stemming allows "boundary layers", "boundaries layer", ...
+        assert re.search(r"\bboundar[a-z]*[^a-z0-9]+layer", h["_source"]["body"].lower()), h["_id"]
 
 
-def test_bool_with_filter_range(client, loaded):
-    q = {"bool": {
-        "must": [{"match": {"body": "flow"}}],
-        "must_not": [{"match": {"body": "supersonic"}}],
-        "filter": [{"range": {"n": {"gte": 100, "lte": 500}}}],
-    }}
+def test_bool_must_must_not_filter_should(client, ix):
+    q = {
+        "bool": {
+            "must": [{"match": {"body": "flow"}}],
+            "must_not": [{"match": {"body": "supersonic"}}],
+            "filter": [{"range": {"n": {"gte": 100, "lte": 500}}}],
+            "should": [{"match": {"title": "pressure"}}],
+        }
+    }
     r = client.search(index=INDEX, body={"query": q, "size": 100})
     assert hits(r)
     for h in hits(r):
         s = h["_source"]
-        assert 100 <= s["n"] <= 500
-        assert "flow" in words(s["body"]) or "flows" in words(s["body"])
-        assert "supersonic" not in words(s["body"])
-
-
-def test_range_term_terms_prefix_match_all(client, loaded):
-    expected = sum(1 for d in loaded if 10 <= d["n"] < 60)
-    r = client.count(index=INDEX, body={"query": {"range": {"n": {"gte": 10, "lt": 60}}}})
-    assert r["count"] == expected
-    r = client.search(index=INDEX, body={"query": {"term": {"id": "42"}}})
-    assert [h["_id"] for h in hits(r)] == ["42"]
-    r = client.search(index=INDEX, body={"query": {"terms": {"id": ["1", "2", "3"]}}})
-    assert sorted(h["_id"] for h in hits(r)) == ["1", "2", "3"]
-    r = client.search(index=INDEX, body={"query": {"prefix": {"body": "aerodyn"}}, "size": 20})
+        assert 100 <= s["n"] <= 500, h["_id"]
+        assert has_word(s["body"], "flow"), h["_id"]
+        assert "supersonic" not in words(s["body"]), h["_id"]
+    # should only adds score: the same documents match with and without it.
+    q_no_should = {"bool": {k: v for k, v in q["bool"].items() if k != "should"}}
+    assert client.count(index=INDEX, body={"query": q})["count"] == client.count(
+        index=INDEX, body={"query": q_no_should}
+    )["count"]
+    # ... and a should-only bool requires at least one should clause to match.
+    r = client.search(index=INDEX, body={"query": {"bool": {"should": [{"match": {"title": "pressure"}}]}}, "size": 50})
     assert hits(r)
     for h in hits(r):
-        assert any(w.startswith("aerodyn") for w in words(h["_source"]["body"]))
-    assert client.count(index=INDEX, body={"query": {"match_all": {}}})["count"] == len(loaded)
+        assert "pressure" in words(h["_source"]["title"]), h["_id"]
 
 
-def test_paging_source_filtering_totals_highlight(client, loaded):
+def test_range_term_terms_prefix_match_all(client, ix):
+    expected = sum(1 for d in ix.docs.values() if 10 <= d["n"] < 60)
+    assert expected > 0
+    assert client.count(index=INDEX, body={"query": {"range": {"n": {"gte": 10, "lt": 60}}}})["count"] == expected
+    r = client.search(index=INDEX, body={"query": {"range": {"n": {"gte": 10, "lt": 60}}}, "size": 100})
+    assert sorted(int(i) for i in ids(r)) == sorted(d["n"] for d in ix.docs.values() if 10 <= d["n"] < 60)
+
+    # term on a keyword field is exact: "4" matches the document 4 only, not 42 or 400.
+    assert ids(client.search(index=INDEX, body={"query": {"term": {"id": "42"}}})) == ["42"]
+    assert ids(client.search(index=INDEX, body={"query": {"term": {"id": "4"}}})) == ["4"]
+    assert ids(client.search(index=INDEX, body={"query": {"term": {"id": "no-such-id"}}})) == []
+    r = client.search(index=INDEX, body={"query": {"terms": {"id": ["1", "2", "3", "no-such-id"]}}})
+    assert sorted(ids(r)) == ["1", "2", "3"]
+
+    r = client.search(index=INDEX, body={"query": {"prefix": {"body": "aerodyn"}}, "size": 50})
+    assert hits(r)
+    for h in hits(r):
+        assert has_word(h["_source"]["body"], "aerodyn"), h["_id"]
+
+    total = len(ix.docs)
+    assert client.count(index=INDEX, body={"query": {"match_all": {}}})["count"] == total
+    r = client.search(index=INDEX, body={"query": {"match_all": {}}, "size": 10})
+    assert r["hits"]["total"]["value"] == min(total, 10_000) and len(hits(r)) == min(total, 10)
+
+
+def test_sort_paging_source_filtering(client, ix):
     q = {"match": {"body": "heat transfer"}}
-    ten = hits(client.search(index=INDEX, body={"query": q, "size": 10}))
-    page2 = hits(client.search(index=INDEX, body={"query": q, "size": 5, "from": 5}))
-    assert [h["_id"] for h in page2] == [h["_id"] for h in ten[5:10]]
-    r = client.search(index=INDEX, body={"query": q, "_source": ["title"]})
-    assert all(set(h["_source"]) == {"title"} for h in hits(r))
-    r = client.search(index=INDEX, body={"query": q, "_source": False})
-    assert all("_source" not in h for h in hits(r))
+    ten = client.search(index=INDEX, body={"query": q, "size": 10})
+    assert len(hits(ten)) == 10
+    # Sorting by score, descending, explicitly: the same order as the default.
+    by_score = client.search(index=INDEX, body={"query": q, "size": 10, "sort": [{"_score": {"order": "desc"}}]})
+    assert ids(by_score) == ids(ten)
+    scores = [h["_score"] for h in hits(by_score)]
+    assert scores == sorted(scores, reverse=True)
+    # from/size: page 2 of size 5 is hits 5..10 of size 10.
+    page2 = client.search(index=INDEX, body={"query": q, "size": 5, "from": 5})
+    assert ids(page2) == ids(ten)[5:10]
+    # Sorting by a numeric field.
     r = client.search(index=INDEX, body={"query": q, "sort": [{"n": {"order": "desc"}}], "size": 20})
     ns = [h["_source"]["n"] for h in hits(r)]
-    assert ns == sorted(ns, reverse=True) and [h["sort"][0] for h in hits(r)] == ns
-    r = client.search(index=INDEX, body={"query": q, "track_total_hits": False})
-    assert "total" not in r["hits"]
-    r = client.search(index=INDEX, body={"query": q, "highlight": {"fields": {"body": {}}, "pre_tags": ["<em>"], "post_tags": ["</em>"]}})
+    assert ns and ns == sorted(ns, reverse=True)
+    # _source filtering.
+    r = client.search(index=INDEX, body={"query": q, "_source": ["title"]})
+    assert hits(r)
+    for h in hits(r):
+        assert set(h["_source"]) == {"title"}
+        assert h["_source"]["title"] == ix.docs[h["_id"]]["title"]
+    r = client.search(index=INDEX, body={"query": q, "_source": False})
+    assert hits(r)
+    assert all("_source" not in h for h in hits(r))
+
+
+def test_track_total_hits_false(client, ix):
+    r = client.search(index=INDEX, body={"query": {"match": {"body": "heat transfer"}}, "track_total_hits": False})
+    assert hits(r)
+    assert r["hits"].get("total") is None
+
+
+def test_highlight(client, ix):
+    body = {
+        "query": {"match": {"body": "heat transfer"}},
+        "highlight": {"pre_tags": ["<em>"], "post_tags": ["</em>"], "fields": {"body": {}}},
+    }
+    r = client.search(index=INDEX, body=body)
     assert hits(r)
     for h in hits(r):
         frags = h["highlight"]["body"]
-        assert frags and all("<em>" in f for f in frags)
+        assert frags, h["_id"]
+        for f in frags:
+            assert "<em>" in f and "</em>" in f, (h["_id"], f)
+            marked = re.findall(r"<em>(.*?)</em>", f)
+            assert marked and all(m.lower().startswith(("heat", "transfer")) for m in marked), (h["_id"], f)
 
 
-def test_real_time_visibility(client, loaded):
+def test_count_with_query(client, ix):
+    q = {"match": {"body": {"query": "boundary layer", "operator": "and"}}}
+    c = client.count(index=INDEX, body={"query": q})["count"]
+    r = client.search(index=INDEX, body={"query": q, "size": 0, "track_total_hits": True})
+    assert c > 0
+    assert c == r["hits"]["total"]["value"]
+    assert r["hits"]["total"]["relation"] == "eq"
+
+
+def test_real_time_visibility(client, ix):
     for i in range(50):
-        word = f"zyxrealtime{i}q"
-        r = client.index(index=INDEX, id=f"rt{i}", body={"title": f"real time {word}", "body": "fresh", "n": 100000 + i})
-        assert r["result"] == "created"
-        found = client.search(index=INDEX, body={"query": {"match": {"title": word}}})
-        assert [h["_id"] for h in hits(found)] == [f"rt{i}"]
-        assert client.get(index=INDEX, id=f"rt{i}")["_source"]["n"] == 100000 + i
+        doc_id = f"rt{i}"
+        word = f"zqxrealtime{i}v"
+        doc = {"id": doc_id, "title": f"real time {word}", "body": "a document that must be visible at once", "n": 100_000 + i}
+        r = client.index(index=INDEX, id=doc_id, body=doc)
+        assert r["result"] == "created", r
+        ix.docs[doc_id] = doc
+        # The very next requests see it: no refresh.
+        assert ids(client.search(index=INDEX, body={"query": {"match": {"title": word}}})) == [doc_id], i
+        got = client.get(index=INDEX, id=doc_id)
+        assert got["found"] is True and got["_source"] == doc, i
+    assert client.count(index=INDEX)["count"] == len(ix.docs)
 
 
-def test_get_update_delete(client, loaded):
-    doc = client.get(index=INDEX, id="7")
-    assert doc["found"] and doc["_source"] == next(d for d in loaded if d["id"] == "7")
-    with pytest.raises(NotFoundError):
+def test_get_exists_update_delete(client, ix):
+    doc_id = "7"
+    original = dict(ix.docs[doc_id])
+    got = client.get(index=INDEX, id=doc_id)
+    assert got["found"] is True and got["_id"] == doc_id and got["_index"] == INDEX
+    assert got["_source"] == original
+    with pytest.raises(NotFoundError) as e:
         client.get(index=INDEX, id="no-such-id")
-    assert client.exists(index=INDEX, id="7")
-    assert not client.exists(index=INDEX, id="no-such-id")
-    r = client.update(index=INDEX, id="7", body={"doc": {"title": "quixoticallychanged title"}})
+    assert e.value.status_code == 404
+    assert client.exists(index=INDEX, id=doc_id) is True
+    assert client.exists(index=INDEX, id="no-such-id") is False
+
+    new_title = "quixoticallychanged title"
+    r = client.update(index=INDEX, id=doc_id, body={"doc": {"title": new_title}})
     assert r["result"] == "updated"
-    after = client.get(index=INDEX, id="7")["_source"]
-    assert after["title"] == "quixoticallychanged title"
-    assert after["body"] == doc["_source"]["body"]
-    found = client.search(index=INDEX, body={"query": {"match": {"title": "quixoticallychanged"}}})
-    assert [h["_id"] for h in hits(found)] == ["7"]
-    assert client.delete(index=INDEX, id="7")["result"] == "deleted"
+    after = client.get(index=INDEX, id=doc_id)["_source"]
+    assert after == {**original, "title": new_title}
+    ix.docs[doc_id] = after
+    assert ids(client.search(index=INDEX, body={"query": {"match": {"title": "quixoticallychanged"}}})) == [doc_id]
+
+    r = client.delete(index=INDEX, id=doc_id)
+    assert r["result"] == "deleted"
+    del ix.docs[doc_id]
     with pytest.raises(NotFoundError):
-        client.get(index=INDEX, id="7")
-    assert hits(client.search(index=INDEX, body={"query": {"match": {"title": "quixoticallychanged"}}})) == []
+        client.get(index=INDEX, id=doc_id)
+    assert client.exists(index=INDEX, id=doc_id) is False
+    assert ids(client.search(index=INDEX, body={"query": {"match": {"title": "quixoticallychanged"}}})) == []
+    assert ids(client.search(index=INDEX, body={"query": {"term": {"id": doc_id}}})) == []
     with pytest.raises(NotFoundError):
-        client.delete(index=INDEX, id="7")
+        client.delete(index=INDEX, id=doc_id)
+    assert client.count(index=INDEX)["count"] == len(ix.docs)
 
 
-def test_cat_indices(client, loaded):
+def test_cat_indices(client, ix):
     rows = client.cat.indices(format="json")
-    row = next(r for r in rows if r["index"] == INDEX)
-    assert int(row["docs.count"]) == client.count(index=INDEX)["count"]
+    assert isinstance(rows, list)
+    row = next((r for r in rows if r["index"] == INDEX), None)
+    assert row is not None, rows
+    assert int(row["docs.count"]) == len(ix.docs) == client.count(index=INDEX)["count"]
 
 
-def test_errors(client, loaded):
+def test_errors(client, ix):
     with pytest.raises(RequestError) as e:
         client.search(index=INDEX, body={"query": {"no_such_query": {}}})
     assert e.value.status_code == 400
+    assert e.value.info["status"] == 400
+    assert e.value.info["error"]["type"] and e.value.info["error"]["reason"]
+    assert e.value.info["error"]["root_cause"]
+
     with pytest.raises(NotFoundError) as e:
-        client.search(index="no-such-index", body={"query": {"match_all": {}}})
+        client.search(index=f"{INDEX}-missing", body={"query": {"match_all": {}}})
+    assert e.value.status_code == 404
     assert e.value.error == "index_not_found_exception"
+    assert e.value.info["error"]["root_cause"][0]["type"] == "index_not_found_exception"
+
+
+def test_zz_delete_index(client, ix):
+    # Last test of the module: deleting the index.
+    r = client.indices.delete(index=INDEX)
+    assert r["acknowledged"] is True
+    assert client.indices.exists(index=INDEX) is False
+    with pytest.raises(NotFoundError):
+        client.count(index=INDEX)
