@@ -16,7 +16,7 @@ DATA=$(mktemp -d)
 LOG=$DATA/serve.log
 "$BIN" serve --data "$DATA/data" --port 0 > "$LOG" 2>&1 &
 PID=$!
-trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DATA"' EXIT
+trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$DATA"' EXIT
 for _ in $(seq 1 100); do
   URL=$(grep -o 'http://[0-9.:]*' "$LOG" | head -1 || true)
   [ -n "$URL" ] && break
