@@ -62,6 +62,10 @@ pub struct ShardConfig {
     /// When the oldest segments are dropped.
     #[serde(default)]
     pub retention: RetentionPolicy,
+    /// Bytes of the DRAM budget given to the result cache (SPIRIT §4.11); default: min(budget / 16, 32 MiB);
+    /// 0 turns the cache off. The DRAM heap is mapped that much smaller, so the budget covers both.
+    #[serde(default)]
+    pub result_cache_bytes: Option<usize>,
     /// The persistence barrier (tests swap in a simulated persistence domain).
     #[serde(skip)]
     pub barrier: crate::memory::BarrierChoice,
@@ -115,6 +119,7 @@ impl Default for ShardConfig {
             replay_bytes: default_replay_bytes(),
             compaction: CompactionPolicy::default(),
             retention: RetentionPolicy::default(),
+            result_cache_bytes: None,
             barrier: Default::default(),
         }
     }
@@ -139,9 +144,22 @@ impl ShardConfig {
         (2 * f).max((self.dram_budget / 2).min(4 * f))
     }
 
+    /// The result cache's share of the DRAM budget.
+    pub fn result_cache_bytes(&self) -> usize {
+        self.result_cache_bytes.unwrap_or((self.dram_budget / 16).min(32 << 20))
+    }
+
+    /// The DRAM heap (both rings): the budget less the result cache.
+    pub fn dram_heap_bytes(&self) -> usize {
+        self.dram_budget - self.result_cache_bytes()
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if self.dram_budget < MIN_DRAM_BUDGET {
             return Err(format!("dram budget must be at least {} bytes", MIN_DRAM_BUDGET));
+        }
+        if self.result_cache_bytes() > self.dram_budget / 4 {
+            return Err("the result cache may take at most a quarter of the dram budget".into());
         }
         if self.persistent_budget < (1 << 20) {
             return Err("persistent budget must be at least 1 MiB".into());

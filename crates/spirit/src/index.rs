@@ -408,7 +408,8 @@ impl Index {
         };
         let mut opts = opts.clone();
         opts.bm25 = query::Bm25 { k1: self.settings.bm25_k1, b: self.settings.bm25_b };
-        let res = query::execute(&snap, &node, &opts)?;
+        let cache = opts.cache.then(|| self.shard.result_cache());
+        let res = query::execute_cached(&snap, &node, &opts, cache)?;
         let mut hits = Vec::with_capacity(res.hits.len());
         for h in res.hits {
             if !opts.fetch {

@@ -6,6 +6,7 @@
 //! depend on which segment holds it. Deleted documents still count in the statistics until they are
 //! compacted away, as in Lucene.
 
+use super::cache::{Boundary, CachedResult, ResultCache};
 use super::plan::Node;
 use crate::codec::{PostingsCursor, NO_DOC};
 use crate::error::{Error, Result};
@@ -13,6 +14,7 @@ use crate::gdt::{SegData, SegState, SegmentDesc, Snapshot};
 use crate::segment::image::{norm_at, number_at};
 use crate::segment::{FieldStats, FreshPostings, FreshSegment, ImageView, SegmentError};
 use std::cell::RefCell;
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::ops::Bound;
 
@@ -54,6 +56,9 @@ pub struct SearchOptions {
     pub bm25: Bm25,
     /// Load `_id` and `_source` of the hits (off: hits carry only the internal doc id and score).
     pub fetch: bool,
+    /// Use the shard's result cache (answers are identical either way; off: the query neither reads nor
+    /// fills it, like Elasticsearch's `request_cache=false`).
+    pub cache: bool,
 }
 
 impl Default for SearchOptions {
@@ -65,6 +70,7 @@ impl Default for SearchOptions {
             track_total: true,
             bm25: Bm25::default(),
             fetch: true,
+            cache: true,
         }
     }
 }
@@ -1025,7 +1031,7 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
 // ---------------------------------------------------------------------------------------------------------
 // Collection
 
-#[derive(PartialEq)]
+#[derive(PartialEq, Clone, Copy)]
 struct Entry(f32, u32);
 impl Eq for Entry {}
 impl PartialOrd for Entry {
@@ -1040,121 +1046,488 @@ impl Ord for Entry {
     }
 }
 
+/// The best `cap` documents in the query's order, and the count of matches seen.
+struct Collector {
+    sort: Sort,
+    cap: usize,
+    total: u64,
+    exact: bool,
+    /// Score order: a min-heap of the best, the worst on top.
+    heap: BinaryHeap<Reverse<Entry>>,
+    /// Newest first: doc ids, descending.
+    newest: Vec<u32>,
+    /// Field order: a max-heap of the best (smallest) entries, the worst on top.
+    by_field: BinaryHeap<FieldEntry>,
+}
+
+impl Collector {
+    fn new(sort: Sort, cap: usize) -> Collector {
+        Collector {
+            sort,
+            cap,
+            total: 0,
+            exact: true,
+            heap: BinaryHeap::new(),
+            newest: vec![],
+            by_field: BinaryHeap::new(),
+        }
+    }
+
+    /// Score order: the score a document must reach to enter (−∞ until `cap` documents are in).
+    fn theta(&self) -> f32 {
+        match self.heap.peek() {
+            Some(t) if self.cap > 0 && self.heap.len() >= self.cap => t.0 .0,
+            _ => f32::NEG_INFINITY,
+        }
+    }
+
+    fn push_score(&mut self, e: Entry) {
+        if self.heap.len() < self.cap {
+            self.heap.push(Reverse(e));
+        } else if self.heap.peek().is_some_and(|top| e > top.0) {
+            self.heap.pop();
+            self.heap.push(Reverse(e));
+        }
+    }
+
+    fn push_field(&mut self, e: FieldEntry) {
+        if self.by_field.len() < self.cap {
+            self.by_field.push(e);
+        } else if self.by_field.peek().is_some_and(|worst| e < *worst) {
+            self.by_field.pop();
+            self.by_field.push(e);
+        }
+    }
+
+    /// Keeps only the best `cap`.
+    fn shrink(&mut self, cap: usize) {
+        self.cap = cap;
+        while self.heap.len() > cap {
+            self.heap.pop();
+        }
+        while self.by_field.len() > cap {
+            self.by_field.pop();
+        }
+        self.newest.truncate(cap);
+    }
+
+    /// The collected documents, best first.
+    fn ranked(&self) -> Vec<ScoredDoc> {
+        match self.sort {
+            Sort::Score => {
+                let mut v: Vec<Entry> = self.heap.iter().map(|r| r.0).collect();
+                v.sort_by(|a, b| b.cmp(a));
+                v.into_iter().map(|e| ScoredDoc { doc: e.1, score: e.0, sort_value: None }).collect()
+            }
+            Sort::Newest => {
+                self.newest.iter().map(|&doc| ScoredDoc { doc, score: 0.0, sort_value: None }).collect()
+            }
+            Sort::Field { .. } => {
+                let mut v: Vec<FieldEntry> = self.by_field.iter().copied().collect();
+                v.sort();
+                v.into_iter().map(|e| ScoredDoc { doc: e.doc, score: 0.0, sort_value: e.value }).collect()
+            }
+        }
+    }
+
+    fn finish(self, offset: usize) -> SearchHits {
+        let hits = self.ranked().into_iter().skip(offset).collect();
+        SearchHits { total: self.total, total_exact: self.exact, hits }
+    }
+}
+
+/// Evaluates segment `si` into `col`.
+fn eval_segment(
+    ctx: &Ctx<'_>,
+    w: &Weight,
+    si: usize,
+    col: &mut Collector,
+    opts: &SearchOptions,
+) -> Result<()> {
+    let seg = &ctx.segs[si];
+    if seg.visible == 0 {
+        return Ok(());
+    }
+    let mut s = scorer(w, ctx, si);
+    // Top-k without exact counts: scorers may skip what cannot beat the k-th best score so far (a doc with an
+    // equal score still can: ties go to the newer doc, and documents arrive in id order).
+    let prune = opts.sort == Sort::Score && !opts.track_total && col.cap > 0;
+    let mut theta = f32::NEG_INFINITY;
+    if prune && col.heap.len() >= col.cap {
+        theta = col.theta();
+        if s.upper_bound() < theta {
+            col.exact = false;
+            return Ok(());
+        }
+        s.set_threshold(theta);
+    }
+    let del = &seg.desc.deletes;
+    let base = seg.desc.base_doc;
+    let column = match (opts.sort, &seg.kind) {
+        (Sort::Field { field, .. }, SegKind::Image(v)) => v.numbers(field),
+        _ => None,
+    };
+    // Newest first: the last documents of this segment that still fit.
+    let room = col.cap.saturating_sub(col.newest.len());
+    let mut seg_hits: std::collections::VecDeque<u32> = Default::default();
+    let mut d = s.doc();
+    while d != NO_DOC && d < seg.visible {
+        if !del.is_deleted(d) {
+            col.total += 1;
+            match opts.sort {
+                Sort::Score if col.cap > 0 => {
+                    col.push_score(Entry(s.score(), base + d));
+                    if prune && col.heap.len() >= col.cap {
+                        let t = col.theta();
+                        if t > theta {
+                            theta = t;
+                            s.set_threshold(theta);
+                            col.exact = false;
+                        }
+                    }
+                }
+                Sort::Newest if room > 0 => {
+                    seg_hits.push_back(base + d);
+                    if seg_hits.len() > room {
+                        seg_hits.pop_front();
+                    }
+                }
+                Sort::Field { field, descending } if col.cap > 0 => {
+                    let value = match &seg.kind {
+                        SegKind::Fresh(f) => f.numeric(field, d),
+                        SegKind::Image(_) => column.and_then(|c| number_at(c, d)),
+                    };
+                    col.push_field(field_entry(value, descending, base + d));
+                }
+                _ => {}
+            }
+        }
+        d = s.next();
+    }
+    if let Some(e) = ctx.err.borrow_mut().take() {
+        return Err(Error::Format(format!("segment {}: {}", seg.desc.id, e.0)));
+    }
+    col.newest.extend(seg_hits.into_iter().rev());
+    Ok(())
+}
+
+fn field_entry(value: Option<f64>, descending: bool, doc: u32) -> FieldEntry {
+    let key = value.map_or(0.0, |v| if descending { -v } else { v });
+    FieldEntry { missing: value.is_none(), key, doc, value }
+}
+
 /// Evaluates a planned query on a pinned snapshot.
 pub fn execute(snap: &Snapshot, node: &Node, opts: &SearchOptions) -> Result<SearchHits> {
+    execute_cached(snap, node, opts, None)
+}
+
+/// Candidates a new cache entry keeps for a query asking for `k` hits: enough slack that the statistics of a
+/// growing index rarely push a left-out document into the top k.
+fn cache_capacity(k: usize) -> usize {
+    if k == 0 {
+        0
+    } else {
+        (2 * k).max(k + 32)
+    }
+}
+
+/// A hit on an entry whose coverage is followed by more than this many sealed segments runs the query in
+/// full instead, so the entry is replaced by one that covers them (SPIRIT notes that old entries otherwise
+/// leave ever more segments to compute).
+const MAX_UNCOVERED_SEALED: usize = 8;
+
+/// [`execute`] with the result cache: the sealed prefix of the snapshot is answered from `cache` when it
+/// holds an entry for the query that can be proven exact, and the answer is stored there otherwise.
+pub fn execute_cached(
+    snap: &Snapshot,
+    node: &Node,
+    opts: &SearchOptions,
+    cache: Option<&ResultCache>,
+) -> Result<SearchHits> {
     let mut ctx = Ctx::new(snap, opts.bm25)?;
     let w = weight(node, &mut ctx)?;
     let ctx = ctx;
     let k = opts.limit.saturating_add(opts.offset);
-    let mut total = 0u64;
-    let mut heap: BinaryHeap<std::cmp::Reverse<Entry>> = BinaryHeap::new();
-    let mut newest: Vec<u32> = vec![];
-    // Field sort: a max-heap of the k best (smallest) entries, the worst on top.
-    let mut by_field: BinaryHeap<FieldEntry> = BinaryHeap::new();
-    let mut exact = true;
-    let order: Vec<usize> = match opts.sort {
-        Sort::Score | Sort::Field { .. } => (0..ctx.segs.len()).collect(),
-        Sort::Newest => (0..ctx.segs.len()).rev().collect(),
+    // The sealed prefix: images never change except for delete bits.
+    let sealed = ctx.segs.iter().take_while(|s| matches!(s.kind, SegKind::Image(_))).count();
+    let Some(cache) = cache.filter(|c| c.enabled() && sealed > 0) else {
+        return Ok(run(&ctx, &w, opts, k, None)?.0);
     };
-    for si in order {
-        let seg = &ctx.segs[si];
-        if seg.visible == 0 {
-            continue;
-        }
-        if opts.sort == Sort::Newest && !opts.track_total && newest.len() >= k {
-            exact = false;
-            break;
-        }
-        let mut s = scorer(&w, &ctx, si);
-        // Top-k without exact counts: scorers may skip what cannot beat the k-th best score so far (a doc
-        // with an equal score still can: ties go to the newer doc, and documents arrive in id order).
-        let prune = opts.sort == Sort::Score && !opts.track_total && k > 0;
-        let mut theta = f32::NEG_INFINITY;
-        if prune && heap.len() >= k {
-            theta = heap.peek().map_or(f32::NEG_INFINITY, |t| t.0 .0);
-            if s.upper_bound() < theta {
-                exact = false;
-                continue;
+    let key = format!("{:?}|{:?}|{:?}", opts.sort, opts.bm25, node);
+    match cache.get(&key) {
+        Some(e) => {
+            if let Some(h) = from_cache(&ctx, &w, opts, k, &e, sealed)? {
+                cache.record_hit();
+                return Ok(h);
             }
-            s.set_threshold(theta);
+            cache.record_stale();
         }
-        let del = &seg.desc.deletes;
-        let base = seg.desc.base_doc;
-        let column = match (opts.sort, &seg.kind) {
-            (Sort::Field { field, .. }, SegKind::Image(v)) => v.numbers(field),
-            _ => None,
+        None => cache.record_miss(),
+    }
+    let (hits, entry) = run(&ctx, &w, opts, k, Some(sealed))?;
+    if let Some(e) = entry {
+        cache.put(&key, e);
+    }
+    Ok(hits)
+}
+
+/// Documents and deleted documents in `segs`.
+fn coverage_counts(segs: &[Seg<'_>]) -> (u64, u64) {
+    segs.iter().fold((0, 0), |(n, d), s| (n + s.desc.doc_count as u64, d + s.desc.deletes.count() as u64))
+}
+
+/// The (idf, avgdl) of every scoring leaf, in plan order.
+fn leaves(w: &Weight, out: &mut Vec<(f32, f32)>) {
+    match w {
+        Weight::Term { idf, avgdl, .. } | Weight::Phrase { idf, avgdl, .. } => out.push((*idf, *avgdl)),
+        Weight::Bool { must, should, must_not, filter } => {
+            for c in must.iter().chain(should).chain(must_not).chain(filter) {
+                leaves(c, out);
+            }
+        }
+        Weight::DisMax(v) => v.iter().for_each(|c| leaves(c, out)),
+        _ => {}
+    }
+}
+
+/// How much any document's score can have grown from the statistics of `old` to those of `new`: a BM25 term
+/// contributes `idf · tf / (tf + k1·(1 − b + b·dl/avgdl))`, which scales by the idf ratio and — when avgdl
+/// grows — by at most `avgdl_new / avgdl_old`; sums and maxima of non-negative contributions grow by at most
+/// the largest factor. `None`: the leaves do not correspond.
+fn growth(old: &[(f32, f32)], new: &[(f32, f32)]) -> Option<f64> {
+    if old.len() != new.len() {
+        return None;
+    }
+    let mut f = 1.0f64;
+    for (&(i0, a0), &(i1, a1)) in old.iter().zip(new) {
+        if !(i0 > 0.0 && a0 > 0.0) {
+            return None;
+        }
+        let r = (i1 as f64 / i0 as f64) * (a1 as f64 / a0 as f64).max(1.0);
+        f = f.max(r);
+    }
+    Some(f)
+}
+
+/// Runs the query over every segment. With `cover = Some(sealed)` it also returns a cache entry for the
+/// first `sealed` segments (collected with a larger capacity, then trimmed to `k` for the answer).
+fn run(
+    ctx: &Ctx<'_>,
+    w: &Weight,
+    opts: &SearchOptions,
+    k: usize,
+    cover: Option<usize>,
+) -> Result<(SearchHits, Option<CachedResult>)> {
+    let n = ctx.segs.len();
+    let capacity = cache_capacity(k);
+    let mut col = Collector::new(opts.sort, k);
+    let mut entry = None;
+    let counts = cover.map(|c| coverage_counts(&ctx.segs[..c]));
+    let mut leaf_stats = vec![];
+    leaves(w, &mut leaf_stats);
+    let make = |cands: Vec<ScoredDoc>, count: u64, count_exact: bool, sealed: usize| {
+        let (docs, deleted) = counts.unwrap_or_default();
+        let boundary = if cands.len() < capacity {
+            Boundary::Complete
+        } else {
+            match (opts.sort, cands.last()) {
+                (Sort::Score, Some(l)) => Boundary::Score(l.score, l.doc),
+                (Sort::Field { descending, .. }, Some(l)) => {
+                    let e = field_entry(l.sort_value, descending, l.doc);
+                    Boundary::Field { missing: e.missing, key: e.key, doc: e.doc }
+                }
+                _ => Boundary::Older,
+            }
         };
-        let mut seg_hits: std::collections::VecDeque<u32> = Default::default();
-        let mut d = s.doc();
-        while d != NO_DOC && d < seg.visible {
-            if !del.is_deleted(d) {
-                total += 1;
-                match opts.sort {
-                    Sort::Score if k > 0 => {
-                        let e = Entry(s.score(), base + d);
-                        if heap.len() < k {
-                            heap.push(std::cmp::Reverse(e));
-                        } else if heap.peek().is_some_and(|top| e > top.0) {
-                            heap.pop();
-                            heap.push(std::cmp::Reverse(e));
-                        }
-                        if prune && heap.len() >= k {
-                            let t = heap.peek().map_or(theta, |t| t.0 .0);
-                            if t > theta {
-                                theta = t;
-                                s.set_threshold(theta);
-                                exact = false;
-                            }
-                        }
+        CachedResult {
+            upto_id: ctx.segs[sealed - 1].desc.id,
+            docs,
+            deleted,
+            count,
+            count_exact,
+            capacity,
+            boundary,
+            leaves: leaf_stats.clone(),
+            values: match opts.sort {
+                Sort::Field { .. } => cands.iter().map(|c| c.sort_value).collect(),
+                _ => vec![],
+            },
+            docs_in_order: cands.into_iter().map(|c| c.doc).collect(),
+        }
+    };
+    match opts.sort {
+        Sort::Score | Sort::Field { .. } => {
+            if cover.is_some() {
+                col.cap = capacity;
+            }
+            for si in 0..n {
+                if cover == Some(si) {
+                    entry = Some(make(col.ranked(), col.total, col.exact, si));
+                    col.shrink(k);
+                }
+                eval_segment(ctx, w, si, &mut col, opts)?;
+            }
+            if cover == Some(n) {
+                entry = Some(make(col.ranked(), col.total, col.exact, n));
+                col.shrink(k);
+            }
+        }
+        Sort::Newest => {
+            let sealed = cover.unwrap_or(0);
+            let (mut mark, mut total_before, mut covered) = (0, 0, false);
+            for si in (0..n).rev() {
+                if !opts.track_total && col.newest.len() >= k {
+                    // Enough hits: older segments cannot contribute (nothing to cache either).
+                    col.exact = false;
+                    covered = false;
+                    break;
+                }
+                if cover.is_some() && si + 1 == sealed {
+                    (mark, total_before, covered) = (col.newest.len(), col.total, true);
+                    col.cap = mark + capacity;
+                }
+                eval_segment(ctx, w, si, &mut col, opts)?;
+            }
+            if covered {
+                let cands = col.ranked()[mark..].to_vec();
+                let count_exact = opts.track_total && col.exact;
+                entry = Some(make(cands, col.total - total_before, count_exact, sealed));
+            }
+            col.shrink(k);
+        }
+    }
+    Ok((col.finish(opts.offset), entry))
+}
+
+/// Answers from a cache entry plus the segments newer than its coverage, or `None` when the entry cannot
+/// give an exact answer.
+fn from_cache(
+    ctx: &Ctx<'_>,
+    w: &Weight,
+    opts: &SearchOptions,
+    k: usize,
+    e: &CachedResult,
+    sealed: usize,
+) -> Result<Option<SearchHits>> {
+    if e.capacity < k {
+        return Ok(None);
+    }
+    let n = ctx.segs.len();
+    let cov = ctx.segs.partition_point(|s| s.desc.id <= e.upto_id);
+    if cov > sealed || sealed - cov > MAX_UNCOVERED_SEALED {
+        return Ok(None);
+    }
+    let (docs, deleted) = coverage_counts(&ctx.segs[..cov]);
+    if docs != e.docs {
+        // Retention dropped covered documents, or a compaction crossed the coverage's end.
+        return Ok(None);
+    }
+    let counts_valid = e.count_exact && deleted == e.deleted;
+    if opts.track_total && !counts_valid {
+        return Ok(None);
+    }
+    let seg_index = |doc: u32| ctx.segs[..cov].partition_point(|s| s.desc.base_doc <= doc).checked_sub(1);
+    let alive = |doc: u32| {
+        seg_index(doc).is_some_and(|si| {
+            let s = &ctx.segs[si];
+            doc - s.desc.base_doc < s.visible && !s.desc.deletes.is_deleted(doc - s.desc.base_doc)
+        })
+    };
+    let mut col = Collector::new(opts.sort, k);
+    let mut live_cands = 0u64;
+    match opts.sort {
+        Sort::Score => {
+            // Re-score the candidates under today's statistics, segment by segment, in doc order.
+            let mut cands = e.docs_in_order.clone();
+            cands.sort_unstable();
+            let mut i = 0;
+            while i < cands.len() {
+                let Some(si) = seg_index(cands[i]) else { return Ok(None) };
+                let seg = &ctx.segs[si];
+                let end = seg.desc.base_doc + seg.visible;
+                let mut s = scorer(w, ctx, si);
+                while i < cands.len() && cands[i] < end {
+                    let (doc, d) = (cands[i], cands[i] - seg.desc.base_doc);
+                    i += 1;
+                    if seg.desc.deletes.is_deleted(d) {
+                        continue;
                     }
-                    Sort::Newest if k > 0 => {
-                        seg_hits.push_back(base + d);
-                        if seg_hits.len() > k {
-                            seg_hits.pop_front();
-                        }
+                    if s.advance(d) != d {
+                        // An immutable segment cannot stop matching; refuse the entry rather than guess.
+                        debug_assert!(false, "cached doc {doc} no longer matches");
+                        return Ok(None);
                     }
-                    Sort::Field { field, descending } if k > 0 => {
-                        let value = match &seg.kind {
-                            SegKind::Fresh(f) => f.numeric(field, d),
-                            SegKind::Image(_) => column.and_then(|c| number_at(c, d)),
-                        };
-                        let key = value.map_or(0.0, |v| if descending { -v } else { v });
-                        let e = FieldEntry { missing: value.is_none(), key, doc: base + d, value };
-                        if by_field.len() < k {
-                            by_field.push(e);
-                        } else if by_field.peek().is_some_and(|worst| e < *worst) {
-                            by_field.pop();
-                            by_field.push(e);
-                        }
-                    }
-                    _ => {}
+                    live_cands += 1;
+                    col.push_score(Entry(s.score(), doc));
+                }
+                if let Some(err) = ctx.err.borrow_mut().take() {
+                    return Err(Error::Format(format!("segment {}: {}", seg.desc.id, err.0)));
                 }
             }
-            d = s.next();
+            for si in cov..n {
+                eval_segment(ctx, w, si, &mut col, opts)?;
+            }
+            if let (Boundary::Score(theta, bdoc), true) = (e.boundary, k > 0) {
+                let mut now = vec![];
+                leaves(w, &mut now);
+                let exact = if now == e.leaves {
+                    // Same statistics: scores are bit-identical to the entry's, so every left-out document
+                    // ranks below the entry's last candidate.
+                    col.heap.len() >= k && col.heap.peek().is_some_and(|t| t.0 >= Entry(theta, bdoc))
+                } else {
+                    let Some(f) = growth(&e.leaves, &now) else { return Ok(None) };
+                    let bound = theta as f64 * f * (1.0 + 1e-4) + 1e-12;
+                    col.heap.len() >= k && col.theta() as f64 > bound
+                };
+                if !exact {
+                    return Ok(None);
+                }
+            }
         }
-        if let Some(e) = ctx.err.borrow_mut().take() {
-            return Err(Error::Format(format!("segment {}: {}", seg.desc.id, e.0)));
+        Sort::Newest => {
+            for si in (cov..n).rev() {
+                if !opts.track_total && col.newest.len() >= k {
+                    col.exact = false;
+                    break;
+                }
+                eval_segment(ctx, w, si, &mut col, opts)?;
+            }
+            for &doc in &e.docs_in_order {
+                if col.newest.len() >= k {
+                    break;
+                }
+                if alive(doc) {
+                    live_cands += 1;
+                    col.newest.push(doc);
+                }
+            }
+            if col.newest.len() < k && e.boundary != Boundary::Complete {
+                return Ok(None);
+            }
         }
-        for h in seg_hits.into_iter().rev() {
-            if newest.len() < k {
-                newest.push(h);
+        Sort::Field { descending, .. } => {
+            for (&doc, &value) in e.docs_in_order.iter().zip(&e.values) {
+                if alive(doc) {
+                    live_cands += 1;
+                    col.push_field(field_entry(value, descending, doc));
+                }
+            }
+            for si in cov..n {
+                eval_segment(ctx, w, si, &mut col, opts)?;
+            }
+            if let (Boundary::Field { missing, key, doc }, true) = (e.boundary, k > 0) {
+                let b = FieldEntry { missing, key, doc, value: None };
+                if col.by_field.len() < k || col.by_field.peek().is_some_and(|worst| *worst >= b) {
+                    return Ok(None);
+                }
             }
         }
     }
-    let hits: Vec<ScoredDoc> = match opts.sort {
-        Sort::Score => {
-            let mut v: Vec<Entry> = heap.into_iter().map(|r| r.0).collect();
-            v.sort_by(|a, b| b.cmp(a));
-            v.into_iter().map(|e| ScoredDoc { doc: e.1, score: e.0, sort_value: None }).collect()
-        }
-        Sort::Newest => {
-            newest.into_iter().map(|doc| ScoredDoc { doc, score: 0.0, sort_value: None }).collect()
-        }
-        Sort::Field { .. } => by_field
-            .into_sorted_vec()
-            .into_iter()
-            .map(|e| ScoredDoc { doc: e.doc, score: 0.0, sort_value: e.value })
-            .collect(),
-    };
-    Ok(SearchHits { total, total_exact: exact, hits: hits.into_iter().skip(opts.offset).collect() })
+    if counts_valid {
+        col.total += e.count;
+    } else {
+        col.total += live_cands;
+        col.exact = false;
+    }
+    Ok(Some(col.finish(opts.offset)))
 }

@@ -3,11 +3,13 @@
 //! the document-at-a-time evaluator that scores and collects top-k per segment.
 
 pub mod ast;
+mod cache;
 mod eval;
 pub mod parser;
 mod plan;
 
 pub use ast::Query;
-pub use eval::{execute, Bm25, ScoredDoc, SearchHits, SearchOptions, Sort};
+pub use cache::{CacheStats, ResultCache};
+pub use eval::{execute, execute_cached, Bm25, ScoredDoc, SearchHits, SearchOptions, Sort};
 pub use parser::{parse, ParseError};
 pub use plan::{plan, Node};

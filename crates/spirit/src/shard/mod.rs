@@ -127,6 +127,8 @@ pub(crate) struct ShardInner {
     manifest_extents: Mutex<Vec<(u64, u64)>>,
     /// Serializes compaction and retention (they both replace merged segments and the dictionary).
     reclaim: Mutex<reclaim::ReclaimState>,
+    /// Answers of repeated queries over the sealed segments (its bytes are part of the DRAM budget).
+    pub(crate) cache: crate::query::ResultCache,
 }
 
 /// A shard. Dropping it closes it (gracefully, in graceful mode).
@@ -141,9 +143,13 @@ pub struct ShardStats {
     pub docs: u64,
     pub deleted: u64,
     pub segments: std::collections::BTreeMap<SegState, usize>,
+    /// The DRAM heap (short-term and long-term rings); `dram.budget` is the whole DRAM budget, of which the
+    /// rings get `budget − result_cache.capacity_bytes`.
     pub dram: DramStats,
-    /// Highest DRAM heap use over the life of the index, across restarts.
+    /// Highest DRAM use over the life of the index, across restarts (rings plus the result cache's high-water
+    /// mark; never above the budget).
     pub lifetime_dram_high_water: usize,
+    pub result_cache: crate::query::CacheStats,
     pub persistent: PersistentStats,
     pub merged_terms: u64,
     /// Bytes of segment images read from DRAM copies and from persistent copies.
@@ -184,8 +190,8 @@ impl Shard {
         if cfg.durability == Durability::Volatile && path.exists() {
             std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
         }
-        let dram =
-            DramHeap::new(cfg.dram_budget, cfg.short_term_bytes()).map_err(|e| Error::io("DRAM heap", e))?;
+        let dram = DramHeap::new(cfg.dram_heap_bytes(), cfg.short_term_bytes())
+            .map_err(|e| Error::io("DRAM heap", e))?;
         // What the durable recovery record refers to besides the segments, the dictionary and the logs.
         let mut durable_refs: Vec<(u64, u64)> = vec![];
         let (heap, manifest) = if path.exists() {
@@ -343,6 +349,7 @@ impl Shard {
         let (flush_tx, flush_rx) = bounded::<u32>(1);
         let (engrave_tx, engrave_rx) = bounded::<u32>(4);
         let (merge_tx, merge_rx) = bounded::<u32>(1 << 16);
+        let cache_bytes = cfg.result_cache_bytes();
         let inner = Arc::new(ShardInner {
             cfg,
             dir: dir.to_path_buf(),
@@ -367,6 +374,7 @@ impl Shard {
             earlier_high_water,
             logs,
             manifest_extents: Mutex::new(durable_refs),
+            cache: crate::query::ResultCache::new(cache_bytes),
             reclaim: Mutex::new(reclaim::ReclaimState {
                 // After a crash, a committed segment's link may have begun before the checkpoint.
                 partial_links: committed_at_open,
@@ -627,14 +635,17 @@ impl Shard {
             deleted += s.deletes.count() as u64;
         }
         let c = &self.inner.counters;
+        let (dram, cache) = (self.inner.dram.stats(), self.inner.cache.stats());
         let tlog = self.inner.logs.as_ref().map_or((0, 0, 0), |l| l.tlog_stats());
         let tsync = self.inner.logs.as_ref().map_or((0, Duration::ZERO), |l| l.tlog_sync_stats());
         ShardStats {
             docs: docs - deleted,
             deleted,
             segments,
-            dram: self.inner.dram.stats(),
-            lifetime_dram_high_water: self.inner.dram.stats().high_water.max(self.inner.earlier_high_water),
+            dram: DramStats { budget: self.inner.cfg.dram_budget, ..dram },
+            lifetime_dram_high_water: (dram.high_water + cache.high_water_bytes)
+                .max(self.inner.earlier_high_water),
+            result_cache: cache,
             persistent: self.inner.heap.stats(),
             merged_terms: snap.merged.term_count(),
             image_bytes_dram: img_dram,
@@ -655,6 +666,11 @@ impl Shard {
             tlog_syncs: tsync.0,
             tlog_sync_nanos: tsync.1.as_nanos() as u64,
         }
+    }
+
+    /// The result cache (SPIRIT §4.11) that [`crate::Index`] searches use.
+    pub fn result_cache(&self) -> &crate::query::ResultCache {
+        &self.inner.cache
     }
 
     pub fn counters(&self) -> &Counters {

@@ -1,0 +1,288 @@
+//! The result cache (SPIRIT §4.11) never changes an answer: on the same pinned snapshot, a search through the
+//! cache returns exactly (same documents, bit-identical scores, same sort values, same exact counts) what an
+//! uncached evaluation returns — for every order (BM25, newest first, by a field), with documents arriving,
+//! being deleted and updated, segments sealing, merging, compacting and being dropped by retention, and while
+//! ingestion runs on another thread. The tests also check that the cache is really used (hits happen).
+
+use proptest::prelude::*;
+use spirit::query::{execute, execute_cached, parse, plan, SearchHits};
+use spirit::{CompactionPolicy, Index, RetentionPolicy, SearchOptions, ShardConfig, Sort};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+const QUERIES: &[&str] = &[
+    "w1",
+    "w0",
+    "w2 w5",
+    "w0 w1 w3",
+    "+w1 +w3",
+    "+w0 +w2 +w4",
+    "\"w1 w2\"",
+    "w1 -w2",
+    "w1*",
+    "n:[10 TO 40]",
+    "*:*",
+    "+w0 +n:[0 TO 50]",
+    "w7 OR (+w0 +w1)",
+];
+
+/// A small Zipf-like vocabulary, so df and average length keep moving as documents arrive.
+fn text(rng: &mut u64, len: usize) -> String {
+    let mut words = vec![];
+    for _ in 0..len {
+        let r = next(rng) % 1000;
+        // w0 is the most common; w29 rare.
+        let w = ((r as f64 / 1000.0).powi(3) * 30.0) as u32;
+        words.push(format!("w{w}"));
+    }
+    words.join(" ")
+}
+
+fn next(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+fn doc(rng: &mut u64, id: u64) -> serde_json::Value {
+    let len = 2 + (next(rng) % 12) as usize;
+    if next(rng) % 5 == 0 {
+        serde_json::json!({"_id": id.to_string(), "body": text(rng, len)})
+    } else {
+        serde_json::json!({"_id": id.to_string(), "body": text(rng, len), "n": (next(rng) % 60) as i64})
+    }
+}
+
+fn mapping() -> serde_json::Value {
+    serde_json::json!({"properties": {"body": {"type": "text"}, "n": {"type": "long"}}})
+}
+
+fn sort_of(index: &Index, i: u64) -> Sort {
+    match i % 4 {
+        0 | 1 => Sort::Score,
+        2 => Sort::Newest,
+        _ => index.field_sort("n", i % 8 == 3).unwrap(),
+    }
+}
+
+/// Runs `q` through the cache and without it on one snapshot; panics on any difference.
+fn compare(index: &Index, q: &str, opts: &SearchOptions) -> SearchHits {
+    let snap = index.shard().pin();
+    let node = plan(&parse(q).unwrap(), &index.schema(), &snap).unwrap();
+    let cached = execute_cached(&snap, &node, opts, Some(index.shard().result_cache())).unwrap();
+    let plain = execute(&snap, &node, opts).unwrap();
+    let key = |h: &SearchHits| -> Vec<(u32, u32, Option<u64>)> {
+        h.hits.iter().map(|d| (d.doc, d.score.to_bits(), d.sort_value.map(f64::to_bits))).collect()
+    };
+    assert_eq!(key(&cached), key(&plain), "query {q:?} {opts:?}");
+    if opts.track_total {
+        assert_eq!((cached.total, cached.total_exact), (plain.total, plain.total_exact), "count of {q:?}");
+        assert!(cached.total_exact);
+    }
+    cached
+}
+
+fn opts(index: &Index, i: u64) -> SearchOptions {
+    SearchOptions {
+        limit: [1, 3, 10, 20][(i / 4 % 4) as usize],
+        offset: (i / 16 % 3) as usize,
+        sort: sort_of(index, i),
+        track_total: i / 48 % 2 == 0,
+        fetch: false,
+        ..Default::default()
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Add,
+    Delete(u64),
+    Update(u64),
+    Seal,
+    Merge,
+    Compact,
+    Search(usize, u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => Just(Op::Add),
+        1 => any::<u64>().prop_map(Op::Delete),
+        1 => any::<u64>().prop_map(Op::Update),
+        1 => Just(Op::Seal),
+        1 => Just(Op::Merge),
+        1 => Just(Op::Compact),
+        6 => (0..QUERIES.len(), any::<u64>()).prop_map(|(q, o)| Op::Search(q, o)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cached_answers_equal_uncached_ones(ops in prop::collection::vec(op(), 1..160), seed in 1u64..u64::MAX) {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = ShardConfig {
+            dram_budget: 8 << 20,
+            max_docs_per_segment: 6,
+            compaction: CompactionPolicy { factor: 2, ..Default::default() },
+            ..Default::default()
+        };
+        let index = Index::open("c", dir.path(), cfg, Some(&mapping()), None).unwrap();
+        let (mut rng, mut next_id) = (seed, 0u64);
+        for op in ops {
+            match op {
+                Op::Add => {
+                    index.add(doc(&mut rng, next_id)).unwrap();
+                    next_id += 1;
+                }
+                Op::Delete(i) if next_id > 0 => {
+                    index.delete(&(i % next_id).to_string()).unwrap();
+                }
+                Op::Update(i) if next_id > 0 => {
+                    index.add(doc(&mut rng, i % next_id)).unwrap();
+                }
+                Op::Seal => index.shard().seal().unwrap(),
+                Op::Merge => index.shard().commit_and_merge_all().unwrap(),
+                Op::Compact => index.shard().compact_now().unwrap(),
+                Op::Search(q, o) => {
+                    // Twice: the second run is the one most likely to hit.
+                    compare(&index, QUERIES[q], &opts(&index, o));
+                    compare(&index, QUERIES[q], &opts(&index, o));
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Ingestion (adds, updates, deletes, seals) on one thread while another compares cached and uncached answers
+/// of a repeating query mix; `retention` makes the oldest segments disappear under the queries as well.
+///
+/// A snapshot pins segments, but the fresh segment's watermark and the delete bits are live, so two
+/// evaluations of one snapshot can see different documents. The writer therefore takes `gate` for each
+/// operation and the reader holds it for one comparison: ingestion interleaves with the queries operation by
+/// operation, and the pipeline (seal, flush, engrave, commit, merge, compaction, retention) runs truly
+/// concurrently with them.
+fn concurrent(retention: RetentionPolicy) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ShardConfig {
+        dram_budget: 16 << 20,
+        max_docs_per_segment: 200,
+        compaction: CompactionPolicy { factor: 3, ..Default::default() },
+        retention,
+        ..Default::default()
+    };
+    let index = Arc::new(Index::open("c", dir.path(), cfg, Some(&mapping()), None).unwrap());
+    let mut rng = 7u64;
+    for i in 0..1500 {
+        index.add(doc(&mut rng, i)).unwrap();
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let gate = Arc::new(Mutex::new(()));
+    let writer = {
+        let (index, done, gate) = (index.clone(), done.clone(), gate.clone());
+        std::thread::spawn(move || {
+            let mut rng = 99u64;
+            for i in 1500..6000u64 {
+                let _g = gate.lock().unwrap();
+                index.add(doc(&mut rng, i)).unwrap();
+                match next(&mut rng) % 20 {
+                    0 => {
+                        index.delete(&(next(&mut rng) % i).to_string()).unwrap();
+                    }
+                    1 => {
+                        let id = next(&mut rng) % i;
+                        index.add(doc(&mut rng, id)).unwrap();
+                    }
+                    _ => {}
+                }
+                drop(_g);
+                if i % 700 == 0 {
+                    index.shard().compact_now().unwrap();
+                }
+            }
+            done.store(true, Ordering::Release);
+        })
+    };
+    let mut runs = 0u64;
+    let mut i = 0u64;
+    while !done.load(Ordering::Acquire) || runs < 400 {
+        let q = QUERIES[(i % QUERIES.len() as u64) as usize];
+        let _g = gate.lock().unwrap();
+        compare(&index, q, &opts(&index, i / 3));
+        runs += 1;
+        i += 1;
+    }
+    writer.join().unwrap();
+    // Quiet index: repeats must hit.
+    index.shard().seal().unwrap();
+    index.shard().commit_and_merge_all().unwrap();
+    for i in 0..QUERIES.len() as u64 * 2 {
+        compare(&index, QUERIES[(i % QUERIES.len() as u64) as usize], &opts(&index, 0));
+    }
+    let before = index.shard().result_cache().stats();
+    for i in 0..QUERIES.len() as u64 {
+        compare(&index, QUERIES[i as usize], &opts(&index, 0));
+    }
+    let after = index.shard().result_cache().stats();
+    assert_eq!(
+        after.hits - before.hits,
+        QUERIES.len() as u64,
+        "every repeat on a quiet index hits: {after:?}"
+    );
+    assert!(after.hits > 50, "the cache answered during ingestion too: {after:?}");
+    assert!(after.used_bytes <= after.capacity_bytes && after.entries > 0);
+    let st = index.stats().shard;
+    assert!(st.lifetime_dram_high_water <= st.dram.budget, "{st:?}");
+    println!("{runs} comparisons, cache {after:?}");
+}
+
+#[test]
+fn cached_answers_equal_uncached_ones_while_ingestion_runs() {
+    concurrent(RetentionPolicy::default());
+}
+
+#[test]
+fn cached_answers_equal_uncached_ones_while_retention_drops_segments() {
+    concurrent(RetentionPolicy { max_age_secs: None, max_bytes: Some(400 << 10) });
+}
+
+#[test]
+fn request_can_bypass_the_cache_and_the_cache_can_be_turned_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let index =
+        Index::open("c", dir.path(), ShardConfig { dram_budget: 8 << 20, ..Default::default() }, None, None)
+            .unwrap();
+    let mut rng = 3u64;
+    for i in 0..300 {
+        index.add(doc(&mut rng, i)).unwrap();
+    }
+    index.shard().seal().unwrap();
+    index.shard().commit_and_merge_all().unwrap();
+    let o = SearchOptions { cache: false, ..Default::default() };
+    let a = index.search("w1 w2", &o).unwrap();
+    let s = index.shard().result_cache().stats();
+    assert_eq!((s.hits, s.misses, s.entries), (0, 0, 0), "cache: false neither reads nor fills");
+    let b = index.search("w1 w2", &SearchOptions::default()).unwrap();
+    let c = index.search("w1 w2", &SearchOptions::default()).unwrap();
+    let s = index.shard().result_cache().stats();
+    assert_eq!((s.hits, s.misses, s.entries), (1, 1, 1));
+    assert!(s.hit_rate > 0.49 && s.hit_rate < 0.51);
+    let ids = |r: &spirit::SearchResult| r.hits.iter().map(|h| (h.id.clone(), h.score)).collect::<Vec<_>>();
+    assert_eq!(ids(&a), ids(&b));
+    assert_eq!(ids(&b), ids(&c));
+    assert_eq!((a.total, b.total, c.total), (a.total, a.total, a.total));
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ShardConfig { dram_budget: 8 << 20, result_cache_bytes: Some(0), ..Default::default() };
+    let index = Index::open("c", dir.path(), cfg, Some(&mapping()), None).unwrap();
+    index.add(doc(&mut rng, 0)).unwrap();
+    index.search("w0", &SearchOptions::default()).unwrap();
+    assert_eq!(index.shard().result_cache().stats().misses, 0);
+    let st = index.stats().shard;
+    assert_eq!(st.dram.budget, 8 << 20);
+    let cfg = ShardConfig { dram_budget: 8 << 20, result_cache_bytes: Some(4 << 20), ..Default::default() };
+    assert!(cfg.validate().is_err(), "the cache cannot take most of the budget");
+}
