@@ -5,6 +5,7 @@
 //! MM = AndMedMed, HH = AndHighHigh, and any other category asked for), close gracefully and time the
 //! reopen. Prints a markdown report and optionally writes JSON.
 
+mod cache;
 mod durability;
 mod http_load;
 mod input;
@@ -31,6 +32,9 @@ enum Cli {
     Durability(durability::DurabilityArgs),
     #[command(hide = true)]
     DurabilityChild(durability::ChildArgs),
+    /// The result cache: latency of hits against misses and uncached runs per workload, on a static index
+    /// and while the last 20% of the corpus is ingested.
+    Cache(cache::CacheArgs),
     /// Load through the HTTP API on loopback: concurrent bulk writers and searchers, no error and no
     /// acknowledged document lost, latency percentiles.
     HttpLoad(http_load::HttpLoadArgs),
@@ -84,7 +88,7 @@ struct NcReport {
     categories: BTreeMap<String, CategoryResult>,
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -117,12 +121,14 @@ fn nc(a: NcArgs) {
     let tasks = input::load_tasks(&a.w.tasks, Some(&a.categories), a.w.queries_per_category).expect("tasks");
     let mut categories = BTreeMap::new();
     for input::Category { name: cat, queries: qs } in &tasks {
-        // Like luceneutil: top-10 doc ids and scores, no stored-field loading.
+        // Like luceneutil: top-10 doc ids and scores, no stored-field loading; no result cache (the rounds
+        // repeat every query; `spirit-bench cache` measures the cache).
         let opts = SearchOptions {
             limit: 10,
             sort: Sort::Score,
             fetch: false,
             track_total: false,
+            cache: false,
             ..Default::default()
         };
         let mut hits = 0u64;
@@ -235,5 +241,6 @@ fn main() {
         Cli::Durability(a) => durability::run(a),
         Cli::DurabilityChild(a) => durability::child(a),
         Cli::HttpLoad(a) => http_load::run(a),
+        Cli::Cache(a) => cache::run(a),
     }
 }

@@ -50,7 +50,16 @@ pub struct RunArgs {
 fn opts(k: usize) -> SearchOptions {
     // Like the baselines: top-k by score, ids only (no stored-field loading), no exact total (Lucene's
     // TopScoreDocCollector and Tantivy's TopDocs do not count every match either; counts are taken untimed).
-    SearchOptions { limit: k, sort: Sort::Score, fetch: false, track_total: false, ..Default::default() }
+    // The result cache is off: the baselines run without one (SPIRIT's comparison turns Lucene's query cache
+    // off too), and repeated rounds would otherwise time cache hits; `spirit-bench cache` measures it.
+    SearchOptions {
+        limit: k,
+        sort: Sort::Score,
+        fetch: false,
+        track_total: false,
+        cache: false,
+        ..Default::default()
+    }
 }
 
 fn warm_up(index: &Index, cats: &[Category], passes: usize, seconds: f64, k: usize) -> (usize, f64) {

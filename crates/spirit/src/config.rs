@@ -66,6 +66,10 @@ pub struct ShardConfig {
     /// 0 turns the cache off. The DRAM heap is mapped that much smaller, so the budget covers both.
     #[serde(default)]
     pub result_cache_bytes: Option<usize>,
+    /// Queries cheaper than this (postings of their terms, documents they scan) bypass the result cache: they
+    /// evaluate about as fast as a hit would answer them.
+    #[serde(default = "default_result_cache_min_work")]
+    pub result_cache_min_work: u64,
     /// The persistence barrier (tests swap in a simulated persistence domain).
     #[serde(skip)]
     pub barrier: crate::memory::BarrierChoice,
@@ -120,9 +124,14 @@ impl Default for ShardConfig {
             compaction: CompactionPolicy::default(),
             retention: RetentionPolicy::default(),
             result_cache_bytes: None,
+            result_cache_min_work: default_result_cache_min_work(),
             barrier: Default::default(),
         }
     }
+}
+
+fn default_result_cache_min_work() -> u64 {
+    4096
 }
 
 fn default_replay_bytes() -> usize {

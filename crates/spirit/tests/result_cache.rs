@@ -126,6 +126,7 @@ proptest! {
         let cfg = ShardConfig {
             dram_budget: 8 << 20,
             max_docs_per_segment: 6,
+            result_cache_min_work: 0,
             compaction: CompactionPolicy { factor: 2, ..Default::default() },
             ..Default::default()
         };
@@ -170,6 +171,7 @@ fn concurrent(retention: RetentionPolicy) {
     let cfg = ShardConfig {
         dram_budget: 16 << 20,
         max_docs_per_segment: 200,
+        result_cache_min_work: 0,
         compaction: CompactionPolicy { factor: 3, ..Default::default() },
         retention,
         ..Default::default()
@@ -252,9 +254,14 @@ fn cached_answers_equal_uncached_ones_while_retention_drops_segments() {
 #[test]
 fn request_can_bypass_the_cache_and_the_cache_can_be_turned_off() {
     let dir = tempfile::tempdir().unwrap();
-    let index =
-        Index::open("c", dir.path(), ShardConfig { dram_budget: 8 << 20, ..Default::default() }, None, None)
-            .unwrap();
+    let index = Index::open(
+        "c",
+        dir.path(),
+        ShardConfig { dram_budget: 8 << 20, result_cache_min_work: 0, ..Default::default() },
+        None,
+        None,
+    )
+    .unwrap();
     let mut rng = 3u64;
     for i in 0..300 {
         index.add(doc(&mut rng, i)).unwrap();
@@ -283,6 +290,24 @@ fn request_can_bypass_the_cache_and_the_cache_can_be_turned_off() {
     assert_eq!(index.shard().result_cache().stats().misses, 0);
     let st = index.stats().shard;
     assert_eq!(st.dram.budget, 8 << 20);
+
+    // Cheap queries (fewer postings than result_cache_min_work) bypass the cache.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ShardConfig { dram_budget: 8 << 20, result_cache_min_work: 1000, ..Default::default() };
+    let index = Index::open("c", dir.path(), cfg, Some(&mapping()), None).unwrap();
+    for i in 0..300 {
+        index.add(doc(&mut rng, i)).unwrap();
+    }
+    index.shard().seal().unwrap();
+    index.shard().wait_idle().unwrap();
+    index.search("w29", &SearchOptions::default()).unwrap();
+    assert_eq!(index.shard().result_cache().stats().misses, 0, "a rare term is not worth an entry");
+    index.search("*:*", &SearchOptions::default()).unwrap();
+    index.search("w0 w1 w2 w3 w4 w5 w6 w7 w8 w9", &SearchOptions::default()).unwrap();
+    assert_eq!(index.shard().result_cache().stats().misses, 0, "300 docs are under the threshold");
+    let big = "w0 w1 w2 w3 w4 w5 w6 w7 w8 w9 ".repeat(8);
+    index.search(&big, &SearchOptions::default()).unwrap();
+    assert_eq!(index.shard().result_cache().stats().misses, 1, "a query touching many postings is cached");
     let cfg = ShardConfig { dram_budget: 8 << 20, result_cache_bytes: Some(4 << 20), ..Default::default() };
     assert!(cfg.validate().is_err(), "the cache cannot take most of the budget");
 }

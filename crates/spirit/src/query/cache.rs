@@ -59,6 +59,8 @@ pub(crate) struct CachedResult {
     pub docs_in_order: Vec<u32>,
     /// With field order: each candidate's value.
     pub values: Vec<Option<f64>>,
+    /// With score order: each candidate's score under the entry's statistics (reused while they hold).
+    pub scores: Vec<f32>,
 }
 
 impl CachedResult {
@@ -67,6 +69,7 @@ impl CachedResult {
         2 * key.len()
             + self.docs_in_order.len() * 4
             + self.values.len() * 16
+            + self.scores.len() * 4
             + self.leaves.len() * 8
             + std::mem::size_of::<CachedResult>()
             + 64
@@ -112,6 +115,7 @@ struct Lru {
 /// An LRU of [`CachedResult`]s bounded in bytes; shared by the query threads of one shard.
 pub struct ResultCache {
     capacity: usize,
+    min_work: u64,
     lru: Mutex<Lru>,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -120,10 +124,13 @@ pub struct ResultCache {
 }
 
 impl ResultCache {
-    /// A cache of at most `capacity` bytes (0: disabled).
-    pub fn new(capacity: usize) -> ResultCache {
+    /// A cache of at most `capacity` bytes (0: disabled) for queries whose estimated work (postings of their
+    /// terms, documents scanned) is at least `min_work`: below that, evaluating is about as fast as a hit
+    /// and an entry would only take room.
+    pub fn new(capacity: usize, min_work: u64) -> ResultCache {
         ResultCache {
             capacity,
+            min_work,
             lru: Mutex::new(Lru::default()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -134,6 +141,11 @@ impl ResultCache {
 
     pub fn enabled(&self) -> bool {
         self.capacity > 0
+    }
+
+    /// The least estimated work of a query worth caching.
+    pub fn min_work(&self) -> u64 {
+        self.min_work
     }
 
     pub(crate) fn get(&self, key: &str) -> Option<Arc<CachedResult>> {
@@ -231,13 +243,14 @@ mod tests {
             leaves: vec![],
             docs_in_order: vec![0; n],
             values: vec![],
+            scores: vec![],
         }
     }
 
     #[test]
     fn lru_stays_within_its_bytes_and_evicts_the_least_recently_used() {
         let one = entry(100).bytes("q0");
-        let c = ResultCache::new(one * 10);
+        let c = ResultCache::new(one * 10, 0);
         for i in 0..10 {
             c.put(&format!("q{i}"), entry(100));
         }
@@ -257,6 +270,6 @@ mod tests {
         assert!(c.get("big").is_none());
         c.clear();
         assert_eq!(c.stats().used_bytes, 0);
-        assert!(ResultCache::new(0).stats().capacity_bytes == 0 && !ResultCache::new(0).enabled());
+        assert!(ResultCache::new(0, 0).stats().capacity_bytes == 0 && !ResultCache::new(0, 0).enabled());
     }
 }

@@ -1250,7 +1250,7 @@ pub fn execute_cached(
     let k = opts.limit.saturating_add(opts.offset);
     // The sealed prefix: images never change except for delete bits.
     let sealed = ctx.segs.iter().take_while(|s| matches!(s.kind, SegKind::Image(_))).count();
-    let Some(cache) = cache.filter(|c| c.enabled() && sealed > 0) else {
+    let Some(cache) = cache.filter(|c| c.enabled() && sealed > 0 && work(&w, &ctx) >= c.min_work()) else {
         return Ok(run(&ctx, &w, opts, k, None)?.0);
     };
     let key = format!("{:?}|{:?}|{:?}", opts.sort, opts.bm25, node);
@@ -1352,6 +1352,10 @@ fn run(
                 Sort::Field { .. } => cands.iter().map(|c| c.sort_value).collect(),
                 _ => vec![],
             },
+            scores: match opts.sort {
+                Sort::Score => cands.iter().map(|c| c.score).collect(),
+                _ => vec![],
+            },
             docs_in_order: cands.into_iter().map(|c| c.doc).collect(),
         }
     };
@@ -1437,39 +1441,24 @@ fn from_cache(
     let mut live_cands = 0u64;
     match opts.sort {
         Sort::Score => {
-            // Re-score the candidates under today's statistics, segment by segment, in doc order.
-            let mut cands = e.docs_in_order.clone();
-            cands.sort_unstable();
-            let mut i = 0;
-            while i < cands.len() {
-                let Some(si) = seg_index(cands[i]) else { return Ok(None) };
-                let seg = &ctx.segs[si];
-                let end = seg.desc.base_doc + seg.visible;
-                let mut s = scorer(w, ctx, si);
-                while i < cands.len() && cands[i] < end {
-                    let (doc, d) = (cands[i], cands[i] - seg.desc.base_doc);
-                    i += 1;
-                    if seg.desc.deletes.is_deleted(d) {
-                        continue;
+            let mut now = vec![];
+            leaves(w, &mut now);
+            if now == e.leaves {
+                // Same statistics: the cached scores are today's, bit for bit.
+                for (&doc, &score) in e.docs_in_order.iter().zip(&e.scores) {
+                    if alive(doc) {
+                        live_cands += 1;
+                        col.push_score(Entry(score, doc));
                     }
-                    if s.advance(d) != d {
-                        // An immutable segment cannot stop matching; refuse the entry rather than guess.
-                        debug_assert!(false, "cached doc {doc} no longer matches");
-                        return Ok(None);
-                    }
-                    live_cands += 1;
-                    col.push_score(Entry(s.score(), doc));
                 }
-                if let Some(err) = ctx.err.borrow_mut().take() {
-                    return Err(Error::Format(format!("segment {}: {}", seg.desc.id, err.0)));
-                }
+            } else {
+                let Some(n) = rescore(ctx, w, e, cov, &mut col)? else { return Ok(None) };
+                live_cands = n;
             }
             for si in cov..n {
                 eval_segment(ctx, w, si, &mut col, opts)?;
             }
             if let (Boundary::Score(theta, bdoc), true) = (e.boundary, k > 0) {
-                let mut now = vec![];
-                leaves(w, &mut now);
                 let exact = if now == e.leaves {
                     // Same statistics: scores are bit-identical to the entry's, so every left-out document
                     // ranks below the entry's last candidate.
@@ -1530,4 +1519,63 @@ fn from_cache(
         col.exact = false;
     }
     Ok(Some(col.finish(opts.offset)))
+}
+
+/// Scores the live candidates of `e` under today's statistics into `col`, segment by segment in doc order;
+/// returns how many there were (`None` if a candidate no longer matches, which an immutable segment cannot
+/// do: the entry is refused rather than trusted).
+fn rescore(
+    ctx: &Ctx<'_>,
+    w: &Weight,
+    e: &CachedResult,
+    cov: usize,
+    col: &mut Collector,
+) -> Result<Option<u64>> {
+    let mut cands = e.docs_in_order.clone();
+    cands.sort_unstable();
+    let mut live = 0;
+    let mut i = 0;
+    while i < cands.len() {
+        let Some(si) = ctx.segs[..cov].partition_point(|s| s.desc.base_doc <= cands[i]).checked_sub(1) else {
+            return Ok(None);
+        };
+        let seg = &ctx.segs[si];
+        let end = seg.desc.base_doc + seg.visible;
+        let mut s = scorer(w, ctx, si);
+        while i < cands.len() && cands[i] < end {
+            let (doc, d) = (cands[i], cands[i] - seg.desc.base_doc);
+            i += 1;
+            if seg.desc.deletes.is_deleted(d) {
+                continue;
+            }
+            if s.advance(d) != d {
+                debug_assert!(false, "cached doc {doc} no longer matches");
+                return Ok(None);
+            }
+            live += 1;
+            col.push_score(Entry(s.score(), doc));
+        }
+        if let Some(err) = ctx.err.borrow_mut().take() {
+            return Err(Error::Format(format!("segment {}: {}", seg.desc.id, err.0)));
+        }
+    }
+    Ok(Some(live))
+}
+
+/// Estimated cost of evaluating `w` over the whole snapshot: postings of its terms (positions count twice
+/// for phrases), documents scanned for match-all, ranges and exists.
+fn work(w: &Weight, ctx: &Ctx<'_>) -> u64 {
+    let df = |k: &Vec<u8>| ctx.terms.get(k).map_or(0, |t| t.df);
+    let docs = || ctx.segs.iter().map(|s| s.visible as u64).sum::<u64>();
+    match w {
+        Weight::Nothing => 0,
+        Weight::Term { key, .. } => df(key),
+        Weight::Phrase { keys, .. } => keys.iter().map(|k| 2 * df(k)).sum(),
+        Weight::TermSet { keys } => keys.iter().map(df).sum(),
+        Weight::All | Weight::Exists { .. } | Weight::Range { .. } => docs(),
+        Weight::Bool { must, should, must_not, filter } => {
+            must.iter().chain(should).chain(must_not).chain(filter).map(|c| work(c, ctx)).sum()
+        }
+        Weight::DisMax(v) => v.iter().map(|c| work(c, ctx)).sum(),
+    }
 }

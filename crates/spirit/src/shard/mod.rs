@@ -349,7 +349,7 @@ impl Shard {
         let (flush_tx, flush_rx) = bounded::<u32>(1);
         let (engrave_tx, engrave_rx) = bounded::<u32>(4);
         let (merge_tx, merge_rx) = bounded::<u32>(1 << 16);
-        let cache_bytes = cfg.result_cache_bytes();
+        let cache = crate::query::ResultCache::new(cfg.result_cache_bytes(), cfg.result_cache_min_work);
         let inner = Arc::new(ShardInner {
             cfg,
             dir: dir.to_path_buf(),
@@ -374,7 +374,7 @@ impl Shard {
             earlier_high_water,
             logs,
             manifest_extents: Mutex::new(durable_refs),
-            cache: crate::query::ResultCache::new(cache_bytes),
+            cache,
             reclaim: Mutex::new(reclaim::ReclaimState {
                 // After a crash, a committed segment's link may have begun before the checkpoint.
                 partial_links: committed_at_open,
