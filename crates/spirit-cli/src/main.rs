@@ -504,7 +504,7 @@ fn print_stats(s: &spirit::IndexStats, out: &mut impl Write) -> R<()> {
     }
     writeln!(
         out,
-        "  DRAM heap: {} used of {} budget (short-term {} / {}, long-term {} / {}), high-water mark {} (this session) / {} (lifetime)",
+        "  DRAM: {} used of {} budget (short-term {} / {}, long-term {} / {}), high-water mark {} (this session) / {} (lifetime)",
         human((sh.dram.short_term_used + sh.dram.long_term_used) as u64),
         human(sh.dram.budget as u64),
         human(sh.dram.short_term_used as u64),
@@ -513,6 +513,18 @@ fn print_stats(s: &spirit::IndexStats, out: &mut impl Write) -> R<()> {
         human(sh.dram.long_term_capacity as u64),
         human(sh.dram.high_water as u64),
         human(sh.lifetime_dram_high_water as u64)
+    )?;
+    let c = &sh.result_cache;
+    writeln!(
+        out,
+        "  result cache: {} entries, {} of {} (part of the DRAM budget); {} hits, {} misses, {} stale; hit rate {:.1}%",
+        c.entries,
+        human(c.used_bytes as u64),
+        human(c.capacity_bytes as u64),
+        c.hits,
+        c.misses,
+        c.stale,
+        c.hit_rate * 100.0
     )?;
     writeln!(
         out,

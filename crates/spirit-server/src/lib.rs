@@ -56,6 +56,9 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Searches waiting for a query thread before new ones are refused with 429.
     pub query_queue: usize,
+    /// A client must send a request's headers within this time (a slow-loris connection is closed); once
+    /// they are in, `request_timeout` bounds the rest.
+    pub header_read_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -68,6 +71,7 @@ impl Default for Limits {
             max_result_window: 10_000,
             request_timeout: Duration::from_secs(120),
             query_queue: 1000,
+            header_read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -188,7 +192,49 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+    // hyper directly rather than `axum::serve`, which sets no timer and so cannot bound header reads.
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let header_timeout = state.config.limits.header_read_timeout;
+    let app = router(state);
+    let (close_tx, close_rx) = tokio::sync::watch::channel(false);
+    let mut conns = tokio::task::JoinSet::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            _ = &mut shutdown => break,
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(_) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut close = close_rx.clone();
+        conns.spawn(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(TokioIo::new(stream), svc)
+                .with_upgrades();
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = close.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+        while conns.try_join_next().is_some() {}
+    }
+    drop(listener);
+    let _ = close_tx.send(true);
+    while conns.join_next().await.is_some() {}
+    Ok(())
 }
 
 /// Resolves on SIGINT or SIGTERM.

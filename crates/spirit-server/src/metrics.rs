@@ -123,7 +123,7 @@ impl Metrics {
             let Some(idx) = engine.index(&name) else { continue };
             let s = idx.stats().shard;
             let d = [
-                (s.dram.short_term_used + s.dram.long_term_used) as u64,
+                (s.dram.short_term_used + s.dram.long_term_used + s.result_cache.used_bytes) as u64,
                 s.dram.budget as u64,
                 s.persistent.used,
                 s.persistent.budget,
@@ -133,10 +133,13 @@ impl Metrics {
             }
             let segments: serde_json::Map<String, Value> =
                 s.segments.iter().map(|(st, n)| (format!("{st:?}").to_lowercase(), json!(n))).collect();
+            let c = &s.result_cache;
             indexes.push(json!({
                 "name": name, "docs": s.docs, "durability": s.durability,
                 "dram_bytes": d[0], "dram_budget": d[1], "persistent_bytes": d[2], "persistent_budget": d[3],
                 "segments": segments,
+                "result_cache": {"hits": c.hits, "misses": c.misses, "stale": c.stale, "hit_rate": c.hit_rate,
+                                 "entries": c.entries, "bytes": c.used_bytes, "capacity_bytes": c.capacity_bytes},
             }));
         }
         json!({
@@ -278,7 +281,8 @@ impl Metrics {
                 .iter()
                 .flat_map(|(l, s)| {
                     let (d, p) = if used {
-                        ((s.dram.short_term_used + s.dram.long_term_used) as f64, s.persistent.used as f64)
+                        let dram = s.dram.short_term_used + s.dram.long_term_used + s.result_cache.used_bytes;
+                        (dram as f64, s.persistent.used as f64)
                     } else {
                         (s.dram.budget as f64, s.persistent.budget as f64)
                     };
@@ -293,6 +297,58 @@ impl Metrics {
             "gauge",
             "Budget per memory tier and index.",
             tiers(false),
+        );
+        for (name, help, f) in [
+            (
+                "spirit_result_cache_hits_total",
+                "Searches answered from the result cache (plus the segments newer than the entry).",
+                &(|s: &spirit::shard::ShardStats| s.result_cache.hits as f64) as &dyn Fn(&_) -> f64,
+            ),
+            (
+                "spirit_result_cache_misses_total",
+                "Cacheable searches with no entry in the result cache.",
+                &|s: &spirit::shard::ShardStats| s.result_cache.misses as f64,
+            ),
+            (
+                "spirit_result_cache_stale_total",
+                "Searches whose entry could not prove an exact answer (run in full, entry replaced).",
+                &|s: &spirit::shard::ShardStats| s.result_cache.stale as f64,
+            ),
+            (
+                "spirit_result_cache_evictions_total",
+                "Entries evicted from the result cache to make room.",
+                &|s: &spirit::shard::ShardStats| s.result_cache.evictions as f64,
+            ),
+        ] {
+            family(&mut o, name, "counter", help, per(f));
+        }
+        family(
+            &mut o,
+            "spirit_result_cache_hit_ratio",
+            "gauge",
+            "Result cache hits / lookups since the index was opened.",
+            per(&|s| s.result_cache.hit_rate),
+        );
+        family(
+            &mut o,
+            "spirit_result_cache_entries",
+            "gauge",
+            "Entries in the result cache.",
+            per(&|s| s.result_cache.entries as f64),
+        );
+        family(
+            &mut o,
+            "spirit_result_cache_bytes",
+            "gauge",
+            "Bytes held by the result cache (part of the DRAM tier).",
+            per(&|s| s.result_cache.used_bytes as f64),
+        );
+        family(
+            &mut o,
+            "spirit_result_cache_capacity_bytes",
+            "gauge",
+            "The result cache's share of the DRAM budget.",
+            per(&|s| s.result_cache.capacity_bytes as f64),
         );
         family(
             &mut o,

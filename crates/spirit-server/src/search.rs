@@ -159,6 +159,8 @@ pub struct SearchRequest {
     track: TrackTotal,
     source: SourceFilter,
     highlight: Option<HighlightSpec>,
+    /// `?request_cache=false` bypasses the result cache (answers are the same either way).
+    cache: bool,
 }
 
 const KNOWN_KEYS: &[&str] = &[
@@ -258,7 +260,14 @@ impl SearchRequest {
             (None, None) => SourceFilter::default(),
         };
         let highlight = obj.get("highlight").map(HighlightSpec::parse).transpose()?;
-        Ok(SearchRequest { query, from, size, sort, track, source, highlight })
+        let cache = match params.get("request_cache").map(String::as_str) {
+            None | Some("true") | Some("") => true,
+            Some("false") => false,
+            Some(v) => {
+                return Err(ApiError::parsing(format!("[request_cache] must be true or false, got [{v}]")));
+            }
+        };
+        Ok(SearchRequest { query, from, size, sort, track, source, highlight, cache })
     }
 
     /// Runs the search (on a query-pool thread) and builds the response.
@@ -278,6 +287,7 @@ impl SearchRequest {
             sort,
             track_total: self.track != TrackTotal::Off,
             fetch,
+            cache: self.cache,
             ..Default::default()
         };
         let res = index.search_query(&q, &opts)?;

@@ -19,6 +19,10 @@ struct TestServer {
 impl TestServer {
     fn start(dir: &std::path::Path, cfg: ServerConfig) -> TestServer {
         let shard = ShardConfig { dram_budget: 32 << 20, persistent_budget: 1 << 30, ..Default::default() };
+        Self::start_with(dir, cfg, shard)
+    }
+
+    fn start_with(dir: &std::path::Path, cfg: ServerConfig, shard: ShardConfig) -> TestServer {
         let engine = Arc::new(Engine::open(dir, EngineConfig { shard }).unwrap());
         let state = ServerState::new(engine.clone(), cfg);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -441,5 +445,96 @@ fn analyzers_defined_in_settings_apply_to_mapped_and_dynamic_fields() {
     let bad =
         r#"{"settings": {"analysis": {"analyzer": {"x": {"type": "custom", "tokenizer": "whitespace"}}}}}"#;
     assert_es_error(&s.call("PUT", "/an2", Some(bad)), 400, "illegal_argument_exception");
+    s.stop();
+}
+
+#[test]
+fn result_cache_answers_repeated_searches_and_reports_its_hit_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    // Small segments so the documents are sealed (the cache covers sealed segments), and every query cached.
+    let shard = ShardConfig {
+        dram_budget: 32 << 20,
+        persistent_budget: 1 << 30,
+        max_docs_per_segment: 300,
+        result_cache_min_work: 0,
+        ..Default::default()
+    };
+    let s =
+        TestServer::start_with(dir.path(), ServerConfig { query_threads: 2, ..Default::default() }, shard);
+    let mut body = String::new();
+    for i in 0..2000 {
+        let words = ["alpha", "beta", "gamma", "delta"];
+        body.push_str(&format!(
+            "{{\"index\": {{\"_id\": \"{i}\"}}}}\n{{\"body\": \"common {} {}\"}}\n",
+            words[i % 4],
+            words[i % 3]
+        ));
+    }
+    let (st, v) = s.call("POST", "/c/_bulk", Some(&body));
+    assert_eq!((st, v["errors"].clone()), (200, json!(false)));
+    let q = r#"{"query": {"bool": {"should": [{"match": {"body": "alpha"}}, {"match": {"body": "beta"}}]}}, "size": 5}"#;
+    let hits = |s: &TestServer| {
+        s.call("GET", "/_spirit/stats", None).1["indexes"][0]["result_cache"]["hits"].as_u64().unwrap()
+    };
+    let first = s.call("POST", "/c/_search", Some(q)).1;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while hits(&s) == 0 {
+        assert!(Instant::now() < deadline, "no cache hit: segments never sealed?");
+        std::thread::sleep(Duration::from_millis(20));
+        let again = s.call("POST", "/c/_search", Some(q)).1;
+        assert_eq!(again["hits"]["total"], first["hits"]["total"]);
+    }
+    let cached = s.call("POST", "/c/_search", Some(q)).1;
+    let before = hits(&s);
+    let (st, uncached) = s.call("POST", "/c/_search?request_cache=false", Some(q));
+    assert_eq!(st, 200);
+    assert_eq!(hits(&s), before, "request_cache=false does not use the cache");
+    assert_eq!(cached["hits"], uncached["hits"], "the same answer with and without the cache");
+    assert_es_error(&s.call("POST", "/c/_search?request_cache=maybe", Some(q)), 400, "parsing_exception");
+    let (_, m) = s.call("GET", "/metrics", None);
+    let text = m.as_str().unwrap();
+    for family in [
+        "spirit_result_cache_hits_total{index=\"c\"}",
+        "spirit_result_cache_hit_ratio",
+        "spirit_result_cache_bytes",
+    ] {
+        assert!(text.contains(family), "{family} missing from /metrics");
+    }
+    let ratio: f64 = text
+        .lines()
+        .find(|l| l.starts_with("spirit_result_cache_hit_ratio{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ratio > 0.0 && ratio <= 1.0, "{ratio}");
+    s.stop();
+}
+
+#[test]
+fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ServerConfig {
+        limits: Limits { header_read_timeout: Duration::from_millis(500), ..Default::default() },
+        query_threads: 2,
+        ..Default::default()
+    };
+    let s = TestServer::start(dir.path(), cfg);
+    let addr = s.url.trim_start_matches("http://").to_string();
+    let mut slow = std::net::TcpStream::connect(&addr).unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: spirit\r\nX-Slow: ").unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let t = Instant::now();
+    // Other clients are served meanwhile.
+    assert_eq!(s.call("GET", "/", None).0, 200);
+    let mut buf = vec![];
+    let r = slow.read_to_end(&mut buf);
+    let waited = t.elapsed();
+    assert!(r.is_ok(), "the server closes the connection instead of holding it: {r:?}");
+    assert!(waited < Duration::from_secs(15), "closed after {waited:?}");
+    let text = String::from_utf8_lossy(&buf);
+    assert!(buf.is_empty() || text.starts_with("HTTP/1.1 408"), "{text}");
+    assert_eq!(s.call("GET", "/", None).0, 200, "still serving");
     s.stop();
 }

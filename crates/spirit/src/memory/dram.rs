@@ -1,5 +1,6 @@
-//! The DRAM heap: one anonymous mapping of exactly the DRAM budget, split into the short-term ring (fresh
-//! segment arenas) and the long-term ring (flushed images awaiting commit).
+//! The DRAM heap: one anonymous mapping of exactly the DRAM budget less the result cache's share (the shard
+//! sizes it, `ShardConfig::dram_heap_bytes`), split into the short-term ring (fresh segment arenas) and the
+//! long-term ring (flushed images awaiting commit).
 
 use super::mapping::{atomic_u32s, Mapping};
 use super::ring::Ring;
