@@ -126,7 +126,7 @@ pub fn run(a: CacheArgs) {
     let cfg = EngineConfig { shard: a.w.shard_config() };
 
     // Static.
-    let engine = Engine::open(&dir.join("static"), cfg.clone()).expect("open");
+    let engine = Engine::open(dir.join("static"), cfg.clone()).expect("open");
     let index = engine.create_index("bench", None, None).expect("create");
     eprintln!("static: indexing {} docs...", lines.len());
     for (i, d) in lines.iter().enumerate() {
@@ -141,7 +141,7 @@ pub fn run(a: CacheArgs) {
     drop(engine);
 
     // Live: the last 20% arrives while queries run.
-    let engine = Engine::open(&dir.join("live"), cfg).expect("open");
+    let engine = Engine::open(dir.join("live"), cfg).expect("open");
     let index = engine.create_index("bench", None, None).expect("create");
     let split = lines.len() * 4 / 5;
     eprintln!("live: indexing {split} docs, then {} more during queries...", lines.len() - split);
@@ -163,7 +163,9 @@ pub fn run(a: CacheArgs) {
             dn.store(true, Ordering::Release);
         });
         let cache = index.shard().result_cache();
-        let mut per: BTreeMap<String, (Vec<f64>, Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        // Per category: uncached, cached, and the cached runs that were hits (µs).
+        type Runs = (Vec<f64>, Vec<f64>, Vec<f64>);
+        let mut per: BTreeMap<String, Runs> = BTreeMap::new();
         'outer: loop {
             for c in &tasks {
                 for q in &c.queries {

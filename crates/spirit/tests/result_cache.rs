@@ -47,7 +47,7 @@ fn next(s: &mut u64) -> u64 {
 
 fn doc(rng: &mut u64, id: u64) -> serde_json::Value {
     let len = 2 + (next(rng) % 12) as usize;
-    if next(rng) % 5 == 0 {
+    if next(rng).is_multiple_of(5) {
         serde_json::json!({"_id": id.to_string(), "body": text(rng, len)})
     } else {
         serde_json::json!({"_id": id.to_string(), "body": text(rng, len), "n": (next(rng) % 60) as i64})
@@ -88,7 +88,7 @@ fn opts(index: &Index, i: u64) -> SearchOptions {
         limit: [1, 3, 10, 20][(i / 4 % 4) as usize],
         offset: (i / 16 % 3) as usize,
         sort: sort_of(index, i),
-        track_total: i / 48 % 2 == 0,
+        track_total: (i / 48).is_multiple_of(2),
         fetch: false,
         ..Default::default()
     }
