@@ -249,19 +249,19 @@ mod tests {
 
     #[test]
     fn lru_stays_within_its_bytes_and_evicts_the_least_recently_used() {
-        let one = entry(100).bytes("q0");
+        let one = entry(100).bytes("q00");
         let c = ResultCache::new(one * 10, 0);
         for i in 0..10 {
-            c.put(&format!("q{i}"), entry(100));
+            c.put(&format!("q{i:02}"), entry(100));
         }
         assert_eq!(c.stats().entries, 10);
-        assert!(c.get("q0").is_some()); // q0 is now the most recent
+        assert!(c.get("q00").is_some()); // q0 is now the most recent
         c.put("q10", entry(100));
         let s = c.stats();
         assert!(s.used_bytes <= s.capacity_bytes);
         assert_eq!(s.evictions, 1);
-        assert!(c.get("q0").is_some());
-        assert!(c.get("q1").is_none(), "the least recently used entry goes first");
+        assert!(c.get("q00").is_some());
+        assert!(c.get("q01").is_none(), "the least recently used entry goes first");
         // Replacing an entry does not double-count it.
         c.put("q10", entry(100));
         assert_eq!(c.stats().used_bytes, s.used_bytes);
