@@ -54,6 +54,9 @@ struct NcArgs {
     /// Timed rounds over the query set (after one warm-up round).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// Result order: `score` (BM25) or `newest` (newest first, stopping once k hits are certain).
+    #[arg(long, default_value = "score")]
+    sort: String,
     /// Data directory (default: a temporary one, removed afterwards).
     #[arg(long)]
     data: Option<PathBuf>,
@@ -123,9 +126,14 @@ fn nc(a: NcArgs) {
     for input::Category { name: cat, queries: qs } in &tasks {
         // Like luceneutil: top-10 doc ids and scores, no stored-field loading; no result cache (the rounds
         // repeat every query; `spirit-bench cache` measures the cache).
+        let sort = match a.sort.as_str() {
+            "score" => Sort::Score,
+            "newest" => Sort::Newest,
+            other => panic!("--sort must be score or newest, not {other}"),
+        };
         let opts = SearchOptions {
             limit: 10,
-            sort: Sort::Score,
+            sort,
             fetch: false,
             track_total: false,
             cache: false,

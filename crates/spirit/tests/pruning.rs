@@ -84,3 +84,35 @@ proptest! {
         let _ = compare(index, &q.join(" "));
     }
 }
+
+/// Newest first without an exact count reads image segments backwards in windows and stops once k hits are
+/// certain; the hits must be the newest k of the exhaustive run, for common and rare terms, conjunctions,
+/// phrases and exclusions, with deletes, for several k.
+#[test]
+fn newest_first_stops_early_and_returns_the_newest_hits() {
+    let (_dir, index) = build(6000, 7);
+    for i in (0..6000).step_by(7) {
+        index.delete(&i.to_string()).unwrap();
+    }
+    let queries = ["w0", "w1", "w3", "w40", "w150", "+w0 +w2", "+w5 +w9", "\"w0 w1\"", "w1 -w0", "w7 w60"];
+    let (mut all, mut visited) = (0, 0);
+    for q in queries {
+        for k in [1, 10, 100, 700] {
+            let o = |track_total| SearchOptions {
+                limit: k,
+                sort: spirit::Sort::Newest,
+                track_total,
+                cache: false,
+                ..Default::default()
+            };
+            let exact = index.search(q, &o(true)).unwrap();
+            let early = index.search(q, &o(false)).unwrap();
+            let ids = |r: &spirit::SearchResult| r.hits.iter().map(|h| h.id.clone()).collect::<Vec<_>>();
+            assert_eq!(ids(&early), ids(&exact), "{q} k={k}");
+            assert!(early.total <= exact.total);
+            all += exact.total;
+            visited += early.total;
+        }
+    }
+    assert!(visited * 2 < all, "stopping early visits far fewer matches ({visited} of {all})");
+}

@@ -178,7 +178,16 @@ pub struct PostingsCursor<'a> {
     /// Byte offset in the positions stream of the positions of posting `pos_index` of the current block.
     pos_cursor: usize,
     pos_index: usize,
+    /// Where the current block's term frequencies are (`tf_bits` = [`TF_VBYTE`] for a partial block) and
+    /// whether `tfs` holds them: they are decoded on first use, so counting, filtering and newest-first
+    /// queries never decode frequencies.
+    tf_at: usize,
+    tf_bits: u8,
+    tfs_ready: bool,
 }
+
+/// `tf_bits` of a partial block, whose frequencies are VByte.
+const TF_VBYTE: u8 = u8::MAX;
 
 impl<'a> PostingsCursor<'a> {
     /// Opens a cursor positioned on the first posting (or exhausted for an empty list).
@@ -208,6 +217,9 @@ impl<'a> PostingsCursor<'a> {
             doc: NO_DOC,
             pos_cursor: 0,
             pos_index: 0,
+            tf_at: 0,
+            tf_bits: 0,
+            tfs_ready: false,
         };
         if n > 0 {
             c.load_block(0)?;
@@ -271,8 +283,31 @@ impl<'a> PostingsCursor<'a> {
     }
 
     /// Docs and term frequencies of the decoded block.
-    pub fn block_postings(&self) -> (&[u32], &[u32]) {
-        (&self.docs[..self.len], &self.tfs[..self.len])
+    pub fn block_postings(&mut self) -> Result<(&[u32], &[u32]), CodecError> {
+        self.decode_tfs()?;
+        Ok((&self.docs[..self.len], &self.tfs[..self.len]))
+    }
+
+    /// Decodes the current block's term frequencies, once.
+    fn decode_tfs(&mut self) -> Result<(), CodecError> {
+        if self.tfs_ready {
+            return Ok(());
+        }
+        let mut at = self.tf_at;
+        if self.tf_bits == TF_VBYTE {
+            for k in 0..self.len {
+                self.tfs[k] = read_vbyte(self.blob, &mut at)?.wrapping_add(1);
+            }
+        } else {
+            let need = self.tf_bits as usize * BLOCK / 8;
+            let src = self.blob.get(at..at + need).ok_or(CodecError { what: "tf block", offset: at })?;
+            BitPacker4x::new().decompress(src, &mut self.tfs, self.tf_bits);
+            for t in self.tfs.iter_mut() {
+                *t = t.wrapping_add(1);
+            }
+        }
+        self.tfs_ready = true;
+        Ok(())
     }
 
     /// Whether the cursor sits on the first posting of its block (the moment to consider skipping it).
@@ -317,13 +352,8 @@ impl<'a> PostingsCursor<'a> {
             let need = doc_bits as usize * BLOCK / 8;
             let src = self.blob.get(at..at + need).ok_or(CodecError { what: "doc block", offset: at })?;
             bp.decompress_strictly_sorted(prev, src, &mut self.docs, doc_bits);
-            at += need;
-            let need = tf_bits as usize * BLOCK / 8;
-            let src = self.blob.get(at..at + need).ok_or(CodecError { what: "tf block", offset: at })?;
-            bp.decompress(src, &mut self.tfs, tf_bits);
-            for t in self.tfs.iter_mut() {
-                *t = t.wrapping_add(1);
-            }
+            self.tf_at = at + need;
+            self.tf_bits = tf_bits;
         } else {
             let mut p = prev;
             for k in 0..len {
@@ -336,10 +366,10 @@ impl<'a> PostingsCursor<'a> {
                 self.docs[k] = d;
                 p = Some(d);
             }
-            for k in 0..len {
-                self.tfs[k] = read_vbyte(self.blob, &mut at)?.wrapping_add(1);
-            }
+            self.tf_at = at;
+            self.tf_bits = TF_VBYTE;
         }
+        self.tfs_ready = false;
         self.block = b;
         self.len = len;
         self.i = 0;
@@ -355,10 +385,13 @@ impl<'a> PostingsCursor<'a> {
         self.doc
     }
 
-    /// Term frequency of the current posting.
+    /// Term frequency of the current posting (the block's frequencies are decoded on the first call).
     #[inline]
-    pub fn freq(&self) -> u32 {
-        self.tfs[self.i]
+    pub fn freq(&mut self) -> Result<u32, CodecError> {
+        if !self.tfs_ready {
+            self.decode_tfs()?;
+        }
+        Ok(self.tfs[self.i])
     }
 
     /// Moves to the next posting.
@@ -425,6 +458,7 @@ impl<'a> PostingsCursor<'a> {
     /// Decodes the positions of the current posting into `out` (cleared first).
     pub fn positions(&mut self, out: &mut Vec<u32>) -> Result<(), CodecError> {
         out.clear();
+        self.decode_tfs()?;
         if self.pos_index < self.i {
             // Skip the positions of the postings in between without decoding them: a VByte value ends at the
             // first byte below 0x80, so skipping n values means finding n such bytes.
@@ -479,7 +513,7 @@ mod tests {
         let mut pi = 0;
         for (k, &d) in docs.iter().enumerate() {
             assert_eq!(c.doc(), d);
-            assert_eq!(c.freq(), tfs[k]);
+            assert_eq!(c.freq().unwrap(), tfs[k]);
             if k % 3 == 0 {
                 c.positions(&mut out).unwrap();
                 assert_eq!(&out[..], &pos[pi..pi + tfs[k] as usize]);
@@ -495,7 +529,7 @@ mod tests {
             let mut k = 0;
             while c.doc() != NO_DOC {
                 if let Some(b) = c.block_bound(f) {
-                    assert!(f(c.freq(), dls[k]) <= b, "bound {b} below posting {k}");
+                    assert!(f(c.freq().unwrap(), dls[k]) <= b, "bound {b} below posting {k}");
                 }
                 k += 1;
                 c.next().unwrap();

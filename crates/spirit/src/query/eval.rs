@@ -354,12 +354,16 @@ impl Postings<'_> {
             Postings::Empty => NO_DOC,
         }
     }
-    fn freq(&self) -> u32 {
-        match self {
-            Postings::Fresh(p) => p.freq(),
+    fn freq(&mut self) -> u32 {
+        let r = match self {
+            Postings::Fresh(p) => return p.freq(),
             Postings::Block(c, _) => c.freq(),
-            Postings::Empty => 0,
-        }
+            Postings::Empty => return 0,
+        };
+        r.unwrap_or_else(|e| {
+            self.fail(e.into());
+            0
+        })
     }
     fn fail(&mut self, e: SegmentError) -> u32 {
         if let Postings::Block(_, slot) = self {
@@ -444,15 +448,18 @@ struct TermScorer<'a> {
 }
 
 impl<'a> TermScorer<'a> {
-    fn new(p: Postings<'a>, norms: Norms<'a>, bm: Bm25Doc) -> TermScorer<'a> {
-        let ub = match &p {
+    fn new(mut p: Postings<'a>, norms: Norms<'a>, bm: Bm25Doc) -> TermScorer<'a> {
+        let ub = match &mut p {
             Postings::Block(c, _) => {
                 c.max_over_blocks(|tf, dl| bm.score(tf as f32, dl)).unwrap_or_else(|| {
-                    let (docs, tfs) = c.block_postings();
-                    docs.iter()
-                        .zip(tfs)
-                        .map(|(&d, &tf)| bm.score(tf as f32, norms.get(d)))
-                        .fold(0.0, f32::max)
+                    // A one-block list has no skip table: its bound is its best posting. (A corrupt block
+                    // bounds nothing; the error surfaces when the scorer reads it.)
+                    c.block_postings().map_or(f32::INFINITY, |(docs, tfs)| {
+                        docs.iter()
+                            .zip(tfs)
+                            .map(|(&d, &tf)| bm.score(tf as f32, norms.get(d)))
+                            .fold(0.0, f32::max)
+                    })
                 })
             }
             // tf / (tf + norm) < 1.
@@ -498,7 +505,9 @@ impl Scorer for TermScorer<'_> {
         self.skip_blocks()
     }
     fn score(&mut self) -> f32 {
-        self.bm.score(self.p.freq() as f32, self.norms.get(self.p.doc()))
+        let d = self.p.doc();
+        let tf = self.p.freq();
+        self.bm.score(tf as f32, self.norms.get(d))
     }
     fn upper_bound(&self) -> f32 {
         self.ub
@@ -1148,6 +1157,9 @@ fn eval_segment(
     if seg.visible == 0 {
         return Ok(());
     }
+    if opts.sort == Sort::Newest && !opts.track_total && matches!(seg.kind, SegKind::Image(_)) {
+        return newest_backwards(ctx, w, si, col);
+    }
     let mut s = scorer(w, ctx, si);
     // Top-k without exact counts: scorers may skip what cannot beat the k-th best score so far (a doc with an
     // equal score still can: ties go to the newer doc, and documents arrive in id order).
@@ -1208,6 +1220,45 @@ fn eval_segment(
         return Err(Error::Format(format!("segment {}: {}", seg.desc.id, e.0)));
     }
     col.newest.extend(seg_hits.into_iter().rev());
+    Ok(())
+}
+
+/// Newest first without an exact count, on an image: windows of doc ids from the segment's end (512 docs,
+/// then four times more each time), each reached with `advance` over the skip data, until the hits still
+/// wanted are found — the newest k of a common term cost a few blocks, not the whole list. (A fresh segment
+/// has no skip data; it is read forward once.)
+fn newest_backwards(ctx: &Ctx<'_>, w: &Weight, si: usize, col: &mut Collector) -> Result<()> {
+    let seg = &ctx.segs[si];
+    let room = col.cap.saturating_sub(col.newest.len());
+    if room == 0 {
+        return Ok(());
+    }
+    let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
+    let (mut hi, mut width) = (seg.visible, 512u32);
+    let mut window: Vec<u32> = vec![];
+    while hi > 0 && col.newest.len() < col.cap {
+        let lo = hi.saturating_sub(width);
+        let mut s = scorer(w, ctx, si);
+        let mut d = s.advance(lo);
+        window.clear();
+        while d != NO_DOC && d < hi {
+            if !del.is_deleted(d) {
+                window.push(base + d);
+            }
+            d = s.next();
+        }
+        if let Some(e) = ctx.err.borrow_mut().take() {
+            return Err(Error::Format(format!("segment {}: {}", seg.desc.id, e.0)));
+        }
+        col.total += window.len() as u64;
+        let want = col.cap - col.newest.len();
+        col.newest.extend(window.iter().rev().take(want));
+        hi = lo;
+        width = width.saturating_mul(4);
+    }
+    if hi > 0 {
+        col.exact = false;
+    }
     Ok(())
 }
 

@@ -136,7 +136,7 @@ fn append_postings(
         if d >= p.doc_count() || last.is_some_and(|l| l >= d) {
             return Err(SegmentError(format!("posting doc {d} out of order or range")));
         }
-        let tf = c.freq();
+        let tf = c.freq()?;
         if tf == 0 {
             return Err(SegmentError(format!("posting doc {d} has tf 0")));
         }
@@ -313,7 +313,7 @@ mod tests {
         while c.doc() != NO_DOC {
             let mut p = vec![];
             c.positions(&mut p).unwrap();
-            out.push((offset + c.doc(), c.freq(), p, norms.map_or(0, |n| norm_at(n, c.doc()))));
+            out.push((offset + c.doc(), c.freq().unwrap(), p, norms.map_or(0, |n| norm_at(n, c.doc()))));
             c.next().unwrap();
         }
         out
