@@ -281,6 +281,13 @@ fn request_can_bypass_the_cache_and_the_cache_can_be_turned_off() {
     assert_eq!(ids(&a), ids(&b));
     assert_eq!(ids(&b), ids(&c));
     assert_eq!((a.total, b.total, c.total), (a.total, a.total, a.total));
+    // Newest first without a count stops early, and still leaves an entry that the repeat hits.
+    let o = SearchOptions { sort: Sort::Newest, track_total: false, ..Default::default() };
+    let first = index.search("w0", &o).unwrap();
+    let again = index.search("w0", &o).unwrap();
+    let s = index.shard().result_cache().stats();
+    assert_eq!((s.hits, s.misses), (2, 2), "{s:?}");
+    assert_eq!(ids(&first), ids(&again));
 
     let dir = tempfile::tempdir().unwrap();
     let cfg = ShardConfig { dram_budget: 8 << 20, result_cache_bytes: Some(0), ..Default::default() };

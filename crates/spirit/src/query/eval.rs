@@ -1431,10 +1431,10 @@ fn run(
             let sealed = cover.unwrap_or(0);
             let (mut mark, mut total_before, mut covered) = (0, 0, false);
             for si in (0..n).rev() {
-                if !opts.track_total && col.newest.len() >= k {
-                    // Enough hits: older segments cannot contribute (nothing to cache either).
+                if !opts.track_total && col.newest.len() >= col.cap.max(k) {
+                    // Enough hits: older segments cannot contribute. (Before the sealed prefix: nothing to
+                    // cache either; inside it: the entry has its `capacity` candidates.)
                     col.exact = false;
-                    covered = false;
                     break;
                 }
                 if cover.is_some() && si + 1 == sealed {
