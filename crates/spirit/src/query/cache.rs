@@ -44,6 +44,8 @@ pub(crate) enum Boundary {
 pub(crate) struct CachedResult {
     /// Newest segment id the entry covers.
     pub upto_id: u32,
+    /// Segments in the coverage when the entry was made (fewer later: a compaction inside it).
+    pub segments: usize,
     /// Documents (live or deleted) and deleted documents in the coverage when the entry was made.
     pub docs: u64,
     pub deleted: u64,
@@ -234,6 +236,7 @@ mod tests {
     fn entry(n: usize) -> CachedResult {
         CachedResult {
             upto_id: 0,
+            segments: 0,
             docs: 0,
             deleted: 0,
             count: 0,

@@ -1171,7 +1171,9 @@ fn eval_segment(
             col.exact = false;
             return Ok(());
         }
+        // With a threshold the scorers may skip matches without counting them.
         s.set_threshold(theta);
+        col.exact = false;
     }
     let del = &seg.desc.deletes;
     let base = seg.desc.base_doc;
@@ -1278,7 +1280,7 @@ fn cache_capacity(k: usize) -> usize {
     if k == 0 {
         0
     } else {
-        (2 * k).max(k + 32)
+        k.saturating_mul(2).max(k.saturating_add(32))
     }
 }
 
@@ -1392,6 +1394,7 @@ fn run(
         };
         CachedResult {
             upto_id: ctx.segs[sealed - 1].desc.id,
+            segments: sealed,
             docs,
             deleted,
             count,
@@ -1417,13 +1420,13 @@ fn run(
             }
             for si in 0..n {
                 if cover == Some(si) {
-                    entry = Some(make(col.ranked(), col.total, col.exact, si));
+                    entry = Some(make(col.ranked(), col.total, opts.track_total && col.exact, si));
                     col.shrink(k);
                 }
                 eval_segment(ctx, w, si, &mut col, opts)?;
             }
             if cover == Some(n) {
-                entry = Some(make(col.ranked(), col.total, col.exact, n));
+                entry = Some(make(col.ranked(), col.total, opts.track_total && col.exact, n));
                 col.shrink(k);
             }
         }
@@ -1477,6 +1480,11 @@ fn from_cache(
         // Retention dropped covered documents, or a compaction crossed the coverage's end.
         return Ok(None);
     }
+    if deleted < e.deleted {
+        // A query pinned before deletes the entry already reflects (compaction copied the bitmaps, so an
+        // older snapshot can see fewer): the entry left out documents this snapshot still has.
+        return Ok(None);
+    }
     let counts_valid = e.count_exact && deleted == e.deleted;
     if opts.track_total && !counts_valid {
         return Ok(None);
@@ -1494,8 +1502,10 @@ fn from_cache(
         Sort::Score => {
             let mut now = vec![];
             leaves(w, &mut now);
-            if now == e.leaves {
-                // Same statistics: the cached scores are today's, bit for bit.
+            if now == e.leaves && (cov == e.segments || now.is_empty()) {
+                // Same statistics and the same segments (a compaction inside the coverage changes the
+                // scorers' clause order, hence the f32 sums — unless no clause scores by BM25: sums of the
+                // constants 0 and 1 are exact in any order): the cached scores are today's, bit for bit.
                 for (&doc, &score) in e.docs_in_order.iter().zip(&e.scores) {
                     if alive(doc) {
                         live_cands += 1;
@@ -1510,7 +1520,7 @@ fn from_cache(
                 eval_segment(ctx, w, si, &mut col, opts)?;
             }
             if let (Boundary::Score(theta, bdoc), true) = (e.boundary, k > 0) {
-                let exact = if now == e.leaves {
+                let exact = if now == e.leaves && (cov == e.segments || now.is_empty()) {
                     // Same statistics: scores are bit-identical to the entry's, so every left-out document
                     // ranks below the entry's last candidate.
                     col.heap.len() >= k && col.heap.peek().is_some_and(|t| t.0 >= Entry(theta, bdoc))
