@@ -6,8 +6,9 @@
 #
 # Configurations: static index for each engine; windowed real time (queries while the last 20% of the
 # documents is ingested) for spirit (real time, no reopen), Lucene NRT-1/10/100/1000/∞ and Tantivy
-# NRT-1/10/100/1000. Results (one JSON per configuration, meta.json, report.md, SVG plots) go to OUTDIR
-# (default bench/results/SIZE-DATE). Data: $SPIRIT_DATA or ../shared/data/enwiki beside the repository.
+# NRT-1/10/100/1000; ingest-to-visible latency in every real-time run, open time after a restart in every
+# static run, and spirit's recovery after kill -9 during a crash-safe ingest. Results (one JSON per
+# configuration, meta.json, report.md, SVG plots) go to OUTDIR (default bench/results/SIZE-DATE). Data: $SPIRIT_DATA or ../shared/data/enwiki beside the repository.
 set -euo pipefail
 size="${1:-quick}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,8 +17,8 @@ docs="$data/enwiki-2015-1k.dev.lines.gz"
 tasks="$data/tasks.dev.txt"
 [ -f "$docs" ] || { echo "bench/run.sh: $docs not found (set SPIRIT_DATA)" >&2; exit 1; }
 case "$size" in
-  quick) common=(--max-docs 5000 --queries-per-category 10 --warmup-seconds 1) ;;
-  full)  common=(--queries-per-category 100 --warmup-seconds 10) ;;
+  quick) common=(--max-docs 5000 --queries-per-category 10 --warmup-seconds 1); limit=(--max-docs 5000) ;;
+  full)  common=(--queries-per-category 100 --warmup-seconds 10); limit=() ;;
   *) echo "usage: bench/run.sh quick|full [OUTDIR]" >&2; exit 2 ;;
 esac
 out="${2:-$root/bench/results/$size-$(date -u +%Y%m%d-%H%M)}"
@@ -52,5 +53,7 @@ done
 for k in 1 10 100 1000; do
   step "tantivy NRT-$k" "$tantivy" "${args[@]}" --mode nrt --reopen-every "$k" --out "$out/tantivy-nrt-$k.json"
 done
+step "spirit crash recovery" "$spirit" durability --docs "$docs" "${limit[@]}" --recovery-only \
+  --json "$out/spirit-recovery.json"
 "$spirit" report --dir "$out" > /dev/null
 echo "report: $out/report.md"

@@ -8,6 +8,13 @@
 //!   rest one by one while the main thread times queries round-robin until the ingest is done. spirit has no
 //!   reopen: every query sees every acknowledged document. Every 32nd query is followed by an untimed check
 //!   that a match-all count covers every document acknowledged before the query started.
+//! * Ingest-to-visible latency (nrt): every background document carries a unique token in a `probe` field;
+//!   for every 16th one the ingest thread, right after `add` returns, searches that token: the latency is from
+//!   `add` returning to the search returning the document (a miss would be a violation of real time). Probing
+//!   from the query thread instead would add the ingest thread's own stalls (the newest acknowledged document
+//!   can be old) to a latency that is about visibility.
+//! * Open time (static): after the queries, close the engine and time `Engine::open` on the same directory (the
+//!   graceful restart; crash recovery is `spirit-bench durability --recovery-only`).
 
 use crate::input::{load_docs, load_tasks, peak_rss, Category};
 use serde_json::{json, Map, Value};
@@ -156,6 +163,25 @@ pub fn run(a: RunArgs) {
         let st = index.stats().shard;
         out.insert("index_bytes".into(), json!(st.image_bytes_persistent.max(st.image_bytes_dram)));
         out.insert("segments".into(), json!(st.segments.values().sum::<usize>()));
+        // Restart: close, then time the open of the same directory and check one query answers as before.
+        let (first, first_count) = (&cats[0].queries[0], index.count(&cats[0].queries[0]).expect("count"));
+        drop(index);
+        let t = Instant::now();
+        engine.close().expect("close");
+        drop(engine);
+        let close_secs = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let engine = Engine::open(&dir, EngineConfig { shard: a.w.shard_config() }).expect("reopen");
+        let open_secs = t.elapsed().as_secs_f64();
+        let index = engine.index("bench").expect("index after reopen");
+        let again = index.count(first).expect("count after reopen");
+        if again != first_count {
+            eprintln!("spirit: after reopen `{first}` counts {again}, before {first_count}");
+        }
+        out.insert("close_seconds".into(), json!(close_secs));
+        out.insert("open_seconds".into(), json!(open_secs));
+        eprintln!("spirit static: close {close_secs:.3} s, open {:.1} ms", open_secs * 1e3);
+        return finish(a, out, &cats, per_cat, index, engine, &tmp);
     } else {
         let initial = ((docs.len() as f64) * a.wrt_fraction) as usize;
         let t0 = Instant::now();
@@ -174,6 +200,15 @@ pub fn run(a: RunArgs) {
             let (index, docs, acked, done) = (index.clone(), docs.clone(), acked.clone(), done.clone());
             let rate = a.ingest_rate;
             std::thread::spawn(move || {
+                let (mut visible_us, mut probe_misses): (Vec<f64>, usize) = (Vec::new(), 0);
+                let mut add_us = Vec::with_capacity(docs.len() - initial);
+                let probe_opts = SearchOptions {
+                    limit: 1,
+                    fetch: false,
+                    track_total: false,
+                    cache: false,
+                    ..Default::default()
+                };
                 let t = Instant::now();
                 for i in initial..docs.len() {
                     if rate > 0.0 {
@@ -182,12 +217,26 @@ pub fn run(a: RunArgs) {
                             std::thread::sleep(wait);
                         }
                     }
-                    index.add(docs[i].json(i)).expect("add");
+                    let mut doc = docs[i].json(i);
+                    doc["probe"] = json!(format!("p{i}"));
+                    let ta = Instant::now();
+                    index.add(doc).expect("add");
+                    add_us.push(ta.elapsed().as_secs_f64() * 1e6);
                     acked.store(i + 1, Ordering::Release);
+                    if (i - initial) % 16 == 0 {
+                        // Ingest-to-visible: from `add` returning to a search returning the document.
+                        let acked_at = Instant::now();
+                        let r = index.search(&format!("probe:p{i}"), &probe_opts).expect("probe");
+                        if r.hits.len() == 1 {
+                            visible_us.push(acked_at.elapsed().as_secs_f64() * 1e6);
+                        } else {
+                            probe_misses += 1;
+                        }
+                    }
                 }
                 let secs = t.elapsed().as_secs_f64();
                 done.store(true, Ordering::Release);
-                secs
+                (secs, visible_us, probe_misses, add_us)
             })
         };
         let order = round_robin(&cats);
@@ -210,7 +259,7 @@ pub fn run(a: RunArgs) {
                 }
             }
         }
-        let add_secs = ingest.join().expect("ingest thread");
+        let (add_secs, mut visible_us, probe_misses, mut add_us) = ingest.join().expect("ingest thread");
         let bg = docs.len() - initial;
         out.insert(
             "ingest".into(),
@@ -226,12 +275,49 @@ pub fn run(a: RunArgs) {
             json!({"initial_docs": initial, "initial_seconds": initial_seconds, "add_loop_seconds": add_secs,
                    "queries_run": n, "reopens": 0, "visibility_checks": checks, "visibility_violations": violations,
                    "visible_docs_final": index.count("*:*").expect("count"), "wrt_fraction": a.wrt_fraction,
-                   "ingest_rate": a.ingest_rate}),
+                   "ingest_rate": a.ingest_rate, "visibility": visibility(&mut visible_us, probe_misses),
+                   "add_latency": latency_summary(&mut add_us)}),
         );
+        let vis = &out["nrt"]["visibility"];
         eprintln!(
-            "spirit nrt: {n} queries during {bg} adds, {checks} visibility checks, {violations} violations"
+            "spirit nrt: {n} queries during {bg} adds, {checks} visibility checks, {violations} violations; \
+             ingest-to-visible p50 {:.1} µs p99 {:.1} µs over {} probes, {probe_misses} missed",
+            vis["p50_us"].as_f64().unwrap_or(f64::NAN),
+            vis["p99_us"].as_f64().unwrap_or(f64::NAN),
+            vis["docs_measured"]
         );
     }
+    finish(a, out, &cats, per_cat, index, engine, &tmp);
+}
+
+/// Percentiles of the probes' ingest-to-visible latencies, in the baselines' `nrt.visibility` shape.
+/// A probe that misses its acknowledged document counts as not visible (a violation of real time).
+fn visibility(us: &mut [f64], misses: usize) -> Value {
+    let mut v = latency_summary(us);
+    v["method"] = json!("probe");
+    v["docs_measured"] = json!(us.len());
+    v["not_visible_during_run"] = json!(misses);
+    v
+}
+
+/// p50/p99/p99.9/max/mean of latencies in µs (nulls when there are none).
+fn latency_summary(us: &mut [f64]) -> Value {
+    us.sort_by(|a, b| a.total_cmp(b));
+    let p = |q: f64| if us.is_empty() { Value::Null } else { json!(crate::percentile(us, q)) };
+    let mean = if us.is_empty() { Value::Null } else { json!(us.iter().sum::<f64>() / us.len() as f64) };
+    json!({"p50_us": p(0.5), "p99_us": p(0.99), "p999_us": p(0.999), "max_us": us.last(), "mean_us": mean})
+}
+
+/// Writes the result file and closes the engine.
+fn finish(
+    a: RunArgs,
+    mut out: Map<String, Value>,
+    cats: &[Category],
+    per_cat: Vec<Map<String, Value>>,
+    index: Arc<Index>,
+    engine: Engine,
+    tmp: &std::path::Path,
+) {
     out.insert("peak_rss_bytes".into(), json!(peak_rss()));
     let mut cm = Map::new();
     for (c, m) in cats.iter().zip(per_cat) {
@@ -242,6 +328,6 @@ pub fn run(a: RunArgs) {
     drop(index);
     engine.close().expect("close");
     if a.index_dir.is_none() {
-        let _ = std::fs::remove_dir_all(&tmp);
+        let _ = std::fs::remove_dir_all(tmp);
     }
 }
