@@ -12,9 +12,9 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use flate2::read::MultiGzDecoder;
@@ -22,9 +22,7 @@ use serde_json::{json, Map, Value as Json};
 use tantivy::collector::{Count, TopDocs};
 use tantivy::indexer::NoMergePolicy;
 use tantivy::query::{Query, QueryParser};
-use tantivy::schema::{
-    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED,
-};
+use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED};
 use tantivy::tokenizer::{LowerCaser, SimpleTokenizer, TextAnalyzer};
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Score, TantivyDocument};
 
@@ -224,10 +222,8 @@ fn build_schema() -> (Schema, Fields) {
         .set_tokenizer(TOKENIZER)
         .set_index_option(IndexRecordOption::WithFreqsAndPositions);
     let mut sb = Schema::builder();
-    let title = sb.add_text_field(
-        "title",
-        TextOptions::default().set_indexing_options(indexing.clone()).set_stored(),
-    );
+    let title = sb
+        .add_text_field("title", TextOptions::default().set_indexing_options(indexing.clone()).set_stored());
     let date = sb.add_text_field("date", STORED);
     let body = sb.add_text_field("body", TextOptions::default().set_indexing_options(indexing));
     let id = sb.add_u64_field("id", STORED);
@@ -308,7 +304,11 @@ fn peak_rss_bytes() -> u64 {
 }
 
 fn micros(t: Instant) -> f64 {
-    let ns = t.elapsed().as_nanos() as f64;
+    micros_of(t.elapsed())
+}
+
+fn micros_of(d: Duration) -> f64 {
+    let ns = d.as_nanos() as f64;
     (ns / 1000.0 * 1000.0).round() / 1000.0
 }
 
@@ -334,10 +334,10 @@ fn run(args: Args) -> Result<()> {
     if args.top_k == 0 {
         return Err("--top-k must be > 0".into());
     }
-    if !(args.ingest_rate >= 0.0) {
+    if args.ingest_rate.is_nan() || args.ingest_rate < 0.0 {
         return Err("--ingest-rate must be >= 0".into());
     }
-    if !(args.warmup_seconds >= 0.0) {
+    if args.warmup_seconds.is_nan() || args.warmup_seconds < 0.0 {
         return Err("--warmup-seconds must be >= 0".into());
     }
     if !(args.wrt_fraction >= 0.0 && args.wrt_fraction < 1.0) {
@@ -387,8 +387,12 @@ fn run(args: Args) -> Result<()> {
 
     let mut cat_json = Map::new();
     match args.mode {
-        Mode::Static => run_static(&args, &index, &fields, docs, &cats, &parsed, &order, &dir, &mut out, &mut cat_json)?,
-        Mode::Nrt => run_nrt(&args, &index, &fields, docs, &cats, &parsed, &order, &dir, &mut out, &mut cat_json)?,
+        Mode::Static => {
+            run_static(&args, &index, &fields, docs, &cats, &parsed, &order, &dir, &mut out, &mut cat_json)?
+        }
+        Mode::Nrt => {
+            run_nrt(&args, &index, &fields, docs, &cats, &parsed, &order, &dir, &mut out, &mut cat_json)?
+        }
     }
     out.insert("peak_rss_bytes".into(), json!(peak_rss_bytes()));
     out.insert("categories".into(), Json::Object(cat_json));
@@ -478,12 +482,18 @@ fn run_static(
         tops[c][i] = top;
     }
     // untimed: hit counts and the ids of the top hits
+    let first = order[0]; // re-run after the restart below
+    let mut first_count = 0;
     for (c, cat) in cats.iter().enumerate() {
         let mut counts = Vec::new();
         let mut ids = Vec::new();
         let mut scores = Vec::new();
         for (i, q) in parsed[c].iter().enumerate() {
-            counts.push(searcher.search(q.as_ref(), &Count)?);
+            let count = searcher.search(q.as_ref(), &Count)?;
+            if (c, i) == first {
+                first_count = count;
+            }
+            counts.push(count);
             let mut qi = Vec::new();
             let mut qs = Vec::new();
             for (score, addr) in &tops[c][i] {
@@ -505,6 +515,26 @@ fn run_static(
             }),
         );
     }
+
+    // Restart (= recovery after a crash: the last commit): with the writers gone and the reader
+    // dropped, time opening the index from its directory until a searcher is ready; then, untimed,
+    // check that the first query counts as many hits as before.
+    drop(searcher);
+    drop(reader);
+    let t_open = Instant::now();
+    let reopened = Index::open_in_dir(dir)?;
+    register_analyzer(&reopened);
+    let reader = open_reader(&reopened)?;
+    let searcher = reader.searcher();
+    let open_secs = t_open.elapsed().as_secs_f64();
+    let again = searcher.search(parsed[first.0][first.1].as_ref(), &Count)?;
+    if again != first_count {
+        eprintln!(
+            "[tantivy] after reopen `{}` counts {again} hits, before {first_count}",
+            cats[first.0].queries[first.1]
+        );
+    }
+    out.insert("open_seconds".into(), json!(open_secs));
     Ok(())
 }
 
@@ -547,9 +577,14 @@ fn run_nrt(
 
     let writer = Arc::new(RwLock::new(writer));
     let done = Arc::new(AtomicBool::new(false));
+    // ingest-to-visible: acked[j] = 1 + ns from `origin` to add_document of background doc j
+    // returning (0 = not returned yet)
+    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..n_rest).map(|_| AtomicU64::new(0)).collect());
+    let origin = Instant::now();
     let handle = {
         let writer = Arc::clone(&writer);
         let done = Arc::clone(&done);
+        let acked = Arc::clone(&acked);
         let fields = *fields;
         let rate = args.ingest_rate;
         // Adds the remaining docs one by one, then commits them: add_document only queues a doc
@@ -566,7 +601,11 @@ fn run_nrt(
                         }
                     }
                     let doc = make_doc(&fields, (n_init + j) as u64, d);
-                    writer.read().map_err(|_| "writer lock poisoned")?.add_document(doc)?;
+                    let w = writer.read().map_err(|_| "writer lock poisoned")?;
+                    w.add_document(doc)?;
+                    // stored before the read lock is released, so before any commit that includes the doc
+                    acked[j].store(origin.elapsed().as_nanos() as u64 + 1, Ordering::Release);
+                    drop(w);
                 }
                 let add_loop = t.elapsed().as_secs_f64();
                 let tc = Instant::now();
@@ -585,22 +624,38 @@ fn run_nrt(
     let mut reopen_us_total = 0.0;
     let mut reopen_us_max: f64 = 0.0;
     let mut reopen_us: Vec<f64> = Vec::new();
+    // One thread adds the docs in order and nothing is deleted, so a searcher sees a prefix of the
+    // background docs: the first `visible_bg` of them. visible_ns[j] = ingest-to-visible latency of doc j.
+    let mut visible_bg = 0usize;
+    let mut visible_ns: Vec<u64> = Vec::with_capacity(n_rest);
     while !done.load(Ordering::Acquire) {
         let (c, i) = order[qn % order.len()];
         let t = Instant::now();
-        if k > 0 && qn % k == 0 {
+        let mut bookkeeping = Duration::ZERO;
+        if k > 0 && qn.is_multiple_of(k) {
             let tr = Instant::now();
             writer.write().map_err(|_| "writer lock poisoned")?.commit()?;
             reader.reload()?;
             searcher = reader.searcher();
-            let r = micros(tr);
+            let t_done = Instant::now();
+            // ingest-to-visible (excluded from the reopen and query latencies): this reopen made docs
+            // [visible_bg, now_visible) visible at t_done (latency 0 if a doc's ack is missing or later)
+            let now_visible = (searcher.num_docs() as usize).saturating_sub(n_init).min(n_rest);
+            let done_at = t_done.duration_since(origin).as_nanos() as u64;
+            for a in acked.iter().take(now_visible).skip(visible_bg) {
+                let ack = a.load(Ordering::Acquire);
+                visible_ns.push(if ack == 0 || ack - 1 > done_at { 0 } else { done_at - (ack - 1) });
+            }
+            visible_bg = visible_bg.max(now_visible);
+            bookkeeping = t_done.elapsed();
+            let r = micros_of(t_done - tr);
             reopens += 1;
             reopen_us_total += r;
             reopen_us_max = reopen_us_max.max(r);
             reopen_us.push(r);
         }
         let top = searcher.search(parsed[c][i].as_ref(), &collector)?;
-        let us = micros(t);
+        let us = micros_of(t.elapsed().saturating_sub(bookkeeping));
         std::hint::black_box(top);
         lat[c].push(us);
         qn += 1;
@@ -639,16 +694,40 @@ fn run_nrt(
             "visible_docs_at_last_query": visible_at_end,
             "visible_docs_final": total_visible,
             "segments_final": index.searchable_segment_ids()?.len(),
+            // not counting the reload after the loop: background docs no reopen during the run made visible
+            "visibility": visibility_json(&mut visible_ns, n_rest - visible_bg),
             "reopen_us": reopen_us,
         }),
     );
     for (c, cat) in cats.iter().enumerate() {
-        cat_json.insert(
-            cat.name.clone(),
-            json!({"latencies_us": lat[c], "queries": cat.queries}),
-        );
+        cat_json.insert(cat.name.clone(), json!({"latencies_us": lat[c], "queries": cat.queries}));
     }
     Ok(())
+}
+
+/// Ingest-to-visible summary in µs: percentile p = sorted[round((n-1)*p)] (as in spirit-bench);
+/// nulls when no doc was measured.
+fn visibility_json(ns: &mut [u64], not_visible: usize) -> Json {
+    ns.sort_unstable();
+    let us = |v: u64| v as f64 / 1000.0;
+    let p = |q: f64| {
+        if ns.is_empty() {
+            Json::Null
+        } else {
+            json!(us(ns[((ns.len() - 1) as f64 * q).round() as usize]))
+        }
+    };
+    let mean = if ns.is_empty() { Json::Null } else { json!(us(ns.iter().sum()) / ns.len() as f64) };
+    json!({
+        "method": "reopen",
+        "docs_measured": ns.len(),
+        "not_visible_during_run": not_visible,
+        "p50_us": p(0.5),
+        "p99_us": p(0.99),
+        "p999_us": p(0.999),
+        "max_us": ns.last().map(|&v| us(v)),
+        "mean_us": mean,
+    })
 }
 
 /// Untimed passes over the whole query set: at least --warmup-passes and --warmup-seconds.
@@ -697,8 +776,27 @@ fn summary(out: &Map<String, Json>) {
             n["reopen_us_max"].as_f64().unwrap_or(0.0),
             n["visible_docs_at_last_query"]
         );
+        let v = &n["visibility"];
+        let f = |x: &Json| x.as_f64().map_or("-".to_string(), |us| format!("{us:.0}"));
+        eprintln!(
+            "  ingest-to-visible: {} docs timed, {} not visible during run; p50 {} us, p99 {} us, p99.9 {} us, \
+             max {} us, mean {} us",
+            v["docs_measured"],
+            v["not_visible_during_run"],
+            f(&v["p50_us"]),
+            f(&v["p99_us"]),
+            f(&v["p999_us"]),
+            f(&v["max_us"]),
+            f(&v["mean_us"])
+        );
     }
-    eprintln!("  {:<12} {:>6} {:>10} {:>10} {:>10} {:>10}", "category", "n", "mean_us", "p50_us", "p90_us", "p99_us");
+    if let Some(s) = out.get("open_seconds").and_then(|s| s.as_f64()) {
+        eprintln!("  open after restart: {:.1} ms", s * 1e3);
+    }
+    eprintln!(
+        "  {:<12} {:>6} {:>10} {:>10} {:>10} {:>10}",
+        "category", "n", "mean_us", "p50_us", "p90_us", "p99_us"
+    );
     if let Some(Json::Object(cats)) = out.get("categories") {
         for (name, v) in cats {
             let mut l: Vec<f64> = v["latencies_us"]

@@ -123,7 +123,7 @@ pub fn run(a: CacheArgs) {
     let tasks = input::load_tasks(&a.w.tasks, Some(&a.categories), a.w.queries_per_category).expect("tasks");
     let dir = std::env::temp_dir().join(format!("spirit-bench-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let cfg = EngineConfig { shard: a.w.shard_config() };
+    let cfg = EngineConfig { shard: a.w.shard_config(), default_shards: None };
 
     // Static.
     let engine = Engine::open(dir.join("static"), cfg.clone()).expect("open");

@@ -120,8 +120,10 @@ pub fn run(a: HttpLoadArgs) {
         None => {
             let dir = tempfile::tempdir().expect("tempdir");
             let shard = spirit::ShardConfig { dram_budget: 256 << 20, ..Default::default() };
-            let engine =
-                Arc::new(spirit::Engine::open(dir.path(), spirit::EngineConfig { shard }).expect("engine"));
+            let engine = Arc::new(
+                spirit::Engine::open(dir.path(), spirit::EngineConfig { shard, default_shards: None })
+                    .expect("engine"),
+            );
             let state =
                 spirit_server::ServerState::new(engine.clone(), spirit_server::ServerConfig::default());
             let rt = tokio::runtime::Builder::new_multi_thread()

@@ -106,7 +106,7 @@ fn nc(a: NcArgs) {
     let dir = a.data.clone().unwrap_or(tmp.clone());
     let _ = std::fs::remove_dir_all(&dir);
     let shard = a.w.shard_config();
-    let cfg = EngineConfig { shard };
+    let cfg = EngineConfig { shard, default_shards: None };
     let engine = Engine::open(&dir, cfg.clone()).expect("open");
     let index = engine.create_index("bench", None, None).expect("create");
     eprintln!("indexing {} docs ({:.1} MB)...", lines.len(), raw_bytes as f64 / 1e6);

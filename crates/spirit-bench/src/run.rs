@@ -100,7 +100,7 @@ pub fn run(a: RunArgs) {
     let dir = a.index_dir.clone().unwrap_or(tmp.clone());
     let _ = std::fs::remove_dir_all(&dir);
     let shard = a.w.shard_config();
-    let engine = Engine::open(&dir, EngineConfig { shard }).expect("open");
+    let engine = Engine::open(&dir, EngineConfig { shard, default_shards: None }).expect("open");
     let index = engine.create_index("bench", None, None).expect("create");
     let mut out = Map::new();
     out.insert("engine".into(), json!("spirit"));
@@ -171,7 +171,8 @@ pub fn run(a: RunArgs) {
         drop(engine);
         let close_secs = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let engine = Engine::open(&dir, EngineConfig { shard: a.w.shard_config() }).expect("reopen");
+        let engine = Engine::open(&dir, EngineConfig { shard: a.w.shard_config(), default_shards: None })
+            .expect("reopen");
         let open_secs = t.elapsed().as_secs_f64();
         let index = engine.index("bench").expect("index after reopen");
         let again = index.count(first).expect("count after reopen");
@@ -223,7 +224,7 @@ pub fn run(a: RunArgs) {
                     index.add(doc).expect("add");
                     add_us.push(ta.elapsed().as_secs_f64() * 1e6);
                     acked.store(i + 1, Ordering::Release);
-                    if (i - initial) % 16 == 0 {
+                    if (i - initial).is_multiple_of(16) {
                         // Ingest-to-visible: from `add` returning to a search returning the document.
                         let acked_at = Instant::now();
                         let r = index.search(&format!("probe:p{i}"), &probe_opts).expect("probe");

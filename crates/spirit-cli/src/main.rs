@@ -50,6 +50,10 @@ struct Open {
     /// Retention: drop segments whose newest document is older than this (e.g. 3600, 90m, 12h, 7d).
     #[arg(long)]
     retention_age: Option<String>,
+    /// Shards of a new index (fixed at creation; default: one per core, at most 8). The budgets are split
+    /// between them.
+    #[arg(long)]
+    shards: Option<usize>,
 }
 
 /// Parses durations like `90`, `90s`, `15m`, `12h`, `7d` into seconds.
@@ -154,6 +158,10 @@ enum Cmd {
         /// Threads running searches (default: one per core).
         #[arg(long)]
         query_threads: Option<usize>,
+        /// Shards of indexes created through the API without `number_of_shards` (default: one per core, at
+        /// most 8).
+        #[arg(long)]
+        shards: Option<usize>,
         /// Largest accepted request body.
         #[arg(long, default_value = "100MB")]
         max_body: String,
@@ -188,6 +196,7 @@ fn main() {
             dram_budget,
             persistent_budget,
             query_threads,
+            shards,
             max_body,
         } => cmd_serve(ServeArgs {
             data,
@@ -198,6 +207,7 @@ fn main() {
             dram_budget,
             persistent_budget,
             query_threads,
+            shards,
             max_body,
         }),
     };
@@ -222,7 +232,7 @@ fn engine_config(o: &Open) -> R<EngineConfig> {
         ..Default::default()
     };
     shard.validate()?;
-    Ok(EngineConfig { shard })
+    Ok(EngineConfig { shard, default_shards: Some(o.shards.unwrap_or_else(spirit::default_shards)) })
 }
 
 fn open_index(o: &Open, create: bool) -> R<(Engine, Arc<Index>)> {
@@ -278,27 +288,31 @@ struct Acks {
     /// Set by SIGINT/SIGTERM: stop reading input.
     stop: Arc<AtomicBool>,
     pending: Vec<String>,
-    last_lsn: Option<u64>,
+    /// The highest tLog position per shard not yet synced, and how many writes that covers.
+    unsynced: spirit::PendingSet,
+    since_sync: usize,
     every: usize,
     log: Option<std::io::BufWriter<std::fs::File>>,
 }
 
 impl Acks {
-    fn push(&mut self, index: &Index, id: String, lsn: Option<u64>) -> R<()> {
-        self.last_lsn = lsn.or(self.last_lsn);
+    fn push(&mut self, index: &Index, id: String, pending: Option<spirit::Pending>) -> R<()> {
+        if pending.is_some() {
+            self.since_sync += 1;
+        }
+        self.unsynced.note(pending);
         if self.log.is_some() {
             self.pending.push(id);
         }
-        if self.pending.len() >= self.every
-            || (self.log.is_none() && lsn.is_some_and(|l| l % self.every as u64 == 0))
-        {
+        if self.pending.len() >= self.every || self.since_sync >= self.every {
             self.flush(index)?;
         }
         Ok(())
     }
 
     fn flush(&mut self, index: &Index) -> R<()> {
-        index.shard().sync_to(self.last_lsn.take())?;
+        index.sync_pending(&mut self.unsynced)?;
+        self.since_sync = 0;
         if let Some(log) = &mut self.log {
             for id in self.pending.drain(..) {
                 writeln!(log, "{id}")?;
@@ -386,7 +400,14 @@ fn cmd_index(
         )),
         None => None,
     };
-    let mut acks = Acks { stop: stop.clone(), pending: vec![], last_lsn: None, every: sync_every, log };
+    let mut acks = Acks {
+        stop: stop.clone(),
+        pending: vec![],
+        unsynced: Default::default(),
+        since_sync: 0,
+        every: sync_every,
+        log,
+    };
     for path in files {
         let name = path.display().to_string();
         let fmt = format.unwrap_or_else(|| Format::guess(&name));
@@ -612,6 +633,7 @@ struct ServeArgs {
     dram_budget: String,
     persistent_budget: String,
     query_threads: Option<usize>,
+    shards: Option<usize>,
     max_body: String,
 }
 
@@ -625,7 +647,8 @@ fn cmd_serve(a: ServeArgs) -> R<()> {
         ..Default::default()
     };
     shard.validate()?;
-    let engine = Arc::new(Engine::open(&a.data, EngineConfig { shard })?);
+    let default_shards = Some(a.shards.unwrap_or_else(spirit::default_shards));
+    let engine = Arc::new(Engine::open(&a.data, EngineConfig { shard, default_shards })?);
     let mut cfg = spirit_server::ServerConfig {
         default_durability: a.durability,
         api_key: a.api_key.filter(|k| !k.is_empty()),
@@ -667,18 +690,23 @@ fn cmd_check(data: &Path) -> R<()> {
     let mut problems = 0;
     for name in engine.index_names() {
         let index = engine.index(&name).unwrap();
-        let r = index.shard().check();
-        for p in &r.problems {
-            println!("index {name}: {p}");
+        let (mut segments, mut terms) = (0, 0);
+        let n = index.shards().len();
+        for (i, shard) in index.shards().iter().enumerate() {
+            let r = shard.check();
+            let at = if n > 1 { format!(" shard {i}") } else { String::new() };
+            for p in &r.problems {
+                println!("index {name}{at}: {p}");
+            }
+            problems += r.problems.len();
+            segments += r.segments;
+            terms += r.merged_terms_checked;
         }
-        problems += r.problems.len();
         let rec = index.stats().recovery.map_or(String::new(), |r| {
             format!("; recovered from a crash ({} tLog records replayed)", r.records)
         });
-        println!(
-            "index {name}: {} segments, {} merged-dictionary entries checked{rec}",
-            r.segments, r.merged_terms_checked
-        );
+        let shards = if n > 1 { format!(" in {n} shards") } else { String::new() };
+        println!("index {name}: {segments} segments{shards}, {terms} merged-dictionary entries checked{rec}");
     }
     engine.close()?;
     if problems > 0 {
@@ -700,7 +728,10 @@ fn cmd_demo(data: Option<PathBuf>) -> R<()> {
         }
     };
     let _ = std::fs::remove_dir_all(&dir);
-    let cfg = EngineConfig { shard: ShardConfig { dram_budget: 64 << 20, ..Default::default() } };
+    let cfg = EngineConfig {
+        shard: ShardConfig { dram_budget: 64 << 20, ..Default::default() },
+        default_shards: Some(spirit::default_shards()),
+    };
     println!("spirit demo: indexing the bundled sample (2,000 Wikipedia chunks) into {}", dir.display());
     let engine = Engine::open(&dir, cfg.clone())?;
     let index = engine.create_index("wiki", None, None)?;
@@ -710,7 +741,8 @@ fn cmd_demo(data: Option<PathBuf>) -> R<()> {
     let mut acks = Acks {
         stop: Arc::new(AtomicBool::new(false)),
         pending: vec![],
-        last_lsn: None,
+        unsynced: Default::default(),
+        since_sync: 0,
         every: 256,
         log: None,
     };

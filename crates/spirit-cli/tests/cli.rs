@@ -105,8 +105,15 @@ fn bad_input_is_reported_and_the_rest_is_indexed() {
     assert!(e.contains("/nonexistent/file.jsonl"), "{e}");
 }
 
+/// The heap of the index (of its first shard when it has several: the CLI defaults to one per core).
 fn heap_file(data: &Path) -> PathBuf {
-    data.join("indexes").join("default").join("heap.spirit")
+    let dir = data.join("indexes").join("default");
+    let sharded = dir.join("shard-0").join("heap.spirit");
+    if sharded.exists() {
+        sharded
+    } else {
+        dir.join("heap.spirit")
+    }
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Index administration: create (with `settings` and `mappings`), delete, get, mappings, `_cat/indices`.
 //!
 //! Settings understood at creation (flat `index.x.y` or nested, with or without the `index.` prefix):
-//! `number_of_shards` (1; sharding is not built yet, so more is refused), `number_of_replicas` (accepted: a
+//! `number_of_shards` (1 to 64; default: the server's `--shards`), `number_of_replicas` (accepted: a
 //! single node holds no replicas, as a one-node Elasticsearch cluster), `refresh_interval` (accepted: every
 //! write is visible at once), `translog.durability` (`request` = crash-safe, `async` = graceful),
 //! `spirit.durability` (`volatile`, `graceful`, `crash-safe`), `spirit.dram_budget` and
@@ -145,11 +145,16 @@ pub fn parse_settings(settings: Option<&Value>, default_durability: Durability) 
         let value = text(&v);
         match key.as_str() {
             "number_of_shards" => {
-                if value != "1" {
+                let n: usize = value.parse().map_err(|_| {
+                    ApiError::bad_request(format!("failed to parse value [{value}] for setting [index.number_of_shards]"))
+                })?;
+                if !(1..=spirit::index::MAX_SHARDS).contains(&n) {
                     return Err(ApiError::bad_request(format!(
-                        "[index.number_of_shards] {value}: spirit runs one shard per index for now (sharding is not built yet); use 1"
+                        "failed to parse value [{n}] for setting [index.number_of_shards]: must be between 1 and {}",
+                        spirit::index::MAX_SHARDS
                     )));
                 }
+                opts.shards = Some(n);
             }
             "number_of_replicas" | "auto_expand_replicas" | "refresh_interval" | "provided_name" => {}
             "translog.durability" => {
@@ -202,7 +207,7 @@ pub fn settings_json(name: &str, opts: &IndexOptions, cfg: &spirit::ShardConfig)
     let durability = opts.durability.unwrap_or(cfg.durability);
     let translog = if durability == Durability::CrashSafe { "request" } else { "async" };
     json!({"index": {
-        "number_of_shards": "1", "number_of_replicas": "0", "provided_name": name,
+        "number_of_shards": opts.shards.unwrap_or(1).to_string(), "number_of_replicas": "0", "provided_name": name,
         "translog": {"durability": translog},
         "spirit": {
             "durability": durability,
@@ -307,10 +312,15 @@ mod tests {
             parse_settings(None, Durability::CrashSafe).unwrap().options.durability,
             Some(Durability::CrashSafe)
         );
-        assert!(parse_settings(Some(&json!({"number_of_shards": 3})), Durability::Graceful)
-            .unwrap_err()
-            .reason
-            .contains("one shard"));
+        let o =
+            parse_settings(Some(&json!({"index": {"number_of_shards": "3"}})), Durability::Graceful).unwrap();
+        assert_eq!(o.options.shards, Some(3));
+        for bad in [json!(0), json!(65), json!("two")] {
+            assert!(parse_settings(Some(&json!({"number_of_shards": bad})), Durability::Graceful)
+                .unwrap_err()
+                .reason
+                .contains("number_of_shards"));
+        }
         assert!(parse_settings(Some(&json!({"index": {"frobnicate": 1}})), Durability::Graceful)
             .unwrap_err()
             .reason

@@ -480,7 +480,10 @@ async fn create_index(
     if let Some(m) = mappings.as_mut() {
         indices::resolve_mappings(m, &create.analyzers);
     }
-    let opts = create.options;
+    let mut opts = create.options;
+    if opts.shards.is_none() {
+        opts.shards = st.engine.config().default_shards;
+    }
     let index_settings =
         spirit::IndexSettings { default_analyzer: create.default_analyzer, ..Default::default() };
     if st.engine.index(&index).is_some() {

@@ -354,7 +354,7 @@ impl SearchRequest {
         Ok(json!({
             "took": t0.elapsed().as_millis() as u64,
             "timed_out": false,
-            "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+            "_shards": {"total": index.shards().len(), "successful": index.shards().len(), "skipped": 0, "failed": 0},
             "hits": hits_obj,
         }))
     }
@@ -449,9 +449,8 @@ pub fn count(
     req.size = 0;
     req.track = TrackTotal::Exact;
     let r = req.execute(index, limits)?;
-    Ok(
-        json!({"count": r["hits"]["total"]["value"], "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0}}),
-    )
+    Ok(json!({"count": r["hits"]["total"]["value"],
+               "_shards": {"total": index.shards().len(), "successful": index.shards().len(), "skipped": 0, "failed": 0}}))
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ impl TestServer {
     }
 
     fn start_with(dir: &std::path::Path, cfg: ServerConfig, shard: ShardConfig) -> TestServer {
-        let engine = Arc::new(Engine::open(dir, EngineConfig { shard }).unwrap());
+        let engine = Arc::new(Engine::open(dir, EngineConfig { shard, default_shards: None }).unwrap());
         let state = ServerState::new(engine.clone(), cfg);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -167,7 +167,7 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
         (s.call("PUT", "/bad", None), 400, "resource_already_exists_exception"),
         (s.call("PUT", "/Upper", None), 400, "invalid_index_name_exception"),
         (
-            s.call("PUT", "/other", Some(r#"{"settings": {"number_of_shards": 4}}"#)),
+            s.call("PUT", "/other", Some(r#"{"settings": {"number_of_shards": 100}}"#)),
             400,
             "illegal_argument_exception",
         ),
@@ -536,5 +536,66 @@ fn a_client_that_never_finishes_its_headers_is_disconnected() {
     let text = String::from_utf8_lossy(&buf);
     assert!(buf.is_empty() || text.starts_with("HTTP/1.1 408"), "{text}");
     assert_eq!(s.call("GET", "/", None).0, 200, "still serving");
+    s.stop();
+}
+
+/// `number_of_shards` at creation: a sharded index reports its shards in `_settings` and in `_shards`, and
+/// answers searches, counts, gets, updates and deletes exactly like a one-shard index fed the same requests.
+#[test]
+fn a_sharded_index_answers_like_a_one_shard_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    for (name, n) in [("one", 1), ("three", 3)] {
+        let body = format!(r#"{{"settings": {{"number_of_shards": {n}}}}}"#);
+        assert_eq!(s.call("PUT", &format!("/{name}"), Some(&body)).0, 200);
+        let (_, v) = s.call("GET", &format!("/{name}/_settings"), None);
+        assert_eq!(v[name]["settings"]["index"]["number_of_shards"], json!(n.to_string()));
+        let mut bulk = String::new();
+        for i in 0..120 {
+            let words = ["red fox", "red dog", "blue fox jumps", "green red red"][i % 4];
+            bulk += &format!(
+                "{{\"index\": {{\"_id\": \"{i}\"}}}}\n{{\"text\": \"{words}\", \"n\": {}}}\n",
+                i % 9
+            );
+        }
+        assert_eq!(s.call("POST", &format!("/{name}/_bulk"), Some(&bulk)).0, 200);
+        assert_eq!(
+            s.call("PUT", &format!("/{name}/_doc/5"), Some(r#"{"text": "red red red fox", "n": 1}"#)).0,
+            200
+        );
+        assert_eq!(s.call("DELETE", &format!("/{name}/_doc/7"), None).0, 200);
+    }
+    let search = |name: &str, body: &str| {
+        let (status, v) = s.call("POST", &format!("/{name}/_search"), Some(body));
+        assert_eq!(status, 200, "{v}");
+        v
+    };
+    for body in [
+        r#"{"query": {"match": {"text": "red fox"}}, "size": 15}"#,
+        r#"{"query": {"match": {"text": "red"}}, "size": 7, "from": 3}"#,
+        r#"{"query": {"match_phrase": {"text": "fox jumps"}}}"#,
+        r#"{"query": {"match_all": {}}, "sort": [{"n": "desc"}], "size": 20}"#,
+        r#"{"query": {"bool": {"must": [{"match": {"text": "red"}}], "must_not": [{"match": {"text": "dog"}}]}}}"#,
+    ] {
+        let (a, b) = (search("one", body), search("three", body));
+        let hits = |v: &Value| {
+            let mut h = v["hits"]["hits"].clone();
+            h.as_array_mut()
+                .unwrap()
+                .iter_mut()
+                .for_each(|x| x.as_object_mut().unwrap().remove("_index").map(drop).unwrap());
+            h
+        };
+        assert!(!hits(&a).as_array().unwrap().is_empty(), "{body}");
+        assert_eq!(hits(&a), hits(&b), "{body}");
+        assert_eq!(a["hits"]["total"], b["hits"]["total"], "{body}");
+        assert_eq!((a["_shards"]["total"].clone(), b["_shards"]["total"].clone()), (json!(1), json!(3)));
+    }
+    for name in ["one", "three"] {
+        let (_, v) = s.call("GET", &format!("/{name}/_count"), None);
+        assert_eq!(v["count"], json!(119));
+        let (_, v) = s.call("GET", &format!("/{name}/_doc/5"), None);
+        assert_eq!(v["_source"]["text"], json!("red red red fox"));
+    }
     s.stop();
 }

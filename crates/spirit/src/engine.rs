@@ -16,7 +16,16 @@ use std::sync::Arc;
 /// Engine-wide configuration: the budgets and durability every index opens with.
 #[derive(Debug, Clone, Default)]
 pub struct EngineConfig {
+    /// Budgets and policies of one index (split evenly between its shards).
     pub shard: ShardConfig,
+    /// Shards of a new index created without an explicit count (`None`: 1). The CLI and the server default
+    /// to the core count ([`default_shards`]).
+    pub default_shards: Option<usize>,
+}
+
+/// The shard count for new indexes the CLI and server use by default: one per core, at most 8.
+pub fn default_shards() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8)
 }
 
 /// Settings of one index that override the engine's defaults; fixed when the index is created.
@@ -28,6 +37,9 @@ pub struct IndexOptions {
     pub dram_budget: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistent_budget: Option<u64>,
+    /// Shards (fixed at creation; the directory layout records it too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<usize>,
 }
 
 /// The file, in an index directory, holding its [`IndexOptions`].
@@ -164,6 +176,10 @@ impl Engine {
         // The durability is always stored: a later start with other defaults must not change it.
         let mut options = options.clone();
         options.durability.get_or_insert(cfg.durability);
+        let shards = *options.shards.get_or_insert(
+            settings.as_ref().map_or(self.config.default_shards.unwrap_or(1), |s| s.number_of_shards),
+        );
+        let settings = Some(IndexSettings { number_of_shards: shards, ..settings.unwrap_or_default() });
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         options.store(&dir)?;
         let index = match Index::open(name, &dir, cfg, mappings, settings) {

@@ -1,12 +1,21 @@
-//! An index: a schema, its settings and its shard, behind the document-level API (`add`, `get`, `delete`,
+//! An index: a schema, its settings and its shards, behind the document-level API (`add`, `get`, `delete`,
 //! `search`).
+//!
+//! Shards (SPIRIT §4.10's executors) share nothing: each has its own heaps, GDT, pipeline and result cache,
+//! and a document lives in the shard its `_id` hashes to, so updates, deletes and gets go to one shard. A
+//! search plans once over every shard's snapshot, sums the BM25 statistics of all shards, evaluates the
+//! shards in parallel with those sums and merges their top-k: a document scores the same whatever the shard
+//! count. Ties (and newest-first order) across shards are broken by a hidden index-wide sequence number
+//! (`_seq`) that every shard stamps under its writer lock, so N shards answer exactly like one. A one-shard
+//! index keeps its shard directly in the index directory; N shards live in `shard-0` … `shard-{N-1}`.
 
 use crate::config::ShardConfig;
 use crate::error::{Error, Result};
+use crate::gdt::Snapshot;
 use crate::query::{self, Query, SearchOptions, Sort};
 use crate::schema::document::{new_fields, take_id};
 use crate::schema::{analyze_document, Schema};
-use crate::shard::{Shard, ShardStats};
+use crate::shard::{Sequencer, Shard, ShardStats};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -26,7 +35,19 @@ pub struct IndexSettings {
     /// Analyzer of text fields mapped without one (explicitly or dynamically); `None`: `standard`.
     #[serde(default)]
     pub default_analyzer: Option<String>,
+    /// Shards (executors), fixed when the index is created; the budgets are split evenly between them.
+    #[serde(default = "one")]
+    pub number_of_shards: usize,
 }
+
+fn one() -> usize {
+    1
+}
+
+/// Most shards one index may have.
+pub const MAX_SHARDS: usize = 64;
+
+pub use crate::schema::SEQ_FIELD;
 
 fn k1() -> f32 {
     1.2
@@ -40,7 +61,13 @@ fn max_doc() -> usize {
 
 impl Default for IndexSettings {
     fn default() -> Self {
-        IndexSettings { bm25_k1: k1(), bm25_b: b(), max_document_bytes: max_doc(), default_analyzer: None }
+        IndexSettings {
+            bm25_k1: k1(),
+            bm25_b: b(),
+            max_document_bytes: max_doc(),
+            default_analyzer: None,
+            number_of_shards: 1,
+        }
     }
 }
 
@@ -57,8 +84,36 @@ pub struct AddResult {
     pub id: String,
     /// Internal doc id (global within the shard).
     pub doc: u32,
+    /// The shard holding the document.
+    pub shard: usize,
     /// A live document with the same `_id` was replaced.
     pub replaced: bool,
+}
+
+/// A write accepted but not yet durable (crash-safe mode): its shard and tLog position there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pending {
+    pub shard: usize,
+    pub lsn: u64,
+}
+
+/// Deferred writes to make durable together: the highest tLog position per shard.
+#[derive(Debug, Clone, Default)]
+pub struct PendingSet(Vec<Option<u64>>);
+
+impl PendingSet {
+    pub fn note(&mut self, p: Option<Pending>) {
+        if let Some(p) = p {
+            if self.0.len() <= p.shard {
+                self.0.resize(p.shard + 1, None);
+            }
+            self.0[p.shard] = self.0[p.shard].max(Some(p.lsn));
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|l| l.is_none())
+    }
 }
 
 /// One search hit.
@@ -66,7 +121,9 @@ pub struct AddResult {
 pub struct Hit {
     pub id: String,
     pub score: f32,
+    /// Internal doc id within its shard.
     pub doc: u32,
+    pub shard: usize,
     /// The stored `_source` as JSON bytes.
     pub source: Vec<u8>,
     /// With [`Sort::Field`]: the hit's value of the sort field.
@@ -87,10 +144,98 @@ pub struct SearchResult {
     pub took_micros: u64,
 }
 
+/// A search's match count, whether it is exact, and its hits (shard, doc) in order.
+type Ranked = (u64, bool, Vec<(usize, query::ScoredDoc)>);
+
+/// The `_seq` of `doc` (a doc id of `snap`'s shard); 0 if it has none.
+fn seq_of(snap: &Snapshot, field: u16, doc: u32) -> u64 {
+    let Some(seg) = snap.segment_of(doc) else { return 0 };
+    let local = doc - seg.base_doc;
+    let x = match &seg.data {
+        crate::gdt::SegData::Fresh(f) => f.numeric(field, local),
+        crate::gdt::SegData::Image { .. } => seg
+            .image()
+            .and_then(|v| v.ok())
+            .and_then(|v| v.numbers(field).and_then(|c| crate::segment::image::number_at(c, local))),
+    };
+    x.map_or(0, |x| x as u64)
+}
+
+/// Sorts hits from several shards (`(seq, shard, hit)`) into the query's order, breaking ties by `seq` the way
+/// one shard breaks them by doc id: by score (ties newest first), newest first, or by field value (documents
+/// without one last, ties oldest first).
+fn merge_order(hits: &mut [(u64, usize, query::ScoredDoc)], sort: Sort) {
+    match sort {
+        Sort::Score => hits.sort_by(|a, b| b.2.score.total_cmp(&a.2.score).then(b.0.cmp(&a.0))),
+        Sort::Newest => hits.sort_by_key(|h| std::cmp::Reverse(h.0)),
+        Sort::Field { descending, .. } => hits.sort_by(|a, b| {
+            let v = |x: &(u64, usize, query::ScoredDoc)| x.2.sort_value.filter(|v| !v.is_nan());
+            match (v(a), v(b)) {
+                (Some(x), Some(y)) => {
+                    let o = x.total_cmp(&y);
+                    if descending {
+                        o.reverse()
+                    } else {
+                        o
+                    }
+                }
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => std::cmp::Ordering::Equal,
+            }
+            .then(a.0.cmp(&b.0))
+        }),
+    }
+}
+
+/// The shard count of the index in `dir`: its shard directories, else 1 for an index with its heap in `dir`
+/// itself, else (a new index) from `settings`.
+fn shard_count(dir: &Path, settings: Option<&IndexSettings>) -> Result<usize> {
+    if dir.join("shard-0").is_dir() {
+        return Ok((0..).take_while(|i| dir.join(format!("shard-{i}")).is_dir()).count());
+    }
+    if dir.join(crate::shard::HEAP_FILE).exists() {
+        return Ok(1);
+    }
+    let n = settings.map_or(1, |s| s.number_of_shards);
+    if n == 0 || n > MAX_SHARDS {
+        return Err(Error::InvalidArgument(format!(
+            "number_of_shards must be between 1 and {MAX_SHARDS}, got {n}"
+        )));
+    }
+    Ok(n)
+}
+
+/// Where shard `i` of `n` lives.
+fn shard_dir(dir: &Path, n: usize, i: usize) -> std::path::PathBuf {
+    if n == 1 {
+        dir.to_path_buf()
+    } else {
+        dir.join(format!("shard-{i}"))
+    }
+}
+
+/// One shard's configuration: the index's budgets split evenly, so the index as a whole stays inside them.
+fn split_config(cfg: &ShardConfig, n: usize) -> Result<ShardConfig> {
+    let mut c = cfg.clone();
+    if n > 1 {
+        c.dram_budget = cfg.dram_budget / n;
+        c.persistent_budget = cfg.persistent_budget / n as u64;
+        c.result_cache_bytes = cfg.result_cache_bytes.map(|b| b / n);
+        c.fresh_segment_bytes = cfg.fresh_segment_bytes.map(|b| b / n);
+        c.validate().map_err(|e| {
+            Error::InvalidArgument(format!("{e} (per shard: the budgets are split between {n} shards)"))
+        })?;
+    }
+    Ok(c)
+}
+
 /// An index.
 pub struct Index {
     name: String,
-    shard: Shard,
+    shards: Vec<Shard>,
+    /// Sharded indexes: the `_seq` column and the next sequence number.
+    seq: Option<Sequencer>,
     schema: RwLock<Schema>,
     settings: IndexSettings,
     id_counter: AtomicU64,
@@ -116,6 +261,9 @@ pub struct IndexStats {
     pub fields: usize,
     /// Set when this session began with a crash recovery.
     pub recovery: Option<RecoveryStats>,
+    /// Live documents per shard.
+    pub shard_docs: Vec<u64>,
+    /// Summed over the shards.
     #[serde(flatten)]
     pub shard: ShardStats,
 }
@@ -132,10 +280,22 @@ impl Index {
     ) -> Result<Index> {
         cfg.validate().map_err(Error::InvalidArgument)?;
         let t_open = Instant::now();
-        let (shard, extra, replay) = Shard::open(dir, cfg)?;
+        let n = shard_count(dir, settings.as_ref())?;
+        let shard_cfg = split_config(&cfg, n)?;
+        let (mut shards, mut extra, mut replays) = (Vec::with_capacity(n), serde_json::Value::Null, vec![]);
+        for i in 0..n {
+            let (shard, e, replay) = Shard::open(&shard_dir(dir, n, i), shard_cfg.clone())?;
+            shards.push(shard);
+            // Every shard stores the same metadata; the first that has any speaks for the index.
+            if extra.is_null() {
+                extra = e;
+            }
+            replays.push(replay);
+        }
         let open_micros = t_open.elapsed().as_micros() as u64;
-        let (schema, settings, counter) = if extra.is_null() {
-            let settings = settings.unwrap_or_default();
+        let (mut schema, settings, counter) = if extra.is_null() {
+            let mut settings = settings.unwrap_or_default();
+            settings.number_of_shards = n;
             let mut schema = Schema::default();
             if let Some(a) = &settings.default_analyzer {
                 crate::schema::analyzer_config(a)?;
@@ -145,27 +305,60 @@ impl Index {
         } else {
             Self::unpack(dir, extra)?
         };
+        if settings.number_of_shards != n {
+            return Err(Error::Format(format!(
+                "{}: the index settings say {} shards but the directory holds {n}",
+                dir.display(),
+                settings.number_of_shards
+            )));
+        }
+        let seq = if n > 1 {
+            let field = schema.seq_field()?;
+            Some(Sequencer { field, next: Default::default() })
+        } else {
+            None
+        };
         let nanos =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let index = Index {
             name: name.to_string(),
-            shard,
+            shards,
+            seq,
             schema: RwLock::new(schema),
             settings,
             id_counter: AtomicU64::new(counter),
             id_prefix: format!("{:x}", (nanos as u64) >> 10),
             recovery: parking_lot::Mutex::new(None),
         };
-        let mut recovery = None;
-        if let Some(r) = replay {
-            let t = Instant::now();
-            let records = r.records.len() as u64;
-            index.replay(dir, r)?;
-            index.shard.finish_recovery();
-            recovery =
-                Some(RecoveryStats { open_micros, replay_micros: t.elapsed().as_micros() as u64, records });
+        let mut recovery: Option<RecoveryStats> = None;
+        let recovered: Vec<usize> = (0..n).filter(|&i| replays[i].is_some()).collect();
+        let mut replayed = Ok(());
+        for (i, replay) in replays.into_iter().enumerate() {
+            if let Some(r) = replay {
+                let t = Instant::now();
+                let records = r.records.len() as u64;
+                replayed = index.replay(dir, i, r);
+                if replayed.is_err() {
+                    break;
+                }
+                let rs = recovery.get_or_insert(RecoveryStats { open_micros, replay_micros: 0, records: 0 });
+                rs.replay_micros += t.elapsed().as_micros() as u64;
+                rs.records += records;
+            }
         }
+        for i in recovered {
+            index.shards[i].finish_recovery();
+        }
+        replayed?;
         *index.recovery.lock() = recovery;
+        if let Some(s) = &index.seq {
+            // Resume numbering after the newest document of any shard.
+            let newest = index.shards.iter().filter_map(|sh| sh.newest_seq(s.field)).max();
+            s.next.fetch_max(newest.map_or(0, |x| x + 1), Relaxed);
+            for sh in &index.shards {
+                sh.set_sequencer(s.clone());
+            }
+        }
         if let Some(m) = mappings {
             index.schema.write().apply_mappings(m)?;
         }
@@ -182,8 +375,9 @@ impl Index {
 
     /// Re-applies the tLog records a crash left unreflected (crash-safe recovery), re-analysing each document
     /// with the schema in force when it was added.
-    fn replay(&self, dir: &Path, r: crate::shard::Replay) -> Result<()> {
+    fn replay(&self, dir: &Path, shard: usize, r: crate::shard::Replay) -> Result<()> {
         use crate::durability::TlogRecord;
+        let sh = &self.shards[shard];
         for (lsn, rec) in r.records {
             match rec {
                 TlogRecord::Meta { json } => {
@@ -193,20 +387,34 @@ impl Index {
                     *self.schema.write() = schema;
                     self.id_counter.fetch_max(counter, Relaxed);
                 }
-                TlogRecord::Add { doc, replaces, id, source } => {
-                    if doc < self.shard.next_doc() {
+                TlogRecord::Add { doc, replaces, id, seq, source } => {
+                    if let (Some(s), Some(q)) = (&self.seq, seq) {
+                        s.next.fetch_max(q + 1, Relaxed);
+                    }
+                    if doc < sh.next_doc() {
                         // Already in a durable segment: only its replacement of an older doc matters.
                         if let Some(r) = replaces {
-                            self.shard.replay_delete(r, &id);
+                            sh.replay_delete(r, &id);
                         }
                         continue;
                     }
                     let body: serde_json::Value = serde_json::from_slice(&source)
                         .map_err(|e| Error::corrupt(dir, 0, format!("tLog record {lsn}: document: {e}")))?;
-                    let analyzed = analyze_document(&self.schema.read(), id, &body)?;
-                    self.shard.replay_add(lsn, &analyzed, doc, replaces)?;
+                    let mut analyzed = analyze_document(&self.schema.read(), id, &body)?;
+                    match (&self.seq, seq) {
+                        (Some(s), Some(q)) => analyzed.set_numeric(s.field, q as f64),
+                        (None, None) => {}
+                        _ => {
+                            return Err(Error::corrupt(
+                                dir,
+                                0,
+                                format!("tLog record {lsn}: sequence number does not match the shard count"),
+                            ))
+                        }
+                    }
+                    sh.replay_add(lsn, &analyzed, doc, replaces)?;
                 }
-                TlogRecord::Delete { doc, id } => self.shard.replay_delete(doc, &id),
+                TlogRecord::Delete { doc, id } => sh.replay_delete(doc, &id),
             }
         }
         Ok(())
@@ -224,8 +432,11 @@ impl Index {
     /// Crash-safe mode: logs the schema and settings. Callers hold the schema's write lock, so no document
     /// analysed with the new schema can be logged before it.
     fn log_meta_with(&self, schema: &Schema) -> Result<()> {
-        if self.shard.durability() == crate::Durability::CrashSafe {
-            self.shard.log_meta(self.persisted(schema))?;
+        if self.shards[0].durability() == crate::Durability::CrashSafe {
+            let meta = self.persisted(schema);
+            for sh in &self.shards {
+                sh.log_meta(meta.clone())?;
+            }
         }
         Ok(())
     }
@@ -293,8 +504,9 @@ impl Index {
         serde_json::from_slice(json).map_err(|e| Error::BadDocument(format!("malformed JSON: {e}")))
     }
 
-    /// [`add`](Self::add) without waiting for durability: returns the tLog LSN to sync to (crash-safe mode).
-    pub fn add_doc_deferred(&self, doc: serde_json::Value) -> Result<(AddResult, Option<u64>)> {
+    /// [`add`](Self::add) without waiting for durability: returns what to [`sync_pending`](Self::sync_pending)
+    /// (crash-safe mode).
+    pub fn add_doc_deferred(&self, doc: serde_json::Value) -> Result<(AddResult, Option<Pending>)> {
         let (id, body) = take_id(doc)?;
         self.add_deferred(id, body)
     }
@@ -302,8 +514,10 @@ impl Index {
     /// Adds `body` (without `_id`) under `id`, or a generated id when `None`. In crash-safe mode the document
     /// is durable when this returns.
     pub fn add_with_id(&self, id: Option<String>, body: serde_json::Value) -> Result<AddResult> {
-        let (r, lsn) = self.add_deferred(id, body)?;
-        self.shard.sync_to(lsn)?;
+        let (r, pending) = self.add_deferred(id, body)?;
+        if let Some(p) = pending {
+            self.shards[p.shard].sync_to(Some(p.lsn))?;
+        }
         Ok(r)
     }
 
@@ -314,29 +528,48 @@ impl Index {
         docs: impl IntoIterator<Item = serde_json::Value>,
     ) -> Result<Vec<Result<AddResult>>> {
         let mut out = vec![];
-        let mut last = None;
+        let mut pending = PendingSet::default();
         for d in docs {
-            out.push(take_id(d).and_then(|(id, body)| self.add_deferred(id, body)).map(|(r, lsn)| {
-                last = lsn.or(last);
+            out.push(take_id(d).and_then(|(id, body)| self.add_deferred(id, body)).map(|(r, p)| {
+                pending.note(p);
                 r
             }));
         }
-        self.shard.sync_to(last)?;
+        self.sync_pending(&mut pending)?;
         Ok(out)
     }
 
     /// Makes every write accepted so far durable (crash-safe mode; a no-op otherwise).
     pub fn sync(&self) -> Result<()> {
-        self.shard.sync()
+        self.shards.iter().try_for_each(|s| s.sync())
     }
 
-    /// Adds a document without waiting for durability; returns the tLog LSN to sync to (crash-safe mode).
-    /// Use [`sync`](Self::sync) before acknowledging it to anyone.
+    /// Makes the deferred writes in `p` durable (one persistence barrier per shard involved) and empties it.
+    pub fn sync_pending(&self, p: &mut PendingSet) -> Result<()> {
+        for (i, lsn) in p.0.iter_mut().enumerate() {
+            if let Some(l) = lsn.take() {
+                self.shards[i].sync_to(Some(l))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The shard a document with `_id` `id` lives in.
+    pub fn shard_of(&self, id: &str) -> usize {
+        if self.shards.len() == 1 {
+            0
+        } else {
+            (xxhash_rust::xxh3::xxh3_64(id.as_bytes()) % self.shards.len() as u64) as usize
+        }
+    }
+
+    /// Adds a document without waiting for durability; returns what to sync (crash-safe mode). Use
+    /// [`sync`](Self::sync) or [`sync_pending`](Self::sync_pending) before acknowledging it to anyone.
     pub fn add_deferred(
         &self,
         id: Option<String>,
         body: serde_json::Value,
-    ) -> Result<(AddResult, Option<u64>)> {
+    ) -> Result<(AddResult, Option<Pending>)> {
         if !body.is_object() {
             return Err(Error::BadDocument("a document must be a JSON object".into()));
         }
@@ -360,25 +593,33 @@ impl Index {
             }
             None => self.next_id(),
         };
-        let analyzed = analyze_document(&self.schema.read(), id, &body)?;
+        let mut analyzed = analyze_document(&self.schema.read(), id, &body)?;
         if analyzed.source.len() > self.settings.max_document_bytes {
             return Err(Error::DocumentTooLarge {
                 size: analyzed.source.len(),
                 limit: self.settings.max_document_bytes,
             });
         }
-        let (doc, replaced, lsn) = self.shard.upsert_deferred(&analyzed, !generated)?;
-        Ok((AddResult { id: analyzed.id, doc, replaced }, lsn))
+        let shard = self.shard_of(&analyzed.id);
+        let (doc, replaced, lsn) = self.shards[shard].upsert_deferred(&mut analyzed, !generated)?;
+        Ok((AddResult { id: analyzed.id, doc, shard, replaced }, lsn.map(|lsn| Pending { shard, lsn })))
     }
 
     /// Deletes the document with `_id`; returns whether it existed.
     pub fn delete(&self, id: &str) -> Result<bool> {
-        self.shard.delete(id)
+        self.shards[self.shard_of(id)].delete(id)
+    }
+
+    /// Like [`delete`](Self::delete), without waiting for durability (crash-safe mode).
+    pub fn delete_deferred(&self, id: &str) -> Result<(bool, Option<Pending>)> {
+        let shard = self.shard_of(id);
+        let (found, lsn) = self.shards[shard].delete_deferred(id)?;
+        Ok((found, lsn.map(|lsn| Pending { shard, lsn })))
     }
 
     /// Real-time get by `_id`: the `_source` bytes of the live document.
     pub fn get(&self, id: &str) -> Result<Option<Vec<u8>>> {
-        match self.shard.find_id(id) {
+        match self.shards[self.shard_of(id)].find_id(id) {
             None => Ok(None),
             Some((seg, local)) => {
                 let r = match &seg.data {
@@ -401,52 +642,90 @@ impl Index {
     /// Searches with a query AST.
     pub fn search_query(&self, q: &Query, opts: &SearchOptions) -> Result<SearchResult> {
         let t0 = Instant::now();
-        let snap = self.shard.pin();
+        let snaps: Vec<_> = self.shards.iter().map(|s| s.pin()).collect();
+        let refs: Vec<&Snapshot> = snaps.iter().map(|s| &**s).collect();
         let node = {
             let schema = self.schema.read();
-            query::plan(q, &schema, &snap)?
+            query::plan_shards(q, &schema, &refs)?
         };
         let mut opts = opts.clone();
         opts.bm25 = query::Bm25 { k1: self.settings.bm25_k1, b: self.settings.bm25_b };
-        let cache = opts.cache.then(|| self.shard.result_cache());
-        let res = query::execute_cached(&snap, &node, &opts, cache)?;
-        let mut hits = Vec::with_capacity(res.hits.len());
-        for h in res.hits {
-            if !opts.fetch {
-                hits.push(Hit {
-                    id: String::new(),
-                    score: h.score,
-                    doc: h.doc,
-                    source: vec![],
-                    sort_value: h.sort_value,
-                });
-                continue;
-            }
-            let seg = snap
-                .segment_of(h.doc)
-                .ok_or_else(|| Error::Format(format!("hit {} has no segment", h.doc)))?;
-            let local = h.doc - seg.base_doc;
-            let stored = match &seg.data {
-                crate::gdt::SegData::Fresh(f) => f.stored(local),
-                crate::gdt::SegData::Image { .. } => {
-                    seg.image().expect("image").and_then(|v| v.stored(local))
+        let (total, total_exact, ranked) = if self.shards.len() == 1 {
+            let cache = opts.cache.then(|| self.shards[0].result_cache());
+            let res = query::execute_cached(refs[0], &node, &opts, cache)?;
+            (res.total, res.total_exact, res.hits.into_iter().map(|h| (0, h)).collect())
+        } else {
+            self.search_shards(&refs, &node, opts.clone())?
+        };
+        let mut hits = Vec::with_capacity(ranked.len());
+        for (shard, h) in ranked {
+            let (id, source) = if opts.fetch {
+                let snap = refs[shard];
+                let seg = snap
+                    .segment_of(h.doc)
+                    .ok_or_else(|| Error::Format(format!("hit {} has no segment", h.doc)))?;
+                let local = h.doc - seg.base_doc;
+                match &seg.data {
+                    crate::gdt::SegData::Fresh(f) => f.stored(local),
+                    crate::gdt::SegData::Image { .. } => {
+                        seg.image().expect("image").and_then(|v| v.stored(local))
+                    }
                 }
-            }
-            .map_err(|e| Error::Format(format!("segment {}: {}", seg.id, e.0)))?;
-            hits.push(Hit {
-                id: stored.0,
-                score: h.score,
-                doc: h.doc,
-                source: stored.1,
-                sort_value: h.sort_value,
-            });
+                .map_err(|e| Error::Format(format!("segment {}: {}", seg.id, e.0)))?
+            } else {
+                (String::new(), vec![])
+            };
+            hits.push(Hit { id, score: h.score, doc: h.doc, shard, source, sort_value: h.sort_value });
         }
-        Ok(SearchResult {
-            total: res.total,
-            total_exact: res.total_exact,
-            hits,
-            took_micros: t0.elapsed().as_micros() as u64,
-        })
+        Ok(SearchResult { total, total_exact, hits, took_micros: t0.elapsed().as_micros() as u64 })
+    }
+
+    /// A sharded search: index-wide statistics, every shard evaluated in parallel with them, and the shards'
+    /// top `offset + limit` merged in the query's order, ties broken by `_seq` as one shard breaks them by
+    /// doc id.
+    fn search_shards(
+        &self,
+        snaps: &[&Snapshot],
+        node: &query::Node,
+        mut opts: SearchOptions,
+    ) -> Result<Ranked> {
+        let seq = self.seq.as_ref().expect("a sharded index has a sequencer").field;
+        let mut stats = query::CollectionStats::default();
+        for s in snaps {
+            stats.add(query::collection_stats(s, node)?);
+        }
+        opts.stats = Some(std::sync::Arc::new(stats));
+        let k = opts.limit.saturating_add(opts.offset);
+        let (offset, limit) = (opts.offset, opts.limit);
+        opts.offset = 0;
+        opts.limit = k;
+        // Per shard: its match count, whether exact, and its hits keyed by sequence number.
+        type Part = Result<(u64, bool, Vec<(u64, usize, query::ScoredDoc)>)>;
+        let run = |i: usize| -> Part {
+            let cache = opts.cache.then(|| self.shards[i].result_cache());
+            let res = query::execute_cached(snaps[i], node, &opts, cache)?;
+            let hits = res.hits.iter().map(|h| (seq_of(snaps[i], seq, h.doc), i, *h)).collect();
+            Ok((res.total, res.total_exact, hits))
+        };
+        let mut parts: Vec<Part> = (0..snaps.len()).map(|_| Ok((0, true, vec![]))).collect();
+        // The caller evaluates shard 0 itself while the pool takes the others.
+        rayon::in_place_scope(|scope| {
+            let (first, rest) = parts.split_first_mut().expect("a sharded index has shards");
+            for (j, slot) in rest.iter_mut().enumerate() {
+                let run = &run;
+                scope.spawn(move |_| *slot = run(j + 1));
+            }
+            *first = run(0);
+        });
+        let (mut total, mut exact, mut all) = (0u64, true, vec![]);
+        for p in parts {
+            let (t, e, hits) = p?;
+            total += t;
+            exact &= e;
+            all.extend(hits);
+        }
+        merge_order(&mut all, opts.sort);
+        Ok((total, exact, all.into_iter().skip(offset).take(limit).map(|(_, i, h)| (i, h)).collect()))
     }
 
     /// A sort by the numeric or date field `name` (an error for other field types and unknown fields).
@@ -472,23 +751,46 @@ impl Index {
     }
 
     pub fn stats(&self) -> IndexStats {
+        let per: Vec<ShardStats> = self.shards.iter().map(|s| s.stats()).collect();
         IndexStats {
             name: self.name.clone(),
-            fields: self.schema.read().fields().len(),
+            fields: self.schema.read().fields().iter().filter(|f| f.name != SEQ_FIELD).count(),
             recovery: *self.recovery.lock(),
-            shard: self.shard.stats(),
+            shard_docs: per.iter().map(|s| s.docs).collect(),
+            shard: ShardStats::sum(&per),
         }
     }
 
-    /// The shard (for lifecycle control in tests and benchmarks).
+    /// The first shard (the only one of a one-shard index), for lifecycle control in tests and benchmarks.
     pub fn shard(&self) -> &Shard {
-        &self.shard
+        &self.shards[0]
     }
 
-    /// Closes the index: drains the pipeline and, in graceful and crash-safe mode, persists everything.
+    /// Every shard, in routing order.
+    pub fn shards(&self) -> &[Shard] {
+        &self.shards
+    }
+
+    /// Seals every shard's fresh segment (see [`Shard::seal`]).
+    pub fn seal(&self) -> Result<()> {
+        self.shards.iter().try_for_each(|s| s.seal())
+    }
+
+    /// Waits until every shard's pipeline is idle (see [`Shard::wait_idle`]).
+    pub fn wait_idle(&self) -> Result<()> {
+        self.shards.iter().try_for_each(|s| s.wait_idle())
+    }
+
+    /// Closes the index: drains the pipelines and, in graceful and crash-safe mode, persists everything.
     pub fn close(&self) -> Result<()> {
         let meta = self.persisted(&self.schema.read());
-        self.shard.close(meta)
+        let mut first = None;
+        for s in &self.shards {
+            if let Err(e) = s.close(meta.clone()) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
     }
 }
 

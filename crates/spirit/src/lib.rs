@@ -37,7 +37,7 @@ pub mod segment;
 pub mod shard;
 
 pub use config::{parse_size, CommitPolicy, CompactionPolicy, Durability, RetentionPolicy, ShardConfig};
-pub use engine::{Engine, EngineConfig, IndexOptions};
+pub use engine::{default_shards, Engine, EngineConfig, IndexOptions};
 pub use error::{Error, Result};
-pub use index::{AddResult, Hit, Index, IndexSettings, IndexStats, SearchResult};
+pub use index::{AddResult, Hit, Index, IndexSettings, IndexStats, Pending, PendingSet, SearchResult};
 pub use query::{Query, SearchOptions, Sort};

@@ -5,75 +5,12 @@
 
 mod common;
 
+use common::gen::*;
 use common::*;
 use proptest::prelude::*;
 use spirit::query::Query;
 use spirit::{CommitPolicy, Index, SearchOptions, ShardConfig, Sort};
-use std::ops::Bound;
 use std::path::Path;
-
-const WORDS: [&str; 10] = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"];
-const TAGS: [&str; 3] = ["red", "green", "blue"];
-
-fn word() -> impl Strategy<Value = String> {
-    // Skewed: low indexes are frequent.
-    (0usize..10, 0usize..10).prop_map(|(a, b)| WORDS[a.min(b)].to_string())
-}
-
-fn doc() -> impl Strategy<Value = RefDoc> {
-    (
-        0u32..25,
-        proptest::collection::vec(word(), 1..4),
-        proptest::collection::vec(word(), 1..16),
-        0usize..3,
-        0i64..40,
-    )
-        .prop_map(|(id, title, body, tag, n)| RefDoc {
-            id: format!("d{id}"),
-            title,
-            body,
-            tag: TAGS[tag].into(),
-            n,
-            live: true,
-            seq: 0,
-        })
-}
-
-fn leaf() -> impl Strategy<Value = Query> {
-    let field = prop_oneof![Just(None), Just(Some("title".to_string())), Just(Some("body".to_string()))];
-    prop_oneof![
-        4 => (field.clone(), word()).prop_map(|(field, text)| Query::Term { field, text }),
-        2 => (field.clone(), word(), word()).prop_map(|(field, a, b)| Query::Phrase { field, text: format!("{a} {b}") }),
-        1 => (field, 0usize..10, 1usize..3).prop_map(|(field, w, n)| Query::Prefix { field, prefix: WORDS[w][..n].to_string() }),
-        1 => (0usize..3).prop_map(|t| Query::Term { field: Some("tag".into()), text: TAGS[t].into() }),
-        1 => (0i64..40, 0i64..20, any::<bool>()).prop_map(|(lo, w, inc)| Query::Range {
-            field: "n".into(),
-            lower: if inc { Bound::Included(lo.to_string()) } else { Bound::Excluded(lo.to_string()) },
-            upper: Bound::Included((lo + w).to_string()),
-        }),
-        1 => Just(Query::MatchAll),
-    ]
-}
-
-fn query() -> impl Strategy<Value = Query> {
-    leaf().prop_recursive(2, 12, 4, |inner| {
-        (
-            proptest::collection::vec(inner.clone(), 0..3),
-            proptest::collection::vec(inner.clone(), 0..3),
-            proptest::collection::vec(inner.clone(), 0..2),
-            proptest::collection::vec(inner, 0..2),
-        )
-            .prop_filter("non-empty bool", |(a, b, c, d)| {
-                !(a.is_empty() && b.is_empty() && c.is_empty() && d.is_empty())
-            })
-            .prop_map(|(must, should, must_not, filter)| Query::Bool {
-                must,
-                should,
-                must_not,
-                filter,
-            })
-    })
-}
 
 #[derive(Debug, Clone)]
 enum Op {

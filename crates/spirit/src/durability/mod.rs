@@ -32,8 +32,9 @@ const VERSION: u8 = 1;
 /// A tLog record.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TlogRecord {
-    /// A document was added as `doc` (replacing `replaces`, if any).
-    Add { doc: u32, replaces: Option<u32>, id: String, source: Vec<u8> },
+    /// A document was added as `doc` (replacing `replaces`, if any); `seq` is its index-wide sequence number
+    /// (sharded indexes).
+    Add { doc: u32, replaces: Option<u32>, id: String, seq: Option<u64>, source: Vec<u8> },
     /// Doc `doc` (with `_id` `id`) was deleted.
     Delete { doc: u32, id: String },
     /// The owner's metadata (schema, settings) changed to this JSON.
@@ -115,16 +116,21 @@ impl<'a> Reader<'a> {
 const T_ADD: u8 = 1;
 const T_DELETE: u8 = 2;
 const T_META: u8 = 3;
+/// An add with the document's index-wide sequence number after the id.
+const T_ADD_SEQ: u8 = 4;
 
 impl TlogRecord {
     /// The fixed part of an add record; the source follows it (appended without a copy).
-    pub fn add_header(doc: u32, replaces: Option<u32>, id: &str) -> Vec<u8> {
-        let mut b = Vec::with_capacity(14 + id.len());
-        b.extend_from_slice(&[T_ADD, VERSION]);
+    pub fn add_header(doc: u32, replaces: Option<u32>, id: &str, seq: Option<u64>) -> Vec<u8> {
+        let mut b = Vec::with_capacity(22 + id.len());
+        b.extend_from_slice(&[if seq.is_some() { T_ADD_SEQ } else { T_ADD }, VERSION]);
         b.extend_from_slice(&doc.to_le_bytes());
         b.extend_from_slice(&replaces.unwrap_or(u32::MAX).to_le_bytes());
         b.extend_from_slice(&(id.len() as u32).to_le_bytes());
         b.extend_from_slice(id.as_bytes());
+        if let Some(q) = seq {
+            b.extend_from_slice(&q.to_le_bytes());
+        }
         b
     }
 
@@ -145,11 +151,12 @@ impl TlogRecord {
     pub fn decode(r: &Record) -> Result<TlogRecord, BadRecord> {
         let (kind, mut rd) = Reader::new(r)?;
         Ok(match kind {
-            T_ADD => {
+            T_ADD | T_ADD_SEQ => {
                 let doc = rd.u32()?;
                 let replaces = Some(rd.u32()?).filter(|&d| d != u32::MAX);
                 let id = rd.string()?;
-                TlogRecord::Add { doc, replaces, id, source: rd.rest().to_vec() }
+                let seq = if kind == T_ADD_SEQ { Some(rd.u64()?) } else { None };
+                TlogRecord::Add { doc, replaces, id, seq, source: rd.rest().to_vec() }
             }
             T_DELETE => {
                 let doc = rd.u32()?;
@@ -222,13 +229,21 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_reject_garbage() {
-        let mut add = TlogRecord::add_header(7, Some(3), "doc-1");
-        add.extend_from_slice(br#"{"a":1}"#);
-        assert_eq!(
-            TlogRecord::decode(&rec(add)).unwrap(),
-            TlogRecord::Add { doc: 7, replaces: Some(3), id: "doc-1".into(), source: br#"{"a":1}"#.to_vec() }
-        );
-        let add = TlogRecord::add_header(8, None, "");
+        for seq in [None, Some(1u64 << 40)] {
+            let mut add = TlogRecord::add_header(7, Some(3), "doc-1", seq);
+            add.extend_from_slice(br#"{"a":1}"#);
+            assert_eq!(
+                TlogRecord::decode(&rec(add)).unwrap(),
+                TlogRecord::Add {
+                    doc: 7,
+                    replaces: Some(3),
+                    id: "doc-1".into(),
+                    seq,
+                    source: br#"{"a":1}"#.to_vec()
+                }
+            );
+        }
+        let add = TlogRecord::add_header(8, None, "", None);
         assert!(matches!(TlogRecord::decode(&rec(add)).unwrap(), TlogRecord::Add { replaces: None, .. }));
         assert_eq!(
             TlogRecord::decode(&rec(TlogRecord::delete(9, "x"))).unwrap(),

@@ -5,6 +5,10 @@
 //! segment of the pinned snapshot — the fresh segment up to its watermark — so a document's score does not
 //! depend on which segment holds it. Deleted documents still count in the statistics until they are
 //! compacted away, as in Lucene.
+//!
+//! A sharded index sums the statistics of every shard first ([`collection_stats`] per shard, then
+//! [`CollectionStats::add`]) and evaluates each shard with the sum ([`SearchOptions::stats`]), so a document's
+//! score does not depend on the shard count either.
 
 use super::cache::{Boundary, CachedResult, ResultCache};
 use super::plan::Node;
@@ -59,6 +63,36 @@ pub struct SearchOptions {
     /// Use the shard's result cache (answers are identical either way; off: the query neither reads nor
     /// fills it, like Elasticsearch's `request_cache=false`).
     pub cache: bool,
+    /// Index-wide statistics to score with instead of this snapshot's own (a sharded index passes the sum
+    /// over its shards).
+    pub stats: Option<std::sync::Arc<CollectionStats>>,
+}
+
+/// The BM25 statistics a planned query reads: per field (documents with it, total length) and per term
+/// its document frequency.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CollectionStats {
+    fields: HashMap<u16, FieldStats>,
+    df: HashMap<Vec<u8>, u64>,
+}
+
+impl CollectionStats {
+    /// Adds another shard's statistics of the same planned query.
+    pub fn add(&mut self, o: CollectionStats) {
+        for (f, st) in o.fields {
+            *self.fields.entry(f).or_default() += st;
+        }
+        for (k, df) in o.df {
+            *self.df.entry(k).or_default() += df;
+        }
+    }
+}
+
+/// The statistics `node` reads, over the segments of `snap`.
+pub fn collection_stats(snap: &Snapshot, node: &Node) -> Result<CollectionStats> {
+    let mut ctx = Ctx::new(snap, Bm25::default(), None)?;
+    weight(node, &mut ctx)?;
+    Ok(CollectionStats { fields: ctx.fields, df: ctx.terms.into_iter().map(|(k, t)| (k, t.df)).collect() })
 }
 
 impl Default for SearchOptions {
@@ -71,6 +105,7 @@ impl Default for SearchOptions {
             bm25: Bm25::default(),
             fetch: true,
             cache: true,
+            stats: None,
         }
     }
 }
@@ -143,6 +178,8 @@ struct Ctx<'a> {
     /// Per key: df over the snapshot, and the posting blob of each merged segment (by seg index).
     terms: HashMap<Vec<u8>, TermData<'a>>,
     fields: HashMap<u16, FieldStats>,
+    /// Index-wide statistics that replace the snapshot's own in weights (sharded indexes).
+    global: Option<&'a CollectionStats>,
 }
 
 /// Where a term's postings are in each segment of the snapshot (looked up once per query).
@@ -159,7 +196,7 @@ struct TermData<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    fn new(snap: &'a Snapshot, bm25: Bm25) -> Result<Ctx<'a>> {
+    fn new(snap: &'a Snapshot, bm25: Bm25, global: Option<&'a CollectionStats>) -> Result<Ctx<'a>> {
         let mut segs = Vec::with_capacity(snap.segments.len());
         for d in &snap.segments {
             let visible = d.visible_docs();
@@ -172,7 +209,15 @@ impl<'a> Ctx<'a> {
             let merged = d.state == SegState::Merged && snap.merged_upto.is_some_and(|m| d.id <= m);
             segs.push(Seg { desc: d, visible, kind, merged });
         }
-        Ok(Ctx { snap, segs, bm25, err: RefCell::new(None), terms: HashMap::new(), fields: HashMap::new() })
+        Ok(Ctx {
+            snap,
+            segs,
+            bm25,
+            err: RefCell::new(None),
+            terms: HashMap::new(),
+            fields: HashMap::new(),
+            global,
+        })
     }
 
     fn resolve_term(&mut self, key: &[u8]) -> Result<()> {
@@ -228,7 +273,11 @@ impl<'a> Ctx<'a> {
         Ok(())
     }
 
+    /// Statistics of `field` for scoring: index-wide when given, else over this snapshot.
     fn field_stats(&mut self, field: u16) -> FieldStats {
+        if let Some(g) = self.global {
+            return g.fields.get(&field).copied().unwrap_or_default();
+        }
         if let Some(s) = self.fields.get(&field) {
             return *s;
         }
@@ -241,6 +290,14 @@ impl<'a> Ctx<'a> {
         }
         self.fields.insert(field, st);
         st
+    }
+
+    /// Document frequency of a resolved term for scoring: index-wide when given, else over this snapshot.
+    fn df(&self, key: &[u8]) -> u64 {
+        match self.global {
+            Some(g) => g.df.get(key).copied().unwrap_or(0),
+            None => self.terms[key].df,
+        }
     }
 
     fn idf(&self, df: u64, n: u64) -> f32 {
@@ -271,7 +328,7 @@ fn weight(n: &Node, ctx: &mut Ctx<'_>) -> Result<Weight> {
         Node::Term { field, key } => {
             ctx.resolve_term(key)?;
             let st = ctx.field_stats(*field);
-            let df = ctx.terms[key].df;
+            let df = ctx.df(key);
             Weight::Term { key: key.clone(), field: *field, idf: ctx.idf(df, st.docs), avgdl: avgdl(st) }
         }
         Node::Phrase { field, keys, offsets } => {
@@ -279,7 +336,7 @@ fn weight(n: &Node, ctx: &mut Ctx<'_>) -> Result<Weight> {
             let mut idf = 0.0;
             for k in keys {
                 ctx.resolve_term(k)?;
-                idf += ctx.idf(ctx.terms[k].df, st.docs);
+                idf += ctx.idf(ctx.df(k), st.docs);
             }
             Weight::Phrase {
                 keys: keys.clone(),
@@ -1297,7 +1354,7 @@ pub fn execute_cached(
     opts: &SearchOptions,
     cache: Option<&ResultCache>,
 ) -> Result<SearchHits> {
-    let mut ctx = Ctx::new(snap, opts.bm25)?;
+    let mut ctx = Ctx::new(snap, opts.bm25, opts.stats.as_deref())?;
     let w = weight(node, &mut ctx)?;
     let ctx = ctx;
     let k = opts.limit.saturating_add(opts.offset);

@@ -10,6 +10,9 @@ mod plan;
 
 pub use ast::Query;
 pub use cache::{CacheStats, ResultCache};
-pub use eval::{execute, execute_cached, Bm25, ScoredDoc, SearchHits, SearchOptions, Sort};
+pub use eval::{
+    collection_stats, execute, execute_cached, Bm25, CollectionStats, ScoredDoc, SearchHits, SearchOptions,
+    Sort,
+};
 pub use parser::{parse, ParseError};
-pub use plan::{plan, Node};
+pub use plan::{plan, plan_shards, Node};

@@ -55,7 +55,13 @@ pub enum Node {
 
 /// Plans `q` against `schema`, expanding prefixes over the segments of `snap`.
 pub fn plan(q: &Query, schema: &Schema, snap: &Snapshot) -> Result<Node> {
-    Ok(match plan_inner(q, schema, snap)? {
+    plan_shards(q, schema, &[snap])
+}
+
+/// Plans `q` for a sharded index: prefixes expand over the segments of every shard's snapshot, so every
+/// shard evaluates the same plan.
+pub fn plan_shards(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
+    Ok(match plan_inner(q, schema, snaps)? {
         Node::Dropped => Node::Nothing,
         n => n,
     })
@@ -107,7 +113,7 @@ fn parse_number(schema: &Schema, field: u16, s: &str) -> Result<f64> {
     })
 }
 
-fn plan_inner(q: &Query, schema: &Schema, snap: &Snapshot) -> Result<Node> {
+fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
     Ok(match q {
         Query::MatchAll => Node::All,
         Query::Term { field, text } | Query::Phrase { field, text } => {
@@ -171,7 +177,7 @@ fn plan_inner(q: &Query, schema: &Schema, snap: &Snapshot) -> Result<Node> {
             };
             let mut p = vec![];
             term_key(fid, &norm, &mut p);
-            let keys = expand_prefix(snap, &p)?;
+            let keys = expand_prefix(snaps, &p)?;
             Ok(if keys.is_empty() { Node::Nothing } else { Node::TermSet { keys } })
         })?,
         Query::Range { field, lower, upper } => {
@@ -197,7 +203,7 @@ fn plan_inner(q: &Query, schema: &Schema, snap: &Snapshot) -> Result<Node> {
             let list = |qs: &[Query]| -> Result<Vec<Node>> {
                 let mut out = vec![];
                 for q in qs {
-                    match plan_inner(q, schema, snap)? {
+                    match plan_inner(q, schema, snaps)? {
                         Node::Dropped => {}
                         n => out.push(n),
                     }
@@ -226,15 +232,15 @@ fn plan_inner(q: &Query, schema: &Schema, snap: &Snapshot) -> Result<Node> {
     })
 }
 
-/// Every term key starting with `prefix` in any segment of the snapshot.
-fn expand_prefix(snap: &Snapshot, prefix: &[u8]) -> Result<Vec<Vec<u8>>> {
+/// Every term key starting with `prefix` in any segment of the snapshots.
+fn expand_prefix(snaps: &[&Snapshot], prefix: &[u8]) -> Result<Vec<Vec<u8>>> {
     let mut keys = BTreeSet::new();
     let too_many = || {
         Error::InvalidArgument(format!(
             "prefix query expands to more than {MAX_PREFIX_EXPANSION} terms; use a longer prefix"
         ))
     };
-    for s in &snap.segments {
+    for s in snaps.iter().flat_map(|snap| &snap.segments) {
         match &s.data {
             SegData::Fresh(f) => {
                 let mut n = 0;

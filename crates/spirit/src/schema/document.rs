@@ -51,6 +51,19 @@ impl AnalyzedDoc {
         self.terms.len()
     }
 
+    /// Sets the value of numeric column `field` (replacing the document's own, if any), keeping the order.
+    pub fn set_numeric(&mut self, field: u16, x: f64) {
+        match self.numerics.binary_search_by_key(&field, |&(f, _)| f) {
+            Ok(i) => self.numerics[i].1 = x,
+            Err(i) => self.numerics.insert(i, (field, x)),
+        }
+    }
+
+    /// The value of numeric column `field`, if the document has one.
+    pub fn numeric(&self, field: u16) -> Option<f64> {
+        self.numerics.binary_search_by_key(&field, |&(f, _)| f).ok().map(|i| self.numerics[i].1)
+    }
+
     /// Arena words the fresh segment needs for this document's postings (doc, tf, positions per term).
     pub fn postings_words(&self) -> usize {
         2 * self.terms.len() + self.positions.len()

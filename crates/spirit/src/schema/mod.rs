@@ -133,7 +133,11 @@ impl Schema {
     pub fn rebuild(mut self) -> Result<Schema> {
         let fields = std::mem::take(&mut self.fields);
         for f in fields {
-            self.add_field(f)?;
+            if f.name == SEQ_FIELD {
+                self.seq_field()?;
+            } else {
+                self.add_field(f)?;
+            }
         }
         Ok(self)
     }
@@ -171,6 +175,18 @@ impl Schema {
         if def.name.is_empty() || def.name.starts_with('_') {
             return Err(Error::InvalidArgument(format!("field name [{}] is empty or reserved", def.name)));
         }
+        self.insert_field(def)
+    }
+
+    /// The hidden `_seq` column of a sharded index (a reserved name users cannot map).
+    pub(crate) fn seq_field(&mut self) -> Result<u16> {
+        if let Some(&id) = self.by_name.get(SEQ_FIELD) {
+            return Ok(id);
+        }
+        self.insert_field(FieldDef { name: SEQ_FIELD.into(), ty: FieldType::Long, analyzer: standard() })
+    }
+
+    fn insert_field(&mut self, def: FieldDef) -> Result<u16> {
         if self.fields.len() >= MAX_FIELDS {
             return Err(Error::InvalidArgument(format!(
                 "limit of total fields [{MAX_FIELDS}] has been exceeded while adding [{}]",
@@ -234,7 +250,7 @@ impl Schema {
     /// The mappings in Elasticsearch form.
     pub fn to_mappings(&self) -> serde_json::Value {
         let mut props = serde_json::Map::new();
-        for f in &self.fields {
+        for f in self.fields.iter().filter(|f| f.name != SEQ_FIELD) {
             let mut def = serde_json::json!({ "type": f.ty.es_name() });
             if f.ty == FieldType::Text && f.analyzer != "standard" {
                 def["analyzer"] = f.analyzer.clone().into();
@@ -254,6 +270,10 @@ impl Schema {
         }
     }
 }
+
+/// The hidden numeric column holding each document's index-wide sequence number in a sharded index (not
+/// part of the mappings users see).
+pub const SEQ_FIELD: &str = "_seq";
 
 /// The key of a term in every dictionary: the field id (big-endian, so keys group by field when sorted)
 /// followed by the term's bytes.

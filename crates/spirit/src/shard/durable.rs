@@ -358,9 +358,10 @@ impl ShardInner {
         doc: &crate::schema::AnalyzedDoc,
         doc_id: u32,
         replaces: Option<u32>,
+        seq: Option<u64>,
     ) -> Result<Option<u64>> {
         let Some(l) = &self.logs else { return Ok(None) };
-        let head = TlogRecord::add_header(doc_id, replaces, &doc.id);
+        let head = TlogRecord::add_header(doc_id, replaces, &doc.id, seq);
         match l.tlog.append_parts(&[&head, &doc.source]) {
             Ok(lsn) => {
                 l.seg_lsn.lock().entry(w.fresh_id).or_insert(lsn);

@@ -88,6 +88,19 @@ struct Writer {
     fresh_log_bytes: usize,
     /// When the fresh segment last received a document (unix ms): its `sealed_at` once sealed.
     fresh_newest_at: u64,
+    /// Sharded indexes: stamps each added document with its index-wide sequence number.
+    seq: Option<Sequencer>,
+}
+
+/// The index-wide sequence numbers of a sharded index: every shard's writer takes the next one *under its
+/// writer lock* and stores it in a hidden numeric column, so within a shard sequence order is doc-id order,
+/// and hits from different shards merge newest-first (and break score ties) exactly as one shard would.
+#[derive(Debug, Clone)]
+pub struct Sequencer {
+    /// The hidden column (`_seq`).
+    pub field: u16,
+    /// The next number to hand out.
+    pub next: Arc<AtomicU64>,
 }
 
 /// Counters for stats and benchmarks.
@@ -135,6 +148,8 @@ pub(crate) struct ShardInner {
 pub struct Shard {
     pub(crate) inner: Arc<ShardInner>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Set until [`finish_recovery`](Self::finish_recovery) has woken the merger (once).
+    recovering: std::sync::atomic::AtomicBool,
 }
 
 /// Segment counts and tier usage.
@@ -173,6 +188,67 @@ pub struct ShardStats {
     /// tLog persist barriers taken (group commits, checkpoints) and the time spent in them.
     pub tlog_syncs: u64,
     pub tlog_sync_nanos: u64,
+}
+
+impl ShardStats {
+    /// The stats of a sharded index: counts, bytes and budgets summed over its shards (the epoch is the
+    /// highest; the cache's hit rate is recomputed from the summed counts).
+    pub fn sum(parts: &[ShardStats]) -> ShardStats {
+        let mut t = parts[0].clone();
+        for p in &parts[1..] {
+            t.docs += p.docs;
+            t.deleted += p.deleted;
+            for (k, v) in &p.segments {
+                *t.segments.entry(*k).or_default() += v;
+            }
+            let (d, e) = (&mut t.dram, &p.dram);
+            d.budget += e.budget;
+            d.short_term_capacity += e.short_term_capacity;
+            d.short_term_used += e.short_term_used;
+            d.long_term_capacity += e.long_term_capacity;
+            d.long_term_used += e.long_term_used;
+            d.high_water += e.high_water;
+            t.lifetime_dram_high_water += p.lifetime_dram_high_water;
+            let (c, e) = (&mut t.result_cache, &p.result_cache);
+            c.capacity_bytes += e.capacity_bytes;
+            c.used_bytes += e.used_bytes;
+            c.high_water_bytes += e.high_water_bytes;
+            c.entries += e.entries;
+            c.hits += e.hits;
+            c.misses += e.misses;
+            c.stale += e.stale;
+            c.evictions += e.evictions;
+            let (q, e) = (&mut t.persistent, &p.persistent);
+            q.budget += e.budget;
+            q.used += e.used;
+            q.free += e.free;
+            q.pending += e.pending;
+            q.free_extents += e.free_extents;
+            q.head += e.head;
+            q.file_len += e.file_len;
+            t.merged_terms += p.merged_terms;
+            t.image_bytes_dram += p.image_bytes_dram;
+            t.image_bytes_persistent += p.image_bytes_persistent;
+            t.flushes += p.flushes;
+            t.engraves += p.engraves;
+            t.commits += p.commits;
+            t.merges += p.merges;
+            t.compactions += p.compactions;
+            t.dropped_segments += p.dropped_segments;
+            t.dropped_docs += p.dropped_docs;
+            t.merged_dictionary_bytes += p.merged_dictionary_bytes;
+            t.epoch = t.epoch.max(p.epoch);
+            t.tlog_chunks += p.tlog_chunks;
+            t.tlog_bytes += p.tlog_bytes;
+            t.tlog_next_lsn = t.tlog_next_lsn.max(p.tlog_next_lsn);
+            t.tlog_syncs += p.tlog_syncs;
+            t.tlog_sync_nanos += p.tlog_sync_nanos;
+        }
+        let c = &mut t.result_cache;
+        let asked = c.hits + c.misses + c.stale;
+        c.hit_rate = if asked == 0 { 0.0 } else { c.hits as f64 / asked as f64 };
+        t
+    }
 }
 
 impl Shard {
@@ -365,6 +441,7 @@ impl Shard {
                 closed: false,
                 fresh_log_bytes: 0,
                 fresh_newest_at: 0,
+                seq: None,
             }),
             flush_tx: Mutex::new(Some(flush_tx)),
             merge_tx: Mutex::new(Some(merge_tx)),
@@ -408,7 +485,7 @@ impl Shard {
             spawn("spirit-engraver", Box::new(move || b.engraver(engrave_rx)))?,
             spawn("spirit-merger", Box::new(move || c.merger(merge_rx)))?,
         ];
-        let shard = Shard { inner, threads: Mutex::new(threads) };
+        let shard = Shard { inner, threads: Mutex::new(threads), recovering: true.into() };
         if replay.is_none() {
             shard.finish_recovery();
         }
@@ -418,7 +495,11 @@ impl Shard {
     /// Ends a crash recovery (the owner calls it after replaying): wakes the merger for the segments recovered
     /// committed but not merged. Deferred until the replay is done so the two do not compete for cores —
     /// unless a replayed segment commits first, since the merger always merges in segment order.
+    /// Idempotent; a close without it (an owner whose replay failed) calls it first.
     pub fn finish_recovery(&self) {
+        if !self.recovering.swap(false, SeqCst) {
+            return;
+        }
         let snap = self.inner.gdt.pin();
         let pending = snap.segments.iter().filter(|s| s.state == SegState::Committed).map(|s| s.id);
         if let Some(tx) = self.inner.merge_tx.lock().as_ref() {
@@ -426,6 +507,26 @@ impl Shard {
                 let _ = tx.send(id);
             }
         }
+    }
+
+    /// Makes every later add take its sequence number from `seq` (sharded indexes; set before any add).
+    pub fn set_sequencer(&self, seq: Sequencer) {
+        self.inner.writer.lock().seq = Some(seq);
+    }
+
+    /// The sequence number of the newest document (sharded indexes), to resume numbering after a restart.
+    pub fn newest_seq(&self, field: u16) -> Option<u64> {
+        let snap = self.pin();
+        let seg = snap.segments.iter().rev().find(|s| s.visible_docs() > 0)?;
+        let last = seg.visible_docs() - 1;
+        let x = match &seg.data {
+            SegData::Fresh(f) => f.numeric(field, last),
+            SegData::Image { .. } => {
+                let v = seg.image()?.ok()?;
+                crate::segment::image::number_at(v.numbers(field)?, last)
+            }
+        }?;
+        Some(x as u64)
     }
 
     /// Pins the current epoch for a query.
@@ -514,7 +615,7 @@ impl Shard {
     /// Adds `doc`, replacing the live doc with the same `_id` (Elasticsearch `index` semantics). With
     /// `check_existing` false the caller promises the id is new (auto-generated ids). Returns the new doc id
     /// and whether a doc was replaced. In crash-safe mode the write is durable when this returns.
-    pub fn upsert(&self, doc: &AnalyzedDoc, check_existing: bool) -> Result<(u32, bool)> {
+    pub fn upsert(&self, doc: &mut AnalyzedDoc, check_existing: bool) -> Result<(u32, bool)> {
         let (new, replaced, lsn) = self.upsert_deferred(doc, check_existing)?;
         self.sync_to(lsn)?;
         Ok((new, replaced))
@@ -524,19 +625,24 @@ impl Shard {
     /// [`sync_to`](Self::sync_to).
     pub fn upsert_deferred(
         &self,
-        doc: &AnalyzedDoc,
+        doc: &mut AnalyzedDoc,
         check_existing: bool,
     ) -> Result<(u32, bool, Option<u64>)> {
         // One writer: find, add and delete under the writer lock, so no other write interleaves.
         let mut w = self.inner.writer.lock();
         let old = if check_existing { self.find_id(&doc.id) } else { None };
+        let seq = w.seq.as_ref().map(|s| {
+            let n = s.next.fetch_add(1, Relaxed);
+            doc.set_numeric(s.field, n as f64);
+            n
+        });
         let new = self.add_locked(&mut w, doc)?;
         let replaced = old.as_ref().map(|(seg, local)| seg.base_doc + local);
         if let Some((seg, local)) = old {
             // Bitmaps are shared by every descriptor of a segment, so this reaches the current one.
             seg.deletes.delete(local);
         }
-        let lsn = self.inner.log_add(&w, doc, new, replaced)?;
+        let lsn = self.inner.log_add(&w, doc, new, replaced, seq)?;
         if lsn.is_some() {
             // Bound what recovery must re-index: seal once the fresh segment's log tail is long enough.
             w.fresh_log_bytes += doc.source.len() + doc.id.len();
@@ -684,6 +790,7 @@ impl Shard {
     /// Closes the shard: drains the pipeline, commits and merges everything, and (in graceful mode) writes the
     /// manifest and the recovery record. `extra` is stored in the manifest and returned by the next `open`.
     pub fn close(&self, extra: serde_json::Value) -> Result<()> {
+        self.finish_recovery();
         {
             let mut w = self.inner.writer.lock();
             if w.closed {

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod gen;
+
 use spirit::query::Query;
 use std::collections::HashMap;
 use std::ops::Bound;

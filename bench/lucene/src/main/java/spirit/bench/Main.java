@@ -18,6 +18,7 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.function.IntPredicate;
 import java.util.stream.Stream;
 import java.util.zip.GZIPInputStream;
@@ -502,6 +503,8 @@ public final class Main {
     out.put("segments", segmentsAfter);
     out.put("index_bytes", indexBytes);
 
+    final int[] first = order[0]; // re-run after the restart below
+    long firstCount = -1;
     try (DirectoryReader reader = DirectoryReader.open(dir)) {
       IndexSearcher s = newSearcher(reader);
       // JVM warm-up: the whole query set twice (--warmup-passes), untimed
@@ -527,7 +530,9 @@ public final class Main {
         List<List<Integer>> ids = new ArrayList<>();
         List<List<Double>> scores = new ArrayList<>();
         for (int i = 0; i < parsed[c].length; i++) {
-          counts.add((long) s.count(parsed[c][i]));
+          long count = s.count(parsed[c][i]);
+          if (c == first[0] && i == first[1]) firstCount = count;
+          counts.add(count);
           List<Integer> qi = new ArrayList<>();
           List<Double> qs = new ArrayList<>();
           for (ScoreDoc sd : tops[c][i].scoreDocs) {
@@ -546,6 +551,22 @@ public final class Main {
         catJson.put(cats.get(c).name(), cj);
       }
       if (sink == 42) System.err.print("");
+    }
+
+    // Restart (= recovery after a crash: the last commit): with the writer and reader closed, time
+    // opening the index from its directory until a searcher is ready; then, untimed, check that the
+    // first query counts as many hits as before.
+    long to = System.nanoTime();
+    try (Directory dir2 = new MMapDirectory(dirPath);
+        DirectoryReader reader = DirectoryReader.open(dir2)) {
+      IndexSearcher s = newSearcher(reader);
+      double openSecs = secs(System.nanoTime() - to);
+      long again = s.count(parsed[first[0]][first[1]]);
+      if (again != firstCount)
+        System.err.printf(
+            "[lucene] after reopen `%s` counts %d hits, before %d%n",
+            cats.get(first[0]).queries().get(first[1]), again, firstCount);
+      out.put("open_seconds", openSecs);
     }
   }
 
@@ -589,7 +610,10 @@ public final class Main {
     final long[] ingestEndNs = new long[1];
     final List<Doc> rest = docs.subList(nInit, n);
     final double rate = args.ingestRate;
-    long ingestStart = System.nanoTime();
+    // ingest-to-visible: acked[j] = 1 + ns from ingestStart to addDocument of background doc j
+    // returning (0 = not returned yet)
+    final AtomicLongArray acked = new AtomicLongArray(nRest);
+    final long ingestStart = System.nanoTime();
     Thread ingest =
         new Thread(
             () -> {
@@ -603,6 +627,7 @@ public final class Main {
                     if (wait > 0) Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
                   }
                   w.addDocument(m.make(nInit + j, rest.get(j)));
+                  acked.setRelease(j, System.nanoTime() - ingestStart + 1);
                 }
                 addLoopSecs[0] = secs(System.nanoTime() - t);
                 // the ingest ends with a commit of everything it added (as in the tantivy baseline)
@@ -625,9 +650,14 @@ public final class Main {
     long qn = 0, reopens = 0;
     double reopenUsTotal = 0, reopenUsMax = 0;
     List<Double> reopenUs = new ArrayList<>();
+    // One thread adds the docs in order and nothing is deleted, so a reader sees a prefix of the
+    // background docs: the first visibleBg of them. visibleNs[j] = ingest-to-visible latency of doc j.
+    int visibleBg = 0;
+    final long[] visibleNs = new long[nRest];
     while (!done.get()) {
       int[] ci = order[(int) (qn % order.length)];
       long t = System.nanoTime();
+      long bookkeepingNs = 0;
       if (k > 0 && qn % k == 0) {
         long tr = System.nanoTime();
         DirectoryReader nr = DirectoryReader.openIfChanged(reader, w);
@@ -636,14 +666,25 @@ public final class Main {
           reader = nr;
           s = newSearcher(reader);
         }
-        double r = micros(System.nanoTime() - tr);
+        long tDone = System.nanoTime();
+        // ingest-to-visible (excluded from the reopen and query latencies): this reopen made docs
+        // [visibleBg, nowVisible) visible at tDone. A doc can be flushed into the reader before its
+        // addDocument returns (ack not stored yet, or later than tDone): latency 0.
+        int nowVisible = Math.min(nRest, Math.max(0, reader.numDocs() - nInit));
+        long doneAt = tDone - ingestStart;
+        for (; visibleBg < nowVisible; visibleBg++) {
+          long a = acked.getAcquire(visibleBg);
+          visibleNs[visibleBg] = (a == 0 || a - 1 > doneAt) ? 0 : doneAt - (a - 1);
+        }
+        bookkeepingNs = System.nanoTime() - tDone;
+        double r = micros(tDone - tr);
         reopens++;
         reopenUsTotal += r;
         reopenUsMax = Math.max(reopenUsMax, r);
         reopenUs.add(r);
       }
       TopDocs td = s.search(parsed[ci[0]][ci[1]], args.topK);
-      long ns = System.nanoTime() - t;
+      long ns = System.nanoTime() - t - bookkeepingNs;
       sink += td.scoreDocs.length;
       lat.get(ci[0]).add(micros(ns));
       qn++;
@@ -680,6 +721,8 @@ public final class Main {
     nrt.put("visible_docs_at_last_query", visibleAtEnd);
     nrt.put("visible_docs_final", visibleFinal);
     nrt.put("segments_final", segmentsFinal);
+    // not counting the reload after the loop: background docs no reopen during the run made visible
+    nrt.put("visibility", visibilityJson(visibleNs, visibleBg, nRest - visibleBg));
     nrt.put("reopen_us", reopenUs);
     out.put("nrt", nrt);
     for (int c = 0; c < cats.size(); c++) {
@@ -708,6 +751,25 @@ public final class Main {
     return sink;
   }
 
+  /**
+   * Ingest-to-visible summary in µs over ns[0..n): percentile p = sorted[round((n-1)*p)] (as in
+   * spirit-bench); nulls when n = 0.
+   */
+  static Map<String, Object> visibilityJson(long[] ns, int n, int notVisible) {
+    long[] a = Arrays.copyOf(ns, n);
+    Arrays.sort(a);
+    Map<String, Object> m = new LinkedHashMap<>();
+    m.put("method", "reopen");
+    m.put("docs_measured", n);
+    m.put("not_visible_during_run", notVisible);
+    m.put("p50_us", n == 0 ? null : micros(a[(int) Math.round((n - 1) * 0.5)]));
+    m.put("p99_us", n == 0 ? null : micros(a[(int) Math.round((n - 1) * 0.99)]));
+    m.put("p999_us", n == 0 ? null : micros(a[(int) Math.round((n - 1) * 0.999)]));
+    m.put("max_us", n == 0 ? null : micros(a[n - 1]));
+    m.put("mean_us", n == 0 ? null : micros(Arrays.stream(a).sum()) / n);
+    return m;
+  }
+
   static Map<String, Object> ingestJson(long docs, double seconds) {
     Map<String, Object> m = new LinkedHashMap<>();
     m.put("docs", docs);
@@ -723,6 +785,10 @@ public final class Main {
     int rank = (int) Math.ceil(p / 100.0 * sorted.length);
     rank = Math.max(1, Math.min(sorted.length, rank));
     return sorted[rank - 1];
+  }
+
+  static String fmtUs(Object us) {
+    return us == null ? "-" : String.format("%.0f", (Double) us);
   }
 
   @SuppressWarnings("unchecked")
@@ -749,7 +815,20 @@ public final class Main {
           (Double) nrt.get("reopen_us_mean"),
           (Double) nrt.get("reopen_us_max"),
           nrt.get("visible_docs_at_last_query"));
+      Map<String, Object> v = (Map<String, Object>) nrt.get("visibility");
+      System.err.printf(
+          "  ingest-to-visible: %s docs timed, %s not visible during run; p50 %s us, p99 %s us, p99.9 %s us,"
+              + " max %s us, mean %s us%n",
+          v.get("docs_measured"),
+          v.get("not_visible_during_run"),
+          fmtUs(v.get("p50_us")),
+          fmtUs(v.get("p99_us")),
+          fmtUs(v.get("p999_us")),
+          fmtUs(v.get("max_us")),
+          fmtUs(v.get("mean_us")));
     }
+    if (out.get("open_seconds") != null)
+      System.err.printf("  open after restart: %.1f ms%n", (Double) out.get("open_seconds") * 1e3);
     System.err.printf(
         "  %-12s %6s %10s %10s %10s %10s%n", "category", "n", "mean_us", "p50_us", "p90_us", "p99_us");
     Map<String, Object> cats = (Map<String, Object>) out.get("categories");
