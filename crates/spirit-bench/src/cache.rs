@@ -132,8 +132,8 @@ pub fn run(a: CacheArgs) {
     for (i, d) in lines.iter().enumerate() {
         index.add(d.json(i)).expect("add");
     }
-    index.shard().seal().expect("seal");
-    index.shard().wait_idle().expect("pipeline");
+    index.seal().expect("seal");
+    index.wait_idle().expect("pipeline");
     index.set_default_fields(Some(vec!["body".into()])).expect("body field");
     let static_ = static_runs(&index, &tasks, a.rounds);
     drop(index);
@@ -148,7 +148,7 @@ pub fn run(a: CacheArgs) {
     for (i, d) in lines[..split].iter().enumerate() {
         index.add(d.json(i)).expect("add");
     }
-    index.shard().wait_idle().expect("pipeline");
+    index.wait_idle().expect("pipeline");
     index.set_default_fields(Some(vec!["body".into()])).expect("body field");
     let index = Arc::new(index);
     let done = Arc::new(AtomicBool::new(false));

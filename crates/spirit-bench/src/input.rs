@@ -24,6 +24,10 @@ pub struct Workload {
     pub dram_budget: String,
     #[arg(long, default_value = "graceful")]
     pub durability: spirit::Durability,
+    /// Shards of the index (the DRAM budget is split between them); 1 matches the baselines' one query
+    /// thread, more evaluate a query's shards in parallel.
+    #[arg(long, default_value_t = 1)]
+    pub shards: usize,
 }
 
 impl Workload {
@@ -33,6 +37,10 @@ impl Workload {
             durability: self.durability,
             ..Default::default()
         }
+    }
+
+    pub fn engine_config(&self) -> spirit::EngineConfig {
+        spirit::EngineConfig { shard: self.shard_config(), default_shards: Some(self.shards) }
     }
 }
 

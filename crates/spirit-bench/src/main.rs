@@ -14,7 +14,7 @@ mod run;
 
 use clap::Parser;
 use serde::Serialize;
-use spirit::{Durability, Engine, EngineConfig, SearchOptions, Sort};
+use spirit::{Durability, Engine, SearchOptions, Sort};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -105,8 +105,7 @@ fn nc(a: NcArgs) {
     let tmp = std::env::temp_dir().join(format!("spirit-bench-{}", std::process::id()));
     let dir = a.data.clone().unwrap_or(tmp.clone());
     let _ = std::fs::remove_dir_all(&dir);
-    let shard = a.w.shard_config();
-    let cfg = EngineConfig { shard, default_shards: None };
+    let cfg = a.w.engine_config();
     let engine = Engine::open(&dir, cfg.clone()).expect("open");
     let index = engine.create_index("bench", None, None).expect("create");
     eprintln!("indexing {} docs ({:.1} MB)...", lines.len(), raw_bytes as f64 / 1e6);
@@ -116,7 +115,7 @@ fn nc(a: NcArgs) {
     }
     let ingest = t0.elapsed().as_secs_f64();
     // Queries are timed on a quiet index: let the flusher and engraver finish what ingest started.
-    index.shard().wait_idle().expect("pipeline");
+    index.wait_idle().expect("pipeline");
     index.set_default_fields(Some(vec!["body".into()])).expect("body field");
     let st = index.stats();
     eprintln!("ingest {:.1} s ({:.0} docs/s)", ingest, lines.len() as f64 / ingest);

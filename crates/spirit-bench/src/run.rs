@@ -18,7 +18,7 @@
 
 use crate::input::{load_docs, load_tasks, peak_rss, Category};
 use serde_json::{json, Map, Value};
-use spirit::{Engine, EngineConfig, Index, SearchOptions, Sort};
+use spirit::{Engine, Index, SearchOptions, Sort};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -99,15 +99,17 @@ pub fn run(a: RunArgs) {
     let tmp = std::env::temp_dir().join(format!("spirit-bench-run-{}", std::process::id()));
     let dir = a.index_dir.clone().unwrap_or(tmp.clone());
     let _ = std::fs::remove_dir_all(&dir);
-    let shard = a.w.shard_config();
-    let engine = Engine::open(&dir, EngineConfig { shard, default_shards: None }).expect("open");
+    let engine = Engine::open(&dir, a.w.engine_config()).expect("open");
     let index = engine.create_index("bench", None, None).expect("create");
     let mut out = Map::new();
     out.insert("engine".into(), json!("spirit"));
     out.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
     out.insert(
         "runtime".into(),
-        json!(format!("rust, {:?} durability, {} DRAM budget", a.w.durability, a.w.dram_budget)),
+        json!(format!(
+            "rust, {:?} durability, {} DRAM budget, {} shard(s)",
+            a.w.durability, a.w.dram_budget, a.w.shards
+        )),
     );
     out.insert("mode".into(), json!(a.mode));
     out.insert("reopen_every".into(), json!(0));
@@ -129,8 +131,8 @@ pub fn run(a: RunArgs) {
         }
         // spirit's equivalent of the baselines' commit: seal the fresh segment and let the pipeline flush and
         // engrave everything.
-        index.shard().seal().expect("seal");
-        index.shard().wait_idle().expect("pipeline");
+        index.seal().expect("seal");
+        index.wait_idle().expect("pipeline");
         let secs = t0.elapsed().as_secs_f64();
         out.insert(
             "ingest".into(),
@@ -171,8 +173,7 @@ pub fn run(a: RunArgs) {
         drop(engine);
         let close_secs = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let engine = Engine::open(&dir, EngineConfig { shard: a.w.shard_config(), default_shards: None })
-            .expect("reopen");
+        let engine = Engine::open(&dir, a.w.engine_config()).expect("reopen");
         let open_secs = t.elapsed().as_secs_f64();
         let index = engine.index("bench").expect("index after reopen");
         let again = index.count(first).expect("count after reopen");
@@ -189,7 +190,7 @@ pub fn run(a: RunArgs) {
         for (i, d) in docs[..initial].iter().enumerate() {
             index.add(d.json(i)).expect("add");
         }
-        index.shard().wait_idle().expect("pipeline");
+        index.wait_idle().expect("pipeline");
         let initial_seconds = t0.elapsed().as_secs_f64();
         index.set_default_fields(Some(vec!["body".into()])).expect("body");
         let (passes, wsecs) = warm_up(&index, &cats, a.warmup_passes, a.warmup_seconds, a.top_k);
