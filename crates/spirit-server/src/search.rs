@@ -304,7 +304,7 @@ impl SearchRequest {
                 match &self.sort {
                     SortSpec::Newest => {
                         hit.insert("_score".into(), Value::Null);
-                        hit.insert("sort".into(), json!([h.doc]));
+                        hit.insert("sort".into(), json!([h.seq]));
                     }
                     SortSpec::Field { .. } => {
                         hit.insert("_score".into(), Value::Null);

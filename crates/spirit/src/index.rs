@@ -124,6 +124,9 @@ pub struct Hit {
     /// Internal doc id within its shard.
     pub doc: u32,
     pub shard: usize,
+    /// Insertion order across the index (higher = newer): the doc id in a one-shard index, `_seq` in a
+    /// sharded one.
+    pub seq: u64,
     /// The stored `_source` as JSON bytes.
     pub source: Vec<u8>,
     /// With [`Sort::Field`]: the hit's value of the sort field.
@@ -145,20 +148,20 @@ pub struct SearchResult {
 }
 
 /// A search's match count, whether it is exact, and its hits (shard, doc) in order.
-type Ranked = (u64, bool, Vec<(usize, query::ScoredDoc)>);
+type Ranked = (u64, bool, Vec<(usize, u64, query::ScoredDoc)>);
 
-/// The `_seq` of `doc` (a doc id of `snap`'s shard); 0 if it has none.
-fn seq_of(snap: &Snapshot, field: u16, doc: u32) -> u64 {
-    let Some(seg) = snap.segment_of(doc) else { return 0 };
+/// The `_seq` of `doc` (a doc id of `snap`'s shard); 0 for a document stored without one.
+fn seq_of(snap: &Snapshot, field: u16, doc: u32) -> Result<u64> {
+    let seg = snap.segment_of(doc).ok_or_else(|| Error::Format(format!("hit {doc} has no segment")))?;
     let local = doc - seg.base_doc;
     let x = match &seg.data {
         crate::gdt::SegData::Fresh(f) => f.numeric(field, local),
-        crate::gdt::SegData::Image { .. } => seg
-            .image()
-            .and_then(|v| v.ok())
-            .and_then(|v| v.numbers(field).and_then(|c| crate::segment::image::number_at(c, local))),
+        crate::gdt::SegData::Image { .. } => {
+            let v = seg.image().expect("image").map_err(|e| Error::Format(e.0))?;
+            v.numbers(field).and_then(|c| crate::segment::image::number_at(c, local))
+        }
     };
-    x.map_or(0, |x| x as u64)
+    Ok(x.map_or(0, |x| x as u64))
 }
 
 /// Sorts hits from several shards (`(seq, shard, hit)`) into the query's order, breaking ties by `seq` the way
@@ -191,8 +194,26 @@ fn merge_order(hits: &mut [(u64, usize, query::ScoredDoc)], sort: Sort) {
 /// The shard count of the index in `dir`: its shard directories, else 1 for an index with its heap in `dir`
 /// itself, else (a new index) from `settings`.
 fn shard_count(dir: &Path, settings: Option<&IndexSettings>) -> Result<usize> {
-    if dir.join("shard-0").is_dir() {
-        return Ok((0..).take_while(|i| dir.join(format!("shard-{i}")).is_dir()).count());
+    let mut found = 0;
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.strip_prefix("shard-").is_some_and(|i| i.parse::<usize>().is_ok()) && e.path().is_dir() {
+                found += 1;
+            }
+        }
+    }
+    if found > 0 {
+        let n = (0..).take_while(|i| dir.join(format!("shard-{i}")).is_dir()).count();
+        if n != found {
+            return Err(Error::Format(format!(
+                "{}: {found} shard directories, but not shard-0 … shard-{} without gaps",
+                dir.display(),
+                found - 1
+            )));
+        }
+        return Ok(n);
     }
     if dir.join(crate::shard::HEAP_FILE).exists() {
         return Ok(1);
@@ -223,6 +244,7 @@ fn split_config(cfg: &ShardConfig, n: usize) -> Result<ShardConfig> {
         c.persistent_budget = cfg.persistent_budget / n as u64;
         c.result_cache_bytes = cfg.result_cache_bytes.map(|b| b / n);
         c.fresh_segment_bytes = cfg.fresh_segment_bytes.map(|b| b / n);
+        c.retention.max_bytes = cfg.retention.max_bytes.map(|b| b / n as u64);
         c.validate().map_err(|e| {
             Error::InvalidArgument(format!("{e} (per shard: the budgets are split between {n} shards)"))
         })?;
@@ -283,8 +305,17 @@ impl Index {
         let n = shard_count(dir, settings.as_ref())?;
         let shard_cfg = split_config(&cfg, n)?;
         let (mut shards, mut extra, mut replays) = (Vec::with_capacity(n), serde_json::Value::Null, vec![]);
+        // Until the index is fully open, a failure abandons the shards opened so far: no close, no clean
+        // checkpoint, so the next open recovers from the logs exactly as this one tried to.
+        let abandon = |shards: &[Shard]| shards.iter().for_each(|s| s.abandon());
         for i in 0..n {
-            let (shard, e, replay) = Shard::open(&shard_dir(dir, n, i), shard_cfg.clone())?;
+            let (shard, e, replay) = match Shard::open(&shard_dir(dir, n, i), shard_cfg.clone()) {
+                Ok(x) => x,
+                Err(e) => {
+                    abandon(&shards);
+                    return Err(e);
+                }
+            };
             shards.push(shard);
             // Every shard stores the same metadata; the first that has any speaks for the index.
             if extra.is_null() {
@@ -293,6 +324,39 @@ impl Index {
             replays.push(replay);
         }
         let open_micros = t_open.elapsed().as_micros() as u64;
+        let (schema, settings, counter, seq) = match Self::metadata(dir, extra, settings, n) {
+            Ok(x) => x,
+            Err(e) => {
+                abandon(&shards);
+                return Err(e);
+            }
+        };
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let index = Index {
+            name: name.to_string(),
+            shards,
+            seq,
+            schema: RwLock::new(schema),
+            settings,
+            id_counter: AtomicU64::new(counter),
+            id_prefix: format!("{:x}", (nanos as u64) >> 10),
+            recovery: parking_lot::Mutex::new(None),
+        };
+        if let Err(e) = index.finish_open(dir, replays, open_micros, mappings) {
+            abandon(&index.shards);
+            return Err(e);
+        }
+        Ok(index)
+    }
+
+    /// The schema, settings, id counter and sequencer of an index whose shards stored `extra` (`Null`: new).
+    fn metadata(
+        dir: &Path,
+        extra: serde_json::Value,
+        settings: Option<IndexSettings>,
+        n: usize,
+    ) -> Result<(Schema, IndexSettings, u64, Option<Sequencer>)> {
         let (mut schema, settings, counter) = if extra.is_null() {
             let mut settings = settings.unwrap_or_default();
             settings.number_of_shards = n;
@@ -313,58 +377,53 @@ impl Index {
             )));
         }
         let seq = if n > 1 {
-            let field = schema.seq_field()?;
-            Some(Sequencer { field, next: Default::default() })
+            Some(Sequencer { field: schema.seq_field()?, next: Default::default() })
         } else {
             None
         };
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let index = Index {
-            name: name.to_string(),
-            shards,
-            seq,
-            schema: RwLock::new(schema),
-            settings,
-            id_counter: AtomicU64::new(counter),
-            id_prefix: format!("{:x}", (nanos as u64) >> 10),
-            recovery: parking_lot::Mutex::new(None),
-        };
+        Ok((schema, settings, counter, seq))
+    }
+
+    /// Replays what crashes left in the logs, resumes the sequence numbers and applies `mappings`.
+    fn finish_open(
+        &self,
+        dir: &Path,
+        replays: Vec<Option<crate::shard::Replay>>,
+        open_micros: u64,
+        mappings: Option<&serde_json::Value>,
+    ) -> Result<()> {
         let mut recovery: Option<RecoveryStats> = None;
-        let recovered: Vec<usize> = (0..n).filter(|&i| replays[i].is_some()).collect();
-        let mut replayed = Ok(());
         for (i, replay) in replays.into_iter().enumerate() {
             if let Some(r) = replay {
                 let t = Instant::now();
                 let records = r.records.len() as u64;
-                replayed = index.replay(dir, i, r);
-                if replayed.is_err() {
-                    break;
-                }
+                self.replay(dir, i, r)?;
                 let rs = recovery.get_or_insert(RecoveryStats { open_micros, replay_micros: 0, records: 0 });
                 rs.replay_micros += t.elapsed().as_micros() as u64;
                 rs.records += records;
             }
         }
-        for i in recovered {
-            index.shards[i].finish_recovery();
+        // Every replay succeeded: wake the mergers for the recovered committed segments.
+        for sh in &self.shards {
+            sh.finish_recovery();
         }
-        replayed?;
-        *index.recovery.lock() = recovery;
-        if let Some(s) = &index.seq {
+        *self.recovery.lock() = recovery;
+        if let Some(s) = &self.seq {
             // Resume numbering after the newest document of any shard.
-            let newest = index.shards.iter().filter_map(|sh| sh.newest_seq(s.field)).max();
+            let mut newest = None;
+            for sh in &self.shards {
+                newest = newest.max(sh.newest_seq(s.field)?);
+            }
             s.next.fetch_max(newest.map_or(0, |x| x + 1), Relaxed);
-            for sh in &index.shards {
+            for sh in &self.shards {
                 sh.set_sequencer(s.clone());
             }
         }
         if let Some(m) = mappings {
-            index.schema.write().apply_mappings(m)?;
+            self.schema.write().apply_mappings(m)?;
         }
         // Crash-safe: the schema and settings are durable before any document that depends on them.
-        index.log_meta()?;
-        Ok(index)
+        self.log_meta()
     }
 
     fn unpack(dir: &Path, extra: serde_json::Value) -> Result<(Schema, IndexSettings, u64)> {
@@ -653,12 +712,12 @@ impl Index {
         let (total, total_exact, ranked) = if self.shards.len() == 1 {
             let cache = opts.cache.then(|| self.shards[0].result_cache());
             let res = query::execute_cached(refs[0], &node, &opts, cache)?;
-            (res.total, res.total_exact, res.hits.into_iter().map(|h| (0, h)).collect())
+            (res.total, res.total_exact, res.hits.into_iter().map(|h| (0, h.doc as u64, h)).collect())
         } else {
             self.search_shards(&refs, &node, opts.clone())?
         };
         let mut hits = Vec::with_capacity(ranked.len());
-        for (shard, h) in ranked {
+        for (shard, seq, h) in ranked {
             let (id, source) = if opts.fetch {
                 let snap = refs[shard];
                 let seg = snap
@@ -675,7 +734,7 @@ impl Index {
             } else {
                 (String::new(), vec![])
             };
-            hits.push(Hit { id, score: h.score, doc: h.doc, shard, source, sort_value: h.sort_value });
+            hits.push(Hit { id, score: h.score, doc: h.doc, shard, seq, source, sort_value: h.sort_value });
         }
         Ok(SearchResult { total, total_exact, hits, took_micros: t0.elapsed().as_micros() as u64 })
     }
@@ -691,8 +750,11 @@ impl Index {
     ) -> Result<Ranked> {
         let seq = self.seq.as_ref().expect("a sharded index has a sequencer").field;
         let mut stats = query::CollectionStats::default();
+        let mut marks = Vec::with_capacity(snaps.len());
         for s in snaps {
-            stats.add(query::collection_stats(s, node)?);
+            let (st, m) = query::collection_stats(s, node)?;
+            stats.add(st);
+            marks.push(m);
         }
         opts.stats = Some(std::sync::Arc::new(stats));
         let k = opts.limit.saturating_add(opts.offset);
@@ -703,8 +765,11 @@ impl Index {
         type Part = Result<(u64, bool, Vec<(u64, usize, query::ScoredDoc)>)>;
         let run = |i: usize| -> Part {
             let cache = opts.cache.then(|| self.shards[i].result_cache());
-            let res = query::execute_cached(snaps[i], node, &opts, cache)?;
-            let hits = res.hits.iter().map(|h| (seq_of(snaps[i], seq, h.doc), i, *h)).collect();
+            let res = query::execute_at(snaps[i], node, &opts, cache, Some(&marks[i]))?;
+            let mut hits = Vec::with_capacity(res.hits.len());
+            for h in &res.hits {
+                hits.push((seq_of(snaps[i], seq, h.doc)?, i, *h));
+            }
             Ok((res.total, res.total_exact, hits))
         };
         let mut parts: Vec<Part> = (0..snaps.len()).map(|_| Ok((0, true, vec![]))).collect();
@@ -725,7 +790,7 @@ impl Index {
             all.extend(hits);
         }
         merge_order(&mut all, opts.sort);
-        Ok((total, exact, all.into_iter().skip(offset).take(limit).map(|(_, i, h)| (i, h)).collect()))
+        Ok((total, exact, all.into_iter().skip(offset).take(limit).map(|(q, i, h)| (i, q, h)).collect()))
     }
 
     /// A sort by the numeric or date field `name` (an error for other field types and unknown fields).

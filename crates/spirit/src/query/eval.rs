@@ -88,11 +88,20 @@ impl CollectionStats {
     }
 }
 
-/// The statistics `node` reads, over the segments of `snap`.
-pub fn collection_stats(snap: &Snapshot, node: &Node) -> Result<CollectionStats> {
-    let mut ctx = Ctx::new(snap, Bm25::default(), None)?;
+/// How many documents of each segment of a snapshot one evaluation sees (the fresh segment's watermark
+/// moves while the writer adds).
+pub type Watermarks = Vec<u32>;
+
+/// The statistics `node` reads over the segments of `snap`, and the watermarks they were taken at: evaluate
+/// with [`execute_at`] at the same watermarks, so no document is scored that the statistics do not count.
+pub fn collection_stats(snap: &Snapshot, node: &Node) -> Result<(CollectionStats, Watermarks)> {
+    let mut ctx = Ctx::new(snap, Bm25::default(), None, None)?;
     weight(node, &mut ctx)?;
-    Ok(CollectionStats { fields: ctx.fields, df: ctx.terms.into_iter().map(|(k, t)| (k, t.df)).collect() })
+    let marks = ctx.segs.iter().map(|s| s.visible).collect();
+    Ok((
+        CollectionStats { fields: ctx.fields, df: ctx.terms.into_iter().map(|(k, t)| (k, t.df)).collect() },
+        marks,
+    ))
 }
 
 impl Default for SearchOptions {
@@ -196,10 +205,15 @@ struct TermData<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    fn new(snap: &'a Snapshot, bm25: Bm25, global: Option<&'a CollectionStats>) -> Result<Ctx<'a>> {
+    fn new(
+        snap: &'a Snapshot,
+        bm25: Bm25,
+        global: Option<&'a CollectionStats>,
+        marks: Option<&[u32]>,
+    ) -> Result<Ctx<'a>> {
         let mut segs = Vec::with_capacity(snap.segments.len());
-        for d in &snap.segments {
-            let visible = d.visible_docs();
+        for (i, d) in snap.segments.iter().enumerate() {
+            let visible = marks.map_or_else(|| d.visible_docs(), |m| m[i].min(d.visible_docs()));
             let kind = match &d.data {
                 SegData::Fresh(f) => SegKind::Fresh(f),
                 SegData::Image { .. } => {
@@ -756,11 +770,19 @@ struct UnionScorer<'a> {
     /// `cum[i]` = sum of the upper bounds of clauses `0..=i` (clauses sorted by bound).
     cum: Vec<f32>,
     theta: f32,
+    /// `plan[i]`: the position in the query of sorted clause `i`. Scores are added in query order, so a
+    /// document's score does not depend on its segment's bounds (nor on the shard count).
+    plan: Vec<usize>,
+    /// Per query position: the clause's score at the current document, if it matches (reused, no allocation
+    /// per document).
+    parts: Vec<Option<f32>>,
 }
 
 impl<'a> UnionScorer<'a> {
-    fn new(mut subs: Vec<Box<dyn Scorer + 'a>>, max: bool) -> UnionScorer<'a> {
-        subs.sort_by(|a, b| a.upper_bound().total_cmp(&b.upper_bound()));
+    fn new(subs: Vec<Box<dyn Scorer + 'a>>, max: bool) -> UnionScorer<'a> {
+        let mut sorted: Vec<(usize, Box<dyn Scorer + 'a>)> = subs.into_iter().enumerate().collect();
+        sorted.sort_by(|a, b| a.1.upper_bound().total_cmp(&b.1.upper_bound()));
+        let (plan, subs): (Vec<usize>, Vec<_>) = sorted.into_iter().unzip();
         let mut acc = 0.0;
         let cum = subs
             .iter()
@@ -769,7 +791,9 @@ impl<'a> UnionScorer<'a> {
                 acc
             })
             .collect();
-        let mut u = UnionScorer { subs, doc: 0, max, essential_from: 0, cum, theta: f32::NEG_INFINITY };
+        let parts = vec![None; subs.len()];
+        let mut u =
+            UnionScorer { subs, doc: 0, max, essential_from: 0, cum, theta: f32::NEG_INFINITY, plan, parts };
         u.settle();
         u
     }
@@ -803,13 +827,15 @@ impl Scorer for UnionScorer<'_> {
     }
     fn score(&mut self) -> f32 {
         let d = self.doc;
-        let mut acc = 0.0f32;
         for (i, s) in self.subs.iter_mut().enumerate() {
             let on = if i < self.essential_from { s.doc() <= d && s.advance(d) == d } else { s.doc() == d };
             if on {
-                let x = s.score();
-                acc = if self.max { acc.max(x) } else { acc + x };
+                self.parts[self.plan[i]] = Some(s.score());
             }
+        }
+        let mut acc = 0.0f32;
+        for x in self.parts.iter_mut().filter_map(Option::take) {
+            acc = if self.max { acc.max(x) } else { acc + x };
         }
         acc
     }
@@ -1354,7 +1380,18 @@ pub fn execute_cached(
     opts: &SearchOptions,
     cache: Option<&ResultCache>,
 ) -> Result<SearchHits> {
-    let mut ctx = Ctx::new(snap, opts.bm25, opts.stats.as_deref())?;
+    execute_at(snap, node, opts, cache, None)
+}
+
+/// [`execute_cached`] at the watermarks [`collection_stats`] returned (`None`: the current ones).
+pub fn execute_at(
+    snap: &Snapshot,
+    node: &Node,
+    opts: &SearchOptions,
+    cache: Option<&ResultCache>,
+    marks: Option<&[u32]>,
+) -> Result<SearchHits> {
+    let mut ctx = Ctx::new(snap, opts.bm25, opts.stats.as_deref(), marks)?;
     let w = weight(node, &mut ctx)?;
     let ctx = ctx;
     let k = opts.limit.saturating_add(opts.offset);

@@ -11,8 +11,8 @@ mod plan;
 pub use ast::Query;
 pub use cache::{CacheStats, ResultCache};
 pub use eval::{
-    collection_stats, execute, execute_cached, Bm25, CollectionStats, ScoredDoc, SearchHits, SearchOptions,
-    Sort,
+    collection_stats, execute, execute_at, execute_cached, Bm25, CollectionStats, ScoredDoc, SearchHits,
+    SearchOptions, Sort,
 };
 pub use parser::{parse, ParseError};
 pub use plan::{plan, plan_shards, Node};

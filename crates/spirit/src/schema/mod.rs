@@ -146,7 +146,11 @@ impl Schema {
         &self.fields
     }
 
+    /// The id of a user field (never the hidden `_seq` column: documents, queries and sorts cannot name it).
     pub fn field_id(&self, name: &str) -> Option<u16> {
+        if name == SEQ_FIELD {
+            return None;
+        }
         self.by_name.get(name).copied()
     }
 

@@ -515,18 +515,18 @@ impl Shard {
     }
 
     /// The sequence number of the newest document (sharded indexes), to resume numbering after a restart.
-    pub fn newest_seq(&self, field: u16) -> Option<u64> {
+    pub fn newest_seq(&self, field: u16) -> Result<Option<u64>> {
         let snap = self.pin();
-        let seg = snap.segments.iter().rev().find(|s| s.visible_docs() > 0)?;
+        let Some(seg) = snap.segments.iter().rev().find(|s| s.visible_docs() > 0) else { return Ok(None) };
         let last = seg.visible_docs() - 1;
         let x = match &seg.data {
             SegData::Fresh(f) => f.numeric(field, last),
             SegData::Image { .. } => {
-                let v = seg.image()?.ok()?;
-                crate::segment::image::number_at(v.numbers(field)?, last)
+                let v = seg.image().expect("image").map_err(|e| Error::Format(e.0))?;
+                v.numbers(field).and_then(|c| crate::segment::image::number_at(c, last))
             }
-        }?;
-        Some(x as u64)
+        };
+        Ok(x.map(|x| x as u64))
     }
 
     /// Pins the current epoch for a query.
@@ -790,7 +790,6 @@ impl Shard {
     /// Closes the shard: drains the pipeline, commits and merges everything, and (in graceful mode) writes the
     /// manifest and the recovery record. `extra` is stored in the manifest and returned by the next `open`.
     pub fn close(&self, extra: serde_json::Value) -> Result<()> {
-        self.finish_recovery();
         {
             let mut w = self.inner.writer.lock();
             if w.closed {
@@ -822,6 +821,18 @@ impl Shard {
             return Ok(());
         }
         self.inner.write_manifest(Some(extra), true)
+    }
+
+    /// Stops the pipeline without writing a manifest or a clean checkpoint: what an owner does when it
+    /// cannot finish opening (a failed replay, another shard that would not open). The next open recovers
+    /// from the logs exactly as it would have now, so nothing acknowledged is lost.
+    pub fn abandon(&self) {
+        self.inner.writer.lock().closed = true;
+        self.inner.flush_tx.lock().take();
+        self.inner.merge_tx.lock().take();
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
     }
 
     pub fn dir(&self) -> &Path {
