@@ -410,11 +410,11 @@ fn cat_rows(st: &ServerState, pattern: Option<&str>) -> Vec<Value> {
         .index_names()
         .into_iter()
         .filter(|n| pattern.is_none_or(|p| p.split(',').any(|p| highlight::glob(p, n))))
-        .filter_map(|n| st.engine.index(&n).map(|i| (n, i.stats().shard)))
-        .map(|(n, s)| {
+        .filter_map(|n| st.engine.index(&n).map(|i| (n, i.shards().len(), i.stats().shard)))
+        .map(|(n, pri, s)| {
             let size = indices::cat_bytes(s.persistent.used);
             json!({
-                "health": "green", "status": "open", "index": n, "uuid": n, "pri": "1", "rep": "0",
+                "health": "green", "status": "open", "index": n, "uuid": n, "pri": pri.to_string(), "rep": "0",
                 "docs.count": s.docs.to_string(), "docs.deleted": s.deleted.to_string(),
                 "store.size": size, "pri.store.size": size, "dataset.size": size,
             })
