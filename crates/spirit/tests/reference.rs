@@ -12,29 +12,6 @@ use spirit::query::Query;
 use spirit::{CommitPolicy, Index, SearchOptions, ShardConfig, Sort};
 use std::path::Path;
 
-#[derive(Debug, Clone)]
-enum Op {
-    Add(RefDoc),
-    Delete(u32),
-    Query(Query),
-    Seal,
-    CommitMerge,
-    Compact,
-    Reopen,
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        10 => doc().prop_map(Op::Add),
-        2 => (0u32..25).prop_map(Op::Delete),
-        5 => query().prop_map(Op::Query),
-        1 => Just(Op::Seal),
-        1 => Just(Op::CommitMerge),
-        1 => Just(Op::Compact),
-        1 => Just(Op::Reopen),
-    ]
-}
-
 fn config(commit: CommitPolicy) -> ShardConfig {
     ShardConfig {
         dram_budget: 8 << 20,

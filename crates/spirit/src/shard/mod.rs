@@ -495,7 +495,8 @@ impl Shard {
     /// Ends a crash recovery (the owner calls it after replaying): wakes the merger for the segments recovered
     /// committed but not merged. Deferred until the replay is done so the two do not compete for cores —
     /// unless a replayed segment commits first, since the merger always merges in segment order.
-    /// Idempotent; a close without it (an owner whose replay failed) calls it first.
+    /// Idempotent. An owner whose replay failed calls [`abandon`](Self::abandon) instead, so the next open
+    /// replays again.
     pub fn finish_recovery(&self) {
         if !self.recovering.swap(false, SeqCst) {
             return;

@@ -70,3 +70,28 @@ pub fn query() -> impl Strategy<Value = Query> {
             })
     })
 }
+
+/// One step of a randomized lifecycle test.
+#[derive(Debug, Clone)]
+pub enum Op {
+    Add(RefDoc),
+    Delete(u32),
+    Query(Query),
+    Seal,
+    CommitMerge,
+    Compact,
+    Reopen,
+}
+
+/// Mostly adds and queries, with deletes and every lifecycle step in between.
+pub fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        10 => doc().prop_map(Op::Add),
+        2 => (0u32..25).prop_map(Op::Delete),
+        5 => query().prop_map(Op::Query),
+        1 => Just(Op::Seal),
+        1 => Just(Op::CommitMerge),
+        1 => Just(Op::Compact),
+        1 => Just(Op::Reopen),
+    ]
+}
