@@ -138,6 +138,12 @@ pub fn run(a: RunArgs) {
             "ingest".into(),
             json!({"docs": docs.len(), "seconds": secs, "docs_per_sec": docs.len() as f64 / secs}),
         );
+        // Like the baselines' forceMerge(1): the static index is searched as one segment per shard.
+        let before: usize = index.stats().shard.segments.values().sum();
+        let tm = Instant::now();
+        index.force_merge(1).expect("force merge");
+        out.insert("merge_seconds".into(), json!(tm.elapsed().as_secs_f64()));
+        out.insert("segments_before_merge".into(), json!(before));
         index.set_default_fields(Some(vec!["body".into()])).expect("body");
         let (passes, wsecs) = warm_up(&index, &cats, a.warmup_passes, a.warmup_seconds, a.top_k);
         out.insert("warmup".into(), json!({"passes": passes, "seconds": wsecs}));

@@ -846,6 +846,14 @@ impl Index {
         self.shards.iter().try_for_each(|s| s.wait_idle())
     }
 
+    /// Force merge: every shard is sealed, merged and compacted down to at most `max_segments` segments
+    /// (Elasticsearch's `_forcemerge?max_num_segments=N`; see [`Shard::force_merge`]). Answers and scores do
+    /// not change; queries get cheaper (one dictionary lookup and one posting list per term and segment).
+    /// Returns the segments left, summed over the shards.
+    pub fn force_merge(&self, max_segments: usize) -> Result<usize> {
+        self.shards.iter().map(|s| s.force_merge(max_segments)).sum()
+    }
+
     /// Closes the index: drains the pipelines and, in graceful and crash-safe mode, persists everything.
     pub fn close(&self) -> Result<()> {
         let meta = self.persisted(&self.schema.read());

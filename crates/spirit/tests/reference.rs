@@ -74,6 +74,12 @@ fn run(ops: Vec<Op>, commit: CommitPolicy) {
             }
             Op::CommitMerge => index.shard().commit_and_merge_all().unwrap(),
             Op::Compact => index.shard().compact_now().unwrap(),
+            Op::ForceMerge(n) => {
+                let left = index.force_merge(n).unwrap();
+                assert!(left <= n, "{ctx}: force merge to {n} left {left} segments");
+                let st = index.stats().shard;
+                assert_eq!(st.segments.values().sum::<usize>(), left, "{ctx}: segments after force merge");
+            }
             Op::Reopen => {
                 index.close().unwrap();
                 drop(index);

@@ -114,6 +114,9 @@ fn run(ops: Vec<Op>, durability: Durability) {
                 idx.iter().flat_map(|x| x.shards()).for_each(|s| s.commit_and_merge_all().unwrap())
             }
             Op::Compact => idx.iter().flat_map(|x| x.shards()).for_each(|s| s.compact_now().unwrap()),
+            Op::ForceMerge(n) => idx.iter().for_each(|x| {
+                x.force_merge(n).unwrap();
+            }),
             Op::Reopen => {
                 for x in &idx {
                     x.close().unwrap();

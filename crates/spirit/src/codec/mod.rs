@@ -10,9 +10,11 @@
 //! Every decoder bounds-checks what it reads and reports [`CodecError`] instead of panicking, because
 //! persistent bytes can be corrupted.
 
+mod norm;
 mod postings;
 mod vbyte;
 
+pub use norm::{decode_norm, encode_norm, quantized_length, NORM_VALUES};
 pub use postings::{encode_postings, PostingsCursor, PostingsMeta, BLOCK, NO_DOC};
 pub use vbyte::{read_vbyte, write_vbyte};
 

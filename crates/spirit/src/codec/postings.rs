@@ -9,7 +9,8 @@
 //! a higher tf *and* a shorter field than every one of them — capped at `IMPACTS` entries by merging the tail
 //! into one conservative pair. BM25 grows with tf and shrinks with the field length, so the best score of any
 //! impact bounds every document of the block, whatever the query-time idf and average length (as Lucene's
-//! impacts do). Unused entries are (0, u32::MAX).
+//! impacts do). Lengths are the quantized ones scoring uses ([`super::quantized_length`]). Unused entries
+//! are (0, u32::MAX).
 //! ```text
 //! blocks (blocks_len bytes):
 //!         full:    u8 doc_bits | u8 tf_bits | packed (doc gaps - 1) | packed (tf - 1)
@@ -19,6 +20,7 @@
 //! Gaps are taken from the previous block's last doc; the first posting of the list is stored as is. Most
 //! terms of a segment occur once (Zipf), so a one-block list has no skip table and costs a few bytes.
 
+use super::norm::quantized_length;
 use super::vbyte::{read_vbyte, write_vbyte};
 use super::CodecError;
 use bitpacking::{BitPacker, BitPacker4x};
@@ -136,7 +138,10 @@ pub fn encode_postings(
 /// The Pareto frontier of (tf, dl) pairs, highest tf first, capped at [`IMPACTS`] entries (the tail merged
 /// into one pair with the tail's highest tf and shortest length, which dominates all of it).
 pub fn impacts(tfs: &[u32], dls: &[u32]) -> [(u32, u32); IMPACTS] {
-    let mut pairs: Vec<(u32, u32)> = tfs.iter().copied().zip(dls.iter().copied()).collect();
+    // Scoring sees lengths through the one-byte norm: the frontier of the quantized lengths is as tight and
+    // often shorter (lengths that differ by less than the norm's step become one).
+    let mut pairs: Vec<(u32, u32)> =
+        tfs.iter().copied().zip(dls.iter().map(|&dl| quantized_length(dl))).collect();
     // tf descending, then dl ascending: a pair is on the frontier iff its dl is below every earlier one.
     pairs.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let mut frontier: Vec<(u32, u32)> = vec![];
@@ -170,7 +175,8 @@ pub struct PostingsCursor<'a> {
     blocks_start: usize,
     positions_start: usize,
     block: u32,
-    docs: [u32; BLOCK],
+    /// The current block's docs, then [`PAD`] sentinels (`NO_DOC`) so an in-block scan reads whole chunks.
+    docs: [u32; BLOCK + PAD],
     tfs: [u32; BLOCK],
     len: usize,
     i: usize,
@@ -185,6 +191,15 @@ pub struct PostingsCursor<'a> {
     tf_bits: u8,
     tfs_ready: bool,
 }
+
+/// [`PostingsCursor::intersect`] goes dense for candidates spanning at most this many doc ids (a 32 KB
+/// table, cleared per batch)...
+pub const DENSE_SPAN: usize = 8192;
+/// ...whose postings in this list fill at most this many blocks.
+pub const DENSE_BLOCKS: u32 = 8;
+
+/// Sentinel slots after a block's docs: in-block scans compare [`PAD`] docs at a time (one SIMD compare).
+const PAD: usize = 8;
 
 /// `tf_bits` of a partial block, whose frequencies are VByte.
 const TF_VBYTE: u8 = u8::MAX;
@@ -210,7 +225,7 @@ impl<'a> PostingsCursor<'a> {
             blocks_start,
             positions_start,
             block: 0,
-            docs: [0; BLOCK],
+            docs: [NO_DOC; BLOCK + PAD],
             tfs: [0; BLOCK],
             len: 0,
             i: 0,
@@ -253,6 +268,88 @@ impl<'a> PostingsCursor<'a> {
         Some(self.bound_of(self.block as usize, &f))
     }
 
+    /// Number of blocks of the list.
+    #[inline]
+    pub fn block_count(&self) -> u32 {
+        self.n_blocks
+    }
+
+    /// Index of the current block.
+    #[inline]
+    pub fn block_index(&self) -> u32 {
+        self.block
+    }
+
+    /// Block-max bound of block `b` from its impacts, without decoding it: the largest `f(tf, dl)` over
+    /// them (`None` for a one-block list, which has no skip table).
+    #[inline]
+    pub fn bound_of_block(&self, b: u32, f: impl Fn(u32, u32) -> f32) -> Option<f32> {
+        if self.n_blocks == 1 || b >= self.n_blocks {
+            return None;
+        }
+        Some(self.bound_of(b as usize, &f))
+    }
+
+    /// The first block from the current one whose last doc reaches `target` (`block_count()` if none), from
+    /// the skip table alone (Lucene's `advanceShallow`): galloping forward from the current block, since
+    /// intersections mostly move a block or two, then a binary search.
+    pub fn shallow_block(&self, target: u32) -> u32 {
+        let cur = self.block;
+        if self.last_doc(cur) >= target {
+            return cur;
+        }
+        let (mut lo, mut step) = (cur + 1, 1u32);
+        // Invariant: every block below `lo` ends before the target.
+        loop {
+            let probe = lo.saturating_add(step - 1);
+            if probe >= self.n_blocks {
+                break;
+            }
+            if self.last_doc(probe) >= target {
+                let mut hi = probe;
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if self.last_doc(mid) < target {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                return lo;
+            }
+            lo = probe + 1;
+            step = step.saturating_mul(2);
+        }
+        let mut hi = self.n_blocks;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.last_doc(mid) < target {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Last doc of block `b` (from the skip table).
+    #[inline]
+    pub fn last_doc_of(&self, b: u32) -> u32 {
+        self.last_doc(b)
+    }
+
+    /// Moves to the first posting of block `b` (forward or back; `NO_DOC` past the last block), decoding
+    /// only that block: block-max skipping jumps over blocks whose bound cannot compete without decoding
+    /// them.
+    pub fn seek_block(&mut self, b: u32) -> Result<u32, CodecError> {
+        if b >= self.n_blocks {
+            self.doc = NO_DOC;
+        } else if b != self.block || self.doc == NO_DOC || self.i != 0 {
+            self.load_block(b)?;
+        }
+        Ok(self.doc)
+    }
+
     /// Last doc of the current block.
     pub fn block_last_doc(&self) -> u32 {
         self.last_doc(self.block)
@@ -280,6 +377,15 @@ impl<'a> PostingsCursor<'a> {
             return None;
         }
         Some((0..self.n_blocks as usize).map(|b| self.bound_of(b, &f)).fold(0.0, f32::max))
+    }
+
+    /// Every block's bound `f(max_tf, min_dl)` in block order (empty for a one-block list): computed once
+    /// per query term, so windowed block-max loops look bounds up instead of re-reading impacts.
+    pub fn block_bounds(&self, f: impl Fn(u32, u32) -> f32) -> Vec<f32> {
+        if self.n_blocks == 1 {
+            return vec![];
+        }
+        (0..self.n_blocks as usize).map(|b| self.bound_of(b, &f)).collect()
     }
 
     /// Docs and term frequencies of the decoded block.
@@ -351,7 +457,7 @@ impl<'a> PostingsCursor<'a> {
             let bp = BitPacker4x::new();
             let need = doc_bits as usize * BLOCK / 8;
             let src = self.blob.get(at..at + need).ok_or(CodecError { what: "doc block", offset: at })?;
-            bp.decompress_strictly_sorted(prev, src, &mut self.docs, doc_bits);
+            bp.decompress_strictly_sorted(prev, src, &mut self.docs[..BLOCK], doc_bits);
             self.tf_at = at + need;
             self.tf_bits = tf_bits;
         } else {
@@ -369,6 +475,7 @@ impl<'a> PostingsCursor<'a> {
             self.tf_at = at;
             self.tf_bits = TF_VBYTE;
         }
+        self.docs[len..len + PAD].fill(NO_DOC);
         self.tfs_ready = false;
         self.block = b;
         self.len = len;
@@ -418,41 +525,137 @@ impl<'a> PostingsCursor<'a> {
             return Ok(self.doc);
         }
         if self.last_doc(self.block) < target {
-            // Find the first block whose last doc reaches the target.
-            let (mut lo, mut hi) = (self.block + 1, self.n_blocks);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if self.last_doc(mid) < target {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            if lo >= self.n_blocks {
+            let b = self.shallow_block(target);
+            if b >= self.n_blocks {
                 self.doc = NO_DOC;
                 return Ok(NO_DOC);
             }
-            self.load_block(lo)?;
+            self.load_block(b)?;
         }
-        // Gallop inside the block.
-        let mut step = 1;
-        let mut lo = self.i;
-        while lo + step < self.len && self.docs[lo + step] < target {
-            lo += step;
-            step *= 2;
-        }
-        let hi = (lo + step).min(self.len);
-        let k = lo + self.docs[lo..hi].partition_point(|&d| d < target);
-        if k >= self.len {
-            // Cannot happen when the skip table is consistent; treat as corruption.
+        if self.docs[self.len - 1] < target {
+            // The skip table promised the target inside this block: corruption.
             return Err(CodecError {
                 what: "skip table",
                 offset: self.skip_start + self.block as usize * SKIP,
             });
         }
-        self.i = k;
-        self.doc = self.docs[k];
+        self.scan_to(target);
         Ok(self.doc)
+    }
+
+    /// Moves inside the current block to its first doc at or after `target`, which must be in the block
+    /// (its last doc reaches `target`): [`PAD`] docs at a time, counting those below the target with one
+    /// vector compare — intersections of dense lists mostly move a few postings, and a branch-free count
+    /// beats galloping (mispredicted branches) over a 128-doc block.
+    #[inline]
+    fn scan_to(&mut self, target: u32) {
+        debug_assert!(self.len > 0 && self.docs[self.len - 1] >= target);
+        let mut i = self.i;
+        loop {
+            let chunk: &[u32; PAD] = self.docs[i..i + PAD].try_into().expect("padded block");
+            let below = chunk.iter().map(|&d| (d < target) as usize).sum::<usize>();
+            i += below;
+            if below < PAD {
+                break;
+            }
+        }
+        // Docs are strictly increasing and the sentinels are NO_DOC, so the count stops inside the block.
+        debug_assert!(i < self.len);
+        self.i = i;
+        self.doc = self.docs[i];
+    }
+
+    /// Intersects sorted candidate docs with this list from the current position on, pushing `(k, tf)` for
+    /// every `cands[k]` the list contains, and leaves the cursor past the last candidate. SPIRIT §4.11
+    /// adapts the intersection to the lists' densities; two ways here, chosen per batch:
+    ///
+    /// - *dense*: when the candidates span at most [`DENSE_SPAN`] doc ids and this list's postings there
+    ///   fill at most [`DENSE_BLOCKS`] blocks, those postings are written into `table` (indexed by doc id,
+    ///   holding the frequency) and each candidate is one load — no comparison chains, no mispredicted
+    ///   merge branches: lists of similar density, where most postings are looked at anyway;
+    /// - *skipping*: otherwise a candidate past the current block jumps over the skip table to its block
+    ///   and one inside it is reached with the chunked scan of [`Self::scan_to`], so a much longer list
+    ///   never decodes the blocks between candidates.
+    pub fn intersect(
+        &mut self,
+        cands: &[u32],
+        table: &mut Vec<u32>,
+        hits: &mut Vec<(usize, u32)>,
+    ) -> Result<(), CodecError> {
+        let (Some(&lo), Some(&hi)) = (cands.first(), cands.last()) else {
+            return Ok(());
+        };
+        if self.advance(lo)? == NO_DOC {
+            return Ok(());
+        }
+        let span = hi.saturating_sub(lo) as usize + 1;
+        if span <= DENSE_SPAN && self.shallow_block(hi) - self.block < DENSE_BLOCKS {
+            self.intersect_dense(cands, lo, hi, table, hits)
+        } else {
+            self.intersect_skipping(cands, hits)
+        }
+    }
+
+    fn intersect_dense(
+        &mut self,
+        cands: &[u32],
+        lo: u32,
+        hi: u32,
+        table: &mut Vec<u32>,
+        hits: &mut Vec<(usize, u32)>,
+    ) -> Result<(), CodecError> {
+        table.clear();
+        table.resize(hi.saturating_sub(lo) as usize + 1, 0);
+        loop {
+            self.decode_tfs()?;
+            let from = self.i;
+            let end = from + self.docs[from..self.len].partition_point(|&d| d <= hi);
+            for (&d, &tf) in self.docs[from..end].iter().zip(&self.tfs[from..end]) {
+                // In range unless the block is corrupt (then the posting is simply not found).
+                if let Some(x) = table.get_mut(d.wrapping_sub(lo) as usize) {
+                    *x = tf;
+                }
+            }
+            if end < self.len {
+                self.i = end;
+                self.doc = self.docs[end];
+                break;
+            }
+            if self.block + 1 < self.n_blocks {
+                self.load_block(self.block + 1)?;
+            } else {
+                self.doc = NO_DOC;
+                break;
+            }
+        }
+        // A posting's frequency is at least 1, so 0 marks a doc the list does not have.
+        for (k, &c) in cands.iter().enumerate() {
+            let tf = table[(c - lo) as usize];
+            if tf != 0 {
+                hits.push((k, tf));
+            }
+        }
+        Ok(())
+    }
+
+    fn intersect_skipping(&mut self, cands: &[u32], hits: &mut Vec<(usize, u32)>) -> Result<(), CodecError> {
+        for (k, &c) in cands.iter().enumerate() {
+            if self.doc < c {
+                if self.docs[self.len - 1] < c {
+                    if self.advance(c)? == NO_DOC {
+                        return Ok(());
+                    }
+                } else {
+                    self.scan_to(c);
+                }
+            } else if self.doc == NO_DOC {
+                return Ok(());
+            }
+            if self.doc == c {
+                hits.push((k, self.freq()?));
+            }
+        }
+        Ok(())
     }
 
     /// Decodes the positions of the current posting into `out` (cleared first).
@@ -529,7 +732,10 @@ mod tests {
             let mut k = 0;
             while c.doc() != NO_DOC {
                 if let Some(b) = c.block_bound(f) {
-                    assert!(f(c.freq().unwrap(), dls[k]) <= b, "bound {b} below posting {k}");
+                    // Scoring sees the quantized length (never longer than the true one).
+                    let dl = crate::codec::quantized_length(dls[k]);
+                    assert!(f(c.freq().unwrap(), dl) <= b, "bound {b} below posting {k}");
+                    assert_eq!(c.bound_of_block(c.block_index(), f), Some(b));
                 }
                 k += 1;
                 c.next().unwrap();
@@ -544,6 +750,14 @@ mod tests {
             c.next_block().unwrap();
         }
         assert_eq!(starts, docs.iter().step_by(BLOCK).copied().collect::<Vec<_>>());
+        // seeking any block, backwards too, lands on its first posting; past the end exhausts
+        let mut c = PostingsCursor::new(&blob).unwrap();
+        for b in (0..c.block_count()).rev().chain(0..c.block_count()) {
+            assert_eq!(c.seek_block(b).unwrap(), starts[b as usize]);
+            assert_eq!(c.block_index(), b);
+            c.next().unwrap();
+        }
+        assert_eq!(c.seek_block(c.block_count()).unwrap(), NO_DOC);
         // advance to every doc and to every gap
         for (k, &d) in docs.iter().enumerate() {
             let mut c = PostingsCursor::new(&blob).unwrap();
@@ -598,6 +812,41 @@ mod tests {
                     if c.next().is_err() { break; }
                 }
             }
+            // Intersections over corrupt blocks return errors or wrong hits, never panic.
+            if let Ok(mut c) = PostingsCursor::new(&blob) {
+                let cands: Vec<u32> = (0..100_000).step_by(97).collect();
+                let (mut table, mut hits) = (vec![], vec![]);
+                for batch in cands.chunks(128) {
+                    if c.intersect(batch, &mut table, &mut hits).is_err() { break; }
+                }
+            }
+        }
+
+        /// Batches of sorted candidates against a list, dense and skipping (sparse and dense lists, narrow and
+        /// wide batches): exactly the candidates in the list, with their frequencies.
+        #[test]
+        fn intersect_finds_exactly_the_common_docs(
+            docs in proptest::collection::btree_set(0u32..60_000, 1..3000),
+            cands in proptest::collection::btree_set(0u32..60_000, 1..3000),
+            batch in 1usize..300,
+        ) {
+            let docs: Vec<u32> = docs.into_iter().collect();
+            let (docs, tfs, pos) = list(&docs);
+            let mut blob = vec![];
+            encode_postings(&docs, &tfs, &pos, &vec![5; docs.len()], &mut blob);
+            let mut c = PostingsCursor::new(&blob).unwrap();
+            let cands: Vec<u32> = cands.into_iter().collect();
+            let (mut table, mut hits, mut got) = (vec![], vec![], vec![]);
+            for chunk in cands.chunks(batch) {
+                hits.clear();
+                c.intersect(chunk, &mut table, &mut hits).unwrap();
+                got.extend(hits.iter().map(|&(k, tf)| (chunk[k], tf)));
+            }
+            let want: Vec<(u32, u32)> = cands
+                .iter()
+                .filter_map(|d| docs.binary_search(d).ok().map(|k| (*d, tfs[k])))
+                .collect();
+            prop_assert_eq!(got, want);
         }
     }
 }

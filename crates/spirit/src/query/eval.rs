@@ -12,7 +12,7 @@
 
 use super::cache::{Boundary, CachedResult, ResultCache};
 use super::plan::Node;
-use crate::codec::{PostingsCursor, NO_DOC};
+use crate::codec::{decode_norm, encode_norm, PostingsCursor, BLOCK as BLOCK_LEN, NORM_VALUES, NO_DOC};
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, SegState, SegmentDesc, Snapshot};
 use crate::segment::image::{norm_at, number_at};
@@ -326,12 +326,40 @@ impl<'a> Ctx<'a> {
 enum Weight {
     Nothing,
     All,
-    Term { key: Vec<u8>, field: u16, idf: f32, avgdl: f32 },
-    Phrase { keys: Vec<Vec<u8>>, offsets: Vec<u32>, field: u16, idf: f32, avgdl: f32 },
-    TermSet { keys: Vec<Vec<u8>> },
-    Exists { field: u16 },
-    Range { field: u16, lower: Bound<f64>, upper: Bound<f64> },
-    Bool { must: Vec<Weight>, should: Vec<Weight>, must_not: Vec<Weight>, filter: Vec<Weight> },
+    Term {
+        key: Vec<u8>,
+        field: u16,
+        idf: f32,
+        avgdl: f32,
+        bm: Bm25Doc,
+    },
+    Phrase {
+        keys: Vec<Vec<u8>>,
+        offsets: Vec<u32>,
+        field: u16,
+        idf: f32,
+        avgdl: f32,
+        bm: Bm25Doc,
+    },
+    /// Keyword sets score nothing (constant score): `zero` is a BM25 with idf 0.
+    TermSet {
+        keys: Vec<Vec<u8>>,
+        zero: Bm25Doc,
+    },
+    Exists {
+        field: u16,
+    },
+    Range {
+        field: u16,
+        lower: Bound<f64>,
+        upper: Bound<f64>,
+    },
+    Bool {
+        must: Vec<Weight>,
+        should: Vec<Weight>,
+        must_not: Vec<Weight>,
+        filter: Vec<Weight>,
+    },
     DisMax(Vec<Weight>),
 }
 
@@ -343,7 +371,14 @@ fn weight(n: &Node, ctx: &mut Ctx<'_>) -> Result<Weight> {
             ctx.resolve_term(key)?;
             let st = ctx.field_stats(*field);
             let df = ctx.df(key);
-            Weight::Term { key: key.clone(), field: *field, idf: ctx.idf(df, st.docs), avgdl: avgdl(st) }
+            let (idf, avgdl) = (ctx.idf(df, st.docs), avgdl(st));
+            Weight::Term {
+                key: key.clone(),
+                field: *field,
+                idf,
+                avgdl,
+                bm: Bm25Doc::new(idf, ctx.bm25, avgdl),
+            }
         }
         Node::Phrase { field, keys, offsets } => {
             let st = ctx.field_stats(*field);
@@ -352,19 +387,21 @@ fn weight(n: &Node, ctx: &mut Ctx<'_>) -> Result<Weight> {
                 ctx.resolve_term(k)?;
                 idf += ctx.idf(ctx.df(k), st.docs);
             }
+            let avgdl = avgdl(st);
             Weight::Phrase {
                 keys: keys.clone(),
                 offsets: offsets.clone(),
                 field: *field,
                 idf,
-                avgdl: avgdl(st),
+                avgdl,
+                bm: Bm25Doc::new(idf, ctx.bm25, avgdl),
             }
         }
         Node::TermSet { keys } => {
             for k in keys {
                 ctx.resolve_term(k)?;
             }
-            Weight::TermSet { keys: keys.clone() }
+            Weight::TermSet { keys: keys.clone(), zero: Bm25Doc::new(0.0, ctx.bm25, 1.0) }
         }
         Node::Exists { field } => Weight::Exists { field: *field },
         Node::Range { field, lower, upper } => Weight::Range { field: *field, lower: *lower, upper: *upper },
@@ -404,10 +441,45 @@ trait Scorer {
     /// Documents scoring below `theta` cannot enter the top-k any more: the scorer may skip them (and then
     /// no longer returns every match). Only called when exact hit counts are not needed.
     fn set_threshold(&mut self, _theta: f32) {}
-    /// `(bound, last)`: an upper bound of the score of every document from the current one up to `last`
-    /// (block-max data); by default the whole-list bound, valid to the end.
-    fn block_max(&self) -> (f32, u32) {
+    /// `(bound, last)`: an upper bound of the score of every document this scorer can return from
+    /// `target` (at or after its current doc) up to `last`, from block-max data and without moving
+    /// (Lucene's `advanceShallow` + `getMaxScore`); by default the whole-list bound, valid to the end.
+    fn block_max_at(&mut self, _target: u32) -> (f32, u32) {
         (self.upper_bound(), NO_DOC - 1)
+    }
+}
+
+/// A boxed scorer is a scorer: composite scorers are generic over their clauses, so clauses of one concrete
+/// kind (all terms, the benchmark's AND and OR queries) are called statically and inlined, and mixed
+/// clauses go through the box.
+impl<'a> Scorer for Box<dyn Scorer + 'a> {
+    #[inline]
+    fn doc(&self) -> u32 {
+        (**self).doc()
+    }
+    #[inline]
+    fn next(&mut self) -> u32 {
+        (**self).next()
+    }
+    #[inline]
+    fn advance(&mut self, target: u32) -> u32 {
+        (**self).advance(target)
+    }
+    #[inline]
+    fn score(&mut self) -> f32 {
+        (**self).score()
+    }
+    #[inline]
+    fn upper_bound(&self) -> f32 {
+        (**self).upper_bound()
+    }
+    #[inline]
+    fn set_threshold(&mut self, theta: f32) {
+        (**self).set_threshold(theta)
+    }
+    #[inline]
+    fn block_max_at(&mut self, target: u32) -> (f32, u32) {
+        (**self).block_max_at(target)
     }
 }
 
@@ -475,6 +547,7 @@ impl Postings<'_> {
     }
 }
 
+/// One-byte norms (`codec::encode_norm` of the field length) per document.
 enum Norms<'a> {
     Image(&'a [u8]),
     Fresh(&'a FreshSegment, u16),
@@ -482,76 +555,95 @@ enum Norms<'a> {
 }
 
 impl Norms<'_> {
-    fn get(&self, doc: u32) -> u32 {
+    #[inline]
+    fn get(&self, doc: u32) -> u8 {
         match self {
             Norms::Image(c) => norm_at(c, doc),
-            Norms::Fresh(f, field) => f.field_len(*field, doc),
-            Norms::None => 1,
+            Norms::Fresh(f, field) => encode_norm(f.field_len(*field, doc)),
+            Norms::None => encode_norm(1),
         }
     }
 }
 
-/// BM25 of one term with its constants folded: `idf · tf / (tf + k1·(1 − b + b·dl/avgdl))` with
-/// `k1·(1 − b)` and `k1·b/avgdl` precomputed, so a document costs one multiply-add and one division.
+/// BM25 of one term: `idf · tf / (tf + k1·(1 − b + b·dl/avgdl))`, with the length term precomputed for
+/// each of the 256 one-byte norms (as Lucene's `BM25Scorer` caches it), so a document costs a table load,
+/// an add and a division. Built once per query term; every segment's scorer borrows it.
 struct Bm25Doc {
     idf: f32,
-    c0: f32,
-    c1: f32,
+    denom: Box<[f32; NORM_VALUES]>,
 }
 
 impl Bm25Doc {
-    fn new(idf: f32, k1: f32, b: f32, avgdl: f32) -> Bm25Doc {
-        Bm25Doc { idf, c0: k1 * (1.0 - b), c1: k1 * b / avgdl }
+    fn new(idf: f32, bm25: Bm25, avgdl: f32) -> Bm25Doc {
+        let (c0, c1) = (bm25.k1 * (1.0 - bm25.b), bm25.k1 * bm25.b / avgdl);
+        let mut denom = Box::new([0f32; NORM_VALUES]);
+        for (n, d) in denom.iter_mut().enumerate() {
+            *d = c0 + c1 * decode_norm(n as u8) as f32;
+        }
+        Bm25Doc { idf, denom }
     }
 
     #[inline]
-    fn score(&self, tf: f32, dl: u32) -> f32 {
-        self.idf * tf / (tf + self.c0 + self.c1 * dl as f32)
+    fn score(&self, tf: f32, norm: u8) -> f32 {
+        self.idf * tf / (tf + self.denom[norm as usize])
+    }
+
+    /// The score at a (quantized) field length, as block impacts store it.
+    #[inline]
+    fn score_len(&self, tf: f32, dl: u32) -> f32 {
+        self.score(tf, encode_norm(dl))
     }
 }
 
 struct TermScorer<'a> {
     p: Postings<'a>,
     norms: Norms<'a>,
-    bm: Bm25Doc,
+    bm: &'a Bm25Doc,
     ub: f32,
     theta: f32,
+    /// The last block bound computed for `block_max_at`: (block, bound).
+    bound_cache: (u32, f32),
+}
+
+/// A term's score bound over its whole list: the best block bound, or for a one-block list (no skip table)
+/// its best posting. (A corrupt block bounds nothing; the error surfaces when it is read.)
+fn list_bound(c: &mut PostingsCursor<'_>, norms: &Norms<'_>, bm: &Bm25Doc) -> f32 {
+    c.max_over_blocks(|tf, dl| bm.score_len(tf as f32, dl)).unwrap_or_else(|| {
+        c.block_postings().map_or(f32::INFINITY, |(docs, tfs)| {
+            docs.iter().zip(tfs).map(|(&d, &tf)| bm.score(tf as f32, norms.get(d))).fold(0.0, f32::max)
+        })
+    })
 }
 
 impl<'a> TermScorer<'a> {
-    fn new(mut p: Postings<'a>, norms: Norms<'a>, bm: Bm25Doc) -> TermScorer<'a> {
+    fn new(mut p: Postings<'a>, norms: Norms<'a>, bm: &'a Bm25Doc) -> TermScorer<'a> {
         let ub = match &mut p {
-            Postings::Block(c, _) => {
-                c.max_over_blocks(|tf, dl| bm.score(tf as f32, dl)).unwrap_or_else(|| {
-                    // A one-block list has no skip table: its bound is its best posting. (A corrupt block
-                    // bounds nothing; the error surfaces when the scorer reads it.)
-                    c.block_postings().map_or(f32::INFINITY, |(docs, tfs)| {
-                        docs.iter()
-                            .zip(tfs)
-                            .map(|(&d, &tf)| bm.score(tf as f32, norms.get(d)))
-                            .fold(0.0, f32::max)
-                    })
-                })
-            }
+            Postings::Block(c, _) => list_bound(c, &norms, bm),
             // tf / (tf + norm) < 1.
             Postings::Fresh(_) => bm.idf,
             Postings::Empty => 0.0,
         };
-        TermScorer { p, norms, bm, ub, theta: f32::NEG_INFINITY }
+        TermScorer { p, norms, bm, ub, theta: f32::NEG_INFINITY, bound_cache: (u32::MAX, 0.0) }
     }
 
-    /// Skips whole blocks whose bound is below the threshold (block-max skipping).
+    /// Skips whole blocks whose bound is below the threshold (block-max skipping), reading only their
+    /// impacts: the first block that can compete is the only one decoded.
     #[inline]
     fn skip_blocks(&mut self) -> u32 {
         if self.theta > 0.0 {
             if let Postings::Block(c, _) = &mut self.p {
-                let bm = &self.bm;
-                while let Some(b) = c.block_bound(|tf, dl| bm.score(tf as f32, dl)) {
-                    if b >= self.theta {
-                        break;
-                    }
-                    if c.next_block().is_err() || c.doc() == NO_DOC {
-                        break;
+                let bm = self.bm;
+                let first = c.block_index();
+                let mut b = first;
+                while c.doc() != NO_DOC
+                    && c.bound_of_block(b, |tf, dl| bm.score_len(tf as f32, dl))
+                        .is_some_and(|x| x < self.theta)
+                {
+                    b += 1;
+                }
+                if b != first {
+                    if let Err(e) = c.seek_block(b) {
+                        return self.p.fail(e.into());
                     }
                 }
             }
@@ -586,11 +678,23 @@ impl Scorer for TermScorer<'_> {
     fn set_threshold(&mut self, theta: f32) {
         self.theta = theta;
     }
-    fn block_max(&self) -> (f32, u32) {
+    fn block_max_at(&mut self, target: u32) -> (f32, u32) {
         match &self.p {
-            Postings::Block(c, _) => {
-                let bm = &self.bm;
-                (c.block_bound(|tf, dl| bm.score(tf as f32, dl)).unwrap_or(self.ub), c.block_last_doc())
+            Postings::Block(c, _) if c.block_count() > 1 => {
+                if c.doc() == NO_DOC {
+                    return (0.0, NO_DOC - 1);
+                }
+                let b = c.shallow_block(target);
+                if b >= c.block_count() {
+                    // Nothing at or after the target.
+                    return (0.0, NO_DOC - 1);
+                }
+                if self.bound_cache.0 != b {
+                    let bm = self.bm;
+                    let x = c.bound_of_block(b, |tf, dl| bm.score_len(tf as f32, dl)).unwrap_or(self.ub);
+                    self.bound_cache = (b, x);
+                }
+                (self.bound_cache.1, c.last_doc_of(b))
             }
             _ => (self.ub, NO_DOC - 1),
         }
@@ -639,7 +743,7 @@ struct PhraseScorer<'a> {
     ps: Vec<Postings<'a>>,
     offsets: Vec<u32>,
     norms: Norms<'a>,
-    bm: Bm25Doc,
+    bm: &'a Bm25Doc,
     doc: u32,
     freq: u32,
     bufs: Vec<Vec<u32>>,
@@ -761,8 +865,8 @@ impl Scorer for ConstScorer<'_> {
 /// sorted by upper bound, and the longest prefix whose bounds add up to less than the threshold is
 /// *non-essential* — those clauses alone cannot make a document competitive, so the union only iterates the
 /// essential ones and merely advances the others to each candidate.
-struct UnionScorer<'a> {
-    subs: Vec<Box<dyn Scorer + 'a>>,
+struct UnionScorer<S> {
+    subs: Vec<S>,
     doc: u32,
     max: bool,
     /// Clauses `0..essential_from` are non-essential (MaxScore); 0 without a threshold.
@@ -778,9 +882,9 @@ struct UnionScorer<'a> {
     parts: Vec<Option<f32>>,
 }
 
-impl<'a> UnionScorer<'a> {
-    fn new(subs: Vec<Box<dyn Scorer + 'a>>, max: bool) -> UnionScorer<'a> {
-        let mut sorted: Vec<(usize, Box<dyn Scorer + 'a>)> = subs.into_iter().enumerate().collect();
+impl<S: Scorer> UnionScorer<S> {
+    fn new(subs: Vec<S>, max: bool) -> UnionScorer<S> {
+        let mut sorted: Vec<(usize, S)> = subs.into_iter().enumerate().collect();
         sorted.sort_by(|a, b| a.1.upper_bound().total_cmp(&b.1.upper_bound()));
         let (plan, subs): (Vec<usize>, Vec<_>) = sorted.into_iter().unzip();
         let mut acc = 0.0;
@@ -804,7 +908,7 @@ impl<'a> UnionScorer<'a> {
     }
 }
 
-impl Scorer for UnionScorer<'_> {
+impl<S: Scorer> Scorer for UnionScorer<S> {
     fn doc(&self) -> u32 {
         self.doc
     }
@@ -870,43 +974,52 @@ impl Scorer for UnionScorer<'_> {
 /// With a threshold it also runs block-max AND: where every clause agrees on a document, the sum of the
 /// clauses' block bounds caps the score of every document up to the nearest block end, so a sum below the
 /// threshold skips all of them at once.
-struct ConjScorer<'a> {
-    subs: Vec<Box<dyn Scorer + 'a>>,
+struct ConjScorer<S> {
+    subs: Vec<S>,
     doc: u32,
     theta: f32,
 }
 
-impl ConjScorer<'_> {
+impl<S: Scorer> ConjScorer<S> {
     fn settle(&mut self, mut target: u32) -> u32 {
         loop {
-            target = leapfrog(&mut self.subs, target, |s, t| s.advance(t));
-            if target == NO_DOC {
-                self.doc = NO_DOC;
-                return NO_DOC;
-            }
             if self.theta > 0.0 {
-                let (mut bound, mut last) = (0.0f32, NO_DOC - 1);
-                for s in &self.subs {
-                    let (b, l) = s.block_max();
-                    bound += b;
-                    last = last.min(l);
-                }
-                if bound < self.theta {
-                    target = last.max(target) + 1;
+                // Block-max AND: skip every region whose clauses' block bounds cannot add up to θ, from the
+                // skip data alone, before decoding a block of it.
+                loop {
+                    let (mut bound, mut last) = (0.0f32, NO_DOC - 1);
+                    for s in &mut self.subs {
+                        let (b, l) = s.block_max_at(target);
+                        bound += b;
+                        last = last.min(l);
+                    }
+                    if bound >= self.theta {
+                        break;
+                    }
+                    target = last.max(target).saturating_add(1);
                     if target == NO_DOC {
                         self.doc = NO_DOC;
                         return NO_DOC;
                     }
-                    continue;
                 }
             }
-            self.doc = target;
-            return target;
+            let t = leapfrog(&mut self.subs, target, |s, t| s.advance(t));
+            if t == NO_DOC {
+                self.doc = NO_DOC;
+                return NO_DOC;
+            }
+            if self.theta > 0.0 && t != target {
+                // The common doc is in another region: check its bounds first.
+                target = t;
+                continue;
+            }
+            self.doc = t;
+            return t;
         }
     }
 }
 
-impl Scorer for ConjScorer<'_> {
+impl<S: Scorer> Scorer for ConjScorer<S> {
     settle_driven!();
     fn score(&mut self) -> f32 {
         self.subs.iter_mut().map(|s| s.score()).sum()
@@ -997,9 +1110,18 @@ fn norms<'a>(seg: &Seg<'a>, field: u16) -> Norms<'a> {
     }
 }
 
+/// The scorer of a term weight, unboxed (`None` for any other weight).
+fn term_scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Option<TermScorer<'a>> {
+    match w {
+        Weight::Term { key, field, bm, .. } => {
+            Some(TermScorer::new(term_postings(ctx, si, key), norms(&ctx.segs[si], *field), bm))
+        }
+        _ => None,
+    }
+}
+
 fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a> {
     let seg = &ctx.segs[si];
-    let bm = |idf: f32, avgdl: f32| Bm25Doc::new(idf, ctx.bm25.k1, ctx.bm25.b, avgdl);
     match w {
         Weight::Nothing => Box::new(EmptyScorer),
         Weight::All => {
@@ -1007,17 +1129,15 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             s.settle(0);
             Box::new(s)
         }
-        Weight::Term { key, field, idf, avgdl } => {
-            Box::new(TermScorer::new(term_postings(ctx, si, key), norms(seg, *field), bm(*idf, *avgdl)))
-        }
-        Weight::Phrase { keys, offsets, field, idf, avgdl } => {
+        Weight::Term { .. } => Box::new(term_scorer(w, ctx, si).expect("a term weight")),
+        Weight::Phrase { keys, offsets, field, bm, .. } => {
             let ps: Vec<Postings<'a>> = keys.iter().map(|k| term_postings(ctx, si, k)).collect();
             let n = ps.len();
             let mut s = PhraseScorer {
                 ps,
                 offsets: offsets.clone(),
                 norms: norms(seg, *field),
-                bm: bm(*idf, *avgdl),
+                bm,
                 doc: 0,
                 freq: 0,
                 bufs: vec![vec![]; n],
@@ -1025,11 +1145,11 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             s.settle(0);
             Box::new(s)
         }
-        Weight::TermSet { keys } => {
+        Weight::TermSet { keys, zero } => {
             let subs: Vec<Box<dyn Scorer + 'a>> = keys
                 .iter()
                 .map(|k| {
-                    Box::new(TermScorer::new(term_postings(ctx, si, k), Norms::None, bm(0.0, 1.0)))
+                    Box::new(TermScorer::new(term_postings(ctx, si, k), Norms::None, zero))
                         as Box<dyn Scorer + 'a>
                 })
                 .filter(|s| s.doc() != NO_DOC)
@@ -1082,6 +1202,22 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             Box::new(UnionScorer::new(subs, true))
         }
         Weight::Bool { must, should, must_not, filter } => {
+            // Only terms, all required or all optional (AND and OR of words): clauses of one concrete type.
+            if filter.is_empty() && must_not.is_empty() && (must.is_empty() != should.is_empty()) {
+                let terms: Option<Vec<TermScorer<'a>>> = if must.is_empty() { should } else { must }
+                    .iter()
+                    .map(|w| term_scorer(w, ctx, si))
+                    .collect();
+                match terms {
+                    Some(t) if t.len() > 1 && should.is_empty() => {
+                        let mut c = ConjScorer { subs: t, doc: 0, theta: f32::NEG_INFINITY };
+                        c.settle(0);
+                        return Box::new(c);
+                    }
+                    Some(t) if t.len() > 1 => return Box::new(UnionScorer::new(t, false)),
+                    _ => {}
+                }
+            }
             let mut req: Vec<Box<dyn Scorer + 'a>> = must.iter().map(|w| scorer(w, ctx, si)).collect();
             req.extend(
                 filter.iter().map(|w| {
@@ -1113,6 +1249,9 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
                 c.settle(0);
                 (Box::new(c), opt)
             };
+            if opt.is_none() && excl.is_none() {
+                return req;
+            }
             let mut b = BoolScorer { req, opt, excl, doc: 0 };
             b.skip_excluded();
             Box::new(b)
@@ -1173,6 +1312,7 @@ impl Collector {
         }
     }
 
+    #[inline]
     fn push_score(&mut self, e: Entry) {
         if self.heap.len() < self.cap {
             self.heap.push(Reverse(e));
@@ -1243,10 +1383,29 @@ fn eval_segment(
     if opts.sort == Sort::Newest && !opts.track_total && matches!(seg.kind, SegKind::Image(_)) {
         return newest_backwards(ctx, w, si, col);
     }
-    let mut s = scorer(w, ctx, si);
     // Top-k without exact counts: scorers may skip what cannot beat the k-th best score so far (a doc with an
     // equal score still can: ties go to the newer doc, and documents arrive in id order).
     let prune = opts.sort == Sort::Score && !opts.track_total && col.cap > 0;
+    if let (SegKind::Image(_), Sort::Score) = (&seg.kind, opts.sort) {
+        if col.cap > 0 {
+            match w {
+                Weight::Term { key, field, bm, .. } => {
+                    return term_top_k(ctx, si, key, *field, bm, col, prune)
+                }
+                Weight::Bool { must, should, must_not, filter }
+                    if must.len() > 1
+                        && should.is_empty()
+                        && must_not.is_empty()
+                        && filter.is_empty()
+                        && must.iter().all(|w| matches!(w, Weight::Term { .. })) =>
+                {
+                    return conj_top_k(ctx, si, must, col, prune);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut s = scorer(w, ctx, si);
     let mut theta = f32::NEG_INFINITY;
     if prune && col.heap.len() >= col.cap {
         theta = col.theta();
@@ -1306,6 +1465,272 @@ fn eval_segment(
     }
     col.newest.extend(seg_hits.into_iter().rev());
     Ok(())
+}
+
+/// Top-k of a single term on an image, a block at a time (the single-term loop of block-max WAND, as in
+/// Tantivy and Lucene's impacts): with a threshold, a block whose impact bound is below it is skipped
+/// without being decoded; a competitive block is decoded whole (docs and frequencies, SIMD) and scored in a
+/// tight loop with the norms table. Same documents, scores, ties and counting as the generic scorer path.
+fn term_top_k(
+    ctx: &Ctx<'_>,
+    si: usize,
+    key: &[u8],
+    field: u16,
+    bm: &Bm25Doc,
+    col: &mut Collector,
+    prune: bool,
+) -> Result<()> {
+    let seg = &ctx.segs[si];
+    let fail = |e: crate::codec::CodecError| {
+        Error::Format(format!("segment {}: {}", seg.desc.id, SegmentError::from(e).0))
+    };
+    let mut c = match term_postings(ctx, si, key) {
+        Postings::Block(c, _) => c,
+        Postings::Empty => return Ok(()),
+        Postings::Fresh(_) => unreachable!("an image has no fresh postings"),
+    };
+    let norms = norms(seg, field);
+    let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
+    let any_deleted = del.count() > 0;
+    let mut theta = f32::NEG_INFINITY;
+    for b in 0..c.block_count() {
+        if prune && col.heap.len() >= col.cap {
+            theta = col.theta();
+            col.exact = false;
+            if c.bound_of_block(b, |tf, dl| bm.score_len(tf as f32, dl)).is_some_and(|x| x < theta) {
+                continue;
+            }
+        }
+        c.seek_block(b).map_err(fail)?;
+        let (docs, tfs) = c.block_postings().map_err(fail)?;
+        for (&d, &tf) in docs.iter().zip(tfs) {
+            if d >= visible {
+                return Ok(());
+            }
+            if any_deleted && del.is_deleted(d) {
+                continue;
+            }
+            col.total += 1;
+            let score = bm.score(tf as f32, norms.get(d));
+            // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
+            if score >= theta {
+                col.push_score(Entry(score, base + d));
+                if prune && col.heap.len() >= col.cap {
+                    theta = col.theta();
+                }
+            }
+        }
+    }
+    let _ = theta;
+    Ok(())
+}
+
+/// AND of terms on an image, window by window (block-max conjunction, as Lucene's
+/// `BlockMaxConjunctionScorer` and Tantivy's `block_wand_intersection`). A window is the rest of the rarest
+/// (lead) list's current block, cut at the end of every other list's block there once the top-k is full,
+/// so each term's block bound holds over it; all of it comes from the skip tables, nothing is decoded.
+///
+/// - With `prune` (no exact count wanted) and a full top-k, a window whose sum of bounds is below the k-th
+///   best score is skipped whole, and inside a window a lead doc whose own score plus the other terms'
+///   bounds is below it is dropped before any other list is looked at (score first, then intersect).
+/// - Otherwise every lead doc is a candidate and every match is counted; a window whose bound cannot
+///   compete is counted without being scored.
+///
+/// The candidates are then intersected with each other list, rarest first ([`PostingsCursor::intersect`]:
+/// a doc-id table when dense, the skip table otherwise), and the survivors scored term by term. Scores add
+/// in query order, as `ConjScorer` adds them, and so do the bounds: float addition is monotone, so a sum of
+/// bounds never falls below the sum of the scores it bounds. Ties stay in (`>=`): the newer doc wins them.
+fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, prune: bool) -> Result<()> {
+    let seg = &ctx.segs[si];
+    let fail = |e: crate::codec::CodecError| {
+        Error::Format(format!("segment {}: {}", seg.desc.id, SegmentError::from(e).0))
+    };
+    let n = must.len();
+    let mut curs = Vec::with_capacity(n);
+    let mut scoring = Vec::with_capacity(n);
+    for w in must {
+        let Weight::Term { key, field, bm, .. } = w else { unreachable!("terms only") };
+        match term_postings(ctx, si, key) {
+            Postings::Block(c, _) => curs.push(c),
+            Postings::Empty => return Ok(()),
+            Postings::Fresh(_) => unreachable!("an image has no fresh postings"),
+        }
+        scoring.push((norms(seg, *field), bm));
+    }
+    // Every block's bound per term, and the term's bound over its whole list.
+    let bounds: Vec<Vec<f32>> =
+        (0..n).map(|t| curs[t].block_bounds(|tf, dl| scoring[t].1.score_len(tf as f32, dl))).collect();
+    let ubs: Vec<f32> = (0..n)
+        .map(|t| match bounds[t].is_empty() {
+            true => list_bound(&mut curs[t], &scoring[t].0, scoring[t].1),
+            false => bounds[t].iter().copied().fold(0.0, f32::max),
+        })
+        .collect();
+    let block_bound = |t: usize, b: u32| bounds[t].get(b as usize).copied().unwrap_or(ubs[t]);
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&t| curs[t].len());
+    let lead = order[0];
+    let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
+    let any_deleted = del.count() > 0;
+    // The lead's decoded block (copied out, so the other cursors can be borrowed while it is used).
+    let (mut lead_block, mut lead_docs, mut lead_tfs) = (u32::MAX, Vec::new(), Vec::new());
+    // Candidates of the current window and, per term, their frequencies (compacted together).
+    let mut cand: Vec<u32> = Vec::with_capacity(BLOCK_LEN);
+    let mut tfs: Vec<Vec<u32>> = vec![Vec::with_capacity(BLOCK_LEN); n];
+    let mut hits: Vec<(usize, u32)> = Vec::with_capacity(BLOCK_LEN);
+    let mut table: Vec<u32> = vec![];
+    let mut scores: Vec<f32> = Vec::with_capacity(BLOCK_LEN);
+    // Per term, its bound over the current window.
+    let mut bnd = ubs.clone();
+    let mut doc = 0u32;
+    while doc < visible {
+        let lb = curs[lead].shallow_block(doc);
+        if lb >= curs[lead].block_count() {
+            break;
+        }
+        if lb != lead_block {
+            let c = &mut curs[lead];
+            c.seek_block(lb).map_err(fail)?;
+            let (d, f) = c.block_postings().map_err(fail)?;
+            lead_docs.clear();
+            lead_docs.extend_from_slice(d);
+            lead_tfs.clear();
+            lead_tfs.extend_from_slice(f);
+            lead_block = lb;
+        }
+        let mut end = curs[lead].last_doc_of(lb);
+        let full = col.heap.len() >= col.cap;
+        let theta = if full { col.theta() } else { f32::NEG_INFINITY };
+        if full {
+            bnd[lead] = block_bound(lead, lb);
+            for &t in &order[1..] {
+                let c = &curs[t];
+                let b = c.shallow_block(doc);
+                if b >= c.block_count() {
+                    // This list has nothing at or after `doc`: no match from here on.
+                    return Ok(());
+                }
+                end = end.min(c.last_doc_of(b));
+                bnd[t] = block_bound(t, b);
+            }
+            if prune && bnd.iter().sum::<f32>() < theta {
+                col.exact = false;
+                doc = end.saturating_add(1);
+                continue;
+            }
+        }
+        let (from, to) = (lead_docs.partition_point(|&d| d < doc), lead_docs.partition_point(|&d| d <= end));
+        cand.clear();
+        tfs[lead].clear();
+        if prune && full {
+            // Score first: keep a lead doc only if its own score plus the others' bounds can compete (summed
+            // in query order: the bounds before the lead's, its score, the bounds after).
+            let (norms, bm) = &scoring[lead];
+            let (docs, ftf) = (&lead_docs[from..to], &lead_tfs[from..to]);
+            scores.clear();
+            scores.resize(docs.len(), 0.0);
+            add_scores(bm, norms, docs, ftf, &mut scores);
+            let (before, after): (f32, &[f32]) = (bnd[..lead].iter().sum(), &bnd[lead + 1..]);
+            // Branch-free compaction: always write, advance only past a kept doc.
+            cand.resize(docs.len(), 0);
+            let ltf = &mut tfs[lead];
+            ltf.resize(docs.len(), 0);
+            let mut m = 0;
+            for j in 0..docs.len() {
+                let bound = after.iter().fold(before + scores[j], |a, &b| a + b);
+                cand[m] = docs[j];
+                ltf[m] = ftf[j];
+                m += (bound >= theta) as usize;
+            }
+            cand.truncate(m);
+            ltf.truncate(m);
+            if cand.len() < to - from {
+                col.exact = false;
+            }
+        } else {
+            cand.extend_from_slice(&lead_docs[from..to]);
+            tfs[lead].extend_from_slice(&lead_tfs[from..to]);
+        }
+        doc = end.saturating_add(1);
+        for (i, &t) in order.iter().enumerate().skip(1) {
+            if cand.is_empty() {
+                break;
+            }
+            hits.clear();
+            curs[t].intersect(&cand, &mut table, &mut hits).map_err(fail)?;
+            // Keep the candidates found, with the frequencies of the terms done so far (hits come in
+            // candidate order, so compacting in place never overwrites one still to move).
+            for (j, &(k, tf)) in hits.iter().enumerate() {
+                cand[j] = cand[k];
+                for &u in &order[..i] {
+                    tfs[u][j] = tfs[u][k];
+                }
+                tfs[t].push(tf);
+            }
+            cand.truncate(hits.len());
+            for &u in &order[..i] {
+                tfs[u].truncate(hits.len());
+            }
+        }
+        // Drop what the reader cannot see (past its snapshot, deleted), then count.
+        cand.truncate(cand.partition_point(|&d| d < visible));
+        if any_deleted {
+            let mut m = 0;
+            for j in 0..cand.len() {
+                if !del.is_deleted(cand[j]) {
+                    cand[m] = cand[j];
+                    for t in &mut tfs {
+                        if j < t.len() {
+                            t[m] = t[j];
+                        }
+                    }
+                    m += 1;
+                }
+            }
+            cand.truncate(m);
+        }
+        col.total += cand.len() as u64;
+        let competes = !full || bnd.iter().sum::<f32>() >= theta;
+        if !cand.is_empty() && competes {
+            // Score term by term over the batch (tight loops), adding in query order.
+            scores.clear();
+            scores.resize(cand.len(), 0.0);
+            for (t, (norms, bm)) in scoring.iter().enumerate() {
+                add_scores(bm, norms, &cand, &tfs[t][..cand.len()], &mut scores);
+            }
+            let mut theta = theta;
+            for (&s, &d) in scores.iter().zip(&cand) {
+                // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
+                if s >= theta {
+                    col.push_score(Entry(s, base + d));
+                    if col.heap.len() >= col.cap {
+                        theta = col.theta();
+                    }
+                }
+            }
+        }
+        for t in &mut tfs {
+            t.clear();
+        }
+    }
+    Ok(())
+}
+
+/// Adds each posting's BM25 to `scores` (one per doc), in a tight loop over a batch: the norms column is
+/// read directly and nothing is called per doc, so the divisions pipeline.
+fn add_scores(bm: &Bm25Doc, norms: &Norms<'_>, docs: &[u32], tfs: &[u32], scores: &mut [f32]) {
+    match norms {
+        Norms::Image(col) => {
+            for ((s, &d), &f) in scores.iter_mut().zip(docs).zip(tfs) {
+                *s += bm.score(f as f32, norm_at(col, d));
+            }
+        }
+        _ => {
+            for ((s, &d), &f) in scores.iter_mut().zip(docs).zip(tfs) {
+                *s += bm.score(f as f32, norms.get(d));
+            }
+        }
+    }
 }
 
 /// Newest first without an exact count, on an image: windows of doc ids from the segment's end (512 docs,
@@ -1726,7 +2151,7 @@ fn work(w: &Weight, ctx: &Ctx<'_>) -> u64 {
         Weight::Nothing => 0,
         Weight::Term { key, .. } => df(key),
         Weight::Phrase { keys, .. } => keys.iter().map(|k| 2 * df(k)).sum(),
-        Weight::TermSet { keys } => keys.iter().map(df).sum(),
+        Weight::TermSet { keys, .. } => keys.iter().map(df).sum(),
         Weight::All | Weight::Exists { .. } | Weight::Range { .. } => docs(),
         Weight::Bool { must, should, must_not, filter } => {
             must.iter().chain(should).chain(must_not).chain(filter).map(|c| work(c, ctx)).sum()

@@ -16,7 +16,7 @@
 
 use super::image::{norm_at, ImageWriter, TermPostings};
 use super::{FieldStats, ImageView, SegmentError};
-use crate::codec::{PostingsCursor, NO_DOC};
+use crate::codec::{decode_norm, PostingsCursor, NO_DOC};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -146,7 +146,7 @@ fn append_postings(
         if pos.windows(2).any(|x| x[0] > x[1]) || n_positions > blob.len() {
             return Err(SegmentError(format!("positions of doc {d} corrupt")));
         }
-        out.push(offset + d, tf, pos, norms.map_or(0, |col| norm_at(col, d)));
+        out.push(offset + d, tf, pos, norms.map_or(0, |col| decode_norm(norm_at(col, d))));
         last = Some(d);
         n += 1;
         c.next()?;
@@ -187,7 +187,7 @@ fn merge_columns(parts: &[ImageView<'_>], w: &mut ImageWriter) -> Result<(), Seg
                             p.seg_id()
                         )))
                     }
-                    None if is_text => col.resize(col.len() + 4 * n, 0),
+                    None if is_text => col.resize(col.len() + n, 0),
                     None => {
                         for _ in 0..n {
                             col.extend_from_slice(&f64::NAN.to_le_bytes());
@@ -313,7 +313,12 @@ mod tests {
         while c.doc() != NO_DOC {
             let mut p = vec![];
             c.positions(&mut p).unwrap();
-            out.push((offset + c.doc(), c.freq().unwrap(), p, norms.map_or(0, |n| norm_at(n, c.doc()))));
+            out.push((
+                offset + c.doc(),
+                c.freq().unwrap(),
+                p,
+                norms.map_or(0, |n| decode_norm(norm_at(n, c.doc()))),
+            ));
             c.next().unwrap();
         }
         out

@@ -8,7 +8,8 @@
 //!   KEYS     concatenated term keys (field id big-endian + term bytes)
 //!   POSTINGS one codec blob per term (see `codec`)
 //!   FIELDS   n_fields × 32 B: field u32 | kind u32 | docs u64 | total_len u64 | column offset u64
-//!   COLUMNS  norms (u32 per doc) or numbers (f64 per doc, NaN = none)
+//!   COLUMNS  norms (one byte per doc, `codec::encode_norm` of the field length) or numbers (f64 per doc,
+//!            NaN = none)
 //!   DOCSTORE n_blocks u32 | pad | n_blocks × (first_doc u32 | comp_len u32 | off u64) | LZ4 blocks of
 //!            records (VByte id length, id, VByte source length, source)
 //!   IDS      doc_count × 16 B sorted: xxh3(_id) u64 | doc u32 | pad
@@ -19,10 +20,11 @@
 //! code as the DRAM copy. The body checksum is verified by `spirit check` and on demand.
 
 use super::{FieldStats, FreshSegment, SegmentError};
-use crate::codec::{encode_postings, read_vbyte, write_vbyte, PostingsCursor};
+use crate::codec::{encode_norm, encode_postings, read_vbyte, write_vbyte, PostingsCursor};
 
 const MAGIC: &[u8; 8] = b"SPSEG001";
-const VERSION: u32 = 1;
+/// 2: one-byte norms (1 had u32 lengths).
+const VERSION: u32 = 2;
 const HEADER: usize = 64;
 const N_SECTIONS: usize = 8;
 const PREFIX: usize = HEADER + N_SECTIONS * 16;
@@ -85,7 +87,7 @@ impl ImageBuilder {
             w.add_column(f, is_text, stats, |col| {
                 for d in 0..n {
                     if is_text {
-                        col.extend_from_slice(&fresh.field_len(f, d).to_le_bytes());
+                        col.push(encode_norm(fresh.field_len(f, d)));
                     } else {
                         col.extend_from_slice(&fresh.numeric(f, d).unwrap_or(f64::NAN).to_le_bytes());
                     }
@@ -169,7 +171,7 @@ impl ImageWriter {
         self.key_hashes.push(key_hash(key));
     }
 
-    /// Adds the next field's column (fields increasing): `fill` appends a u32 norm (text) or an f64 (numeric,
+    /// Adds the next field's column (fields increasing): `fill` appends a one-byte norm (text) or an f64 (numeric,
     /// NaN = none) per document of the image.
     pub fn add_column(
         &mut self,
@@ -537,9 +539,9 @@ impl<'a> ImageView<'a> {
         self.section(COLUMNS).get(off..off.checked_add(self.doc_count as usize * width)?)
     }
 
-    /// The norms column of a term field (field length per doc).
+    /// The norms column of a term field (one-byte norm of the field length per doc).
     pub fn norms(&self, field: u16) -> Option<&'a [u8]> {
-        self.column(field, KIND_NORMS, 4)
+        self.column(field, KIND_NORMS, 1)
     }
 
     /// The numeric column of a numeric or date field.
@@ -681,10 +683,10 @@ impl<'a> ImageView<'a> {
     }
 }
 
-/// Reads a u32 norm of `doc` from a norms column.
+/// Reads the one-byte norm of `doc` from a norms column (0 past its end).
 #[inline]
-pub fn norm_at(col: &[u8], doc: u32) -> u32 {
-    col.get(doc as usize * 4..doc as usize * 4 + 4).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap()))
+pub fn norm_at(col: &[u8], doc: u32) -> u8 {
+    col.get(doc as usize).copied().unwrap_or(0)
 }
 
 /// Reads the number of `doc` from a numeric column.

@@ -721,6 +721,18 @@ impl Shard {
         self.inner.reclaim()
     }
 
+    /// Seals the fresh segment, commits and merges everything, then compacts until at most `max_segments`
+    /// merged segments remain (see `ShardInner::force_merge`). Returns the segments left. Documents added
+    /// meanwhile stay in newer segments, as in Elasticsearch.
+    pub fn force_merge(&self, max_segments: usize) -> Result<usize> {
+        if max_segments == 0 {
+            return Err(Error::InvalidArgument("max_num_segments must be at least 1".into()));
+        }
+        self.seal()?;
+        self.commit_and_merge_all()?;
+        self.inner.force_merge(max_segments)
+    }
+
     pub fn stats(&self) -> ShardStats {
         let snap = self.inner.gdt.pin();
         let mut segments = std::collections::BTreeMap::new();

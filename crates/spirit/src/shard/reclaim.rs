@@ -118,6 +118,42 @@ impl ShardInner {
         Ok(())
     }
 
+    /// Force merge (Elasticsearch's `_forcemerge?max_num_segments=N`, Lucene's `forceMerge(N)`): compacts
+    /// merged segments until at most `max_segments` remain, ignoring the policy's size bound (the caller
+    /// asked for it). Each step rewrites the consecutive window of segments with the fewest bytes that brings
+    /// the count down to the target, so one step reaches it. Deleted documents are kept, like any compaction
+    /// (their bits carry over). Returns the number of merged segments left.
+    pub(super) fn force_merge(&self, max_segments: usize) -> Result<usize> {
+        assert!(max_segments >= 1, "force merge to zero segments");
+        let mut st = self.reclaim.lock();
+        loop {
+            let merged = merged_prefix(&self.gdt.pin());
+            if merged.len() <= max_segments {
+                return Ok(merged.len());
+            }
+            let width = merged.len() - max_segments + 1;
+            let run = merged
+                .windows(width)
+                .min_by_key(|w| w.iter().map(|s| image_len(s)).sum::<u64>())
+                .expect("more segments than the target")
+                .to_vec();
+            if run.iter().map(|s| s.doc_count as u64).sum::<u64>() >= u32::MAX as u64 {
+                return Err(Error::InvalidArgument(format!(
+                    "force merge to {max_segments} segment(s): a segment would hold more than {} documents",
+                    u32::MAX - 1
+                )));
+            }
+            if !self.compact(&mut st, &run)? {
+                return Err(Error::ResourceExhausted(format!(
+                    "{}: not enough persistent space to force merge {} segments (the new image needs room \
+                     beside the old ones until the swap)",
+                    self.heap.path().display(),
+                    run.len()
+                )));
+            }
+        }
+    }
+
     /// The oldest run of `factor` consecutive merged segments on one size level, if any.
     fn pick_compaction(&self) -> Option<Vec<Arc<SegmentDesc>>> {
         let p = self.cfg.compaction;

@@ -80,6 +80,8 @@ pub enum Op {
     Seal,
     CommitMerge,
     Compact,
+    /// Force merge down to this many segments (1 or 2).
+    ForceMerge(usize),
     Reopen,
 }
 
@@ -92,6 +94,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Seal),
         1 => Just(Op::CommitMerge),
         1 => Just(Op::Compact),
+        1 => (1usize..3).prop_map(Op::ForceMerge),
         1 => Just(Op::Reopen),
     ]
 }

@@ -46,6 +46,10 @@ pub fn mappings() -> serde_json::Value {
 #[derive(Default)]
 pub struct Reference {
     pub docs: Vec<RefDoc>,
+    /// Memoized collection statistics (per field, per field and term): brute force stays brute force per
+    /// document, but not quadratic per query. Cleared by every change.
+    stats_memo: std::cell::RefCell<HashMap<String, (f64, f64)>>,
+    idf_memo: std::cell::RefCell<HashMap<(String, String), f64>>,
 }
 
 pub const K1: f64 = 1.2;
@@ -56,12 +60,19 @@ impl Reference {
         for old in self.docs.iter_mut().filter(|o| o.id == d.id && o.live) {
             old.live = false;
         }
+        self.forget();
         d.seq = self.docs.len();
         d.live = true;
         self.docs.push(d);
     }
 
+    fn forget(&mut self) {
+        self.stats_memo.get_mut().clear();
+        self.idf_memo.get_mut().clear();
+    }
+
     pub fn delete(&mut self, id: &str) -> bool {
+        self.forget();
         let mut found = false;
         for d in self.docs.iter_mut().filter(|o| o.id == id && o.live) {
             d.live = false;
@@ -71,6 +82,15 @@ impl Reference {
     }
 
     fn stats(&self, field: &str) -> (f64, f64) {
+        if let Some(&s) = self.stats_memo.borrow().get(field) {
+            return s;
+        }
+        let s = self.stats_uncached(field);
+        self.stats_memo.borrow_mut().insert(field.to_string(), s);
+        s
+    }
+
+    fn stats_uncached(&self, field: &str) -> (f64, f64) {
         // Every document has both text fields (generator guarantees non-empty values).
         let n = self.docs.len() as f64;
         let total: usize = self.docs.iter().map(|d| d.field(field).unwrap().len()).sum();
@@ -78,14 +98,27 @@ impl Reference {
     }
 
     fn idf(&self, field: &str, term: &str) -> f64 {
+        let key = (field.to_string(), term.to_string());
+        if let Some(&x) = self.idf_memo.borrow().get(&key) {
+            return x;
+        }
+        let x = self.idf_uncached(field, term);
+        self.idf_memo.borrow_mut().insert(key, x);
+        x
+    }
+
+    fn idf_uncached(&self, field: &str, term: &str) -> f64 {
         let (n, _) = self.stats(field);
         let df =
             self.docs.iter().filter(|d| d.field(field).unwrap().iter().any(|t| t == term)).count() as f64;
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
     }
 
+    /// BM25 with the field length as scoring sees it: through the one-byte norm (exact below 24 tokens,
+    /// 4 significant bits above), as Lucene does; the average length stays exact.
     fn bm25(&self, field: &str, idf: f64, tf: f64, dl: usize) -> f64 {
         let (_, avgdl) = self.stats(field);
+        let dl = spirit::codec::quantized_length(dl as u32);
         idf * tf / (tf + K1 * (1.0 - B + B * dl as f64 / avgdl))
     }
 
