@@ -388,6 +388,12 @@ impl<'a> PostingsCursor<'a> {
         (0..self.n_blocks as usize).map(|b| self.bound_of(b, &f)).collect()
     }
 
+    /// Docs and term frequencies of the current block from the current posting on.
+    pub fn rest_of_block(&mut self) -> Result<(&[u32], &[u32]), CodecError> {
+        self.decode_tfs()?;
+        Ok((&self.docs[self.i..self.len], &self.tfs[self.i..self.len]))
+    }
+
     /// Docs and term frequencies of the decoded block.
     pub fn block_postings(&mut self) -> Result<(&[u32], &[u32]), CodecError> {
         self.decode_tfs()?;

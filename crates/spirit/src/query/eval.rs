@@ -588,6 +588,30 @@ impl Bm25Doc {
         self.idf * tf / (tf + self.denom[norm as usize])
     }
 
+    /// Scores a batch of postings into `out` — bit for bit what [`Self::score`] gives each: first the
+    /// length denominators (table loads), then arithmetic alone, which the compiler vectorizes (four
+    /// divisions at a time instead of one).
+    #[inline]
+    fn score_batch(&self, norms: &Norms<'_>, docs: &[u32], tfs: &[u32], out: &mut [f32]) {
+        let out = &mut out[..docs.len()];
+        match norms {
+            Norms::Image(col) => {
+                for (o, &d) in out.iter_mut().zip(docs) {
+                    *o = self.denom[norm_at(col, d) as usize];
+                }
+            }
+            _ => {
+                for (o, &d) in out.iter_mut().zip(docs) {
+                    *o = self.denom[norms.get(d) as usize];
+                }
+            }
+        }
+        for (o, &f) in out.iter_mut().zip(tfs) {
+            let tf = f as f32;
+            *o = self.idf * tf / (tf + *o);
+        }
+    }
+
     /// The score at a (quantized) field length, as block impacts store it.
     #[inline]
     fn score_len(&self, tf: f32, dl: u32) -> f32 {
@@ -1401,6 +1425,15 @@ fn eval_segment(
                 {
                     return conj_top_k(ctx, si, must, col, prune);
                 }
+                Weight::Bool { must, should, must_not, filter }
+                    if must.is_empty()
+                        && (2..=OR_MAX_TERMS).contains(&should.len())
+                        && must_not.is_empty()
+                        && filter.is_empty()
+                        && should.iter().all(|w| matches!(w, Weight::Term { .. })) =>
+                {
+                    return disj_top_k(ctx, si, should, col, prune);
+                }
                 _ => {}
             }
         }
@@ -1545,27 +1578,10 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
     let fail = |e: crate::codec::CodecError| {
         Error::Format(format!("segment {}: {}", seg.desc.id, SegmentError::from(e).0))
     };
-    let n = must.len();
-    let mut curs = Vec::with_capacity(n);
-    let mut scoring = Vec::with_capacity(n);
-    for w in must {
-        let Weight::Term { key, field, bm, .. } = w else { unreachable!("terms only") };
-        match term_postings(ctx, si, key) {
-            Postings::Block(c, _) => curs.push(c),
-            Postings::Empty => return Ok(()),
-            Postings::Fresh(_) => unreachable!("an image has no fresh postings"),
-        }
-        scoring.push((norms(seg, *field), bm));
-    }
-    // Every block's bound per term, and the term's bound over its whole list.
-    let bounds: Vec<Vec<f32>> =
-        (0..n).map(|t| curs[t].block_bounds(|tf, dl| scoring[t].1.score_len(tf as f32, dl))).collect();
-    let ubs: Vec<f32> = (0..n)
-        .map(|t| match bounds[t].is_empty() {
-            true => list_bound(&mut curs[t], &scoring[t].0, scoring[t].1),
-            false => bounds[t].iter().copied().fold(0.0, f32::max),
-        })
-        .collect();
+    let Some(TermLists { mut curs, scoring, bounds, ubs }) = TermLists::open(ctx, si, must, false) else {
+        return Ok(());
+    };
+    let n = curs.len();
     let block_bound = |t: usize, b: u32| bounds[t].get(b as usize).copied().unwrap_or(ubs[t]);
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&t| curs[t].len());
@@ -1716,19 +1732,256 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
     Ok(())
 }
 
+/// The posting lists of a boolean of terms on one image segment, in query order, with what scoring and
+/// block-max need: each term's norms and BM25, every block's bound, and the bound over the whole list.
+struct TermLists<'a> {
+    curs: Vec<Box<PostingsCursor<'a>>>,
+    scoring: Vec<(Norms<'a>, &'a Bm25Doc)>,
+    bounds: Vec<Vec<f32>>,
+    ubs: Vec<f32>,
+}
+
+impl<'a> TermLists<'a> {
+    /// `None` when a term has no postings and `drop_empty` is false (a conjunction that cannot match);
+    /// with `drop_empty` such terms are left out (they add nothing to a disjunction).
+    fn open(ctx: &'a Ctx<'a>, si: usize, terms: &'a [Weight], drop_empty: bool) -> Option<TermLists<'a>> {
+        let seg = &ctx.segs[si];
+        let (mut curs, mut scoring) = (Vec::with_capacity(terms.len()), Vec::with_capacity(terms.len()));
+        for w in terms {
+            let Weight::Term { key, field, bm, .. } = w else { unreachable!("terms only") };
+            match term_postings(ctx, si, key) {
+                Postings::Block(c, _) => curs.push(c),
+                Postings::Empty if drop_empty => continue,
+                Postings::Empty => return None,
+                Postings::Fresh(_) => unreachable!("an image has no fresh postings"),
+            }
+            scoring.push((norms(seg, *field), bm));
+        }
+        let bounds: Vec<Vec<f32>> = (0..curs.len())
+            .map(|t| {
+                let bm = scoring[t].1;
+                curs[t].block_bounds(|tf, dl| bm.score_len(tf as f32, dl))
+            })
+            .collect();
+        let ubs = (0..curs.len())
+            .map(|t| match bounds[t].is_empty() {
+                true => list_bound(&mut curs[t], &scoring[t].0, scoring[t].1),
+                false => bounds[t].iter().copied().fold(0.0, f32::max),
+            })
+            .collect();
+        Some(TermLists { curs, scoring, bounds, ubs })
+    }
+}
+
+/// Doc ids per window of [`disj_top_k`]'s term-at-a-time accumulation (a multiple of 64).
+const OR_WINDOW: usize = 4096;
+
+/// Disjunctions of at most this many terms take [`disj_top_k`] (a score row per term per window).
+const OR_MAX_TERMS: usize = 32;
+
+/// Bounds compared with sums taken in another order than the scores' (MaxScore partitions) are inflated
+/// by this factor: float sums of a few positive terms differ by a few ulps with the order, far below it.
+const BOUND_SLACK: f32 = 1.0 + 1e-4;
+
+/// OR of terms on an image, window by window of [`OR_WINDOW`] doc ids (block-max MaxScore, as Lucene's
+/// `MaxScoreBulkScorer`). Each window takes each term's bound from its block bounds there; with `prune`
+/// and a full top-k, the terms whose bounds add up below the k-th best score are *non-essential* (a doc
+/// matching only them cannot compete): a window with no essential term is skipped, and when one term is
+/// essential its blocks that cannot compete with the others' bounds are skipped. The essential terms'
+/// postings are scored term at a time into per-term score rows (one division per posting, no heap, no
+/// per-doc merging); each doc seen whose partial score plus the non-essential bounds can compete is then
+/// probed in the non-essential lists ([`PostingsCursor::intersect`]), and its score summed over the rows
+/// in query order — the order `UnionScorer` adds in, so a doc scores the same on every path. Without
+/// `prune` every term is essential and every match counted.
+fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, prune: bool) -> Result<()> {
+    let seg = &ctx.segs[si];
+    let fail = |e: crate::codec::CodecError| {
+        Error::Format(format!("segment {}: {}", seg.desc.id, SegmentError::from(e).0))
+    };
+    let Some(TermLists { mut curs, scoring, bounds, ubs }) = TermLists::open(ctx, si, should, true) else {
+        return Ok(());
+    };
+    let n = curs.len();
+    if n == 0 {
+        return Ok(());
+    }
+    const W: usize = OR_WINDOW;
+    let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
+    let any_deleted = del.count() > 0;
+    // rows[t * W + i]: term t's score at doc start + i (0 = no posting; BM25 of a posting is > 0).
+    let mut rows = vec![0f32; n * W];
+    let mut partial = vec![0f32; W];
+    let mut seen = [0u64; W / 64];
+    let mut wb = vec![0f32; n];
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut essential = vec![true; n];
+    let (mut survivors, mut docs): (Vec<usize>, Vec<u32>) = (vec![], vec![]);
+    let (mut table, mut hits) = (vec![], vec![]);
+    let mut buf = [0f32; BLOCK_LEN];
+    let mut start = 0u32;
+    while start < visible {
+        // Start at the first posting still ahead (sparse lists leap over empty stretches).
+        let next = curs.iter().map(|c| c.doc()).min().unwrap_or(NO_DOC);
+        start = start.max(next);
+        if start >= visible {
+            break;
+        }
+        let end = start.saturating_add(W as u32 - 1).min(visible - 1);
+        let full = col.heap.len() >= col.cap;
+        let theta = if full { col.theta() } else { f32::NEG_INFINITY };
+        for t in 0..n {
+            let c = &curs[t];
+            let (from, to) = (c.shallow_block(start), c.shallow_block(end).min(c.block_count() - 1));
+            wb[t] = match () {
+                _ if from >= c.block_count() => 0.0,
+                _ if bounds[t].is_empty() => ubs[t],
+                _ => bounds[t][from as usize..=to.max(from) as usize].iter().copied().fold(0.0, f32::max),
+            };
+        }
+        essential.fill(true);
+        let mut ne_sum = 0.0f32;
+        if full && prune {
+            order.sort_by(|&a, &b| wb[a].total_cmp(&wb[b]));
+            for &t in &order {
+                if (ne_sum + wb[t]) * BOUND_SLACK >= theta {
+                    break;
+                }
+                ne_sum += wb[t];
+                essential[t] = false;
+            }
+            if essential.iter().all(|e| !e) {
+                col.exact = false;
+                start = end.saturating_add(1);
+                continue;
+            }
+            if essential.iter().any(|e| !e) {
+                col.exact = false;
+            }
+        }
+        // A window that cannot compete at all (exact counts wanted) is counted, not scored.
+        let score = !full || wb.iter().sum::<f32>() * BOUND_SLACK >= theta;
+        let lone = essential.iter().filter(|&&e| e).count() == 1;
+        for t in (0..n).filter(|&t| essential[t]) {
+            let (norms, bm) = &scoring[t];
+            let c = &mut curs[t];
+            if c.advance(start).map_err(fail)? == NO_DOC || c.doc() > end {
+                continue;
+            }
+            loop {
+                let b = c.block_index();
+                // One essential term: its blocks that cannot compete even with every other term are skipped.
+                if lone
+                    && full
+                    && prune
+                    && (bounds[t].get(b as usize).copied().unwrap_or(ubs[t]) + ne_sum) * BOUND_SLACK < theta
+                {
+                    if c.block_last_doc() > end {
+                        c.advance(end.saturating_add(1)).map_err(fail)?;
+                        break;
+                    }
+                    if c.next_block().map_err(fail)? == NO_DOC {
+                        break;
+                    }
+                    continue;
+                }
+                let (ds, fs) = c.rest_of_block().map_err(fail)?;
+                let m = ds.partition_point(|&d| d <= end);
+                let row = &mut rows[t * W..(t + 1) * W];
+                if score {
+                    bm.score_batch(norms, &ds[..m], &fs[..m], &mut buf);
+                    for (&d, &s) in ds[..m].iter().zip(&buf) {
+                        let i = (d - start) as usize;
+                        seen[i / 64] |= 1 << (i % 64);
+                        row[i] = s;
+                        partial[i] += s;
+                    }
+                } else {
+                    for &d in &ds[..m] {
+                        let i = (d - start) as usize;
+                        seen[i / 64] |= 1 << (i % 64);
+                    }
+                }
+                if m < ds.len() {
+                    c.advance(end.saturating_add(1)).map_err(fail)?;
+                    break;
+                }
+                if c.next_block().map_err(fail)? == NO_DOC {
+                    break;
+                }
+            }
+        }
+        // The docs seen, in order: count them; keep those that can compete for probing and scoring.
+        survivors.clear();
+        docs.clear();
+        for (w, &bits) in seen.iter().enumerate() {
+            let mut bits = bits;
+            while bits != 0 {
+                let i = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let d = start + i as u32;
+                if any_deleted && del.is_deleted(d) {
+                    continue;
+                }
+                col.total += 1;
+                if score && (partial[i] + ne_sum) * BOUND_SLACK >= theta {
+                    survivors.push(i);
+                    docs.push(d);
+                }
+            }
+        }
+        if !survivors.is_empty() {
+            for t in (0..n).filter(|&t| !essential[t]) {
+                hits.clear();
+                curs[t].intersect(&docs, &mut table, &mut hits).map_err(fail)?;
+                let (norms, bm) = &scoring[t];
+                for &(k, f) in &hits {
+                    rows[t * W + survivors[k]] = bm.score(f as f32, norms.get(docs[k]));
+                }
+            }
+            let mut theta = theta;
+            for (&i, &d) in survivors.iter().zip(&docs) {
+                let s = (0..n).fold(0.0f32, |a, t| a + rows[t * W + i]);
+                // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
+                if s >= theta {
+                    col.push_score(Entry(s, base + d));
+                    if col.heap.len() >= col.cap {
+                        theta = col.theta();
+                    }
+                }
+            }
+        }
+        // Reset what this window wrote: whole rows when many docs were seen (a memset beats scattered stores).
+        let touched: u32 = seen.iter().map(|w| w.count_ones()).sum();
+        if touched as usize * 8 > W {
+            rows.fill(0.0);
+            partial.fill(0.0);
+            seen.fill(0);
+        }
+        for (w, bits) in seen.iter_mut().enumerate() {
+            let mut b = *bits;
+            while b != 0 {
+                let i = w * 64 + b.trailing_zeros() as usize;
+                b &= b - 1;
+                partial[i] = 0.0;
+                for t in 0..n {
+                    rows[t * W + i] = 0.0;
+                }
+            }
+            *bits = 0;
+        }
+        start = end.saturating_add(1);
+    }
+    Ok(())
+}
+
 /// Adds each posting's BM25 to `scores` (one per doc), in a tight loop over a batch: the norms column is
 /// read directly and nothing is called per doc, so the divisions pipeline.
 fn add_scores(bm: &Bm25Doc, norms: &Norms<'_>, docs: &[u32], tfs: &[u32], scores: &mut [f32]) {
-    match norms {
-        Norms::Image(col) => {
-            for ((s, &d), &f) in scores.iter_mut().zip(docs).zip(tfs) {
-                *s += bm.score(f as f32, norm_at(col, d));
-            }
-        }
-        _ => {
-            for ((s, &d), &f) in scores.iter_mut().zip(docs).zip(tfs) {
-                *s += bm.score(f as f32, norms.get(d));
-            }
+    let mut buf = [0f32; BLOCK_LEN];
+    for ((d, f), s) in docs.chunks(BLOCK_LEN).zip(tfs.chunks(BLOCK_LEN)).zip(scores.chunks_mut(BLOCK_LEN)) {
+        bm.score_batch(norms, d, f, &mut buf);
+        for (s, &x) in s.iter_mut().zip(&buf) {
+            *s += x;
         }
     }
 }

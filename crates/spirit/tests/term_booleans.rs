@@ -1,5 +1,6 @@
-//! Conjunctions of terms on image segments take their own path (windowed block-max, score-first filtering,
-//! dense and skipping intersections). Long posting lists of every density, deletes, several segments and
+//! Conjunctions and disjunctions of terms on image segments take their own paths (windowed block-max
+//! conjunction with score-first filtering and dense or skipping intersections; term-at-a-time MaxScore
+//! windows for disjunctions). Long posting lists of every density, deletes, several segments and
 //! then one merged segment: every answer — exact counts, and top-k with and without pruning — is checked
 //! against the brute-force reference.
 
@@ -33,7 +34,7 @@ fn check(index: &Index, r: &Reference, q: &str, ctx: &str) {
 }
 
 #[test]
-fn conjunctions_on_long_lists_match_the_reference() {
+fn term_booleans_on_long_lists_match_the_reference() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = ShardConfig { dram_budget: 16 << 20, max_docs_per_segment: 1500, ..Default::default() };
     let index = Index::open("c", dir.path(), cfg, Some(&mappings()), None).unwrap();
@@ -69,6 +70,13 @@ fn conjunctions_on_long_lists_match_the_reference() {
         "+body:w0 +body:w1 +body:w2 +body:w4",
         "+title:w0 +body:w1",
         "+body:w0 +body:w199",
+        "body:w0 body:w1",
+        "body:w0 body:w150",
+        "body:w3 body:w7 body:w1 body:w40",
+        "title:w0 body:w1",
+        "body:w150 body:w199 body:w120",
+        "body:w0 body:zzz",
+        "body:w1 body:w2 body:w3 body:w4 body:w5 body:w6 body:w8 body:w9 body:w10",
     ];
     let segments = index.stats().shard.segments.values().sum::<usize>();
     assert!(segments >= 3, "several segments: {segments}");
