@@ -1735,7 +1735,7 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
 /// The posting lists of a boolean of terms on one image segment, in query order, with what scoring and
 /// block-max need: each term's norms and BM25, every block's bound, and the bound over the whole list.
 struct TermLists<'a> {
-    curs: Vec<Box<PostingsCursor<'a>>>,
+    curs: Vec<PostingsCursor<'a>>,
     scoring: Vec<(Norms<'a>, &'a Bm25Doc)>,
     bounds: Vec<Vec<f32>>,
     ubs: Vec<f32>,
@@ -1750,7 +1750,7 @@ impl<'a> TermLists<'a> {
         for w in terms {
             let Weight::Term { key, field, bm, .. } = w else { unreachable!("terms only") };
             match term_postings(ctx, si, key) {
-                Postings::Block(c, _) => curs.push(c),
+                Postings::Block(c, _) => curs.push(*c),
                 Postings::Empty if drop_empty => continue,
                 Postings::Empty => return None,
                 Postings::Fresh(_) => unreachable!("an image has no fresh postings"),
