@@ -3,6 +3,7 @@
 #
 #   bench/run.sh quick [OUTDIR]   5,000 docs, 10 queries per category, 1 s warm-up (CI smoke test)
 #   bench/run.sh full  [OUTDIR]   all 250,029 docs, 100 queries per category, 10 s warm-up (by hand)
+#   bench/run.sh static [OUTDIR]  as full, static configurations only (query speed after a change, ~20 min)
 #
 # Configurations: static index for each engine; windowed real time (queries while the last 20% of the
 # documents is ingested) for spirit (real time, no reopen), Lucene NRT-1/10/100/1000/∞ and Tantivy
@@ -18,8 +19,8 @@ tasks="$data/tasks.dev.txt"
 [ -f "$docs" ] || { echo "bench/run.sh: $docs not found (set SPIRIT_DATA)" >&2; exit 1; }
 case "$size" in
   quick) common=(--max-docs 5000 --queries-per-category 10 --warmup-seconds 1); limit=(--max-docs 5000) ;;
-  full)  common=(--queries-per-category 100 --warmup-seconds 10); limit=() ;;
-  *) echo "usage: bench/run.sh quick|full [OUTDIR]" >&2; exit 2 ;;
+  full|static) common=(--queries-per-category 100 --warmup-seconds 10); limit=() ;;
+  *) echo "usage: bench/run.sh quick|full|static [OUTDIR]" >&2; exit 2 ;;
 esac
 out="${2:-$root/bench/results/$size-$(date -u +%Y%m%d-%H%M)}"
 mkdir -p "$out"
@@ -46,6 +47,11 @@ step() { echo "== $1 =="; shift; "$@" 2> >(tail -n 3 >&2); }
 step "spirit static"  "$spirit" run "${args[@]}" --mode static --out "$out/spirit-static.json"
 step "lucene static"  "$lucene" "${args[@]}" --mode static --out "$out/lucene-static.json"
 step "tantivy static" "$tantivy" "${args[@]}" --mode static --out "$out/tantivy-static.json"
+if [ "$size" = static ]; then
+  "$spirit" report --dir "$out" > /dev/null
+  echo "report: $out/report.md"
+  exit 0
+fi
 step "spirit real-time" "$spirit" run "${args[@]}" --mode nrt --out "$out/spirit-nrt.json"
 for k in 1 10 100 1000 0; do
   step "lucene NRT-$k" "$lucene" "${args[@]}" --mode nrt --reopen-every "$k" --out "$out/lucene-nrt-$k.json"
