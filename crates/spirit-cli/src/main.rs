@@ -127,6 +127,15 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Merge the index down to at most N segments per shard (Elasticsearch's `_forcemerge`): queries on a
+    /// static index get cheaper; answers do not change.
+    Forcemerge {
+        #[command(flatten)]
+        open: Open,
+        /// Segments to keep per shard.
+        #[arg(long, default_value_t = 1)]
+        max_num_segments: usize,
+    },
     /// Verify a data directory: open every index and check every segment checksum.
     Check {
         #[arg(long, short = 'd')]
@@ -185,6 +194,7 @@ fn main() {
             cmd_search(&open, limit, &sort, count, json, &query)
         }
         Cmd::Stats { open, json } => cmd_stats(&open, json),
+        Cmd::Forcemerge { open, max_num_segments } => cmd_forcemerge(&open, max_num_segments),
         Cmd::Check { data } => cmd_check(&data),
         Cmd::Demo { data } => cmd_demo(data),
         Cmd::Serve {
@@ -595,6 +605,17 @@ fn cmd_stats(o: &Open, json: bool) -> R<()> {
         }
     }
     drop(out);
+    engine.close()?;
+    Ok(())
+}
+
+fn cmd_forcemerge(o: &Open, max_segments: usize) -> R<()> {
+    let (engine, index) = open_index(o, false)?;
+    let before: usize = index.stats().shard.segments.values().sum();
+    let t = std::time::Instant::now();
+    let left = index.force_merge(max_segments)?;
+    eprintln!("{}: {before} -> {left} segments in {:.1} s", o.index, t.elapsed().as_secs_f64());
+    drop(index);
     engine.close()?;
     Ok(())
 }

@@ -56,6 +56,19 @@ fn graceful_restart_in_a_new_process_gives_identical_answers() {
     for (q, want) in queries.iter().zip(&first) {
         assert_eq!(&ok(&["search", "--data", s(&data), "--json", "-k", "20", q]), want, "{q}");
     }
+    // Force merge to one segment: the same answers (the hits' scores too).
+    ok(&["forcemerge", "--data", s(&data)]);
+    let st = ok(&["stats", "--data", s(&data), "--json"]);
+    let st: serde_json::Value = serde_json::from_str(&st).unwrap();
+    let segs: u64 = st["segments"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(segs as usize, st["shard_docs"].as_array().unwrap().len(), "one segment per shard: {st}");
+    for (q, want) in queries.iter().zip(&first) {
+        assert_eq!(
+            &ok(&["search", "--data", s(&data), "--json", "-k", "20", q]),
+            want,
+            "{q} after forcemerge"
+        );
+    }
     let newest = ok(&["search", "--data", s(&data), "--json", "--sort", "newest", "-k", "1", "apple"]);
     assert!(newest.contains("\"doc2996\""), "{newest}");
     let stats = ok(&["stats", "--data", s(&data)]);

@@ -178,6 +178,7 @@ pub fn router(state: Shared) -> Router {
         .route("/{index}/_search", get(search).post(search))
         .route("/{index}/_count", get(count).post(count))
         .route("/{index}/_refresh", get(refresh).post(refresh))
+        .route("/{index}/_forcemerge", post(force_merge))
         .fallback(no_handler)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
@@ -399,6 +400,35 @@ async fn refresh_all() -> Json<Value> {
 async fn refresh(Ext(st): Ext<Shared>, Path(index): Path<String>) -> ApiResult<Json<Value>> {
     st.index(&index)?;
     Ok(Json(shards_ok()))
+}
+
+/// `POST /{index}/_forcemerge?max_num_segments=N` (default 1): seals, merges and compacts every shard
+/// down to at most N segments, answering when done (Elasticsearch's `wait_for_completion=true`).
+async fn force_merge(
+    Ext(st): Ext<Shared>,
+    Path(index): Path<String>,
+    Query(params): Params,
+) -> ApiResult<Json<Value>> {
+    let i = st.index(&index)?;
+    for k in params.keys() {
+        if !matches!(k.as_str(), "max_num_segments" | "flush" | "wait_for_completion" | "pretty") {
+            return Err(ApiError::bad_request(format!(
+                "request [/{index}/_forcemerge] contains unrecognized parameter: [{k}]"
+            )));
+        }
+    }
+    if params.get("wait_for_completion").is_some_and(|v| v == "false") {
+        return Err(ApiError::unsupported("wait_for_completion=false (force merge answers when done)"));
+    }
+    let max = match params.get("max_num_segments") {
+        None => 1,
+        Some(v) => v.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
+            ApiError::bad_request(format!("max_num_segments must be a positive integer, got [{v}]"))
+        })?,
+    };
+    let shards = i.shards().len();
+    pool::blocking(move || i.force_merge(max).map_err(ApiError::from)).await?;
+    Ok(Json(json!({"_shards": {"total": shards, "successful": shards, "failed": 0}})))
 }
 
 async fn search_all() -> ApiError {

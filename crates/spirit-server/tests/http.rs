@@ -597,5 +597,24 @@ fn a_sharded_index_answers_like_a_one_shard_index() {
         let (_, v) = s.call("GET", &format!("/{name}/_doc/5"), None);
         assert_eq!(v["_source"]["text"], json!("red red red fox"));
     }
+    // Force merge: same answers after, bad parameters refused.
+    let body = r#"{"query": {"match": {"text": "red fox"}}, "size": 20}"#;
+    for (name, n) in [("one", 1), ("three", 3)] {
+        let before = search(name, body);
+        let (status, v) = s.call("POST", &format!("/{name}/_forcemerge?max_num_segments=1"), None);
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["_shards"], json!({"total": n, "successful": n, "failed": 0}));
+        let after = search(name, body);
+        assert_eq!(before["hits"], after["hits"], "{name}");
+        assert_eq!(s.call("POST", &format!("/{name}/_forcemerge"), None).0, 200);
+    }
+    for q in ["max_num_segments=0", "max_num_segments=x", "only_expunge_deletes=true"] {
+        assert_es_error(
+            &s.call("POST", &format!("/one/_forcemerge?{q}"), None),
+            400,
+            "illegal_argument_exception",
+        );
+    }
+    assert_eq!(s.call("POST", "/missing/_forcemerge", None).0, 404);
     s.stop();
 }

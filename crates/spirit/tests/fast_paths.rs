@@ -1,6 +1,6 @@
-//! Conjunctions and disjunctions of terms on image segments take their own paths (windowed block-max
-//! conjunction with score-first filtering and dense or skipping intersections; term-at-a-time MaxScore
-//! windows for disjunctions). Long posting lists of every density, deletes, several segments and
+//! Conjunctions and disjunctions of terms, and phrases, on image segments take their own paths (windowed
+//! block-max conjunction with score-first filtering and dense or skipping intersections; term-at-a-time
+//! MaxScore windows for disjunctions; bounded, lead-driven phrases). Long posting lists of every density, deletes, several segments and
 //! then one merged segment: every answer — exact counts, and top-k with and without pruning — is checked
 //! against the brute-force reference.
 
@@ -34,7 +34,7 @@ fn check(index: &Index, r: &Reference, q: &str, ctx: &str) {
 }
 
 #[test]
-fn term_booleans_on_long_lists_match_the_reference() {
+fn fast_paths_on_long_lists_match_the_reference() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = ShardConfig { dram_budget: 16 << 20, max_docs_per_segment: 1500, ..Default::default() };
     let index = Index::open("c", dir.path(), cfg, Some(&mappings()), None).unwrap();
@@ -77,6 +77,11 @@ fn term_booleans_on_long_lists_match_the_reference() {
         "body:w150 body:w199 body:w120",
         "body:w0 body:zzz",
         "body:w1 body:w2 body:w3 body:w4 body:w5 body:w6 body:w8 body:w9 body:w10",
+        r#"body:"w0 w1""#,
+        r#"body:"w1 w0 w2""#,
+        r#"body:"w0 w0""#,
+        r#"body:"w3 w150""#,
+        r#"title:"w0 w1""#,
     ];
     let segments = index.stats().shard.segments.values().sum::<usize>();
     assert!(segments >= 3, "several segments: {segments}");

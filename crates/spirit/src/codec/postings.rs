@@ -674,6 +674,15 @@ impl<'a> PostingsCursor<'a> {
             let mut n: u64 = self.tfs[self.pos_index..self.i].iter().map(|&t| t as u64).sum();
             let mut at = self.pos_cursor;
             let bytes = self.blob;
+            // 16 bytes at a time while at least 16 values remain (a chunk holds at most 16 value ends, so it
+            // is skipped whole: a branch-free, vectorized count), then byte by byte.
+            while n >= 16 {
+                let Some(chunk) = bytes.get(at..at + 16) else {
+                    break;
+                };
+                n -= chunk.iter().map(|&b| (b < 0x80) as u64).sum::<u64>();
+                at += 16;
+            }
             while n > 0 {
                 let Some(&b) = bytes.get(at) else {
                     return Err(CodecError { what: "positions (truncated)", offset: at });
@@ -731,6 +740,18 @@ mod tests {
             c.next().unwrap();
         }
         assert_eq!(c.doc(), NO_DOC);
+        // Sparse position reads skip many values at once (the chunked skip).
+        let mut c = PostingsCursor::new(&blob).unwrap();
+        let mut pi = 0;
+        for (k, &d) in docs.iter().enumerate() {
+            assert_eq!(c.doc(), d);
+            if k % 29 == 28 {
+                c.positions(&mut out).unwrap();
+                assert_eq!(&out[..], &pos[pi..pi + tfs[k] as usize], "posting {k}");
+            }
+            pi += tfs[k] as usize;
+            c.next().unwrap();
+        }
         // block bounds hold for every posting of their block, for BM25-like functions
         for (c0, c1) in [(0.3f32, 0.01f32), (1.0, 0.5), (0.0, 2.0)] {
             let f = |tf: u32, dl: u32| tf as f32 / (tf as f32 + c0 + c1 * dl as f32);

@@ -790,15 +790,7 @@ impl PhraseScorer<'_> {
                 self.ps[i].positions(&mut b);
                 self.bufs[i] = b;
             }
-            let freq = self.bufs[0]
-                .iter()
-                .filter(|&&p0| {
-                    (1..self.ps.len()).all(|i| {
-                        let want = p0 + self.offsets[i] - self.offsets[0];
-                        self.bufs[i].binary_search(&want).is_ok()
-                    })
-                })
-                .count() as u32;
+            let freq = phrase_freq(&self.bufs, &self.offsets);
             if freq > 0 {
                 self.doc = target;
                 self.freq = freq;
@@ -811,6 +803,19 @@ impl PhraseScorer<'_> {
             }
         }
     }
+}
+
+/// How often the terms occur at their relative `offsets` (positions of each term, sorted, in `bufs`).
+fn phrase_freq(bufs: &[Vec<u32>], offsets: &[u32]) -> u32 {
+    bufs[0]
+        .iter()
+        .filter(|&&p0| {
+            (1..bufs.len()).all(|i| {
+                let want = p0 + offsets[i] - offsets[0];
+                bufs[i].binary_search(&want).is_ok()
+            })
+        })
+        .count() as u32
 }
 
 impl Scorer for PhraseScorer<'_> {
@@ -1416,6 +1421,9 @@ fn eval_segment(
                 Weight::Term { key, field, bm, .. } => {
                     return term_top_k(ctx, si, key, *field, bm, col, prune)
                 }
+                Weight::Phrase { keys, offsets, field, bm, .. } => {
+                    return phrase_top_k(ctx, si, keys, offsets, *field, bm, col, prune)
+                }
                 Weight::Bool { must, should, must_not, filter }
                     if must.len() > 1
                         && should.is_empty()
@@ -1970,6 +1978,122 @@ fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, 
             *bits = 0;
         }
         start = end.saturating_add(1);
+    }
+    Ok(())
+}
+
+/// A phrase on an image, driven by its rarest term (as `PhraseScorer`), with block-max and per-document
+/// bounds. A phrase occurs at most as often as its least frequent term in a document, so the phrase's BM25
+/// at any one term's (tf, length) bounds its score: over a window (cut at every list's block end, as in
+/// [`conj_top_k`]) the smallest of the terms' block bounds bounds the phrase, and a window below the
+/// k-th best score θ is skipped; a document with every term whose bound at the smallest tf is below θ is
+/// dropped before any position is read. Only the rest decode positions. Without `prune` every document
+/// is checked, so the count is exact.
+#[allow(clippy::too_many_arguments)]
+fn phrase_top_k(
+    ctx: &Ctx<'_>,
+    si: usize,
+    keys: &[Vec<u8>],
+    offsets: &[u32],
+    field: u16,
+    bm: &Bm25Doc,
+    col: &mut Collector,
+    prune: bool,
+) -> Result<()> {
+    let seg = &ctx.segs[si];
+    let fail = |e: crate::codec::CodecError| {
+        Error::Format(format!("segment {}: {}", seg.desc.id, SegmentError::from(e).0))
+    };
+    let mut curs = Vec::with_capacity(keys.len());
+    for key in keys {
+        match term_postings(ctx, si, key) {
+            Postings::Block(c, _) => curs.push(*c),
+            Postings::Empty => return Ok(()),
+            Postings::Fresh(_) => unreachable!("an image has no fresh postings"),
+        }
+    }
+    let n = curs.len();
+    let norms = norms(seg, field);
+    // The phrase's BM25 at each term's block impacts.
+    let bounds: Vec<Vec<f32>> =
+        curs.iter().map(|c| c.block_bounds(|tf, dl| bm.score_len(tf as f32, dl))).collect();
+    let bound = |t: usize, b: u32| bounds[t].get(b as usize).copied().unwrap_or(f32::INFINITY);
+    let lead = (0..n).min_by_key(|&t| curs[t].len()).expect("a phrase has terms");
+    let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
+    let mut bufs: Vec<Vec<u32>> = vec![vec![]; n];
+    let mut tfs = vec![0u32; n];
+    // The current window: docs up to `win_end` are bounded by `win_bound`.
+    let (mut win_end, mut win_bound) = (0u32, f32::INFINITY);
+    let mut have_window = false;
+    let mut doc = 0u32;
+    'docs: loop {
+        let d = curs[lead].advance(doc).map_err(fail)?;
+        if d >= visible {
+            break;
+        }
+        let full = col.heap.len() >= col.cap;
+        let theta = if full { col.theta() } else { f32::NEG_INFINITY };
+        if prune && full {
+            if !have_window || d > win_end {
+                win_end = NO_DOC - 1;
+                win_bound = f32::INFINITY;
+                for (t, c) in curs.iter().enumerate() {
+                    let b = c.shallow_block(d);
+                    if b >= c.block_count() {
+                        return Ok(()); // a term has nothing left: no phrase from here on
+                    }
+                    win_end = win_end.min(c.last_doc_of(b));
+                    win_bound = win_bound.min(bound(t, b));
+                }
+                have_window = true;
+            }
+            if win_bound < theta {
+                col.exact = false;
+                doc = win_end.saturating_add(1);
+                continue;
+            }
+        }
+        for (t, c) in curs.iter_mut().enumerate() {
+            if t == lead {
+                continue;
+            }
+            let x = c.advance(d).map_err(fail)?;
+            if x != d {
+                doc = x;
+                if x == NO_DOC {
+                    break 'docs;
+                }
+                continue 'docs;
+            }
+        }
+        doc = d + 1;
+        if del.is_deleted(d) {
+            continue;
+        }
+        for (t, c) in curs.iter_mut().enumerate() {
+            tfs[t] = c.freq().map_err(fail)?;
+        }
+        let norm = norms.get(d);
+        if prune && full {
+            let least = *tfs.iter().min().expect("a phrase has terms");
+            if bm.score(least as f32, norm) < theta {
+                col.exact = false;
+                continue;
+            }
+        }
+        for (c, b) in curs.iter_mut().zip(bufs.iter_mut()) {
+            c.positions(b).map_err(fail)?;
+        }
+        let freq = phrase_freq(&bufs, offsets);
+        if freq == 0 {
+            continue;
+        }
+        col.total += 1;
+        let s = bm.score(freq as f32, norm);
+        // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
+        if s >= theta {
+            col.push_score(Entry(s, base + d));
+        }
     }
     Ok(())
 }
