@@ -195,7 +195,7 @@ pub struct PostingsCursor<'a> {
 /// [`PostingsCursor::intersect`] goes dense for candidates spanning at most this many doc ids (a 32 KB
 /// table, cleared per batch)...
 pub const DENSE_SPAN: usize = 8192;
-/// ...whose postings in this list fill at most this many blocks.
+/// ...whose postings in this list fill at most this many blocks (and at most 8 postings per candidate).
 pub const DENSE_BLOCKS: u32 = 8;
 
 /// Sentinel slots after a block's docs: in-block scans compare [`PAD`] docs at a time (one SIMD compare).
@@ -377,15 +377,6 @@ impl<'a> PostingsCursor<'a> {
             return None;
         }
         Some((0..self.n_blocks as usize).map(|b| self.bound_of(b, &f)).fold(0.0, f32::max))
-    }
-
-    /// Every block's bound `f(max_tf, min_dl)` in block order (empty for a one-block list): computed once
-    /// per query term, so windowed block-max loops look bounds up instead of re-reading impacts.
-    pub fn block_bounds(&self, f: impl Fn(u32, u32) -> f32) -> Vec<f32> {
-        if self.n_blocks == 1 {
-            return vec![];
-        }
-        (0..self.n_blocks as usize).map(|b| self.bound_of(b, &f)).collect()
     }
 
     /// Docs and term frequencies of the current block from the current posting on.
@@ -576,7 +567,7 @@ impl<'a> PostingsCursor<'a> {
     /// adapts the intersection to the lists' densities; two ways here, chosen per batch:
     ///
     /// - *dense*: when the candidates span at most [`DENSE_SPAN`] doc ids and this list's postings there
-    ///   fill at most [`DENSE_BLOCKS`] blocks, those postings are written into `table` (indexed by doc id,
+    ///   fill at most [`DENSE_BLOCKS`] blocks (and at most 8 per candidate), those postings are written into `table` (indexed by doc id,
     ///   holding the frequency) and each candidate is one load — no comparison chains, no mispredicted
     ///   merge branches: lists of similar density, where most postings are looked at anyway;
     /// - *skipping*: otherwise a candidate past the current block jumps over the skip table to its block
@@ -595,7 +586,9 @@ impl<'a> PostingsCursor<'a> {
             return Ok(());
         }
         let span = hi.saturating_sub(lo) as usize + 1;
-        if span <= DENSE_SPAN && self.shallow_block(hi) - self.block < DENSE_BLOCKS {
+        // Dense only when the postings written are not many more than the candidates probed.
+        let blocks = self.shallow_block(hi).saturating_sub(self.block) + 1;
+        if span <= DENSE_SPAN && blocks <= DENSE_BLOCKS && blocks as usize * BLOCK <= cands.len() * 8 {
             self.intersect_dense(cands, lo, hi, table, hits)
         } else {
             self.intersect_skipping(cands, hits)

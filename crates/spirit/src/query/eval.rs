@@ -1586,11 +1586,10 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
     let fail = |e: crate::codec::CodecError| {
         Error::Format(format!("segment {}: {}", seg.desc.id, SegmentError::from(e).0))
     };
-    let Some(TermLists { mut curs, scoring, bounds, ubs }) = TermLists::open(ctx, si, must, false) else {
+    let Some(TermLists { mut curs, scoring, mut bounds, ubs }) = TermLists::open(ctx, si, must, false) else {
         return Ok(());
     };
     let n = curs.len();
-    let block_bound = |t: usize, b: u32| bounds[t].get(b as usize).copied().unwrap_or(ubs[t]);
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&t| curs[t].len());
     let lead = order[0];
@@ -1626,7 +1625,7 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
         let full = col.heap.len() >= col.cap;
         let theta = if full { col.theta() } else { f32::NEG_INFINITY };
         if full {
-            bnd[lead] = block_bound(lead, lb);
+            bnd[lead] = bounds.get(lead, lb, &curs[lead], scoring[lead].1, ubs[lead]);
             for &t in &order[1..] {
                 let c = &curs[t];
                 let b = c.shallow_block(doc);
@@ -1635,7 +1634,7 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
                     return Ok(());
                 }
                 end = end.min(c.last_doc_of(b));
-                bnd[t] = block_bound(t, b);
+                bnd[t] = bounds.get(t, b, c, scoring[t].1, ubs[t]);
             }
             if prune && bnd.iter().sum::<f32>() < theta {
                 col.exact = false;
@@ -1745,8 +1744,38 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
 struct TermLists<'a> {
     curs: Vec<PostingsCursor<'a>>,
     scoring: Vec<(Norms<'a>, &'a Bm25Doc)>,
-    bounds: Vec<Vec<f32>>,
+    bounds: BlockBounds,
+    /// A bound over the whole list: the BM25 ceiling `idf` (tf / (tf + norm) < 1) for a multi-block list —
+    /// free, where the best block bound would read every block's impacts — or a one-block list's best posting.
     ubs: Vec<f32>,
+}
+
+/// Each term's block bounds, computed on first use: a query reads the impacts of the blocks it reaches,
+/// not all of a long list's.
+struct BlockBounds(Vec<Vec<f32>>);
+
+impl BlockBounds {
+    fn new(curs: &[PostingsCursor<'_>]) -> BlockBounds {
+        BlockBounds(
+            curs.iter()
+                .map(|c| if c.block_count() > 1 { vec![f32::NAN; c.block_count() as usize] } else { vec![] })
+                .collect(),
+        )
+    }
+
+    /// Term `t`'s bound over block `b` (`fallback` for a one-block list, which has no impacts).
+    #[inline]
+    fn get(&mut self, t: usize, b: u32, c: &PostingsCursor<'_>, bm: &Bm25Doc, fallback: f32) -> f32 {
+        match self.0[t].get_mut(b as usize) {
+            None => fallback,
+            Some(x) => {
+                if x.is_nan() {
+                    *x = c.bound_of_block(b, |tf, dl| bm.score_len(tf as f32, dl)).unwrap_or(fallback);
+                }
+                *x
+            }
+        }
+    }
 }
 
 impl<'a> TermLists<'a> {
@@ -1765,16 +1794,11 @@ impl<'a> TermLists<'a> {
             }
             scoring.push((norms(seg, *field), bm));
         }
-        let bounds: Vec<Vec<f32>> = (0..curs.len())
-            .map(|t| {
-                let bm = scoring[t].1;
-                curs[t].block_bounds(|tf, dl| bm.score_len(tf as f32, dl))
-            })
-            .collect();
+        let bounds = BlockBounds::new(&curs);
         let ubs = (0..curs.len())
-            .map(|t| match bounds[t].is_empty() {
-                true => list_bound(&mut curs[t], &scoring[t].0, scoring[t].1),
-                false => bounds[t].iter().copied().fold(0.0, f32::max),
+            .map(|t| match curs[t].block_count() > 1 {
+                true => scoring[t].1.idf,
+                false => list_bound(&mut curs[t], &scoring[t].0, scoring[t].1),
             })
             .collect();
         Some(TermLists { curs, scoring, bounds, ubs })
@@ -1806,7 +1830,8 @@ fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, 
     let fail = |e: crate::codec::CodecError| {
         Error::Format(format!("segment {}: {}", seg.desc.id, SegmentError::from(e).0))
     };
-    let Some(TermLists { mut curs, scoring, bounds, ubs }) = TermLists::open(ctx, si, should, true) else {
+    let Some(TermLists { mut curs, scoring, mut bounds, ubs }) = TermLists::open(ctx, si, should, true)
+    else {
         return Ok(());
     };
     let n = curs.len();
@@ -1842,8 +1867,9 @@ fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, 
             let (from, to) = (c.shallow_block(start), c.shallow_block(end).min(c.block_count() - 1));
             wb[t] = match () {
                 _ if from >= c.block_count() => 0.0,
-                _ if bounds[t].is_empty() => ubs[t],
-                _ => bounds[t][from as usize..=to.max(from) as usize].iter().copied().fold(0.0, f32::max),
+                _ => (from..=to.max(from))
+                    .map(|b| bounds.get(t, b, c, scoring[t].1, ubs[t]))
+                    .fold(0.0, f32::max),
             };
         }
         essential.fill(true);
@@ -1878,11 +1904,7 @@ fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, 
             loop {
                 let b = c.block_index();
                 // One essential term: its blocks that cannot compete even with every other term are skipped.
-                if lone
-                    && full
-                    && prune
-                    && (bounds[t].get(b as usize).copied().unwrap_or(ubs[t]) + ne_sum) * BOUND_SLACK < theta
-                {
+                if lone && full && prune && (bounds.get(t, b, c, bm, ubs[t]) + ne_sum) * BOUND_SLACK < theta {
                     if c.block_last_doc() > end {
                         c.advance(end.saturating_add(1)).map_err(fail)?;
                         break;
@@ -2015,9 +2037,7 @@ fn phrase_top_k(
     let n = curs.len();
     let norms = norms(seg, field);
     // The phrase's BM25 at each term's block impacts.
-    let bounds: Vec<Vec<f32>> =
-        curs.iter().map(|c| c.block_bounds(|tf, dl| bm.score_len(tf as f32, dl))).collect();
-    let bound = |t: usize, b: u32| bounds[t].get(b as usize).copied().unwrap_or(f32::INFINITY);
+    let mut bounds = BlockBounds::new(&curs);
     let lead = (0..n).min_by_key(|&t| curs[t].len()).expect("a phrase has terms");
     let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
     let mut bufs: Vec<Vec<u32>> = vec![vec![]; n];
@@ -2043,7 +2063,7 @@ fn phrase_top_k(
                         return Ok(()); // a term has nothing left: no phrase from here on
                     }
                     win_end = win_end.min(c.last_doc_of(b));
-                    win_bound = win_bound.min(bound(t, b));
+                    win_bound = win_bound.min(bounds.get(t, b, c, bm, f32::INFINITY));
                 }
                 have_window = true;
             }
