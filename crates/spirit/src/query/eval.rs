@@ -1653,18 +1653,18 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
             scores.clear();
             scores.resize(docs.len(), 0.0);
             add_scores(bm, norms, docs, ftf, &mut scores);
-            let (before, after): (f32, &[f32]) = (bnd[..lead].iter().sum(), &bnd[lead + 1..]);
-            // Branch-free compaction: always write, advance only past a kept doc.
             cand.resize(docs.len(), 0);
             let ltf = &mut tfs[lead];
             ltf.resize(docs.len(), 0);
-            let mut m = 0;
-            for j in 0..docs.len() {
-                let bound = after.iter().fold(before + scores[j], |a, &b| a + b);
-                cand[m] = docs[j];
-                ltf[m] = ftf[j];
-                m += (bound >= theta) as usize;
-            }
+            let m = if n == 2 {
+                // Two terms: the sum in query order is the lead's score plus the other's bound either way.
+                let rest = bnd[1 - lead];
+                keep_where(docs, ftf, &scores, |own| own + rest >= theta, &mut cand, ltf)
+            } else {
+                let (before, after): (f32, &[f32]) = (bnd[..lead].iter().sum(), &bnd[lead + 1..]);
+                let bound = |own: f32| after.iter().fold(before + own, |a, &b| a + b);
+                keep_where(docs, ftf, &scores, |own| bound(own) >= theta, &mut cand, ltf)
+            };
             cand.truncate(m);
             ltf.truncate(m);
             if cand.len() < to - from {
@@ -2116,6 +2116,34 @@ fn phrase_top_k(
         }
     }
     Ok(())
+}
+
+/// Copies the docs (with their frequencies) whose score passes `keep` to the front of `out_docs` and
+/// `out_tfs`, returning how many: branch-free (always write, advance only past a kept doc). Batches are at
+/// most a block long.
+const _: () = assert!(BLOCK_LEN.is_power_of_two());
+
+#[inline]
+fn keep_where(
+    docs: &[u32],
+    tfs: &[u32],
+    scores: &[f32],
+    keep: impl Fn(f32) -> bool,
+    out_docs: &mut [u32],
+    out_tfs: &mut [u32],
+) -> usize {
+    let n = docs.len();
+    assert!(
+        n <= BLOCK_LEN && tfs.len() >= n && scores.len() >= n && out_docs.len() >= n && out_tfs.len() >= n
+    );
+    let mut m = 0;
+    for j in 0..n {
+        // m <= j < n: in bounds (the mask only tells the compiler so).
+        out_docs[m & (BLOCK_LEN - 1)] = docs[j];
+        out_tfs[m & (BLOCK_LEN - 1)] = tfs[j];
+        m += keep(scores[j]) as usize;
+    }
+    m
 }
 
 /// Adds each posting's BM25 to `scores` (one per doc), in a tight loop over a batch: the norms column is
