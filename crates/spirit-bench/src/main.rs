@@ -6,6 +6,7 @@
 //! reopen. Prints a markdown report and optionally writes JSON.
 
 mod cache;
+mod codecs;
 mod durability;
 mod http_load;
 mod input;
@@ -38,6 +39,9 @@ enum Cli {
     /// Load through the HTTP API on loopback: concurrent bulk writers and searchers, no error and no
     /// acknowledged document lost, latency percentiles.
     HttpLoad(http_load::HttpLoadArgs),
+    /// The codec study (seed 004): bytes per posting, decoding speed and query workloads on decoded lists
+    /// for raw, VByte, Stream VByte, SIMD bit-packing and PFor, from a DRAM and a persistent copy.
+    Codecs(codecs::CodecArgs),
 }
 
 #[derive(clap::Args)]
@@ -249,5 +253,6 @@ fn main() {
         Cli::DurabilityChild(a) => durability::child(a),
         Cli::HttpLoad(a) => http_load::run(a),
         Cli::Cache(a) => cache::run(a),
+        Cli::Codecs(a) => codecs::run(a),
     }
 }

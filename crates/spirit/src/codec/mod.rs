@@ -10,6 +10,7 @@
 //! Every decoder bounds-checks what it reads and reports [`CodecError`] instead of panicking, because
 //! persistent bytes can be corrupted.
 
+pub mod family;
 mod norm;
 mod postings;
 mod vbyte;
