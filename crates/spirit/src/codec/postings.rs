@@ -294,7 +294,17 @@ impl<'a> PostingsCursor<'a> {
     /// the skip table alone (Lucene's `advanceShallow`): galloping forward from the current block, since
     /// intersections mostly move a block or two, then a binary search.
     pub fn shallow_block(&self, target: u32) -> u32 {
-        let cur = self.block;
+        self.shallow_block_from(self.block, target)
+    }
+
+    /// [`Self::shallow_block`] galloping from block `from` instead of the current one: callers that walk the
+    /// skip table ahead of the cursor (block-max windows) keep their own position. Every block before `from`
+    /// must end before the target.
+    pub fn shallow_block_from(&self, from: u32, target: u32) -> u32 {
+        if from >= self.n_blocks {
+            return self.n_blocks;
+        }
+        let cur = from;
         if self.last_doc(cur) >= target {
             return cur;
         }

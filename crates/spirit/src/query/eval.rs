@@ -1605,9 +1605,12 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
     let mut scores: Vec<f32> = Vec::with_capacity(BLOCK_LEN);
     // Per term, its bound over the current window.
     let mut bnd = ubs.clone();
+    // Per term, the skip-table block the windows have reached (they run ahead of the cursors).
+    let mut reached = vec![0u32; n];
     let mut doc = 0u32;
     while doc < visible {
-        let lb = curs[lead].shallow_block(doc);
+        let lb = curs[lead].shallow_block_from(reached[lead].max(curs[lead].block_index()), doc);
+        reached[lead] = lb;
         if lb >= curs[lead].block_count() {
             break;
         }
@@ -1628,7 +1631,8 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
             bnd[lead] = bounds.get(lead, lb, &curs[lead], scoring[lead].1, ubs[lead]);
             for &t in &order[1..] {
                 let c = &curs[t];
-                let b = c.shallow_block(doc);
+                let b = c.shallow_block_from(reached[t].max(c.block_index()), doc);
+                reached[t] = b;
                 if b >= c.block_count() {
                     // This list has nothing at or after `doc`: no match from here on.
                     return Ok(());
@@ -1851,6 +1855,8 @@ fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, 
     let (mut survivors, mut docs): (Vec<usize>, Vec<u32>) = (vec![], vec![]);
     let (mut table, mut hits) = (vec![], vec![]);
     let mut buf = [0f32; BLOCK_LEN];
+    // Per term, the skip-table block the windows have reached (they run ahead of the cursors).
+    let mut reached = vec![0u32; n];
     let mut start = 0u32;
     while start < visible {
         // Start at the first posting still ahead (sparse lists leap over empty stretches).
@@ -1864,7 +1870,9 @@ fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, 
         let theta = if full { col.theta() } else { f32::NEG_INFINITY };
         for t in 0..n {
             let c = &curs[t];
-            let (from, to) = (c.shallow_block(start), c.shallow_block(end).min(c.block_count() - 1));
+            let from = c.shallow_block_from(reached[t].max(c.block_index()), start);
+            let to = c.shallow_block_from(from, end).min(c.block_count() - 1);
+            reached[t] = from;
             wb[t] = match () {
                 _ if from >= c.block_count() => 0.0,
                 _ => (from..=to.max(from))
@@ -2044,6 +2052,7 @@ fn phrase_top_k(
     let mut tfs = vec![0u32; n];
     // The current window: docs up to `win_end` are bounded by `win_bound`.
     let (mut win_end, mut win_bound) = (0u32, f32::INFINITY);
+    let mut reached = vec![0u32; n];
     let mut have_window = false;
     let mut doc = 0u32;
     'docs: loop {
@@ -2058,7 +2067,8 @@ fn phrase_top_k(
                 win_end = NO_DOC - 1;
                 win_bound = f32::INFINITY;
                 for (t, c) in curs.iter().enumerate() {
-                    let b = c.shallow_block(d);
+                    let b = c.shallow_block_from(reached[t].max(c.block_index()), d);
+                    reached[t] = b;
                     if b >= c.block_count() {
                         return Ok(()); // a term has nothing left: no phrase from here on
                     }
