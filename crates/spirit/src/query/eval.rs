@@ -1903,6 +1903,11 @@ fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, 
         // A window that cannot compete at all (exact counts wanted) is counted, not scored.
         let score = !full || wb.iter().sum::<f32>() * BOUND_SLACK >= theta;
         let lone = essential.iter().filter(|&&e| e).count() == 1;
+        // One essential term: its postings come in doc order, so they are counted and filtered as they are
+        // scored (no bitset, no partial sums); only survivors are written to the score rows.
+        let direct = lone && score;
+        survivors.clear();
+        docs.clear();
         for t in (0..n).filter(|&t| essential[t]) {
             let (norms, bm) = &scoring[t];
             let c = &mut curs[t];
@@ -1925,7 +1930,21 @@ fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, 
                 let (ds, fs) = c.rest_of_block().map_err(fail)?;
                 let m = ds.partition_point(|&d| d <= end);
                 let row = &mut rows[t * W..(t + 1) * W];
-                if score {
+                if direct {
+                    bm.score_batch(norms, &ds[..m], &fs[..m], &mut buf);
+                    for (&d, &s) in ds[..m].iter().zip(&buf) {
+                        if any_deleted && del.is_deleted(d) {
+                            continue;
+                        }
+                        col.total += 1;
+                        if (s + ne_sum) * BOUND_SLACK >= theta {
+                            let i = (d - start) as usize;
+                            row[i] = s;
+                            survivors.push(i);
+                            docs.push(d);
+                        }
+                    }
+                } else if score {
                     bm.score_batch(norms, &ds[..m], &fs[..m], &mut buf);
                     for (&d, &s) in ds[..m].iter().zip(&buf) {
                         let i = (d - start) as usize;
@@ -1949,9 +1968,7 @@ fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, 
             }
         }
         // The docs seen, in order: count them; keep those that can compete for probing and scoring.
-        survivors.clear();
-        docs.clear();
-        for (w, &bits) in seen.iter().enumerate() {
+        for (w, &bits) in seen.iter().enumerate().filter(|_| !direct) {
             let mut bits = bits;
             while bits != 0 {
                 let i = w * 64 + bits.trailing_zeros() as usize;
@@ -1989,6 +2006,15 @@ fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, 
             }
         }
         // Reset what this window wrote: whole rows when many docs were seen (a memset beats scattered stores).
+        if direct {
+            for &i in &survivors {
+                for t in 0..n {
+                    rows[t * W + i] = 0.0;
+                }
+            }
+            start = end.saturating_add(1);
+            continue;
+        }
         let touched: u32 = seen.iter().map(|w| w.count_ones()).sum();
         if touched as usize * 8 > W {
             rows.fill(0.0);
