@@ -9,6 +9,10 @@
 //!
 //! Every decoder bounds-checks what it reads and reports [`CodecError`] instead of panicking, because
 //! persistent bytes can be corrupted.
+//!
+//! Field lengths are stored as one-byte norms ([`encode_norm`], Lucene's scheme). [`family`] holds the codecs
+//! the doc-id format was chosen against (raw, VByte, Stream VByte, PFor) behind one trait, for the codec
+//! study (`spirit-bench codecs`).
 
 pub mod family;
 mod norm;
