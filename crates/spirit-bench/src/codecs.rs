@@ -11,7 +11,7 @@
 use crate::input;
 use serde_json::json;
 use spirit::analysis::Analyzer;
-use spirit::codec::family::{all_codecs, decode_list, encode_list, GapCodec};
+use spirit::codec::family::{all_codecs, decode_list, GapCodec};
 use spirit::memory::{BarrierChoice, PersistentHeap};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -119,14 +119,13 @@ pub fn run(a: CodecArgs) {
         })
         .collect();
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut rows = vec![];
     let mut out = vec![];
     println!(
         "| codec | bytes/posting | bits/doc id | encode M postings/s | copy | decode M postings/s | {} |",
         queries.iter().map(|(c, _)| format!("{c} QPS")).collect::<Vec<_>>().join(" | ")
     );
     println!("|---|---:|---:|---:|---|---:|{}", queries.iter().map(|_| "---:|").collect::<String>());
-    for codec in all_codecs() {
+    for (ci, codec) in all_codecs().iter().enumerate() {
         let codec = codec.as_ref();
         let t = Instant::now();
         let mut enc = Encoded { bytes: vec![], at: HashMap::new() };
@@ -140,14 +139,14 @@ pub fn run(a: CodecArgs) {
                 g
             }));
             let off = enc.bytes.len();
-            encode_list(codec, &gaps, &mut enc.bytes);
+            codec.encode(&gaps, &mut enc.bytes);
             enc.at.insert(term.clone(), (off, ids.len()));
         }
         let encode_rate = postings as f64 / t.elapsed().as_secs_f64() / 1e6;
         let bpp = enc.bytes.len() as f64 / postings as f64;
         // The persistent copy: the same bytes in a persistent heap, durable, read through its mapping.
         let heap = PersistentHeap::create(
-            &dir.path().join(format!("codec-{}.heap", rows.len())),
+            &dir.path().join(format!("codec-{ci}.heap")),
             enc.bytes.len() as u64 + (64 << 20),
             BarrierChoice::Auto,
         )
@@ -211,7 +210,6 @@ pub fn run(a: CodecArgs) {
                 "qps": qps.iter().map(|(c, q)| (c.clone(), json!(q))).collect::<serde_json::Map<_, _>>(),
             }));
         }
-        rows.push(codec.name());
     }
     if let Some(p) = a.json {
         let doc = json!({"docs": docs.len(), "terms": lists.len(), "postings": postings, "results": out});

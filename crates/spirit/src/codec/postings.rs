@@ -309,28 +309,22 @@ impl<'a> PostingsCursor<'a> {
             return cur;
         }
         let (mut lo, mut step) = (cur + 1, 1u32);
-        // Invariant: every block below `lo` ends before the target.
+        // Gallop to a block that reaches the target (or past the end). Invariant: every block below `lo`
+        // ends before the target.
+        let mut hi = self.n_blocks;
         loop {
             let probe = lo.saturating_add(step - 1);
             if probe >= self.n_blocks {
                 break;
             }
             if self.last_doc(probe) >= target {
-                let mut hi = probe;
-                while lo < hi {
-                    let mid = lo + (hi - lo) / 2;
-                    if self.last_doc(mid) < target {
-                        lo = mid + 1;
-                    } else {
-                        hi = mid;
-                    }
-                }
-                return lo;
+                hi = probe;
+                break;
             }
             lo = probe + 1;
             step = step.saturating_mul(2);
         }
-        let mut hi = self.n_blocks;
+        // Then the first block in lo..=hi that reaches it.
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if self.last_doc(mid) < target {

@@ -1508,6 +1508,20 @@ fn eval_segment(
     Ok(())
 }
 
+/// The cursor over a term's postings in an image segment (`None`: the term is not there).
+fn image_cursor<'a>(ctx: &'a Ctx<'a>, si: usize, key: &[u8]) -> Option<PostingsCursor<'a>> {
+    match term_postings(ctx, si, key) {
+        Postings::Block(c, _) => Some(*c),
+        Postings::Empty => None,
+        Postings::Fresh(_) => unreachable!("an image has no fresh postings"),
+    }
+}
+
+/// Turns a codec error met while reading segment `seg` into the query's error.
+fn codec_failure<'s>(seg: &'s Seg<'_>) -> impl Fn(crate::codec::CodecError) -> Error + Copy + 's {
+    move |e| Error::Format(format!("segment {}: {}", seg.desc.id, SegmentError::from(e).0))
+}
+
 /// Top-k of a single term on an image, a block at a time (the single-term loop of block-max WAND, as in
 /// Tantivy and Lucene's impacts): with a threshold, a block whose impact bound is below it is skipped
 /// without being decoded; a competitive block is decoded whole (docs and frequencies, SIMD) and scored in a
@@ -1522,13 +1536,9 @@ fn term_top_k(
     prune: bool,
 ) -> Result<()> {
     let seg = &ctx.segs[si];
-    let fail = |e: crate::codec::CodecError| {
-        Error::Format(format!("segment {}: {}", seg.desc.id, SegmentError::from(e).0))
-    };
-    let mut c = match term_postings(ctx, si, key) {
-        Postings::Block(c, _) => c,
-        Postings::Empty => return Ok(()),
-        Postings::Fresh(_) => unreachable!("an image has no fresh postings"),
+    let fail = codec_failure(seg);
+    let Some(mut c) = image_cursor(ctx, si, key) else {
+        return Ok(());
     };
     let norms = norms(seg, field);
     let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
@@ -1583,9 +1593,7 @@ fn term_top_k(
 /// bounds never falls below the sum of the scores it bounds. Ties stay in (`>=`): the newer doc wins them.
 fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, prune: bool) -> Result<()> {
     let seg = &ctx.segs[si];
-    let fail = |e: crate::codec::CodecError| {
-        Error::Format(format!("segment {}: {}", seg.desc.id, SegmentError::from(e).0))
-    };
+    let fail = codec_failure(seg);
     let Some(TermLists { mut curs, scoring, mut bounds, ubs }) = TermLists::open(ctx, si, must, false) else {
         return Ok(());
     };
@@ -1790,11 +1798,10 @@ impl<'a> TermLists<'a> {
         let (mut curs, mut scoring) = (Vec::with_capacity(terms.len()), Vec::with_capacity(terms.len()));
         for w in terms {
             let Weight::Term { key, field, bm, .. } = w else { unreachable!("terms only") };
-            match term_postings(ctx, si, key) {
-                Postings::Block(c, _) => curs.push(*c),
-                Postings::Empty if drop_empty => continue,
-                Postings::Empty => return None,
-                Postings::Fresh(_) => unreachable!("an image has no fresh postings"),
+            match image_cursor(ctx, si, key) {
+                Some(c) => curs.push(c),
+                None if drop_empty => continue,
+                None => return None,
             }
             scoring.push((norms(seg, *field), bm));
         }
@@ -1831,9 +1838,7 @@ const BOUND_SLACK: f32 = 1.0 + 1e-4;
 /// `prune` every term is essential and every match counted.
 fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, prune: bool) -> Result<()> {
     let seg = &ctx.segs[si];
-    let fail = |e: crate::codec::CodecError| {
-        Error::Format(format!("segment {}: {}", seg.desc.id, SegmentError::from(e).0))
-    };
+    let fail = codec_failure(seg);
     let Some(TermLists { mut curs, scoring, mut bounds, ubs }) = TermLists::open(ctx, si, should, true)
     else {
         return Ok(());
@@ -2057,17 +2062,10 @@ fn phrase_top_k(
     prune: bool,
 ) -> Result<()> {
     let seg = &ctx.segs[si];
-    let fail = |e: crate::codec::CodecError| {
-        Error::Format(format!("segment {}: {}", seg.desc.id, SegmentError::from(e).0))
+    let fail = codec_failure(seg);
+    let Some(mut curs) = keys.iter().map(|k| image_cursor(ctx, si, k)).collect::<Option<Vec<_>>>() else {
+        return Ok(());
     };
-    let mut curs = Vec::with_capacity(keys.len());
-    for key in keys {
-        match term_postings(ctx, si, key) {
-            Postings::Block(c, _) => curs.push(*c),
-            Postings::Empty => return Ok(()),
-            Postings::Fresh(_) => unreachable!("an image has no fresh postings"),
-        }
-    }
     let n = curs.len();
     let norms = norms(seg, field);
     // The phrase's BM25 at each term's block impacts.
