@@ -4,11 +4,11 @@
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use spirit::formats::{parse_lines_doc, Format};
+use spirit::formats::Format;
 use spirit::{Durability, Engine, EngineConfig, Index, SearchOptions, ShardConfig, Sort};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -98,6 +98,10 @@ enum Cmd {
         /// Append the `_id` of every acknowledged (durable) document to this file, one per line.
         #[arg(long)]
         ack_log: Option<PathBuf>,
+        /// Threads that parse and analyze documents (the bulk pipeline; default: one per core). Documents go
+        /// in in input order whatever the count.
+        #[arg(long)]
+        threads: Option<usize>,
         /// Files to index.
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -186,8 +190,8 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Index { open, format, limit, sync_every, ack_log, files } => {
-            cmd_index(&open, format, limit, sync_every.max(1), ack_log.as_deref(), &files)
+        Cmd::Index { open, format, limit, sync_every, ack_log, threads, files } => {
+            cmd_index(&open, format, limit, sync_every.max(1), ack_log.as_deref(), threads, &files)
         }
         Cmd::Get { open, ids } => cmd_get(&open, &ids),
         Cmd::Search { open, limit, sort, count, json, query } => {
@@ -292,97 +296,44 @@ impl<T: Read> Read for CountingReader<T> {
     }
 }
 
-/// Group commit for the CLI: documents are acknowledged (and their ids written to the ack log) once a sync
-/// covers them.
-struct Acks {
+/// What `spirit index` does with the bulk loader's reports: progress bar, ack log, rejected lines.
+struct IndexObserver {
+    name: String,
     /// Set by SIGINT/SIGTERM: stop reading input.
     stop: Arc<AtomicBool>,
-    pending: Vec<String>,
-    /// The highest tLog position per shard not yet synced, and how many writes that covers.
-    unsynced: spirit::PendingSet,
-    since_sync: usize,
-    every: usize,
-    log: Option<std::io::BufWriter<std::fs::File>>,
+    pb: ProgressBar,
+    log: Option<std::sync::Mutex<std::io::BufWriter<std::fs::File>>>,
+    /// The first write error of the ack log (the load stops on it).
+    log_error: std::sync::Mutex<Option<std::io::Error>>,
+    rejected: AtomicU64,
 }
 
-impl Acks {
-    fn push(&mut self, index: &Index, id: String, pending: Option<spirit::Pending>) -> R<()> {
-        if pending.is_some() {
-            self.since_sync += 1;
+impl spirit::BulkObserver for IndexObserver {
+    fn acknowledged(&self, added: &[spirit::AddResult]) {
+        let Some(log) = &self.log else { return };
+        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+        let r = added.iter().try_for_each(|a| writeln!(log, "{}", a.id)).and_then(|_| log.flush());
+        if let Err(e) = r {
+            self.log_error.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
         }
-        self.unsynced.note(pending);
-        if self.log.is_some() {
-            self.pending.push(id);
-        }
-        if self.pending.len() >= self.every || self.since_sync >= self.every {
-            self.flush(index)?;
-        }
-        Ok(())
     }
 
-    fn flush(&mut self, index: &Index) -> R<()> {
-        index.sync_pending(&mut self.unsynced)?;
-        self.since_sync = 0;
-        if let Some(log) = &mut self.log {
-            for id in self.pending.drain(..) {
-                writeln!(log, "{id}")?;
-            }
-            log.flush()?;
+    fn rejected(&self, line: u64, e: &spirit::Error) {
+        let n = self.rejected.fetch_add(1, Ordering::Relaxed) + 1;
+        if n <= 10 {
+            self.pb.suspend(|| eprintln!("{}:{line}: skipped: {e}", self.name));
+        } else if n == 11 {
+            self.pb.suspend(|| eprintln!("{}: more rejected documents; not showing them", self.name));
         }
-        Ok(())
     }
-}
 
-/// Indexes every document of `r`; returns (indexed, rejected). Stops early when `stop` is set.
-fn index_stream(
-    index: &Index,
-    r: Box<dyn BufRead>,
-    format: Format,
-    name: &str,
-    limit: u64,
-    acks: &mut Acks,
-    mut on_doc: impl FnMut(u64),
-) -> R<(u64, u64)> {
-    let stop = acks.stop.clone();
-    let (mut ok, mut bad) = (0u64, 0u64);
-    for (lineno, line) in r.lines().enumerate() {
-        if stop.load(Ordering::Relaxed) || ok >= limit {
-            break;
-        }
-        let line = line.map_err(|e| format!("{name}: line {}: {e}", lineno + 1))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let res = match format {
-            Format::Lines => match parse_lines_doc(&line) {
-                Ok(None) => continue,
-                Ok(Some(doc)) => index.add_doc_deferred(doc),
-                Err(e) => Err(e),
-            },
-            Format::Jsonl => index.parse_json(line.as_bytes()).and_then(|d| index.add_doc_deferred(d)),
-        };
-        match res {
-            Ok((r, lsn)) => {
-                acks.push(index, r.id, lsn)?;
-                ok += 1;
-                on_doc(ok);
-            }
-            Err(
-                e @ (spirit::Error::BadDocument(_)
-                | spirit::Error::DocumentTooLarge { .. }
-                | spirit::Error::InvalidArgument(_)),
-            ) => {
-                bad += 1;
-                if bad <= 10 {
-                    eprintln!("{name}:{}: skipped: {e}", lineno + 1);
-                } else if bad == 11 {
-                    eprintln!("{name}: more rejected documents; not showing them");
-                }
-            }
-            Err(e) => return Err(Box::new(e)),
-        }
+    fn progress(&self, _: &spirit::BulkProgress) {
+        self.pb.set_position(PROGRESS.load(Ordering::Relaxed));
     }
-    Ok((ok, bad))
+
+    fn should_stop(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.log_error.lock().map_or(true, |e| e.is_some())
+    }
 }
 
 fn cmd_index(
@@ -391,6 +342,7 @@ fn cmd_index(
     limit: Option<u64>,
     sync_every: usize,
     ack_log: Option<&Path>,
+    threads: Option<usize>,
     files: &[PathBuf],
 ) -> R<()> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -398,30 +350,41 @@ fn cmd_index(
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
     let (engine, index) = open_index(o, true)?;
     let t0 = Instant::now();
-    let (mut total, mut rejected) = (0u64, 0u64);
+    let (mut total, mut rejected, mut bytes) = (0u64, 0u64, 0u64);
     let limit = limit.unwrap_or(u64::MAX);
     let log = match ack_log {
-        Some(p) => Some(std::io::BufWriter::new(
+        Some(p) => Some(std::sync::Mutex::new(std::io::BufWriter::new(
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(p)
                 .map_err(|e| format!("{}: {e}", p.display()))?,
-        )),
+        ))),
         None => None,
     };
-    let mut acks = Acks {
+    let mut opts = spirit::BulkOptions { sync_every, ..Default::default() };
+    if let Some(t) = threads {
+        if t == 0 {
+            return Err("--threads must be at least 1".into());
+        }
+        opts.threads = t;
+    }
+    let mut observer = IndexObserver {
+        name: String::new(),
         stop: stop.clone(),
-        pending: vec![],
-        unsynced: Default::default(),
-        since_sync: 0,
-        every: sync_every,
+        pb: ProgressBar::hidden(),
         log,
+        log_error: Default::default(),
+        rejected: AtomicU64::new(0),
     };
     for path in files {
+        if total >= limit {
+            break;
+        }
         let name = path.display().to_string();
-        let fmt = format.unwrap_or_else(|| Format::guess(&name));
-        let (r, len) = reader(path)?;
+        opts.format = format.unwrap_or_else(|| Format::guess(&name));
+        opts.limit = limit - total;
+        let (mut r, len) = reader(path)?;
         PROGRESS.store(0, Ordering::Relaxed);
         let pb = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
             ProgressBar::new(len)
@@ -434,26 +397,31 @@ fn cmd_index(
                 .progress_chars("=> "),
         );
         pb.set_message(name.clone());
-        let (ok, bad) = index_stream(&index, r, fmt, &name, limit - total, &mut acks, |n| {
-            if n % 1024 == 0 {
-                pb.set_position(PROGRESS.load(Ordering::Relaxed));
-            }
-        })?;
-        pb.finish_and_clear();
-        total += ok;
-        rejected += bad;
+        observer.pb = pb;
+        observer.name = name.clone();
+        observer.rejected.store(0, Ordering::Relaxed);
+        let res = spirit::bulk_load(&index, &mut r, &opts, &observer);
+        observer.pb.finish_and_clear();
+        let p = res.map_err(|e| format!("{name}: {e}"))?;
+        if let Some(e) = observer.log_error.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            return Err(format!("ack log: {e}").into());
+        }
+        total += p.docs;
+        rejected += p.rejected;
+        bytes += p.bytes;
         if stop.load(Ordering::Relaxed) {
             eprintln!("interrupted: closing the index gracefully");
             break;
         }
     }
-    acks.flush(&index)?;
     let secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     engine.close()?;
     eprintln!(
-        "indexed {total} documents in {secs:.2} s ({:.0} docs/s), {rejected} rejected; close took {:.2} s",
+        "indexed {total} documents ({:.1} MB) in {secs:.2} s ({:.0} docs/s, {:.1} MB/s), {rejected} rejected; close took {:.2} s",
+        bytes as f64 / 1e6,
         total as f64 / secs.max(1e-9),
+        bytes as f64 / 1e6 / secs.max(1e-9),
         t1.elapsed().as_secs_f64()
     );
     Ok(())
@@ -756,27 +724,26 @@ fn cmd_demo(data: Option<PathBuf>) -> R<()> {
     println!("spirit demo: indexing the bundled sample (2,000 Wikipedia chunks) into {}", dir.display());
     let engine = Engine::open(&dir, cfg.clone())?;
     let index = engine.create_index("wiki", None, None)?;
-    let r: Box<dyn BufRead> = Box::new(BufReader::new(flate2::read::GzDecoder::new(SAMPLE)));
+    let mut r = BufReader::new(flate2::read::GzDecoder::new(SAMPLE));
     let t0 = Instant::now();
-    let mut first_visible = None;
-    let mut acks = Acks {
-        stop: Arc::new(AtomicBool::new(false)),
-        pending: vec![],
-        unsynced: Default::default(),
-        since_sync: 0,
-        every: 256,
-        log: None,
-    };
-    let (n, _) = index_stream(&index, r, Format::Lines, "sample", u64::MAX, &mut acks, |n| {
-        if n == 1 {
-            // Real time: the very first document is searchable as soon as add() returns.
-            first_visible = Some(index.count("anarchism").unwrap_or(0));
+    /// Real time: the first documents are searchable as soon as they are inserted.
+    struct FirstVisible<'a>(&'a Index, std::sync::Mutex<Option<u64>>);
+    impl spirit::BulkObserver for FirstVisible<'_> {
+        fn acknowledged(&self, _: &[spirit::AddResult]) {
+            let mut first = self.1.lock().unwrap_or_else(|e| e.into_inner());
+            if first.is_none() {
+                *first = Some(self.0.count("anarchism").unwrap_or(0));
+            }
         }
-    })?;
+    }
+    let observer = FirstVisible(&index, Default::default());
+    let opts = spirit::BulkOptions { format: Format::Lines, ..Default::default() };
+    let n = spirit::bulk_load(&index, &mut r, &opts, &observer)?.docs;
+    let first_visible = observer.1.into_inner().unwrap_or_else(|e| e.into_inner());
     let secs = t0.elapsed().as_secs_f64();
     println!("indexed {n} documents in {:.3} s ({:.0} docs/s)", secs, n as f64 / secs);
     println!(
-        "first document visible to the very next query: {} hit(s) for 'anarchism'",
+        "first documents visible to the very next query: {} hit(s) for 'anarchism'",
         first_visible.unwrap_or(0)
     );
     let mut out = std::io::stdout().lock();

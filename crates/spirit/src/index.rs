@@ -78,6 +78,13 @@ struct Persisted {
     id_counter: u64,
 }
 
+/// A document analyzed and ready to insert ([`Index::prepare`] → [`Index::insert_prepared`]).
+pub struct PreparedDoc {
+    /// No `_id` was given: one is generated at insertion (and no existing document can be replaced).
+    generated: bool,
+    analyzed: crate::schema::AnalyzedDoc,
+}
+
 /// The outcome of an `add`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddResult {
@@ -629,12 +636,21 @@ impl Index {
         id: Option<String>,
         body: serde_json::Value,
     ) -> Result<(AddResult, Option<Pending>)> {
+        let prepared = self.prepare(id, &body)?;
+        self.insert_prepared(prepared)
+    }
+
+    /// The first half of an add, which needs no engine lock and may run on any thread: maps new fields
+    /// (dynamic mapping), checks the `_id` and size limits and analyzes the document. The second half,
+    /// [`insert_prepared`](Self::insert_prepared), puts it in its shard; the bulk loader runs the first
+    /// half on many threads and the second in input order.
+    pub fn prepare(&self, id: Option<String>, body: &serde_json::Value) -> Result<PreparedDoc> {
         if !body.is_object() {
             return Err(Error::BadDocument("a document must be a JSON object".into()));
         }
         {
             let s = self.schema.read();
-            let new = new_fields(&s, &body);
+            let new = new_fields(&s, body);
             drop(s);
             if !new.is_empty() {
                 let mut w = self.schema.write();
@@ -644,24 +660,32 @@ impl Index {
                 self.log_meta_with(&w)?;
             }
         }
-        let generated = id.is_none();
-        let id = match id {
-            Some(id) => {
-                crate::schema::document::validate_id(&id)?;
-                id
-            }
-            None => self.next_id(),
-        };
-        let mut analyzed = analyze_document(&self.schema.read(), id, &body)?;
+        if let Some(id) = &id {
+            crate::schema::document::validate_id(id)?;
+        }
+        // A generated `_id` is drawn when the document is inserted, so ids follow insertion order.
+        let analyzed = analyze_document(&self.schema.read(), id.clone().unwrap_or_default(), body)?;
         if analyzed.source.len() > self.settings.max_document_bytes {
             return Err(Error::DocumentTooLarge {
                 size: analyzed.source.len(),
                 limit: self.settings.max_document_bytes,
             });
         }
+        Ok(PreparedDoc { generated: id.is_none(), analyzed })
+    }
+
+    /// The second half of an add (see [`prepare`](Self::prepare)): draws a generated `_id` if the document
+    /// has none, routes it to its shard and inserts it there (replacing a live document with the same
+    /// `_id`). Not yet durable in crash-safe mode: sync the returned [`Pending`].
+    pub fn insert_prepared(&self, mut prepared: PreparedDoc) -> Result<(AddResult, Option<Pending>)> {
+        let analyzed = &mut prepared.analyzed;
+        if prepared.generated {
+            analyzed.id = self.next_id();
+        }
         let shard = self.shard_of(&analyzed.id);
-        let (doc, replaced, lsn) = self.shards[shard].upsert_deferred(&mut analyzed, !generated)?;
-        Ok((AddResult { id: analyzed.id, doc, shard, replaced }, lsn.map(|lsn| Pending { shard, lsn })))
+        let (doc, replaced, lsn) = self.shards[shard].upsert_deferred(analyzed, !prepared.generated)?;
+        let id = std::mem::take(&mut analyzed.id);
+        Ok((AddResult { id, doc, shard, replaced }, lsn.map(|lsn| Pending { shard, lsn })))
     }
 
     /// Deletes the document with `_id`; returns whether it existed.

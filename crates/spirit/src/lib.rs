@@ -8,7 +8,7 @@
 //! The data path, bottom up (see `ARCHITECTURE.md` next to this crate):
 //! [`memory`] (heaps, rings, persistence barrier) → [`codec`] (posting blocks) → [`segment`] (fresh, image,
 //! merged) → [`gdt`] (descriptor table, epochs) → [`shard`] (pipeline: ingester, flusher, engraver, merger)
-//! → [`index`] / [`engine`] (documents, schema, queries).
+//! → [`index`] / [`engine`] (documents, schema, queries); [`bulk`] loads large inputs on every core.
 //!
 //! ```no_run
 //! use spirit::{Engine, EngineConfig, SearchOptions};
@@ -22,6 +22,7 @@
 //! ```
 
 pub mod analysis;
+pub mod bulk;
 pub mod codec;
 pub mod config;
 pub mod durability;
@@ -36,8 +37,11 @@ pub mod schema;
 pub mod segment;
 pub mod shard;
 
+pub use bulk::{bulk_load, BulkObserver, BulkOptions, BulkProgress};
 pub use config::{parse_size, CommitPolicy, CompactionPolicy, Durability, RetentionPolicy, ShardConfig};
 pub use engine::{default_shards, Engine, EngineConfig, IndexOptions};
 pub use error::{Error, Result};
-pub use index::{AddResult, Hit, Index, IndexSettings, IndexStats, Pending, PendingSet, SearchResult};
+pub use index::{
+    AddResult, Hit, Index, IndexSettings, IndexStats, Pending, PendingSet, PreparedDoc, SearchResult,
+};
 pub use query::{Query, SearchOptions, Sort};

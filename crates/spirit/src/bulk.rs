@@ -1,0 +1,417 @@
+//! The bulk loader: a SCANNS-style pipeline (Orhean's thesis, seed 001, ch. 3) for loading large inputs —
+//! `spirit index` on big files, large `_bulk` requests — with every core busy.
+//!
+//! ```text
+//!  reader (caller's thread)      workers (N threads)                       ordered stage (one worker at a time)
+//!  read 1 MiB, cut at the  ───▶  parse lines, map new fields, analyze ───▶ draw generated ids, route to the
+//!  last line end                 (tokenize, stem) into PreparedDocs        shards, insert, group commit, ack
+//!        ▲                              │
+//!        └──── pool of recycled buffers ┘
+//! ```
+//!
+//! * **Reader.** Reads the input in large blocks cut at a line end (the tail carries over into the next
+//!   block) into buffers taken from a fixed pool; a worker returns a buffer as soon as it has parsed it, so
+//!   memory is bounded by the pool (`threads * 2 + 1` blocks of input plus the analyzed documents of the
+//!   blocks in flight) and the reader waits when the workers fall behind. A line longer than the document
+//!   limit is skipped as it streams by (never buffered whole) and reported as too large.
+//! * **Workers.** Parsing and analysis — the bulk of the per-document CPU time (JSON, tokenizer, stemmer,
+//!   term sorting) — need no engine lock ([`Index::prepare`]), so they run on every worker at once.
+//! * **Ordered stage.** A worker with an analyzed block waits its turn (blocks are numbered as read) and then
+//!   inserts the block's documents in input order ([`Index::insert_prepared`]). In-order insertion is what
+//!   makes a bulk-loaded index answer *exactly* like one built by streaming `add` calls over the same input:
+//!   the same generated `_id`s, the same doc ids and `_seq` numbers, the same replacements when an `_id`
+//!   repeats. Shards' fresh segments are the indexers: an insert appends to in-DRAM posting blocks and the
+//!   shard's pipeline (flusher, engraver, merger threads) turns full ones into segments, so everything loaded
+//!   so far is searchable while the load runs.
+//!
+//! Each shard's insertion is cheap next to the analysis (see `bench/results/bulk-*`), so one ordered stage
+//! keeps up with the workers on the machines this runs on; per-shard ordered stages would let N shards
+//! insert in parallel, at the price of no longer numbering `_seq` in input order across shards.
+//!
+//! Bad documents (malformed JSON or UTF-8, a bad `_id`, a field of the wrong type, too large) are reported
+//! through [`BulkObserver::rejected`] with their line number and skipped; any other error (a full budget, a
+//! failed disk) stops the load and is returned — the documents inserted before it stay.
+//!
+//! Durability: in crash-safe mode the ordered stage syncs the shards' logs every `sync_every` documents and at
+//! the end of each block (one persistence barrier for many documents), and reports the `_id`s it covered
+//! through [`BulkObserver::acknowledged`] — in input order, each only after it is durable.
+
+use crate::error::{Error, Result};
+use crate::formats::{parse_lines_doc, Format};
+use crate::index::{AddResult, Index, PendingSet, PreparedDoc};
+use crate::schema::document::take_id;
+use crossbeam_channel::{bounded, Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+/// How a bulk load runs.
+#[derive(Debug, Clone)]
+pub struct BulkOptions {
+    /// Input format of every line.
+    pub format: Format,
+    /// Worker threads that parse and analyze (default: one per core). The reader runs on the caller's thread.
+    pub threads: usize,
+    /// Input bytes per block handed to a worker (default 1 MiB; a block holds at least one whole line).
+    pub block_bytes: usize,
+    /// Stop after this many documents are inserted.
+    pub limit: u64,
+    /// Crash-safe mode: documents per group commit (one persistence barrier acknowledges them all); every
+    /// block ends with one too.
+    pub sync_every: usize,
+}
+
+impl Default for BulkOptions {
+    fn default() -> Self {
+        BulkOptions {
+            format: Format::Jsonl,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            block_bytes: 1 << 20,
+            limit: u64::MAX,
+            sync_every: 256,
+        }
+    }
+}
+
+/// What a bulk load did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BulkProgress {
+    /// Documents inserted (and, in crash-safe mode, durable).
+    pub docs: u64,
+    /// Lines skipped as bad documents.
+    pub rejected: u64,
+    /// Input bytes consumed (after decompression), whole lines only.
+    pub bytes: u64,
+    /// Input lines consumed (blank lines and a line file's header included).
+    pub lines: u64,
+}
+
+/// Hooks a bulk load calls, always from one thread at a time and in input order.
+pub trait BulkObserver: Sync {
+    /// These documents are inserted — visible to searches and, in crash-safe mode, durable.
+    fn acknowledged(&self, _added: &[AddResult]) {}
+    /// Line `line` (1-based) was skipped: `error` says why.
+    fn rejected(&self, _line: u64, _error: &Error) {}
+    /// A block of input is done; `progress` counts everything so far.
+    fn progress(&self, _progress: &BulkProgress) {}
+    /// Polled between blocks: `true` stops the load early (what was read so far still goes in).
+    fn should_stop(&self) -> bool {
+        false
+    }
+}
+
+/// An observer that ignores everything.
+impl BulkObserver for () {}
+
+/// A block of whole input lines, numbered in input order.
+struct Block {
+    seq: u64,
+    data: Vec<u8>,
+    /// After `data`'s lines, one line that took this many bytes (line end included) was skipped without
+    /// buffering it (too large).
+    skipped_line: Option<u64>,
+}
+
+/// A worker's analysis of one block: per line, the line's index within the block and what to insert.
+struct Analyzed {
+    seq: u64,
+    lines: u64,
+    bytes: u64,
+    docs: Vec<(u64, Result<PreparedDoc>)>,
+}
+
+/// The turn-taking state of the ordered stage.
+struct Turn {
+    next: u64,
+    progress: BulkProgress,
+    /// A fatal error ended the load: everyone stops.
+    failed: Option<Error>,
+    /// The limit was reached or the observer asked to stop.
+    done: bool,
+}
+
+/// Loads every line of `input` into `index` through the bulk pipeline (see the module docs). Returns what
+/// was loaded; a fatal error is returned after the pipeline has stopped.
+pub fn bulk_load(
+    index: &Index,
+    input: &mut dyn Read,
+    opts: &BulkOptions,
+    observer: &dyn BulkObserver,
+) -> Result<BulkProgress> {
+    if opts.threads == 0 || opts.block_bytes == 0 || opts.sync_every == 0 {
+        return Err(Error::InvalidArgument(
+            "bulk load: threads, block_bytes and sync_every must be > 0".into(),
+        ));
+    }
+    let workers = opts.threads;
+    let pool_size = workers * 2 + 1;
+    let (pool_tx, pool_rx) = bounded::<Vec<u8>>(pool_size);
+    for _ in 0..pool_size {
+        pool_tx.send(Vec::with_capacity(opts.block_bytes + 4096)).expect("pool has room");
+    }
+    let (work_tx, work_rx) = bounded::<Block>(workers);
+    let turn = Mutex::new(Turn { next: 0, progress: BulkProgress::default(), failed: None, done: false });
+    let turned = Condvar::new();
+    let stop = AtomicBool::new(false);
+    // A line may be a little larger than the document it holds (the line format's tabs, JSON's `_id`).
+    let max_line = index.settings().max_document_bytes.saturating_add(64 << 10);
+
+    let read_result = std::thread::scope(|scope| {
+        for i in 0..workers {
+            let (work_rx, pool_tx) = (work_rx.clone(), pool_tx.clone());
+            let (turn, turned, stop) = (&turn, &turned, &stop);
+            std::thread::Builder::new()
+                .name(format!("spirit-bulk-{i}"))
+                .spawn_scoped(scope, move || {
+                    worker(index, opts, observer, &work_rx, &pool_tx, turn, turned, stop);
+                })
+                .expect("spawn a bulk worker");
+        }
+        drop(work_rx);
+        let r = read_blocks(input, opts.block_bytes, max_line, &pool_rx, &work_tx, &stop, observer);
+        drop(work_tx); // workers drain what is queued and exit
+        r
+    });
+    let t = turn.into_inner();
+    if let Some(e) = t.failed {
+        return Err(e);
+    }
+    read_result.map_err(|e| Error::io("the bulk load input", e))?;
+    Ok(t.progress)
+}
+
+/// The reader: fills pooled buffers with whole lines and hands them out in order.
+fn read_blocks(
+    input: &mut dyn Read,
+    block_bytes: usize,
+    max_line: usize,
+    pool: &Receiver<Vec<u8>>,
+    work: &Sender<Block>,
+    stop: &AtomicBool,
+    observer: &dyn BulkObserver,
+) -> std::io::Result<()> {
+    let mut carry: Vec<u8> = Vec::new();
+    let mut eof = false;
+    let mut seq = 0u64;
+    while !eof {
+        if stop.load(Relaxed) || observer.should_stop() {
+            stop.store(true, Relaxed);
+            break;
+        }
+        let Ok(mut buf) = pool.recv() else { break };
+        buf.clear();
+        buf.append(&mut carry);
+        let mut skipped_line = None;
+        loop {
+            // Fill to the block size, then cut after the last line end.
+            while buf.len() < block_bytes && !eof {
+                let want = block_bytes - buf.len();
+                eof = fill(input, &mut buf, want)?;
+            }
+            if eof {
+                break;
+            }
+            if let Some(p) = memchr::memrchr(b'\n', &buf) {
+                carry.extend_from_slice(&buf[p + 1..]);
+                buf.truncate(p + 1);
+                break;
+            }
+            // One line fills the block: read on until its end, unless it is too large to be a document.
+            if buf.len() > max_line {
+                let (skipped, at_eof) = skip_line(input, buf.len() as u64, &mut carry)?;
+                buf.clear();
+                skipped_line = Some(skipped);
+                eof = at_eof;
+                break;
+            }
+            eof = fill(input, &mut buf, block_bytes.max(64 << 10))?;
+        }
+        if buf.is_empty() && skipped_line.is_none() {
+            continue;
+        }
+        if work.send(Block { seq, data: buf, skipped_line }).is_err() {
+            break; // every worker has stopped (a failure)
+        }
+        seq += 1;
+    }
+    Ok(())
+}
+
+/// Appends up to `want` bytes from `input` to `buf`; returns whether the input is exhausted.
+fn fill(input: &mut dyn Read, buf: &mut Vec<u8>, want: usize) -> std::io::Result<bool> {
+    let start = buf.len();
+    buf.resize(start + want, 0);
+    loop {
+        match input.read(&mut buf[start..]) {
+            Ok(n) => {
+                buf.truncate(start + n);
+                return Ok(n == 0);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                buf.truncate(start);
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Reads and drops the rest of an over-long line (`seen` bytes of it are already read); what follows its
+/// end goes to `carry`. Returns the bytes the line took (its line end included) and whether the input ended
+/// with it.
+fn skip_line(input: &mut dyn Read, mut seen: u64, carry: &mut Vec<u8>) -> std::io::Result<(u64, bool)> {
+    let mut tmp = vec![0u8; 64 << 10];
+    loop {
+        let n = match input.read(&mut tmp) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok((seen, true));
+        }
+        if let Some(p) = memchr::memchr(b'\n', &tmp[..n]) {
+            carry.extend_from_slice(&tmp[p + 1..n]);
+            return Ok((seen + p as u64 + 1, false));
+        }
+        seen += n as u64;
+    }
+}
+
+/// A worker: analyze blocks as they come, then insert each in its turn.
+#[allow(clippy::too_many_arguments)]
+fn worker(
+    index: &Index,
+    opts: &BulkOptions,
+    observer: &dyn BulkObserver,
+    work: &Receiver<Block>,
+    pool: &Sender<Vec<u8>>,
+    turn: &Mutex<Turn>,
+    turned: &Condvar,
+    stop: &AtomicBool,
+) {
+    while let Ok(block) = work.recv() {
+        if stop.load(Relaxed) {
+            let _ = pool.send(block.data);
+            // Still take the turn so later blocks' workers are not left waiting.
+            take_turn(turn, turned, block.seq, |_| Ok(()));
+            continue;
+        }
+        let analyzed = analyze_block(index, opts.format, &block);
+        let _ = pool.send(block.data);
+        take_turn(turn, turned, analyzed.seq, |t| insert_block(index, opts, observer, stop, t, analyzed));
+    }
+}
+
+/// Waits until block `seq` is next, runs `f` unless the load has failed or finished, and passes the turn on.
+fn take_turn(turn: &Mutex<Turn>, turned: &Condvar, seq: u64, f: impl FnOnce(&mut Turn) -> Result<()>) {
+    let mut t = turn.lock();
+    while t.next != seq {
+        turned.wait(&mut t);
+    }
+    if t.failed.is_none() && !t.done {
+        if let Err(e) = f(&mut t) {
+            t.failed = Some(e);
+        }
+    }
+    t.next += 1;
+    turned.notify_all();
+}
+
+/// Parses and analyzes every line of a block (no engine lock).
+fn analyze_block(index: &Index, format: Format, block: &Block) -> Analyzed {
+    let mut docs = Vec::new();
+    let mut lines = 0u64;
+    for raw in block.data.split_inclusive(|&b| b == b'\n') {
+        let at = lines;
+        lines += 1;
+        let line = raw.strip_suffix(b"\n").unwrap_or(raw);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let doc = match format {
+            Format::Jsonl => index.parse_json(line).and_then(take_id),
+            Format::Lines => match std::str::from_utf8(line) {
+                Err(e) => Err(Error::BadDocument(format!("line is not UTF-8: {e}"))),
+                Ok(s) => match parse_lines_doc(s) {
+                    Ok(None) => continue,
+                    Ok(Some(d)) => Ok((None, d)),
+                    Err(e) => Err(e),
+                },
+            },
+        };
+        docs.push((at, doc.and_then(|(id, body)| index.prepare(id, &body))));
+    }
+    if let Some(size) = block.skipped_line {
+        let limit = index.settings().max_document_bytes;
+        docs.push((lines, Err(Error::DocumentTooLarge { size: size as usize, limit })));
+        lines += 1;
+    }
+    Analyzed { seq: block.seq, lines, bytes: block.data.len() as u64 + block.skipped_line.unwrap_or(0), docs }
+}
+
+/// The ordered stage for one block: insert in input order, group-commit, acknowledge, report.
+fn insert_block(
+    index: &Index,
+    opts: &BulkOptions,
+    observer: &dyn BulkObserver,
+    stop: &AtomicBool,
+    t: &mut Turn,
+    block: Analyzed,
+) -> Result<()> {
+    let first_line = t.progress.lines + 1;
+    let mut pending = PendingSet::default();
+    let mut added: Vec<AddResult> = Vec::new();
+    let mut since_sync = 0usize;
+    let sync = |added: &mut Vec<AddResult>, pending: &mut PendingSet| -> Result<()> {
+        index.sync_pending(pending)?;
+        observer.acknowledged(added);
+        added.clear();
+        Ok(())
+    };
+    for (at, doc) in block.docs {
+        if t.progress.docs >= opts.limit {
+            t.done = true;
+            break;
+        }
+        match doc.and_then(|d| index.insert_prepared(d)) {
+            Ok((r, p)) => {
+                pending.note(p);
+                added.push(r);
+                t.progress.docs += 1;
+                since_sync += 1;
+                if since_sync >= opts.sync_every {
+                    sync(&mut added, &mut pending)?;
+                    since_sync = 0;
+                }
+            }
+            Err(e) if is_document_error(&e) => {
+                t.progress.rejected += 1;
+                observer.rejected(first_line + at, &e);
+            }
+            Err(e) => {
+                // Acknowledge what is in before giving up (it is inserted; sync makes it durable).
+                let _ = sync(&mut added, &mut pending);
+                stop.store(true, Relaxed);
+                return Err(e);
+            }
+        }
+    }
+    sync(&mut added, &mut pending)?;
+    t.progress.lines += block.lines;
+    t.progress.bytes += block.bytes;
+    if t.progress.docs >= opts.limit {
+        t.done = true;
+    }
+    if t.done {
+        stop.store(true, Relaxed);
+    }
+    observer.progress(&t.progress);
+    Ok(())
+}
+
+/// Errors that reject one document and let the load go on.
+pub fn is_document_error(e: &Error) -> bool {
+    matches!(e, Error::BadDocument(_) | Error::DocumentTooLarge { .. } | Error::InvalidArgument(_))
+}
