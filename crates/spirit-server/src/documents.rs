@@ -213,9 +213,12 @@ struct Item {
 /// source line. A malformed action line fails the whole request (as in Elasticsearch); a bad document or a
 /// failed action fails only its item. Items run in order; documents are acknowledged together: one persist
 /// barrier per index at the end (crash-safe mode), after which every item reported successful is durable.
+/// In a large request the documents bound for existing indexes are analyzed in parallel first
+/// ([`prepare_bulk`]); only the insertions run one by one.
 pub fn bulk(state: &State, default_index: Option<&str>, body: &[u8]) -> ApiResult<Value> {
     let t0 = std::time::Instant::now();
     let items = parse_bulk(default_index, body, state.limits.max_bulk_actions)?;
+    let mut prepared = prepare_bulk(state, &items);
     let mut indexes: HashMap<String, Arc<Index>> = HashMap::new();
     let mut results: Vec<(usize, &'static str, ItemResult)> = vec![];
     // Items whose acknowledgement waits for their index's persist barrier.
@@ -237,18 +240,26 @@ pub fn bulk(state: &State, default_index: Option<&str>, body: &[u8]) -> ApiResul
                     i
                 }
             };
+            // The document analyzed ahead of time, if it was (and for this very index).
+            let ready = prepared[n].take().filter(|(i, _)| Arc::ptr_eq(i, &index)).map(|(_, p)| p);
+            let add = |id: Option<String>, doc: Result<Value, ApiError>| -> ApiResult<spirit::AddResult> {
+                let p = match ready {
+                    Some(p) => p?,
+                    None => index.prepare(id, &doc?)?,
+                };
+                Ok(index.insert_prepared(p)?.0)
+            };
             match action {
                 Action::Index { create: true, id: Some(id), doc } => {
-                    let doc = doc?;
                     let _g = state.id_lock(index.name(), &id);
                     if index.get(&id)?.is_some() {
                         return Err(version_conflict(index.name(), &id));
                     }
-                    let (r, _lsn) = index.add_deferred(Some(id), doc)?;
+                    let r = add(Some(id), doc)?;
                     Ok((StatusCode::CREATED, write_result(index.name(), &r.id, "created", Some(r.doc)), true))
                 }
                 Action::Index { id, doc, .. } => {
-                    let (r, _lsn) = index.add_deferred(id, doc?)?;
+                    let r = add(id, doc)?;
                     let (status, result) = if r.replaced {
                         (StatusCode::OK, "updated")
                     } else {
@@ -315,6 +326,38 @@ pub fn bulk(state: &State, default_index: Option<&str>, body: &[u8]) -> ApiResul
         })
         .collect();
     Ok(json!({"took": t0.elapsed().as_millis() as u64, "errors": errors, "items": items}))
+}
+
+/// Large bulk requests: the documents of `index`/`create` items for indexes that already exist are analyzed
+/// in parallel up front ([`Index::prepare_all`]); the items still run one by one in order. Returns, per item,
+/// the analysis and the index it was made for (used only if the item resolves to that same index).
+#[allow(clippy::type_complexity)]
+fn prepare_bulk(
+    state: &State,
+    items: &[Item],
+) -> Vec<Option<(Arc<Index>, spirit::Result<spirit::PreparedDoc>)>> {
+    const PARALLEL_MIN: usize = 32;
+    let mut out: Vec<_> = items.iter().map(|_| None).collect();
+    let mut by_index: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (n, item) in items.iter().enumerate() {
+        if let Ok(Action::Index { doc: Ok(_), .. }) = &item.action {
+            by_index.entry(item.index.as_str()).or_default().push(n);
+        }
+    }
+    for (name, ns) in by_index {
+        let Some(index) = state.engine.index(name).filter(|_| ns.len() >= PARALLEL_MIN) else { continue };
+        let inputs = ns
+            .iter()
+            .filter_map(|&n| match &items[n].action {
+                Ok(Action::Index { id, doc: Ok(d), .. }) => Some((id.clone(), d)),
+                _ => None,
+            })
+            .collect();
+        for (&n, p) in ns.iter().zip(index.prepare_all(inputs)) {
+            out[n] = Some((index.clone(), p));
+        }
+    }
+    out
 }
 
 fn parse_bulk(default_index: Option<&str>, body: &[u8], max_actions: usize) -> ApiResult<Vec<Item>> {

@@ -618,3 +618,63 @@ fn a_sharded_index_answers_like_a_one_shard_index() {
     assert_eq!(s.call("POST", "/missing/_forcemerge", None).0, 404);
     s.stop();
 }
+
+#[test]
+fn a_large_bulk_request_is_analyzed_in_parallel_and_applied_in_order() {
+    // 200 items into an existing index take the parallel-analysis path; the same items one request per
+    // item (the sequential path) must give the same statuses, results and answers.
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let mut bulk = String::new();
+    for i in 0..200 {
+        let id = format!("d{}", i % 70); // repeats: updates of earlier items in the same request
+        let line = match i % 23 {
+            5 => r#"{"n": "not a number"}"#.to_string(),
+            9 => r#"{"body": 17, "n": 1.5}"#.to_string(),
+            _ => format!(r#"{{"body": "w{} w{} common", "n": {i}}}"#, i % 7, i % 11),
+        };
+        let action = if i % 31 == 3 { "create" } else { "index" };
+        bulk.push_str(&format!("{{\"{action}\": {{\"_id\": \"{id}\"}}}}\n{line}\n"));
+    }
+    let mut statuses = vec![];
+    for name in ["par", "seq"] {
+        // Both indexes exist with the same mapping first, so only the request shape differs.
+        s.call("PUT", &format!("/{name}"), Some(r#"{"mappings": {"properties": {"n": {"type": "long"}}}}"#));
+        let mut st = vec![];
+        if name == "par" {
+            let (code, v) = s.call("POST", "/par/_bulk", Some(&bulk));
+            assert_eq!(code, 200, "{v}");
+            for item in v["items"].as_array().unwrap() {
+                let (op, body) = item.as_object().unwrap().iter().next().unwrap();
+                st.push((op.clone(), body["status"].as_u64().unwrap(), body["result"].clone()));
+            }
+        } else {
+            for pair in bulk.lines().collect::<Vec<_>>().chunks(2) {
+                let (code, v) = s.call("POST", "/seq/_bulk", Some(&format!("{}\n{}\n", pair[0], pair[1])));
+                assert_eq!(code, 200, "{v}");
+                let (op, body) = v["items"][0].as_object().unwrap().iter().next().unwrap();
+                st.push((op.clone(), body["status"].as_u64().unwrap(), body["result"].clone()));
+            }
+        }
+        statuses.push(st);
+    }
+    assert_eq!(statuses[0], statuses[1]);
+    assert!(
+        statuses[0].iter().any(|(_, st, _)| *st == 400) && statuses[0].iter().any(|(_, st, _)| *st == 409)
+    );
+    for q in ["common", "w3", "+w2 +w5", "n:[10 TO 150]"] {
+        let body = json!({"query": {"query_string": {"query": q}}, "size": 20}).to_string();
+        let hits = |name: &str| {
+            let (_, v) = s.call("POST", &format!("/{name}/_search"), Some(&body));
+            let h: Vec<(Value, Value)> = v["hits"]["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| (h["_id"].clone(), h["_score"].clone()))
+                .collect();
+            (h, v["hits"]["total"]["value"].clone())
+        };
+        assert_eq!(hits("par"), hits("seq"), "{q}");
+    }
+    s.stop();
+}

@@ -589,20 +589,37 @@ impl Index {
 
     /// Adds many documents with one persistence barrier for all of them (crash-safe mode): every `Ok` result
     /// is durable when this returns. Documents are independent: a bad one gets its error, the rest go in.
+    /// They are analyzed in parallel ([`prepare_all`](Self::prepare_all)) and inserted in order.
     pub fn add_bulk(
         &self,
         docs: impl IntoIterator<Item = serde_json::Value>,
     ) -> Result<Vec<Result<AddResult>>> {
+        let split: Vec<Result<(Option<String>, serde_json::Value)>> = docs.into_iter().map(take_id).collect();
+        let inputs: Vec<(Option<String>, &serde_json::Value)> =
+            split.iter().filter_map(|d| d.as_ref().ok()).map(|(id, body)| (id.clone(), body)).collect();
+        let mut prepared = self.prepare_all(inputs).into_iter();
         let mut out = vec![];
         let mut pending = PendingSet::default();
-        for d in docs {
-            out.push(take_id(d).and_then(|(id, body)| self.add_deferred(id, body)).map(|(r, p)| {
-                pending.note(p);
-                r
+        for d in split {
+            out.push(d.and_then(|_| prepared.next().expect("one per document")).and_then(|p| {
+                let (r, lsn) = self.insert_prepared(p)?;
+                pending.note(lsn);
+                Ok(r)
             }));
         }
         self.sync_pending(&mut pending)?;
         Ok(out)
+    }
+
+    /// [`prepare`](Self::prepare) for many documents, on the rayon pool when there are enough of them to be
+    /// worth it; results in input order. New fields are mapped in whatever order the threads reach them.
+    pub fn prepare_all(&self, docs: Vec<(Option<String>, &serde_json::Value)>) -> Vec<Result<PreparedDoc>> {
+        use rayon::prelude::*;
+        const PARALLEL_MIN: usize = 32;
+        if docs.len() < PARALLEL_MIN {
+            return docs.into_iter().map(|(id, body)| self.prepare(id, body)).collect();
+        }
+        docs.into_par_iter().with_min_len(8).map(|(id, body)| self.prepare(id, body)).collect()
     }
 
     /// Makes every write accepted so far durable (crash-safe mode; a no-op otherwise).
