@@ -4,6 +4,8 @@
 #   bench/run.sh quick [OUTDIR]   5,000 docs, 10 queries per category, 1 s warm-up (CI smoke test)
 #   bench/run.sh full  [OUTDIR]   all 250,029 docs, 100 queries per category, 10 s warm-up (by hand)
 #   bench/run.sh static [OUTDIR]  as full, static configurations only (query speed after a change, ~20 min)
+#   bench/run.sh bulk [OUTDIR]    bulk indexing of the whole file with 1 and 2 threads (and 1 and 2 spirit
+#                                 shards), spirit against Tantivy and Lucene, end to end; the tokenizer alone
 #
 # Configurations: static index for each engine; windowed real time (queries while the last 20% of the
 # documents is ingested) for spirit (real time, no reopen), Lucene NRT-1/10/100/1000/∞ and Tantivy
@@ -19,8 +21,8 @@ tasks="$data/tasks.dev.txt"
 [ -f "$docs" ] || { echo "bench/run.sh: $docs not found (set SPIRIT_DATA)" >&2; exit 1; }
 case "$size" in
   quick) common=(--max-docs 5000 --queries-per-category 10 --warmup-seconds 1); limit=(--max-docs 5000) ;;
-  full|static) common=(--queries-per-category 100 --warmup-seconds 10); limit=() ;;
-  *) echo "usage: bench/run.sh quick|full|static [OUTDIR]" >&2; exit 2 ;;
+  full|static|bulk) common=(--queries-per-category 100 --warmup-seconds 10); limit=() ;;
+  *) echo "usage: bench/run.sh quick|full|static|bulk [OUTDIR]" >&2; exit 2 ;;
 esac
 out="${2:-$root/bench/results/$size-$(date -u +%Y%m%d-%H%M)}"
 mkdir -p "$out"
@@ -44,6 +46,18 @@ cat > "$out/meta.json" <<JSON
 JSON
 
 step() { echo "== $1 =="; shift; "$@" 2> >(tail -n 3 >&2); }
+if [ "$size" = bulk ]; then
+  for t in 1 2; do
+    step "tantivy bulk, $t threads" "$tantivy" --docs "$docs" --mode bulk --threads "$t" --out "$out/tantivy-bulk-$t.json"
+    step "lucene bulk, $t threads" "$lucene" --docs "$docs" --mode bulk --threads "$t" --out "$out/lucene-bulk-$t.json"
+  done
+  echo "== spirit bulk (1, 2 threads x 1, 2 shards) and tokenizer =="
+  "$spirit" bulk --docs "$docs" --threads 1,2 --shards 1,2 --json "$out/bulk.json" \
+    --compare "$out/tantivy-bulk-1.json,$out/tantivy-bulk-2.json,$out/lucene-bulk-1.json,$out/lucene-bulk-2.json" \
+    > "$out/report.md"
+  cat "$out/report.md"
+  exit 0
+fi
 step "spirit static"  "$spirit" run "${args[@]}" --mode static --out "$out/spirit-static.json"
 step "lucene static"  "$lucene" "${args[@]}" --mode static --out "$out/lucene-static.json"
 step "tantivy static" "$tantivy" "${args[@]}" --mode static --out "$out/tantivy-static.json"

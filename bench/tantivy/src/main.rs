@@ -36,6 +36,8 @@ const WRITER_BUDGET: usize = 1_000_000_000;
 enum Mode {
     Static,
     Nrt,
+    /// Bulk indexing with `--threads` indexing threads, timed end to end (read, index, commit, merges).
+    Bulk,
 }
 
 impl Mode {
@@ -43,6 +45,7 @@ impl Mode {
         match self {
             Mode::Static => "static",
             Mode::Nrt => "nrt",
+            Mode::Bulk => "bulk",
         }
     }
 }
@@ -56,9 +59,12 @@ struct Args {
     /// index at most this many documents (default: all)
     #[arg(long)]
     max_docs: Option<usize>,
-    /// luceneutil task file (`Category: query # comment`)
+    /// luceneutil task file (`Category: query # comment`); not used in bulk mode
+    #[arg(long, required_unless_present = "threads")]
+    tasks: Option<PathBuf>,
+    /// bulk mode: indexing threads (Tantivy's writer threads; the 1 GB budget is shared)
     #[arg(long)]
-    tasks: PathBuf,
+    threads: Option<usize>,
     /// comma-separated categories, in this order (default: all, in file order)
     #[arg(long, value_delimiter = ',')]
     categories: Option<Vec<String>>,
@@ -343,7 +349,11 @@ fn run(args: Args) -> Result<()> {
     if !(args.wrt_fraction >= 0.0 && args.wrt_fraction < 1.0) {
         return Err("--wrt-fraction must be in [0, 1)".into());
     }
-    let cats = load_tasks(&args.tasks, args.categories.as_deref(), args.queries_per_category)?;
+    if args.mode == Mode::Bulk {
+        return run_bulk(&args);
+    }
+    let tasks = args.tasks.as_ref().ok_or("--tasks is required")?;
+    let cats = load_tasks(tasks, args.categories.as_deref(), args.queries_per_category)?;
     if cats.iter().all(|c| c.queries.is_empty()) {
         return Err("no queries selected".into());
     }
@@ -390,6 +400,7 @@ fn run(args: Args) -> Result<()> {
         Mode::Static => {
             run_static(&args, &index, &fields, docs, &cats, &parsed, &order, &dir, &mut out, &mut cat_json)?
         }
+        Mode::Bulk => unreachable!("handled above"),
         Mode::Nrt => {
             run_nrt(&args, &index, &fields, docs, &cats, &parsed, &order, &dir, &mut out, &mut cat_json)?
         }
@@ -407,6 +418,82 @@ fn run(args: Args) -> Result<()> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(())
+}
+
+/// Bulk indexing with all cores, timed end to end: the main thread reads and decompresses the file and
+/// makes the documents; Tantivy's `threads` indexing threads tokenize and index them, each into its own
+/// segment; then commit and wait for the merges.
+fn run_bulk(args: &Args) -> Result<()> {
+    let threads = args.threads.unwrap_or(1).max(1);
+    let dir = tempfile_dir()?;
+    let (schema, fields) = build_schema();
+    let t0 = Instant::now();
+    let index = Index::create_in_dir(&dir, schema)?;
+    register_analyzer(&index);
+    let mut writer: IndexWriter<TantivyDocument> = index.writer_with_num_threads(threads, WRITER_BUDGET)?;
+    let file = File::open(&args.docs).map_err(|e| format!("{}: {e}", args.docs.display()))?;
+    let raw: Box<dyn Read> = if args.docs.extension().is_some_and(|e| e == "gz") {
+        Box::new(MultiGzDecoder::new(file))
+    } else {
+        Box::new(file)
+    };
+    let mut reader = BufReader::with_capacity(1 << 20, raw);
+    let (mut buf, mut docs, mut bytes, mut first) = (Vec::with_capacity(4096), 0u64, 0u64, true);
+    loop {
+        if args.max_docs.is_some_and(|m| docs >= m as u64) {
+            break;
+        }
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        bytes += n as u64;
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        }
+        if std::mem::take(&mut first) && buf.starts_with(b"FIELDS_HEADER_INDICATOR") {
+            continue;
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let mut parts = line.splitn(3, '\t');
+        let d = Doc {
+            title: parts.next().unwrap_or("").to_string(),
+            date: parts.next().unwrap_or("").to_string(),
+            body: parts.next().unwrap_or("").to_string(),
+        };
+        writer.add_document(make_doc(&fields, docs, d))?;
+        docs += 1;
+    }
+    writer.commit()?;
+    writer.wait_merging_threads()?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let out = json!({
+        "engine": ENGINE, "version": tantivy::version_string(), "mode": "bulk", "threads": threads,
+        "docs": docs, "bytes": bytes, "seconds": seconds, "docs_per_sec": docs as f64 / seconds,
+        "mb_per_sec": bytes as f64 / 1e6 / seconds, "segments": index.searchable_segment_ids()?.len(),
+        "index_bytes": dir_size(&dir), "peak_rss_bytes": peak_rss_bytes(),
+    });
+    let mut f = File::create(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    f.write_all(serde_json::to_string_pretty(&out)?.as_bytes())?;
+    f.write_all(b"\n")?;
+    eprintln!(
+        "[tantivy] bulk, {threads} threads: {docs} docs ({:.1} MB) in {seconds:.2} s = {:.1} MB/s, {:.0} docs/s",
+        bytes as f64 / 1e6,
+        bytes as f64 / 1e6 / seconds,
+        docs as f64 / seconds
+    );
+    drop(index);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// A fresh temporary directory for an index.
+fn tempfile_dir() -> Result<PathBuf> {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos();
+    let dir = std::env::temp_dir().join(format!("tantivy-bulk-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
 }
 
 fn new_writer(index: &Index) -> Result<IndexWriter<TantivyDocument>> {

@@ -5,6 +5,7 @@
 //! MM = AndMedMed, HH = AndHighHigh, and any other category asked for), close gracefully and time the
 //! reopen. Prints a markdown report and optionally writes JSON.
 
+mod bulk;
 mod cache;
 mod codecs;
 mod durability;
@@ -42,6 +43,9 @@ enum Cli {
     /// The codec study (seed 004): bytes per posting, decoding speed and query workloads on decoded lists
     /// for raw, VByte, Stream VByte, SIMD bit-packing and PFor, from a DRAM and a persistent copy.
     Codecs(codecs::CodecArgs),
+    /// Bulk indexing (issue 7): the bulk loader per thread and shard count, end to end, against the
+    /// baselines' `--mode bulk` results; the tokenizer alone against plain splits.
+    Bulk(bulk::BulkArgs),
 }
 
 #[derive(clap::Args)]
@@ -254,5 +258,11 @@ fn main() {
         Cli::HttpLoad(a) => http_load::run(a),
         Cli::Cache(a) => cache::run(a),
         Cli::Codecs(a) => codecs::run(a),
+        Cli::Bulk(a) => {
+            if let Err(e) = bulk::run(a) {
+                eprintln!("spirit-bench bulk: {e}");
+                std::process::exit(1);
+            }
+        }
     }
 }

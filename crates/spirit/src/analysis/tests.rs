@@ -333,6 +333,23 @@ proptest! {
     }
 
     #[test]
+    fn tokenizer_equals_reference_across_64_byte_chunks(
+        words in prop::collection::vec("[a-zA-Z0-9]{0,70}|[a-z]{0,3}[éΣİ][A-Z]{0,3}", 0..40),
+        seps in prop::collection::vec("[ ,.!\n]{1,3}|[—😀]|[ ]{60,70}", 40),
+        skip in 0usize..64,
+    ) {
+        // Long runs of ASCII (tokens and separators longer than a chunk, tokens straddling chunk ends, at
+        // every alignment) mixed with non-ASCII ones.
+        let mut s = "x".repeat(skip);
+        s.push(' ');
+        for (w, sep) in words.iter().zip(&seps) {
+            s.push_str(w);
+            s.push_str(sep);
+        }
+        prop_assert_eq!(tokens(&s), reference_tokens(&s));
+    }
+
+    #[test]
     fn analyzer_equals_reference(config in any_config(), s in interesting_string()) {
         let a = Analyzer::new(config);
         let mut seen = Vec::new();

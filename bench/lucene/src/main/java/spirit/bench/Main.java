@@ -78,13 +78,15 @@ public final class Main {
     double warmupSeconds = 10; // ...and at least this long (JIT warm-up)
     Path indexDir;
     Path out;
+    int threads = 1; // bulk: indexing threads
   }
 
   static final String USAGE =
       "usage: lucene-baseline --docs FILE [--max-docs N] --tasks FILE [--categories C1,C2,...]\n"
           + "       [--queries-per-category N (100)] --mode static|nrt [--reopen-every K (1)]\n"
           + "       [--wrt-fraction F (0.8)] [--top-k K (10)] [--index-dir DIR] --out result.json\n"
-          + "       [--warmup-passes N (2)] [--warmup-seconds S (10)] [--ingest-rate DOCS_PER_SEC (0)]";
+          + "       [--warmup-passes N (2)] [--warmup-seconds S (10)] [--ingest-rate DOCS_PER_SEC (0)]\n"
+          + "       lucene-baseline --docs FILE [--max-docs N] --mode bulk [--threads N (1)] --out result.json";
 
   static Args parseArgs(String[] argv) {
     Args a = new Args();
@@ -121,13 +123,17 @@ public final class Main {
         case "--warmup-seconds" -> a.warmupSeconds = Double.parseDouble(val);
         case "--index-dir" -> a.indexDir = Paths.get(val);
         case "--out" -> a.out = Paths.get(val);
+        case "--threads" -> a.threads = Integer.parseInt(val);
         default -> throw new IllegalArgumentException("unknown option " + key);
       }
     }
-    if (a.docs == null || a.tasks == null || a.mode == null || a.out == null)
-      throw new IllegalArgumentException("--docs, --tasks, --mode and --out are required");
-    if (!a.mode.equals("static") && !a.mode.equals("nrt"))
-      throw new IllegalArgumentException("--mode must be static or nrt");
+    if (a.docs == null || a.mode == null || a.out == null)
+      throw new IllegalArgumentException("--docs, --mode and --out are required");
+    if (!a.mode.equals("static") && !a.mode.equals("nrt") && !a.mode.equals("bulk"))
+      throw new IllegalArgumentException("--mode must be static, nrt or bulk");
+    if (a.tasks == null && !a.mode.equals("bulk"))
+      throw new IllegalArgumentException("--tasks is required");
+    if (a.threads < 1) throw new IllegalArgumentException("--threads must be >= 1");
     if (!(a.ingestRate >= 0)) throw new IllegalArgumentException("--ingest-rate must be >= 0");
     if (a.warmupPasses < 0 || a.warmupSeconds < 0)
       throw new IllegalArgumentException("--warmup-passes/--warmup-seconds must be >= 0");
@@ -399,6 +405,10 @@ public final class Main {
       return;
     }
     String tokenChars = System.getProperty("baseline.tokenChars", "alnum");
+    if (args.mode.equals("bulk")) {
+      runBulk(args, analyzer(tokenChars));
+      return;
+    }
     List<Category> cats = loadTasks(args.tasks, args.categories, args.queriesPerCategory);
     if (cats.stream().allMatch(c -> c.queries().isEmpty()))
       throw new IllegalArgumentException("no queries selected");
@@ -466,6 +476,112 @@ public final class Main {
     }
     summary(out);
     if (removeDir) deleteTree(dirPath);
+  }
+
+  /**
+   * Bulk indexing with all cores, timed end to end: one thread reads and decompresses the file into
+   * batches of lines, `threads` threads parse them and call addDocument (Lucene indexes each thread's
+   * documents into its own in-memory segment), then commit and close (which waits for merges).
+   */
+  static void runBulk(Args args, Analyzer analyzer) throws Exception {
+    Path dirPath = Files.createTempDirectory("lucene-bulk-");
+    final int batchLines = 512;
+    java.util.concurrent.BlockingQueue<List<String>> queue =
+        new java.util.concurrent.ArrayBlockingQueue<>(args.threads * 4);
+    final List<String> end = new ArrayList<>();
+    java.util.concurrent.atomic.AtomicInteger ids = new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.atomic.AtomicReference<Throwable> failure =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    long bytes = 0;
+    long docs = 0;
+    long t0 = System.nanoTime();
+    try (Directory dir = new MMapDirectory(dirPath)) {
+      IndexWriter w = openWriter(dir, analyzer);
+      Thread[] workers = new Thread[args.threads];
+      for (int t = 0; t < workers.length; t++) {
+        workers[t] =
+            new Thread(
+                () -> {
+                  DocMaker dm = new DocMaker();
+                  try {
+                    for (List<String> batch = queue.take(); batch != end; batch = queue.take()) {
+                      for (String s : batch) w.addDocument(dm.make(ids.getAndIncrement(), parseLine(s)));
+                    }
+                  } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                  }
+                });
+        workers[t].start();
+      }
+      InputStream raw = Files.newInputStream(args.docs);
+      InputStream plain =
+          args.docs.toString().endsWith(".gz")
+              ? new GZIPInputStream(raw, 1 << 16)
+              : new BufferedInputStream(raw, 1 << 16);
+      // Counts the decompressed bytes read (exact when the whole file is read; with --max-docs it
+      // includes the reader's read-ahead).
+      long[] read = new long[1];
+      InputStream in =
+          new java.io.FilterInputStream(plain) {
+            @Override
+            public int read(byte[] b, int off, int len) throws IOException {
+              int n = super.read(b, off, len);
+              if (n > 0) read[0] += n;
+              return n;
+            }
+          };
+      try (java.io.BufferedReader r =
+          new java.io.BufferedReader(new java.io.InputStreamReader(in, StandardCharsets.UTF_8), 1 << 20)) {
+        List<String> batch = new ArrayList<>(batchLines);
+        boolean first = true;
+        for (String line = r.readLine(); line != null; line = r.readLine()) {
+          if (first) {
+            first = false;
+            if (line.startsWith("FIELDS_HEADER_INDICATOR")) continue;
+          }
+          if (args.maxDocs >= 0 && docs >= args.maxDocs) break;
+          batch.add(line);
+          docs++;
+          if (batch.size() == batchLines) {
+            queue.put(batch);
+            batch = new ArrayList<>(batchLines);
+          }
+        }
+        if (!batch.isEmpty()) queue.put(batch);
+      }
+      bytes = read[0];
+      for (int t = 0; t < workers.length; t++) queue.put(end);
+      for (Thread t : workers) t.join();
+      if (failure.get() != null) throw new RuntimeException(failure.get());
+      w.commit();
+      w.close(); // waits for running merges
+      double seconds = secs(System.nanoTime() - t0);
+      Map<String, Object> out = new LinkedHashMap<>();
+      out.put("engine", ENGINE);
+      out.put("version", Version.LATEST.toString());
+      out.put("runtime", "java " + Runtime.version() + " (" + System.getProperty("java.vm.name") + ")");
+      out.put("mode", "bulk");
+      out.put("threads", args.threads);
+      out.put("docs", docs);
+      out.put("bytes", bytes);
+      out.put("seconds", seconds);
+      out.put("docs_per_sec", docs / seconds);
+      out.put("mb_per_sec", bytes / 1e6 / seconds);
+      out.put("segments", SegmentInfos.readLatestCommit(dir).size());
+      out.put("index_bytes", dirSize(dirPath));
+      out.put("peak_rss_bytes", peakRssBytes());
+      try (Writer wr = Files.newBufferedWriter(args.out, StandardCharsets.UTF_8)) {
+        StringBuilder sb = new StringBuilder();
+        Json.write(sb, out, 0);
+        sb.append('\n');
+        wr.write(sb.toString());
+      }
+      System.err.printf(
+          "[lucene] bulk, %d threads: %d docs (%.1f MB) in %.2f s = %.1f MB/s, %.0f docs/s%n",
+          args.threads, docs, bytes / 1e6, seconds, bytes / 1e6 / seconds, docs / seconds);
+    } finally {
+      deleteTree(dirPath);
+    }
   }
 
   static void runStatic(
