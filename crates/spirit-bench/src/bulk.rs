@@ -48,7 +48,10 @@ fn open_input(args: &BulkArgs) -> std::io::Result<Box<dyn Read>> {
 fn spirit_run(args: &BulkArgs, threads: usize, shards: usize) -> Result<Value, Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let cfg = EngineConfig {
-        shard: ShardConfig { dram_budget: spirit::parse_size(&args.dram_budget)? as usize, ..Default::default() },
+        shard: ShardConfig {
+            dram_budget: spirit::parse_size(&args.dram_budget)? as usize,
+            ..Default::default()
+        },
         default_shards: Some(shards),
     };
     let t0 = Instant::now();
@@ -122,7 +125,10 @@ fn tokenizer_run(args: &BulkArgs) -> Result<Value, Box<dyn std::error::Error>> {
     let (alnum_gbs, alnum_tokens) =
         time(&mut |t| t.split(|c: char| !c.is_alphanumeric()).filter(|s| !s.is_empty()).count());
     let (lower_gbs, lower_tokens) = time(&mut |t| {
-        t.split(|c: char| !c.is_alphanumeric()).filter(|s| !s.is_empty()).map(|s| s.to_lowercase().len().min(1)).sum()
+        t.split(|c: char| !c.is_alphanumeric())
+            .filter(|s| !s.is_empty())
+            .map(|s| s.to_lowercase().len().min(1))
+            .sum()
     });
     assert_eq!(spirit_tokens, lower_tokens, "the tokenizer and the split+lowercase yield the same tokens");
     Ok(json!({

@@ -210,6 +210,42 @@ impl ImageWriter {
         }
     }
 
+    /// Appends every stored record of `part` as the next documents, copying its compressed doc-store blocks
+    /// and `_id` index entries as they are (compaction: nothing is decompressed or compressed again). The
+    /// part's block directory must cover its documents exactly.
+    pub fn append_stored(&mut self, part: &ImageView<'_>) -> Result<(), SegmentError> {
+        self.flush_doc_block();
+        let (ds, n, dir_end) = part.doc_directory()?;
+        let bad = |m: &str| SegmentError(format!("doc store: {m}"));
+        let base = self.n_docs;
+        let mut next = 0u32;
+        for b in 0..n {
+            let e = &ds[8 + b * 16..8 + b * 16 + 16];
+            let (first, clen, off) = (u32_at(e, 0), u32_at(e, 4) as usize, u64_at(e, 8) as usize);
+            let end = if b + 1 < n { u32_at(ds, 8 + (b + 1) * 16) } else { part.doc_count };
+            if first != next || end <= first || end > part.doc_count {
+                return Err(bad("block directory does not cover the documents"));
+            }
+            let data = dir_end
+                .checked_add(off)
+                .and_then(|s| ds.get(s..s.checked_add(clen)?))
+                .ok_or_else(|| bad("block out of bounds"))?;
+            self.doc_dir.push((base + first, clen as u32, self.doc_data.len() as u64));
+            self.doc_data.extend_from_slice(data);
+            next = end;
+        }
+        if next != part.doc_count {
+            return Err(bad("block directory does not cover the documents"));
+        }
+        let ids = part.section(IDS);
+        for i in 0..ids.len() / 16 {
+            self.ids.push((u64_at(ids, i * 16), base + u32_at(ids, i * 16 + 8)));
+        }
+        self.n_docs += part.doc_count;
+        self.block_first = self.n_docs;
+        Ok(())
+    }
+
     fn flush_doc_block(&mut self) {
         if self.raw.is_empty() {
             return;
@@ -435,6 +471,12 @@ impl<'a> ImageView<'a> {
         self.n_terms
     }
 
+    /// Every section but the doc store (whose block boundaries depend on how the image was built).
+    #[cfg(test)]
+    pub(crate) fn sections_but_doc_store(&self) -> Vec<&'a [u8]> {
+        (0..N_SECTIONS).filter(|&s| s != DOCSTORE).map(|s| self.section(s)).collect()
+    }
+
     fn section(&self, s: usize) -> &'a [u8] {
         let (o, l) = self.sections[s];
         &self.bytes[o..o + l]
@@ -628,34 +670,6 @@ impl<'a> ImageView<'a> {
             }
         }
         Err(SegmentError("doc store: record not found".into()))
-    }
-
-    /// Calls `f` with the `_id` and `_source` of every document in doc order, decompressing each block once.
-    /// Blocks must cover the documents exactly (no gap, no overlap, no trailing bytes).
-    pub(crate) fn for_each_stored(&self, mut f: impl FnMut(&str, &[u8])) -> Result<(), SegmentError> {
-        let (ds, n, _) = self.doc_directory()?;
-        let bad = |m: &str| SegmentError(format!("doc store: {m}"));
-        let mut next = 0u32;
-        for b in 0..n {
-            let (first, raw) = self.doc_block(b)?;
-            let end = if b + 1 < n { u32_at(ds, 8 + (b + 1) * 16) } else { self.doc_count };
-            if first != next || end <= first || end > self.doc_count {
-                return Err(bad("block directory does not cover the documents"));
-            }
-            let mut at = 0;
-            for _ in first..end {
-                let (id, src) = Self::doc_record(&raw, &mut at)?;
-                f(id, src);
-            }
-            if at != raw.len() {
-                return Err(bad("trailing bytes in a block"));
-            }
-            next = end;
-        }
-        if next != self.doc_count {
-            return Err(bad("block directory does not cover the documents"));
-        }
-        Ok(())
     }
 
     /// Docs whose `_id` hashes to `hash`.
