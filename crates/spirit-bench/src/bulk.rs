@@ -28,6 +28,10 @@ pub struct BulkArgs {
     shards: Vec<usize>,
     #[arg(long, default_value = "1GB")]
     dram_budget: String,
+    /// Commit segments to the persistent copy right after engraving (so the merger works during the load)
+    /// instead of lazily when DRAM runs short.
+    #[arg(long)]
+    eager_commit: bool,
     /// Baseline results (`--mode bulk` JSON) to put in the table.
     #[arg(long, value_delimiter = ',')]
     compare: Vec<PathBuf>,
