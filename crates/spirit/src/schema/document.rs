@@ -73,7 +73,6 @@ impl AnalyzedDoc {
 /// Gathers a document's distinct terms and their positions with no allocation per term: keys go back to back
 /// into one buffer, a hash table maps them to term numbers, and occurrences are (term, position) pairs that
 /// [`finish`](Self::finish) groups by term in key order.
-#[derive(Default)]
 struct TermCollector {
     table: hashbrown::HashTable<u32>,
     keys: Vec<u8>,
@@ -87,6 +86,15 @@ fn key_hash(key: &[u8]) -> u64 {
 }
 
 impl TermCollector {
+    fn with_capacity(tokens: usize) -> TermCollector {
+        TermCollector {
+            table: hashbrown::HashTable::with_capacity(tokens / 2),
+            keys: Vec::with_capacity(tokens * 4),
+            spans: Vec::with_capacity(tokens / 2),
+            occ: Vec::with_capacity(tokens),
+        }
+    }
+
     fn add(&mut self, key: &[u8], pos: u32) {
         let h = key_hash(key);
         let TermCollector { table, keys, spans, occ } = self;
@@ -217,7 +225,9 @@ pub fn analyze_document(schema: &Schema, id: String, doc: &Value) -> Result<Anal
     let source = serde_json::to_vec(doc).map_err(|e| Error::BadDocument(e.to_string()))?;
     let mut leaves = vec![];
     walk("", doc, &mut leaves);
-    let mut terms = TermCollector::default();
+    // Sized for the document up front (about one token per 6 bytes, half of them distinct), so the table
+    // and vectors rarely grow while it is analyzed.
+    let mut terms = TermCollector::with_capacity(source.len() / 6);
     let mut lens: FxHashMap<u16, (u32, u32)> = FxHashMap::default(); // field -> (tokens, next position)
     let mut numerics: Vec<(u16, f64)> = vec![];
     let mut key = Vec::new();
