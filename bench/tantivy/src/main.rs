@@ -122,14 +122,31 @@ struct Category {
 
 // ---------------------------------------------------------------- input
 
-fn load_docs(path: &Path, max_docs: Option<usize>) -> Result<Vec<Doc>> {
+/// A buffered reader over a line file, decompressing `.gz`.
+fn open_lines(path: &Path) -> Result<BufReader<Box<dyn Read>>> {
     let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let raw: Box<dyn Read> = if path.extension().is_some_and(|e| e == "gz") {
         Box::new(MultiGzDecoder::new(file))
     } else {
         Box::new(file)
     };
-    let mut reader = BufReader::with_capacity(1 << 20, raw);
+    Ok(BufReader::with_capacity(1 << 20, raw))
+}
+
+impl Doc {
+    /// One line (without its newline): `title\tdate\tbody`, missing fields empty.
+    fn from_line(buf: &[u8]) -> Doc {
+        let line = String::from_utf8_lossy(buf);
+        let mut parts = line.splitn(3, '\t');
+        let title = parts.next().unwrap_or("").to_string();
+        let date = parts.next().unwrap_or("").to_string();
+        let body = parts.next().unwrap_or("").to_string();
+        Doc { title, date, body }
+    }
+}
+
+fn load_docs(path: &Path, max_docs: Option<usize>) -> Result<Vec<Doc>> {
+    let mut reader = open_lines(path)?;
     let mut buf = Vec::with_capacity(4096);
     let mut docs = Vec::new();
     let mut first = true;
@@ -150,12 +167,7 @@ fn load_docs(path: &Path, max_docs: Option<usize>) -> Result<Vec<Doc>> {
                 continue;
             }
         }
-        let line = String::from_utf8_lossy(&buf);
-        let mut parts = line.splitn(3, '\t');
-        let title = parts.next().unwrap_or("").to_string();
-        let date = parts.next().unwrap_or("").to_string();
-        let body = parts.next().unwrap_or("").to_string();
-        docs.push(Doc { title, date, body });
+        docs.push(Doc::from_line(&buf));
     }
     Ok(docs)
 }
@@ -431,13 +443,7 @@ fn run_bulk(args: &Args) -> Result<()> {
     let index = Index::create_in_dir(&dir, schema)?;
     register_analyzer(&index);
     let mut writer: IndexWriter<TantivyDocument> = index.writer_with_num_threads(threads, WRITER_BUDGET)?;
-    let file = File::open(&args.docs).map_err(|e| format!("{}: {e}", args.docs.display()))?;
-    let raw: Box<dyn Read> = if args.docs.extension().is_some_and(|e| e == "gz") {
-        Box::new(MultiGzDecoder::new(file))
-    } else {
-        Box::new(file)
-    };
-    let mut reader = BufReader::with_capacity(1 << 20, raw);
+    let mut reader = open_lines(&args.docs)?;
     let (mut buf, mut docs, mut bytes, mut first) = (Vec::with_capacity(4096), 0u64, 0u64, true);
     loop {
         if args.max_docs.is_some_and(|m| docs >= m as u64) {
@@ -455,14 +461,7 @@ fn run_bulk(args: &Args) -> Result<()> {
         if std::mem::take(&mut first) && buf.starts_with(b"FIELDS_HEADER_INDICATOR") {
             continue;
         }
-        let line = String::from_utf8_lossy(&buf);
-        let mut parts = line.splitn(3, '\t');
-        let d = Doc {
-            title: parts.next().unwrap_or("").to_string(),
-            date: parts.next().unwrap_or("").to_string(),
-            body: parts.next().unwrap_or("").to_string(),
-        };
-        writer.add_document(make_doc(&fields, docs, d))?;
+        writer.add_document(make_doc(&fields, docs, Doc::from_line(&buf)))?;
         docs += 1;
     }
     writer.commit()?;

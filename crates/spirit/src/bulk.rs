@@ -43,6 +43,7 @@ use crate::schema::document::take_id;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use std::io::Read;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// How a bulk load runs.
@@ -114,7 +115,6 @@ struct Block {
 
 /// A worker's analysis of one block: per line, the line's index within the block and what to insert.
 struct Analyzed {
-    seq: u64,
     lines: u64,
     bytes: u64,
     docs: Vec<(u64, Result<PreparedDoc>)>,
@@ -157,26 +157,33 @@ pub fn bulk_load(
     let max_line = index.settings().max_document_bytes.saturating_add(64 << 10);
 
     let read_result = std::thread::scope(|scope| {
+        // Run with the workers the system gives us; none at all is an error.
+        let mut spawned = 0;
         for i in 0..workers {
             let (work_rx, pool_tx) = (work_rx.clone(), pool_tx.clone());
             let (turn, turned, stop) = (&turn, &turned, &stop);
-            std::thread::Builder::new()
-                .name(format!("spirit-bulk-{i}"))
-                .spawn_scoped(scope, move || {
+            let r =
+                std::thread::Builder::new().name(format!("spirit-bulk-{i}")).spawn_scoped(scope, move || {
                     worker(index, opts, observer, &work_rx, &pool_tx, turn, turned, stop);
-                })
-                .expect("spawn a bulk worker");
+                });
+            match r {
+                Ok(_) => spawned += 1,
+                Err(e) if spawned == 0 && i + 1 == workers => {
+                    return Err(Error::io("a bulk-load worker thread", e));
+                }
+                Err(_) => {}
+            }
         }
         drop(work_rx);
         let r = read_blocks(input, opts.block_bytes, max_line, &pool_rx, &work_tx, &stop, observer);
         drop(work_tx); // workers drain what is queued and exit
-        r
+        r.map_err(|e| Error::io("the bulk load input", e))
     });
     let t = turn.into_inner();
     if let Some(e) = t.failed {
         return Err(e);
     }
-    read_result.map_err(|e| Error::io("the bulk load input", e))?;
+    read_result?;
     Ok(t.progress)
 }
 
@@ -294,24 +301,46 @@ fn worker(
         if stop.load(Relaxed) {
             let _ = pool.send(block.data);
             // Still take the turn so later blocks' workers are not left waiting.
-            take_turn(turn, turned, block.seq, |_| Ok(()));
+            take_turn(turn, turned, stop, block.seq, |_| Ok(()));
             continue;
         }
-        let analyzed = analyze_block(index, opts.format, &block);
+        // A panic (a bug: analysis returns errors for bad input) must not leave later blocks waiting for
+        // this one's turn: it becomes a failure of the load.
+        let seq = block.seq;
+        let analyzed = catch_unwind(AssertUnwindSafe(|| analyze_block(index, opts.format, &block)));
         let _ = pool.send(block.data);
-        take_turn(turn, turned, analyzed.seq, |t| insert_block(index, opts, observer, stop, t, analyzed));
+        take_turn(turn, turned, stop, seq, |t| match analyzed {
+            Ok(a) => insert_block(index, opts, observer, stop, t, a),
+            Err(_) => Err(worker_panicked()),
+        });
     }
 }
 
+fn worker_panicked() -> Error {
+    Error::Format("a bulk-load worker panicked (a bug); the load stopped".into())
+}
+
 /// Waits until block `seq` is next, runs `f` unless the load has failed or finished, and passes the turn on.
-fn take_turn(turn: &Mutex<Turn>, turned: &Condvar, seq: u64, f: impl FnOnce(&mut Turn) -> Result<()>) {
+/// A failure (an error or a panic of `f`) stops the load.
+fn take_turn(
+    turn: &Mutex<Turn>,
+    turned: &Condvar,
+    stop: &AtomicBool,
+    seq: u64,
+    f: impl FnOnce(&mut Turn) -> Result<()>,
+) {
     let mut t = turn.lock();
     while t.next != seq {
         turned.wait(&mut t);
     }
     if t.failed.is_none() && !t.done {
-        if let Err(e) = f(&mut t) {
-            t.failed = Some(e);
+        match catch_unwind(AssertUnwindSafe(|| f(&mut t))) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => t.failed = Some(e),
+            Err(_) => t.failed = Some(worker_panicked()),
+        }
+        if t.failed.is_some() {
+            stop.store(true, Relaxed);
         }
     }
     t.next += 1;
@@ -348,7 +377,7 @@ fn analyze_block(index: &Index, format: Format, block: &Block) -> Analyzed {
         docs.push((lines, Err(Error::DocumentTooLarge { size: size as usize, limit })));
         lines += 1;
     }
-    Analyzed { seq: block.seq, lines, bytes: block.data.len() as u64 + block.skipped_line.unwrap_or(0), docs }
+    Analyzed { lines, bytes: block.data.len() as u64 + block.skipped_line.unwrap_or(0), docs }
 }
 
 /// The ordered stage for one block: insert in input order, group-commit, acknowledge, report.

@@ -327,3 +327,25 @@ fn crash_safe_bulk_load_acknowledges_in_input_order() {
     stream(&streamed, &input, Format::Jsonl);
     assert_same_answers(&streamed, &index, "crash-safe, reopened");
 }
+
+#[test]
+fn a_panic_in_the_ordered_stage_fails_the_load_instead_of_hanging_it() {
+    struct PanicsOnSecondBlock(AtomicU64);
+    impl BulkObserver for PanicsOnSecondBlock {
+        fn progress(&self, _: &BulkProgress) {
+            if self.0.fetch_add(1, Relaxed) == 1 {
+                panic!("observer bug");
+            }
+        }
+    }
+    let input = jsonl_input(31, 300);
+    let d = tempfile::tempdir().unwrap();
+    let index = open(d.path(), 1, Durability::Volatile);
+    let opts = BulkOptions { threads: 3, block_bytes: 200, ..Default::default() };
+    let e = bulk_load(&index, &mut &input[..], &opts, &PanicsOnSecondBlock(AtomicU64::new(0))).unwrap_err();
+    assert!(e.to_string().contains("panicked"), "{e}");
+    // The index stays usable: what went in before the failure is searchable, and a new load works.
+    let before = index.count("w1").unwrap();
+    bulk_load(&index, &mut &input[..], &opts, &()).unwrap();
+    assert!(index.count("w1").unwrap() >= before);
+}
