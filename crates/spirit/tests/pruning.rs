@@ -83,6 +83,17 @@ proptest! {
         }
         let _ = compare(index, &q.join(" "));
     }
+
+    /// Pure ANDs of 2 to 7 terms: the block-max conjunction's lead filter follows each other list's blocks
+    /// for up to four of them and takes the window's bounds beyond.
+    #[test]
+    fn random_conjunctions(terms in proptest::collection::vec(0u64..40, 2..8)) {
+        use std::sync::OnceLock;
+        static INDEX: OnceLock<(tempfile::TempDir, Index)> = OnceLock::new();
+        let (_, index) = INDEX.get_or_init(|| build(6000, 11));
+        let q: Vec<String> = terms.iter().map(|&t| format!("+{}", vocab(t))).collect();
+        let _ = compare(index, &q.join(" "));
+    }
 }
 
 /// Newest first without an exact count reads image segments backwards in windows and stops once k hits are

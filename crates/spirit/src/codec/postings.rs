@@ -375,6 +375,27 @@ impl<'a> PostingsCursor<'a> {
         m
     }
 
+    /// The shortest (quantized) length among block `b`'s documents, from its impacts without decoding it
+    /// (`None` for a one-block list, which has no skip table, or an unreadable entry).
+    #[inline]
+    pub fn min_len_of_block(&self, b: u32) -> Option<u32> {
+        if self.n_blocks == 1 || b >= self.n_blocks {
+            return None;
+        }
+        // The frontier holds the block's shortest length (its last entry, by construction; the minimum
+        // over all of them needs no such assumption).
+        let s = self.skip_start + b as usize * SKIP + 12;
+        let mut m = None::<u32>;
+        for j in 0..IMPACTS {
+            let tf = u32_at(self.blob, s + 8 * j, "skip").ok()?;
+            let dl = u32_at(self.blob, s + 8 * j + 4, "skip").ok()?;
+            if tf > 0 {
+                m = Some(m.map_or(dl, |x| x.min(dl)));
+            }
+        }
+        m
+    }
+
     /// The largest `f(max_tf, min_dl)` over all blocks (a list-wide score bound), or `None` for a one-block list.
     pub fn max_over_blocks(&self, f: impl Fn(u32, u32) -> f32) -> Option<f32> {
         if self.n_blocks == 1 {

@@ -571,6 +571,8 @@ impl Norms<'_> {
 struct Bm25Doc {
     idf: f32,
     denom: Box<[f32; NORM_VALUES]>,
+    /// The smallest length term (of the shortest length a norm encodes).
+    denom_min: f32,
 }
 
 impl Bm25Doc {
@@ -580,7 +582,8 @@ impl Bm25Doc {
         for (n, d) in denom.iter_mut().enumerate() {
             *d = c0 + c1 * decode_norm(n as u8) as f32;
         }
-        Bm25Doc { idf, denom }
+        let denom_min = denom.iter().copied().fold(f32::INFINITY, f32::min);
+        Bm25Doc { idf, denom, denom_min }
     }
 
     #[inline]
@@ -1576,14 +1579,23 @@ fn term_top_k(
     Ok(())
 }
 
+/// A block-max window of [`conj_top_k`] spans at most this many blocks of a denser list.
+const WINDOW_BLOCKS: u32 = 16;
+/// [`conj_top_k`]'s lead filter follows the other terms' blocks for up to this many of them (more: the
+/// window's bounds).
+const FILTER_TERMS: usize = 4;
+
 /// AND of terms on an image, window by window (block-max conjunction, as Lucene's
 /// `BlockMaxConjunctionScorer` and Tantivy's `block_wand_intersection`). A window is the rest of the rarest
-/// (lead) list's current block, cut at the end of every other list's block there once the top-k is full,
-/// so each term's block bound holds over it; all of it comes from the skip tables, nothing is decoded.
+/// (lead) list's current block, cut once the top-k is full where a denser list's [`WINDOW_BLOCKS`]-th block
+/// there ends; each other term is bounded over it by the largest bound of its blocks in it. All of it comes
+/// from the skip tables, nothing is decoded.
 ///
 /// - With `prune` (no exact count wanted) and a full top-k, a window whose sum of bounds is below the k-th
 ///   best score is skipped whole, and inside a window a lead doc whose own score plus the other terms'
-///   bounds is below it is dropped before any other list is looked at (score first, then intersect).
+///   bounds *of the blocks holding it* is below it is dropped before any other list is looked at (score
+///   first, then intersect; [`keep_competitive`]). Windows as long as the lead's block keep the per-window
+///   work (decoding, intersection set-up) per lead block rather than per block of the densest list.
 /// - Otherwise every lead doc is a candidate and every match is counted; a window whose bound cannot
 ///   compete is counted without being scored.
 ///
@@ -1645,8 +1657,19 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
                     // This list has nothing at or after `doc`: no match from here on.
                     return Ok(());
                 }
-                end = end.min(c.last_doc_of(b));
-                bnd[t] = bounds.get(t, b, c, scoring[t].1, ubs[t]);
+                // The window is the rest of the lead's block: a denser list bounds it with the largest
+                // bound of its blocks there (up to WINDOW_BLOCKS of them; past that the window ends
+                // earlier), so windows never shrink to a dense list's short blocks.
+                let mut x = bounds.get(t, b, c, scoring[t].1, ubs[t]);
+                let mut last = c.last_doc_of(b);
+                let mut nb = b + 1;
+                while last < end && nb < c.block_count() && nb - b < WINDOW_BLOCKS {
+                    x = x.max(bounds.get(t, nb, c, scoring[t].1, ubs[t]));
+                    last = c.last_doc_of(nb);
+                    nb += 1;
+                }
+                end = end.min(last);
+                bnd[t] = x;
             }
             if prune && bnd.iter().sum::<f32>() < theta {
                 col.exact = false;
@@ -1658,25 +1681,56 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
         cand.clear();
         tfs[lead].clear();
         if prune && full {
-            // Score first: keep a lead doc only if its own score plus the others' bounds can compete (summed
-            // in query order: the bounds before the lead's, its score, the bounds after).
+            // Score first: keep a lead doc only if its own score plus the others' bounds can compete. The
+            // test is conservative (a margin over the float sums' rounding) and division-free; the exact
+            // `score >= θ` check after the intersection decides.
             let (norms, bm) = &scoring[lead];
             let (docs, ftf) = (&lead_docs[from..to], &lead_tfs[from..to]);
-            scores.clear();
-            scores.resize(docs.len(), 0.0);
-            add_scores(bm, norms, docs, ftf, &mut scores);
             cand.resize(docs.len(), 0);
             let ltf = &mut tfs[lead];
             ltf.resize(docs.len(), 0);
-            let m = if n == 2 {
-                // Two terms: the sum in query order is the lead's score plus the other's bound either way.
-                let rest = bnd[1 - lead];
-                keep_where(docs, ftf, &scores, |own| own + rest >= theta, &mut cand, ltf)
-            } else {
-                let (before, after): (f32, &[f32]) = (bnd[..lead].iter().sum(), &bnd[lead + 1..]);
-                let bound = |own: f32| after.iter().fold(before + own, |a, &b| a + b);
-                keep_where(docs, ftf, &scores, |own| bound(own) >= theta, &mut cand, ltf)
-            };
+            // The block's shortest document gives the smallest length term any of its postings has.
+            let d_min =
+                curs[lead].min_len_of_block(lb).map_or(bm.denom_min, |dl| bm.denom[encode_norm(dl) as usize]);
+            // The window's others' bounds are maxima over their blocks in it: the filter goes finer, each
+            // stretch of lead docs against the sum of the others' bounds of the blocks that hold it (for up to
+            // FILTER_TERMS others; more take the window's bounds).
+            let others = &order[1..];
+            let fine = others.len() <= FILTER_TERMS;
+            let mut cur = [0u32; FILTER_TERMS];
+            for (k, &t) in others.iter().enumerate().take(FILTER_TERMS) {
+                cur[k] = reached[t];
+            }
+            let (mut i, mut m) = (0, 0);
+            while i < docs.len() {
+                let (mut sub_end, mut rest) = (end, 0.0f32);
+                if fine {
+                    for (k, &t) in others.iter().enumerate() {
+                        let c = &curs[t];
+                        // Within the window's blocks: `end` is at most the last doc of the last of them.
+                        debug_assert!(cur[k] < c.block_count());
+                        sub_end = sub_end.min(c.last_doc_of(cur[k]));
+                        rest += bounds.get(t, cur[k], c, scoring[t].1, ubs[t]);
+                    }
+                } else {
+                    rest = others.iter().map(|&t| bnd[t]).sum();
+                }
+                let j = i + docs[i..].partition_point(|&d| d <= sub_end);
+                m += keep_competitive(
+                    (bm, norms),
+                    (&docs[i..j], &ftf[i..j]),
+                    (theta, rest, d_min),
+                    (&mut cand[m..], &mut ltf[m..]),
+                );
+                i = j;
+                if fine {
+                    for (k, &t) in others.iter().enumerate() {
+                        if curs[t].last_doc_of(cur[k]) <= sub_end {
+                            cur[k] += 1;
+                        }
+                    }
+                }
+            }
             cand.truncate(m);
             ltf.truncate(m);
             if cand.len() < to - from {
@@ -2152,33 +2206,59 @@ fn phrase_top_k(
     Ok(())
 }
 
-/// Copies the docs (with their frequencies) whose score passes `keep` to the front of `out_docs` and
-/// `out_tfs`, returning how many: branch-free (always write, advance only past a kept doc). Batches are at
-/// most a block long.
 const _: () = assert!(BLOCK_LEN.is_power_of_two());
 
-#[inline]
-fn keep_where(
-    docs: &[u32],
-    tfs: &[u32],
-    scores: &[f32],
-    keep: impl Fn(f32) -> bool,
-    out_docs: &mut [u32],
-    out_tfs: &mut [u32],
+/// Keeps the postings whose own BM25 plus `rest` (the other terms' bounds) can reach `theta`, moving them
+/// to the front of `out_docs`/`out_tfs` (branch-free: always write, advance only past a kept doc), and
+/// returns how many; batches are at most a block long. `idf·tf / (tf + D) ≥ need` is tested as
+/// `tf·(idf − need) ≥ need·D` (no division), first against the block's smallest length term `d_min`, then
+/// each survivor's own, with `need = θ − rest` lowered by [`FILTER_SLACK`] of the sums' magnitude, so
+/// rounding never drops a document whose exact score sum reaches θ (that check follows the intersection).
+fn keep_competitive(
+    (bm, norms): (&Bm25Doc, &Norms<'_>),
+    (docs, tfs): (&[u32], &[u32]),
+    (theta, rest, d_min): (f32, f32, f32),
+    (out_docs, out_tfs): (&mut [u32], &mut [u32]),
 ) -> usize {
     let n = docs.len();
-    assert!(
-        n <= BLOCK_LEN && tfs.len() >= n && scores.len() >= n && out_docs.len() >= n && out_tfs.len() >= n
-    );
+    assert!(n <= BLOCK_LEN && tfs.len() >= n && out_docs.len() >= n && out_tfs.len() >= n);
+    // What the posting itself must score, lowered by a margin relative to the sums' magnitude.
+    let need = theta - rest - (theta.abs() + rest.abs()) * FILTER_SLACK;
+    if need.is_nan() || need <= 0.0 {
+        // Anything competes (or θ is not a number yet): keep all.
+        out_docs[..n].copy_from_slice(docs);
+        out_tfs[..n].copy_from_slice(&tfs[..n]);
+        return n;
+    }
+    let gap = bm.idf - need;
+    // First on frequencies alone, against `d_min` (a necessary condition, no norm loaded): most postings of
+    // a common term fail it...
+    let lim = need * d_min;
     let mut m = 0;
     for j in 0..n {
         // m <= j < n: in bounds (the mask only tells the compiler so).
         out_docs[m & (BLOCK_LEN - 1)] = docs[j];
         out_tfs[m & (BLOCK_LEN - 1)] = tfs[j];
-        m += keep(scores[j]) as usize;
+        m += (tfs[j] as f32 * gap >= lim) as usize;
     }
-    m
+    // ...then the survivors with their own length term, in place (k <= j).
+    let mut k = 0;
+    for j in 0..m {
+        let (d, tf) = (out_docs[j], out_tfs[j]);
+        let norm = match norms {
+            Norms::Image(col) => norm_at(col, d),
+            _ => norms.get(d),
+        };
+        out_docs[k & (BLOCK_LEN - 1)] = d;
+        out_tfs[k & (BLOCK_LEN - 1)] = tf;
+        k += (tf as f32 * gap >= need * bm.denom[norm as usize]) as usize;
+    }
+    k
 }
+
+/// Relative margin of [`keep_competitive`]'s threshold: far above the few ulps by which float sums of a
+/// handful of scores differ with their order, far below what would keep many more documents.
+const FILTER_SLACK: f32 = 1e-4;
 
 /// Adds each posting's BM25 to `scores` (one per doc), in a tight loop over a batch: the norms column is
 /// read directly and nothing is called per doc, so the divisions pipeline.
