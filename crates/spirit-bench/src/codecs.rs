@@ -7,12 +7,19 @@
 //! engine. Each measurement reads the encoded lists from two copies: the DRAM copy (anonymous memory) and
 //! the persistent copy (written into a `spirit::memory::PersistentHeap` file, made durable, and read through
 //! its mapping — on a machine without persistent memory that is the page cache).
+//!
+//! `--engine` measures the engine instead: for each [`DocCodec`] a spirit index of the documents with `body`
+//! mapped to it (`postings_codec`), its size, and the workloads' top-10 BM25 QPS through `Index::search`
+//! (skipping, block-max, scoring: the real query path), first on the segment images' DRAM copies right
+//! after ingest, then after a close and reopen on the one compacted image read from the persistent heap.
 
 use crate::input;
 use serde_json::json;
 use spirit::analysis::Analyzer;
 use spirit::codec::family::{all_codecs, decode_list, GapCodec};
+use spirit::codec::DocCodec;
 use spirit::memory::{BarrierChoice, PersistentHeap};
+use spirit::{Engine, EngineConfig, Index, SearchOptions};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -43,6 +50,10 @@ pub struct CodecArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Measure the engine per postings codec (index size, QPS from the DRAM and the persistent copy)
+    /// instead of the codecs on decoded lists.
+    #[arg(long)]
+    engine: bool,
 }
 
 /// The encoded lists of one codec: one buffer, and per term (offset, postings).
@@ -85,6 +96,9 @@ fn count_and(a: &[u32], b: &[u32]) -> u64 {
 }
 
 pub fn run(a: CodecArgs) {
+    if a.engine {
+        return engine(a);
+    }
     let docs = input::load_docs(&a.docs, a.max_docs).expect("docs");
     let cats = input::load_tasks(&a.tasks, Some(&a.categories), a.queries_per_category).expect("tasks");
     let analyzer = Analyzer::new(Default::default());
@@ -213,6 +227,84 @@ pub fn run(a: CodecArgs) {
     }
     if let Some(p) = a.json {
         let doc = json!({"docs": docs.len(), "terms": lists.len(), "postings": postings, "results": out});
+        std::fs::write(&p, serde_json::to_string_pretty(&doc).unwrap()).expect("write json");
+    }
+}
+
+/// Top-10 BM25 QPS of each category (one query thread, best of `rounds` passes after a warm-up pass).
+fn time_queries(index: &Index, cats: &[input::Category], rounds: usize) -> Vec<(String, f64)> {
+    let opts =
+        SearchOptions { limit: 10, fetch: false, track_total: false, cache: false, ..Default::default() };
+    cats.iter()
+        .map(|c| {
+            for q in &c.queries {
+                std::hint::black_box(index.search(q, &opts).expect("query"));
+            }
+            let (secs, _) = best_of(rounds, || {
+                for q in &c.queries {
+                    std::hint::black_box(index.search(q, &opts).expect("query"));
+                }
+                0
+            });
+            (c.name.clone(), c.queries.len() as f64 / secs)
+        })
+        .collect()
+}
+
+/// The engine per postings codec (`--engine`).
+fn engine(a: CodecArgs) {
+    let docs = input::load_docs(&a.docs, a.max_docs).expect("docs");
+    let cats = input::load_tasks(&a.tasks, Some(&a.categories), a.queries_per_category).expect("tasks");
+    let raw: usize = docs.iter().map(|d| d.bytes()).sum();
+    println!(
+        "| codec | index MB after close | copy | {} |",
+        cats.iter().map(|c| format!("{} QPS", c.name)).collect::<Vec<_>>().join(" | ")
+    );
+    println!("|---|---:|---|{}", cats.iter().map(|_| "---:|").collect::<String>());
+    let mut out = vec![];
+    for codec in DocCodec::ALL {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cfg = EngineConfig::default();
+        let mappings = json!({"properties": {"body": {"type": "text", "postings_codec": codec.name()}}});
+        let engine = Engine::open(dir.path(), cfg.clone()).expect("open");
+        let index = engine.create_index("bench", Some(&mappings), None).expect("create");
+        let t = Instant::now();
+        for (ci, chunk) in docs.chunks(4096).enumerate() {
+            let r =
+                index.add_bulk(chunk.iter().enumerate().map(|(i, d)| d.json(ci * 4096 + i))).expect("add");
+            assert!(r.iter().all(|x| x.is_ok()), "every document indexes");
+        }
+        index.wait_idle().expect("pipeline");
+        let ingest = t.elapsed().as_secs_f64();
+        index.set_default_fields(Some(vec!["body".into()])).expect("body field");
+        let segments: usize = index.stats().shard.segments.values().sum();
+        let dram = time_queries(&index, &cats, a.rounds);
+        drop(index);
+        engine.close().expect("close");
+        drop(engine);
+        let engine = Engine::open(dir.path(), cfg).expect("reopen");
+        let index = engine.index("bench").expect("index");
+        let bytes = index.stats().shard.persistent.used;
+        let pers = time_queries(&index, &cats, a.rounds);
+        drop(index);
+        engine.close().expect("close");
+        eprintln!("{}: ingest {ingest:.1} s", codec.name());
+        let dram_copy = format!("DRAM copies ({segments} segments after ingest)");
+        for (copy, qps) in [(dram_copy.as_str(), &dram), ("persistent (one compacted image)", &pers)] {
+            println!(
+                "| {} | {:.1} | {copy} | {} |",
+                codec.name(),
+                bytes as f64 / 1e6,
+                qps.iter().map(|(_, q)| format!("{q:.0}")).collect::<Vec<_>>().join(" | ")
+            );
+            out.push(json!({
+                "codec": codec.name(), "copy": copy, "index_bytes": bytes, "raw_bytes": raw,
+                "qps": qps.iter().map(|(c, q)| (c.clone(), json!(q))).collect::<serde_json::Map<_, _>>(),
+            }));
+        }
+    }
+    if let Some(p) = a.json {
+        let doc = json!({"docs": docs.len(), "engine": true, "results": out});
         std::fs::write(&p, serde_json::to_string_pretty(&doc).unwrap()).expect("write json");
     }
 }

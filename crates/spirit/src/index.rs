@@ -399,6 +399,7 @@ impl Index {
         open_micros: u64,
         mappings: Option<&serde_json::Value>,
     ) -> Result<()> {
+        self.publish_codecs(&self.schema.read());
         let mut recovery: Option<RecoveryStats> = None;
         for (i, replay) in replays.into_iter().enumerate() {
             if let Some(r) = replay {
@@ -450,6 +451,7 @@ impl Index {
                     let v = serde_json::from_slice(&json)
                         .map_err(|e| Error::corrupt(dir, 0, format!("tLog record {lsn}: metadata: {e}")))?;
                     let (schema, _, counter) = Self::unpack(dir, v)?;
+                    self.publish_codecs(&schema);
                     *self.schema.write() = schema;
                     self.id_counter.fetch_max(counter, Relaxed);
                 }
@@ -497,7 +499,18 @@ impl Index {
 
     /// Crash-safe mode: logs the schema and settings. Callers hold the schema's write lock, so no document
     /// analysed with the new schema can be logged before it.
+    /// Tells the shards each field's postings codec (they encode the images they build from now on with it).
+    fn publish_codecs(&self, schema: &Schema) {
+        let codecs = schema.field_codecs();
+        for sh in &self.shards {
+            sh.set_field_codecs(codecs.clone());
+        }
+    }
+
+    /// Every schema change goes through here: the shards learn the codecs, and in crash-safe mode the
+    /// schema is logged before any document that depends on it.
     fn log_meta_with(&self, schema: &Schema) -> Result<()> {
+        self.publish_codecs(schema);
         if self.shards[0].durability() == crate::Durability::CrashSafe {
             let meta = self.persisted(schema);
             for sh in &self.shards {

@@ -20,7 +20,9 @@ mod postings;
 mod vbyte;
 
 pub use norm::{decode_norm, encode_norm, quantized_length, NORM_VALUES};
-pub use postings::{encode_postings, PostingsCursor, PostingsMeta, BLOCK, NO_DOC};
+pub use postings::{
+    encode_postings, encode_postings_with, DocCodec, FieldCodecs, PostingsCursor, PostingsMeta, BLOCK, NO_DOC,
+};
 pub use vbyte::{read_vbyte, write_vbyte};
 
 /// A malformed encoded structure.

@@ -14,16 +14,23 @@
 //! ```text
 //! blocks (blocks_len bytes):
 //!         full:    u8 doc_bits | u8 tf_bits | packed (doc gaps - 1) | packed (tf - 1)
+//!              or  u8 0x80|codec | u8 tf_bits | the field's DocCodec's gaps | packed (tf - 1)
 //!         partial: VByte gaps, then VByte tf - 1
 //! positions: per posting, tf VByte position gaps (first absolute)
 //! ```
 //! Gaps are taken from the previous block's last doc; the first posting of the list is stored as is. Most
 //! terms of a segment occur once (Zipf), so a one-block list has no skip table and costs a few bytes.
+//!
+//! Full blocks code their doc gaps with the field's [`DocCodec`] (SIMD bit-packing unless the mapping says
+//! otherwise); the first byte tells which, so every block decodes whatever the field's codec is now, and
+//! images written under another choice (or before codecs were selectable) stay readable.
 
+use super::family::{self, GapCodec};
 use super::norm::quantized_length;
 use super::vbyte::{read_vbyte, write_vbyte};
 use super::CodecError;
 use bitpacking::{BitPacker, BitPacker4x};
+use serde::{Deserialize, Serialize};
 
 /// Postings per block.
 pub const BLOCK: usize = BitPacker4x::BLOCK_LEN;
@@ -32,6 +39,84 @@ pub const NO_DOC: u32 = u32::MAX;
 /// Impacts kept per block.
 pub const IMPACTS: usize = 4;
 const SKIP: usize = 12 + 8 * IMPACTS;
+
+/// How full blocks code their doc-id gaps, selectable per field (a text or keyword field's
+/// `postings_codec` mapping); term frequencies are always bit-packed, positions VByte. Seed 004's study
+/// (`spirit-bench codecs`) measures each on our data: bit-packing decodes fastest at 9.1 bits per doc id,
+/// PFor is the smallest, raw u32 the simplest, VByte and Stream VByte sit between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DocCodec {
+    /// SIMD bit-packing at the block's widest gap (`bitpacking`'s `BitPacker4x`): the default.
+    #[default]
+    Bitpacked,
+    /// Four bytes per gap.
+    Raw,
+    /// 7 bits per byte with a continuation bit.
+    Vbyte,
+    /// Lemire's Stream VByte: 2-bit lengths in control bytes, the value bytes apart.
+    Streamvbyte,
+    /// Patched frame of reference over the block's 128 gaps: a width covering 90% of them, exceptions after.
+    Pfor,
+}
+
+static RAW: family::Raw = family::Raw;
+static VBYTE: family::VByte = family::VByte;
+static STREAM_VBYTE: family::StreamVByte = family::StreamVByte;
+static PFOR: family::PFor = family::PFor { block: BLOCK };
+
+/// A block's first byte for a codec other than bit-packing (whose first byte is its width, at most 32).
+const CODEC_TAG: u8 = 0x80;
+
+impl DocCodec {
+    /// Every codec, the default first.
+    pub const ALL: [DocCodec; 5] =
+        [DocCodec::Bitpacked, DocCodec::Raw, DocCodec::Vbyte, DocCodec::Streamvbyte, DocCodec::Pfor];
+
+    /// The name mappings use.
+    pub fn name(self) -> &'static str {
+        match self {
+            DocCodec::Bitpacked => "bitpacked",
+            DocCodec::Raw => "raw",
+            DocCodec::Vbyte => "vbyte",
+            DocCodec::Streamvbyte => "streamvbyte",
+            DocCodec::Pfor => "pfor",
+        }
+    }
+
+    /// The codec of a mapping name.
+    pub fn from_name(name: &str) -> Option<DocCodec> {
+        DocCodec::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    fn id(self) -> u8 {
+        DocCodec::ALL.iter().position(|&c| c == self).expect("listed") as u8
+    }
+
+    /// The gap codec of a tagged block (`None` for bit-packing, which the cursor inlines).
+    fn gap_codec(self) -> Option<&'static dyn GapCodec> {
+        match self {
+            DocCodec::Bitpacked => None,
+            DocCodec::Raw => Some(&RAW),
+            DocCodec::Vbyte => Some(&VBYTE),
+            DocCodec::Streamvbyte => Some(&STREAM_VBYTE),
+            DocCodec::Pfor => Some(&PFOR),
+        }
+    }
+}
+
+/// Each field's [`DocCodec`] by field id (fields past the end, and a default value: bit-packing). Flush
+/// and compaction encode with it; reading never needs it (blocks say how they are coded).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldCodecs(pub Vec<DocCodec>);
+
+impl FieldCodecs {
+    /// The codec of `field`.
+    #[inline]
+    pub fn get(&self, field: u16) -> DocCodec {
+        self.0.get(field as usize).copied().unwrap_or_default()
+    }
+}
 
 /// What the encoder learned about the list (stored in the dictionary).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,6 +130,18 @@ pub struct PostingsMeta {
 /// `tfs[i]` positions each, increasing within a posting, `dls[i]` the field length of `docs[i]`) and appends
 /// the blob to `out`.
 pub fn encode_postings(
+    docs: &[u32],
+    tfs: &[u32],
+    positions: &[u32],
+    dls: &[u32],
+    out: &mut Vec<u8>,
+) -> PostingsMeta {
+    encode_postings_with(DocCodec::Bitpacked, docs, tfs, positions, dls, out)
+}
+
+/// [`encode_postings`] with full blocks' doc gaps in `codec`.
+pub fn encode_postings_with(
+    codec: DocCodec,
     docs: &[u32],
     tfs: &[u32],
     positions: &[u32],
@@ -91,10 +188,28 @@ pub fn encode_postings(
                 tf_minus[k] = tf - 1;
             }
             let tf_bits = bp.num_bits(&tf_minus);
-            blocks.push(doc_bits);
-            blocks.push(tf_bits);
-            let w = bp.compress_strictly_sorted(prev, d, &mut packed, doc_bits);
-            blocks.extend_from_slice(&packed[..w]);
+            match codec.gap_codec() {
+                None => {
+                    blocks.push(doc_bits);
+                    blocks.push(tf_bits);
+                    let w = bp.compress_strictly_sorted(prev, d, &mut packed, doc_bits);
+                    blocks.extend_from_slice(&packed[..w]);
+                }
+                Some(gc) => {
+                    blocks.push(CODEC_TAG | codec.id());
+                    blocks.push(tf_bits);
+                    let mut p = prev;
+                    let gaps: Vec<u32> = d
+                        .iter()
+                        .map(|&x| {
+                            let g = p.map_or(x, |p| x - p - 1);
+                            p = Some(x);
+                            g
+                        })
+                        .collect();
+                    gc.encode(&gaps, &mut blocks);
+                }
+            }
             let w = bp.compress(&tf_minus, &mut packed, tf_bits);
             blocks.extend_from_slice(&packed[..w]);
         } else {
@@ -472,15 +587,20 @@ impl<'a> PostingsCursor<'a> {
             let (Some(&doc_bits), Some(&tf_bits)) = (self.blob.get(at), self.blob.get(at + 1)) else {
                 return Err(CodecError { what: "block header", offset: at });
             };
-            if doc_bits > 32 || tf_bits > 32 {
+            if tf_bits > 32 {
                 return Err(CodecError { what: "block bit width", offset: at });
             }
             at += 2;
-            let bp = BitPacker4x::new();
-            let need = doc_bits as usize * BLOCK / 8;
-            let src = self.blob.get(at..at + need).ok_or(CodecError { what: "doc block", offset: at })?;
-            bp.decompress_strictly_sorted(prev, src, &mut self.docs[..BLOCK], doc_bits);
-            self.tf_at = at + need;
+            if doc_bits <= 32 {
+                let bp = BitPacker4x::new();
+                let need = doc_bits as usize * BLOCK / 8;
+                let src = self.blob.get(at..at + need).ok_or(CodecError { what: "doc block", offset: at })?;
+                bp.decompress_strictly_sorted(prev, src, &mut self.docs[..BLOCK], doc_bits);
+                at += need;
+            } else {
+                at += self.decode_tagged(doc_bits, at, prev)?;
+            }
+            self.tf_at = at;
             self.tf_bits = tf_bits;
         } else {
             let mut p = prev;
@@ -506,6 +626,33 @@ impl<'a> PostingsCursor<'a> {
         self.pos_cursor = self.positions_start + pos_off;
         self.pos_index = 0;
         Ok(())
+    }
+
+    /// Decodes a full block whose gaps another [`DocCodec`] coded (first byte `tag`) from `at` into
+    /// `docs`, returning the bytes read; doc ids that overflow are corruption.
+    #[cold]
+    fn decode_tagged(&mut self, tag: u8, at: usize, prev: Option<u32>) -> Result<usize, CodecError> {
+        let codec = DocCodec::ALL
+            .get((tag & !CODEC_TAG) as usize)
+            .filter(|_| tag & CODEC_TAG != 0)
+            .and_then(|c| c.gap_codec())
+            .ok_or(CodecError { what: "block codec", offset: at - 2 })?;
+        let src = self.blob.get(at..).ok_or(CodecError { what: "doc block", offset: at })?;
+        let used = codec
+            .decode(src, BLOCK, &mut self.docs[..BLOCK])
+            .map_err(|e| CodecError { what: e.what, offset: at + e.offset })?;
+        let mut p = prev;
+        for d in &mut self.docs[..BLOCK] {
+            let x = match p {
+                Some(p) => p.checked_add(*d).and_then(|x| x.checked_add(1)),
+                None => Some(*d),
+            }
+            .filter(|&x| x != NO_DOC)
+            .ok_or(CodecError { what: "doc gap", offset: at })?;
+            *d = x;
+            p = Some(x);
+        }
+        Ok(used)
     }
 
     /// The current doc, or [`NO_DOC`].
@@ -745,11 +892,26 @@ mod tests {
         (docs.to_vec(), tfs, pos)
     }
 
+    /// Every codec: the cursor reads back what each encoded, through every access path.
     fn check(docs: &[u32]) {
+        for codec in DocCodec::ALL {
+            check_with(codec, docs);
+        }
+    }
+
+    fn check_with(codec: DocCodec, docs: &[u32]) {
         let (docs, tfs, pos) = list(docs);
         let mut blob = vec![];
         let dls: Vec<u32> = docs.iter().map(|d| d % 97 + 1).collect();
-        let meta = encode_postings(&docs, &tfs, &pos, &dls, &mut blob);
+        let meta = encode_postings_with(codec, &docs, &tfs, &pos, &dls, &mut blob);
+        if docs.len() >= BLOCK {
+            // The first (full) block is tagged with its codec; bit-packing's first byte is its width.
+            let first = blob[PostingsCursor::new(&blob).unwrap().blocks_start];
+            match codec {
+                DocCodec::Bitpacked => assert!(first <= 32),
+                _ => assert_eq!(first, CODEC_TAG | codec.id()),
+            }
+        }
         assert_eq!(meta.df as usize, docs.len());
         let mut c = PostingsCursor::new(&blob).unwrap();
         let mut out = vec![];
@@ -849,12 +1011,12 @@ mod tests {
         }
 
         #[test]
-        fn corrupt_blobs_never_panic(docs in proptest::collection::btree_set(0u32..100_000, 1..400), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
+        fn corrupt_blobs_never_panic(docs in proptest::collection::btree_set(0u32..100_000, 1..400), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8), codec in 0..DocCodec::ALL.len()) {
             let docs: Vec<u32> = docs.into_iter().collect();
             let (docs, tfs, pos) = list(&docs);
             let mut blob = vec![];
             let dls = vec![7; docs.len()];
-            encode_postings(&docs, &tfs, &pos, &dls, &mut blob);
+            encode_postings_with(DocCodec::ALL[codec], &docs, &tfs, &pos, &dls, &mut blob);
             for (i, x) in flips { let n = blob.len(); blob[i % n] ^= x | 1; }
             if let Ok(mut c) = PostingsCursor::new(&blob) {
                 let mut out = vec![];

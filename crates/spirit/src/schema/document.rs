@@ -2,6 +2,7 @@
 //! lengths (BM25 norms), the numeric column values, the `_id` and the `_source`.
 
 use super::{parse_date_millis, term_key, FieldDef, FieldType, Schema};
+use crate::codec::DocCodec;
 use crate::error::{Error, Result};
 use rustc_hash::FxHashMap;
 use serde_json::Value;
@@ -214,7 +215,12 @@ pub fn new_fields(schema: &Schema, doc: &Value) -> Vec<FieldDef> {
             Value::Bool(_) => FieldType::Keyword,
             _ => continue,
         };
-        out.push(FieldDef { name, ty, analyzer: schema.default_analyzer().into() });
+        out.push(FieldDef {
+            name,
+            ty,
+            analyzer: schema.default_analyzer().into(),
+            postings_codec: DocCodec::default(),
+        });
     }
     out
 }

@@ -13,6 +13,7 @@ pub use date::parse_date_millis;
 pub use document::{analyze_document, AnalyzedDoc};
 
 use crate::analysis::{Analyzer, AnalyzerConfig};
+use crate::codec::{DocCodec, FieldCodecs};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -70,6 +71,14 @@ pub struct FieldDef {
     /// Snowball stemming).
     #[serde(default = "standard")]
     pub analyzer: String,
+    /// How the full posting blocks of a text or keyword field code their doc ids (mapping
+    /// `postings_codec`: `bitpacked`, the default, `raw`, `vbyte`, `streamvbyte` or `pfor`).
+    #[serde(default, skip_serializing_if = "is_default_codec")]
+    pub postings_codec: DocCodec,
+}
+
+fn is_default_codec(c: &DocCodec) -> bool {
+    *c == DocCodec::default()
 }
 
 fn standard() -> String {
@@ -174,6 +183,14 @@ impl Schema {
                     def.ty.es_name()
                 )));
             }
+            if old.postings_codec != def.postings_codec {
+                return Err(Error::InvalidArgument(format!(
+                    "mapper [{}] cannot change [postings_codec] from [{}] to [{}]",
+                    def.name,
+                    old.postings_codec.name(),
+                    def.postings_codec.name()
+                )));
+            }
             return Ok(id);
         }
         if def.name.is_empty() || def.name.starts_with('_') {
@@ -187,7 +204,12 @@ impl Schema {
         if let Some(&id) = self.by_name.get(SEQ_FIELD) {
             return Ok(id);
         }
-        self.insert_field(FieldDef { name: SEQ_FIELD.into(), ty: FieldType::Long, analyzer: standard() })
+        self.insert_field(FieldDef {
+            name: SEQ_FIELD.into(),
+            ty: FieldType::Long,
+            analyzer: standard(),
+            postings_codec: DocCodec::default(),
+        })
     }
 
     fn insert_field(&mut self, def: FieldDef) -> Result<u16> {
@@ -236,7 +258,26 @@ impl Schema {
                 };
                 let analyzer =
                     def.get("analyzer").and_then(|a| a.as_str()).unwrap_or(s.default_analyzer()).to_string();
-                s.add_field(FieldDef { name: full, ty, analyzer })?;
+                let postings_codec = match def.get("postings_codec") {
+                    None => DocCodec::default(),
+                    Some(c) => {
+                        let codec = c.as_str().and_then(DocCodec::from_name).ok_or_else(|| {
+                            let names: Vec<&str> = DocCodec::ALL.iter().map(|c| c.name()).collect();
+                            Error::InvalidArgument(format!(
+                                "unknown [postings_codec] {c} on field [{full}]; use one of {}",
+                                names.join(", ")
+                            ))
+                        })?;
+                        if !ty.is_indexed_terms() {
+                            return Err(Error::InvalidArgument(format!(
+                                "[postings_codec] applies to text and keyword fields, not [{}] field [{full}]",
+                                ty.es_name()
+                            )));
+                        }
+                        codec
+                    }
+                };
+                s.add_field(FieldDef { name: full, ty, analyzer, postings_codec })?;
             }
             Ok(())
         }
@@ -259,9 +300,17 @@ impl Schema {
             if f.ty == FieldType::Text && f.analyzer != "standard" {
                 def["analyzer"] = f.analyzer.clone().into();
             }
+            if f.postings_codec != DocCodec::default() {
+                def["postings_codec"] = f.postings_codec.name().into();
+            }
             props.insert(f.name.clone(), def);
         }
         serde_json::json!({ "dynamic": self.dynamic, "properties": props })
+    }
+
+    /// Each field's postings codec, by field id.
+    pub fn field_codecs(&self) -> FieldCodecs {
+        FieldCodecs(self.fields.iter().map(|f| f.postings_codec).collect())
     }
 
     /// The fields an unqualified query term searches.
@@ -308,7 +357,12 @@ mod tests {
         let again = Schema::from_mappings(&s.to_mappings()).unwrap();
         assert_eq!(again.fields(), s.fields());
         let err = s
-            .add_field(FieldDef { name: "n".into(), ty: FieldType::Text, analyzer: standard() })
+            .add_field(FieldDef {
+                name: "n".into(),
+                ty: FieldType::Text,
+                analyzer: standard(),
+                postings_codec: DocCodec::default(),
+            })
             .unwrap_err();
         assert!(err.to_string().contains("cannot be changed"), "{err}");
         assert!(

@@ -16,7 +16,7 @@
 
 use super::image::{norm_at, ImageWriter, TermPostings};
 use super::{FieldStats, ImageView, SegmentError};
-use crate::codec::{decode_norm, PostingsCursor, NO_DOC};
+use crate::codec::{decode_norm, FieldCodecs, PostingsCursor, NO_DOC};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -28,7 +28,12 @@ fn err(m: impl std::fmt::Display) -> SegmentError {
 /// part's base_doc == previous base_doc + previous doc_count), with a contiguous posting list per term.
 ///
 /// The result has `base_doc = parts[0].base_doc()`, the sum of the parts' doc counts and id `seg_id`.
-pub fn compact_images(parts: &[ImageView<'_>], seg_id: u32) -> Result<Vec<u8>, SegmentError> {
+/// Postings are re-encoded with `codecs` (each field's codec now).
+pub fn compact_images(
+    parts: &[ImageView<'_>],
+    seg_id: u32,
+    codecs: &FieldCodecs,
+) -> Result<Vec<u8>, SegmentError> {
     let first = parts.first().ok_or_else(|| err("no images to compact"))?;
     let base = first.base_doc();
     // Offset of each part's local doc ids in the compacted image.
@@ -49,7 +54,7 @@ pub fn compact_images(parts: &[ImageView<'_>], seg_id: u32) -> Result<Vec<u8>, S
     }
     base.checked_add(total).ok_or_else(|| err("doc ids overflow"))?;
 
-    let mut w = ImageWriter::default();
+    let mut w = ImageWriter::with_codecs(codecs.clone());
     merge_terms(parts, &offsets, &mut w)?;
     merge_columns(parts, &mut w)?;
     for (i, p) in parts.iter().enumerate() {
@@ -203,7 +208,7 @@ fn merge_columns(parts: &[ImageView<'_>], w: &mut ImageWriter) -> Result<(), Seg
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::encode_postings;
+    use crate::codec::{encode_postings_with, DocCodec};
     use crate::memory::{DramHeap, RingKind};
     use crate::schema::{analyze_document, key_field, term_key, Schema};
     use crate::segment::image::{id_hash, number_at};
@@ -272,12 +277,22 @@ mod tests {
 
     /// Flushes `docs` through a fresh segment, as the flusher does.
     fn flush(schema: &Schema, docs: &[(String, Value)], seg_id: u32, base_doc: u32) -> Vec<u8> {
+        flush_with(schema, docs, seg_id, base_doc, &FieldCodecs::default())
+    }
+
+    fn flush_with(
+        schema: &Schema,
+        docs: &[(String, Value)],
+        seg_id: u32,
+        base_doc: u32,
+        codecs: &FieldCodecs,
+    ) -> Vec<u8> {
         let heap = DramHeap::new(20 << 20, 17 << 20).unwrap();
         let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 16 << 20).unwrap(), 10_000);
         for (id, d) in docs {
             fresh.insert(&analyze_document(schema, id.clone(), d).unwrap()).unwrap();
         }
-        ImageBuilder::from_fresh(&fresh, seg_id, base_doc).unwrap()
+        ImageBuilder::from_fresh(&fresh, seg_id, base_doc, codecs).unwrap()
     }
 
     /// Part sizes and which optional fields they have: an empty part, a one-doc part, parts with fields the
@@ -326,6 +341,17 @@ mod tests {
     /// Everything the brief promises about a compacted image, checked against its parts.
     /// Returns how many lists span more than one block.
     fn check_compacted(parts: &[ImageView<'_>], bytes: &[u8], seg_id: u32, n_fields: u16) -> usize {
+        check_compacted_with(parts, bytes, seg_id, n_fields, &FieldCodecs::default())
+    }
+
+    /// [`check_compacted`] of an image whose postings were encoded with `codecs`.
+    fn check_compacted_with(
+        parts: &[ImageView<'_>],
+        bytes: &[u8],
+        seg_id: u32,
+        n_fields: u16,
+        codecs: &FieldCodecs,
+    ) -> usize {
         let c = ImageView::parse(bytes).unwrap();
         c.verify().unwrap();
         c.check_structure().unwrap();
@@ -357,7 +383,8 @@ mod tests {
             let mut blob = vec![];
             let pos: Vec<u32> = want.iter().flat_map(|w| w.2.iter().copied()).collect();
             let col = |f: fn(&Posting) -> u32| want.iter().map(f).collect::<Vec<u32>>();
-            encode_postings(&col(|w| w.0), &col(|w| w.1), &pos, &col(|w| w.3), &mut blob);
+            let codec = codecs.get(key_field(key));
+            encode_postings_with(codec, &col(|w| w.0), &col(|w| w.1), &pos, &col(|w| w.3), &mut blob);
             assert_eq!(t.blob, &blob[..]);
             multi_block += (want.len() > crate::codec::BLOCK) as usize;
         }
@@ -420,7 +447,7 @@ mod tests {
         let schema = schema();
         let (images, all) = parts(&schema);
         let parts = views(&images);
-        let out = compact_images(&parts, 9).unwrap();
+        let out = compact_images(&parts, 9, &FieldCodecs::default()).unwrap();
         assert!(check_compacted(&parts, &out, 9, schema.fields().len() as u16) > 0);
         // "alpha" is in every body: one list of 951 postings, 8 blocks, where the parts had 3 + 1 + 2 + 4.
         let mut k = vec![];
@@ -439,6 +466,39 @@ mod tests {
         for d in 0..c.doc_count() {
             assert_eq!(c.stored(d).unwrap(), s.stored(d).unwrap());
         }
+    }
+
+    /// Each field's postings in its codec: flushed with one choice, compacted with another (compaction
+    /// re-encodes), every posting, column and record kept, and every block readable whatever wrote it.
+    #[test]
+    fn postings_take_each_fields_codec() {
+        let schema = schema();
+        let id = |f: &str| schema.field_id(f).unwrap() as usize;
+        let mut flushed = vec![DocCodec::default(); schema.fields().len()];
+        flushed[id("body")] = DocCodec::Pfor;
+        flushed[id("title")] = DocCodec::Vbyte;
+        let flushed = FieldCodecs(flushed);
+        let mut compacted = vec![DocCodec::default(); schema.fields().len()];
+        compacted[id("body")] = DocCodec::Raw;
+        compacted[id("tag")] = DocCodec::Streamvbyte;
+        compacted[id("extra")] = DocCodec::Pfor;
+        let compacted = FieldCodecs(compacted);
+        let (mut images, mut start) = (vec![], 0);
+        for (i, &(n, extra, x)) in PARTS.iter().enumerate() {
+            let d = docs(start, n, extra, x);
+            images.push(flush_with(&schema, &d, 5 + i as u32, BASE + start as u32, &flushed));
+            start += n;
+        }
+        let parts = views(&images);
+        let n_fields = schema.fields().len() as u16;
+        for (p, bytes) in parts.iter().zip(&images) {
+            // A flushed part's lists are its fields' codecs' encodings (a part checked as its own compaction).
+            check_compacted_with(&[*p], bytes, p.seg_id(), n_fields, &flushed);
+        }
+        let out = compact_images(&parts, 9, &compacted).unwrap();
+        assert!(check_compacted_with(&parts, &out, 9, n_fields, &compacted) > 0);
+        // Different bytes from the default encoding, same postings.
+        assert!(out != compact_images(&parts, 9, &FieldCodecs::default()).unwrap());
     }
 
     #[test]
@@ -467,10 +527,13 @@ mod tests {
         let schema = schema();
         let (images, _) = parts(&schema);
         let parts = views(&images);
-        let head = compact_images(&parts[..3], 7).unwrap();
+        let head = compact_images(&parts[..3], 7, &FieldCodecs::default()).unwrap();
         let mut again = vec![ImageView::parse(&head).unwrap()];
         again.extend_from_slice(&parts[3..]);
-        assert!(compact_images(&again, 9).unwrap() == compact_images(&parts, 9).unwrap());
+        assert!(
+            compact_images(&again, 9, &FieldCodecs::default()).unwrap()
+                == compact_images(&parts, 9, &FieldCodecs::default()).unwrap()
+        );
     }
 
     #[test]
@@ -479,7 +542,7 @@ mod tests {
         let (images, _) = parts(&schema);
         for img in &images {
             let v = ImageView::parse(img).unwrap();
-            let out = compact_images(&[v], v.seg_id()).unwrap();
+            let out = compact_images(&[v], v.seg_id(), &FieldCodecs::default()).unwrap();
             assert!(&out == img, "segment {}", v.seg_id());
             if v.doc_count() > 1 {
                 check_compacted(&[v], &out, v.seg_id(), schema.fields().len() as u16);
@@ -494,21 +557,22 @@ mod tests {
         let msg = |r: Result<Vec<u8>, SegmentError>| r.unwrap_err().0;
         for (base, what) in [(BASE + 31, "gap"), (BASE + 29, "overlap"), (BASE, "same start")] {
             let b = flush(&schema, &docs(30, 20, false, false), 2, base);
-            let m = msg(compact_images(&views(&[a.clone(), b]), 2));
+            let m = msg(compact_images(&views(&[a.clone(), b]), 2, &FieldCodecs::default()));
             assert!(m.contains("not consecutive"), "{what}: {m}");
         }
         // Out of order.
         let b = flush(&schema, &docs(30, 20, false, false), 2, BASE + 30);
-        assert!(compact_images(&views(&[a.clone(), b.clone()]), 2).is_ok());
-        assert!(msg(compact_images(&views(&[b, a.clone()]), 2)).contains("not consecutive"));
-        assert!(msg(compact_images(&[], 2)).contains("no images"));
+        assert!(compact_images(&views(&[a.clone(), b.clone()]), 2, &FieldCodecs::default()).is_ok());
+        assert!(msg(compact_images(&views(&[b, a.clone()]), 2, &FieldCodecs::default()))
+            .contains("not consecutive"));
+        assert!(msg(compact_images(&[], 2, &FieldCodecs::default())).contains("no images"));
         // A field that is text in one part and numeric in the other.
         let other = Schema::from_mappings(
             &json!({"properties": {"title": {"type": "text"}, "body": {"type": "long"}}}),
         )
         .unwrap();
         let c = flush(&other, &[("z".into(), json!({"title": "a b", "body": 3}))], 2, BASE + 30);
-        let m = msg(compact_images(&views(&[a, c]), 2));
+        let m = msg(compact_images(&views(&[a, c]), 2, &FieldCodecs::default()));
         assert!(m.contains("is a text field in one image and numeric in another"), "{m}");
     }
 
@@ -520,7 +584,10 @@ mod tests {
         // A flip the checksum catches is refused: a damaged part must not come out under a valid checksum.
         let mut bad = b.clone();
         bad[PREFIX_BYTES + 100] ^= 1;
-        assert!(compact_images(&views(&[a.clone(), bad]), 2).unwrap_err().0.contains("checksum"));
+        assert!(compact_images(&views(&[a.clone(), bad]), 2, &FieldCodecs::default())
+            .unwrap_err()
+            .0
+            .contains("checksum"));
         // Flips behind a recomputed checksum (a checksum collision, or a bug upstream) still never panic.
         let mut rng = Rng(42);
         let (mut ok, mut failed) = (0, 0);
@@ -536,7 +603,7 @@ mod tests {
             let crc = h.finalize();
             bad[32..36].copy_from_slice(&crc.to_le_bytes());
             let Ok(v) = ImageView::parse(&bad) else { continue };
-            match compact_images(&[ImageView::parse(&a).unwrap(), v], 2) {
+            match compact_images(&[ImageView::parse(&a).unwrap(), v], 2, &FieldCodecs::default()) {
                 Ok(out) => {
                     let c = ImageView::parse(&out).unwrap();
                     c.verify().unwrap();

@@ -20,7 +20,7 @@
 //! code as the DRAM copy. The body checksum is verified by `spirit check` and on demand.
 
 use super::{FieldStats, FreshSegment, SegmentError};
-use crate::codec::{encode_norm, encode_postings, read_vbyte, write_vbyte, PostingsCursor};
+use crate::codec::{encode_norm, encode_postings_with, read_vbyte, write_vbyte, FieldCodecs, PostingsCursor};
 
 const MAGIC: &[u8; 8] = b"SPSEG001";
 /// 2: one-byte norms (1 had u32 lengths).
@@ -61,14 +61,20 @@ pub fn id_hash(id: &str) -> u64 {
 pub struct ImageBuilder;
 
 impl ImageBuilder {
-    /// Flushes the visible documents of a (sealed) fresh segment into an image.
-    pub fn from_fresh(fresh: &FreshSegment, seg_id: u32, base_doc: u32) -> Result<Vec<u8>, SegmentError> {
+    /// Flushes the visible documents of a (sealed) fresh segment into an image, each field's postings in
+    /// its codec.
+    pub fn from_fresh(
+        fresh: &FreshSegment,
+        seg_id: u32,
+        base_doc: u32,
+        codecs: &FieldCodecs,
+    ) -> Result<Vec<u8>, SegmentError> {
         let n = fresh.visible();
         let mut keys: Vec<(Vec<u8>, u32)> = vec![];
         fresh.for_each_key(&mut |k, e| keys.push((k.to_vec(), e)));
         keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
 
-        let mut w = ImageWriter::default();
+        let mut w = ImageWriter::with_codecs(codecs.clone());
         let mut post = TermPostings::default();
         let mut p = vec![];
         for (key, e) in &keys {
@@ -149,16 +155,24 @@ pub(crate) struct ImageWriter {
     block_first: u32,
     ids: Vec<(u64, u32)>,
     n_docs: u32,
+    /// How each field's full blocks code their doc gaps.
+    codecs: FieldCodecs,
 }
 
 impl ImageWriter {
+    pub fn with_codecs(codecs: FieldCodecs) -> ImageWriter {
+        ImageWriter { codecs, ..Default::default() }
+    }
+
     /// Adds the next term (keys strictly increasing); a term without postings is left out.
     pub fn add_term(&mut self, key: &[u8], p: &TermPostings) {
         if p.docs.is_empty() {
             return;
         }
         let post_off = self.postings.len() as u64;
-        let meta = encode_postings(&p.docs, &p.tfs, &p.positions, &p.dls, &mut self.postings);
+        let codec =
+            if key.len() >= 2 { self.codecs.get(crate::schema::key_field(key)) } else { Default::default() };
+        let meta = encode_postings_with(codec, &p.docs, &p.tfs, &p.positions, &p.dls, &mut self.postings);
         let post_len = self.postings.len() as u64 - post_off;
         let t = &mut self.terms;
         t.extend_from_slice(&(self.keys.len() as u32).to_le_bytes());

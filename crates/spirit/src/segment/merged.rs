@@ -616,7 +616,7 @@ mod tests {
             let d = json!({"body": format!("shared w{i}")});
             fresh.insert(&analyze_document(&schema, format!("d{}", base_doc + i), &d).unwrap()).unwrap();
         }
-        ImageBuilder::from_fresh(&fresh, seg_id, base_doc).unwrap()
+        ImageBuilder::from_fresh(&fresh, seg_id, base_doc, &crate::codec::FieldCodecs::default()).unwrap()
     }
 
     /// The segment ids along every chain of `keys`; each walk must be free of errors.

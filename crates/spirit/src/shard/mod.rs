@@ -22,6 +22,7 @@ pub use check::CheckReport;
 
 pub use durable::Replay;
 
+use crate::codec::FieldCodecs;
 use crate::config::{CommitPolicy, Durability, ShardConfig};
 use crate::error::{Error, Result};
 use crate::gdt::{DramImage, Gdt, PersistentImage, SegData, SegState, SegmentDesc, Snapshot};
@@ -142,6 +143,8 @@ pub(crate) struct ShardInner {
     reclaim: Mutex<reclaim::ReclaimState>,
     /// Answers of repeated queries over the sealed segments (its bytes are part of the DRAM budget).
     pub(crate) cache: crate::query::ResultCache,
+    /// Each field's postings codec, for flushes and compactions from now on (the owner's mapping).
+    codecs: Mutex<Arc<FieldCodecs>>,
 }
 
 /// A shard. Dropping it closes it (gracefully, in graceful mode).
@@ -452,6 +455,7 @@ impl Shard {
             logs,
             manifest_extents: Mutex::new(durable_refs),
             cache,
+            codecs: Mutex::new(Arc::new(FieldCodecs::default())),
             reclaim: Mutex::new(reclaim::ReclaimState {
                 // After a crash, a committed segment's link may have begun before the checkpoint.
                 partial_links: committed_at_open,
@@ -508,6 +512,17 @@ impl Shard {
                 let _ = tx.send(id);
             }
         }
+    }
+
+    /// The postings codec of each field for the images built from now on (existing images keep theirs
+    /// until compaction re-encodes them).
+    pub fn set_field_codecs(&self, codecs: FieldCodecs) {
+        *self.inner.codecs.lock() = Arc::new(codecs);
+    }
+
+    /// The postings codecs images are built with now.
+    pub fn field_codecs(&self) -> Arc<FieldCodecs> {
+        self.inner.codecs.lock().clone()
     }
 
     /// Makes every later add take its sequence number from `seq` (sharded indexes; set before any add).
@@ -966,7 +981,9 @@ impl ShardInner {
         let seg = snap.segments[snap.index_of(id).expect("sealed segment in GDT")].clone();
         drop(snap);
         let SegData::Fresh(fresh) = &seg.data else { return Ok(()) };
-        let bytes = ImageBuilder::from_fresh(fresh, id, seg.base_doc).map_err(|e| Error::Format(e.0))?;
+        let codecs = self.codecs.lock().clone();
+        let bytes =
+            ImageBuilder::from_fresh(fresh, id, seg.base_doc, &codecs).map_err(|e| Error::Format(e.0))?;
         let doc_count = fresh.visible();
         let dram = self.alloc_image(bytes.len())?;
         let data = match dram {

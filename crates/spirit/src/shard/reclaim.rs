@@ -248,7 +248,8 @@ impl ShardInner {
             views.push(v);
         }
         let last = run.last().expect("a run has segments");
-        let bytes = compact_images(&views, last.id).map_err(|e| Error::corrupt(path, 0, e.0))?;
+        let codecs = self.codecs.lock().clone();
+        let bytes = compact_images(&views, last.id, &codecs).map_err(|e| Error::corrupt(path, 0, e.0))?;
         drop(views);
         let Ok(off) = self.heap.alloc_copy(&bytes) else {
             return Ok(false);
