@@ -271,8 +271,14 @@ pub fn report(a: ReportArgs) {
             .unwrap();
         writeln!(
             md,
-            "- spirit visibility spot checks during WRT: {} checks, {} violations; {} probes missed their document",
-            n["visibility_checks"], n["visibility_violations"], n["visibility"]["not_visible_during_run"]
+            "- spirit visibility spot checks during WRT: {} checks, {} violations (a count missing a document \
+             acknowledged before it started){}; {} probes missed their document",
+            n["visibility_checks"],
+            n["visibility_violations"],
+            n.get("visibility_in_flight").map_or(String::new(), |x| format!(
+                "; {x} counts also saw the document of an `add` still in flight (inserted, not yet returned)"
+            )),
+            n["visibility"]["not_visible_during_run"]
         )
         .unwrap();
     }
