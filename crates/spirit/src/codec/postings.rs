@@ -163,6 +163,7 @@ pub fn encode_postings_with(
     let mut meta = PostingsMeta { df: n as u32, ..Default::default() };
     let mut packed = [0u8; 4 * BLOCK];
     let mut tf_minus = [0u32; BLOCK];
+    let mut gaps = [0u32; BLOCK];
     for b in 0..n_blocks {
         let lo = b * BLOCK;
         let hi = (lo + BLOCK).min(n);
@@ -199,14 +200,10 @@ pub fn encode_postings_with(
                     blocks.push(CODEC_TAG | codec.id());
                     blocks.push(tf_bits);
                     let mut p = prev;
-                    let gaps: Vec<u32> = d
-                        .iter()
-                        .map(|&x| {
-                            let g = p.map_or(x, |p| x - p - 1);
-                            p = Some(x);
-                            g
-                        })
-                        .collect();
+                    for (g, &x) in gaps.iter_mut().zip(d) {
+                        *g = p.map_or(x, |p| x - p - 1);
+                        p = Some(x);
+                    }
                     gc.encode(&gaps, &mut blocks);
                 }
             }
@@ -474,20 +471,21 @@ impl<'a> PostingsCursor<'a> {
         self.last_doc(self.block)
     }
 
-    fn bound_of(&self, b: usize, f: &impl Fn(u32, u32) -> f32) -> f32 {
+    /// Block `b`'s impacts from the skip table (`None` if unreadable); unused entries have tf 0.
+    #[inline]
+    fn impacts_of(&self, b: usize) -> Option<[(u32, u32); IMPACTS]> {
         let s = self.skip_start + b * SKIP + 12;
-        let mut m = 0.0f32;
-        for j in 0..IMPACTS {
-            let (Ok(tf), Ok(dl)) =
-                (u32_at(self.blob, s + 8 * j, "skip"), u32_at(self.blob, s + 8 * j + 4, "skip"))
-            else {
-                return f32::INFINITY;
-            };
-            if tf > 0 {
-                m = m.max(f(tf, dl));
-            }
+        let mut out = [(0, 0); IMPACTS];
+        for (j, o) in out.iter_mut().enumerate() {
+            *o = (u32_at(self.blob, s + 8 * j, "skip").ok()?, u32_at(self.blob, s + 8 * j + 4, "skip").ok()?);
         }
-        m
+        Some(out)
+    }
+
+    fn bound_of(&self, b: usize, f: &impl Fn(u32, u32) -> f32) -> f32 {
+        // A corrupt entry bounds nothing (the error surfaces when the block is read).
+        let Some(imp) = self.impacts_of(b) else { return f32::INFINITY };
+        imp.iter().filter(|&&(tf, _)| tf > 0).fold(0.0f32, |m, &(tf, dl)| m.max(f(tf, dl)))
     }
 
     /// The shortest (quantized) length among block `b`'s documents, from its impacts without decoding it
@@ -499,16 +497,7 @@ impl<'a> PostingsCursor<'a> {
         }
         // The frontier holds the block's shortest length (its last entry, by construction; the minimum
         // over all of them needs no such assumption).
-        let s = self.skip_start + b as usize * SKIP + 12;
-        let mut m = None::<u32>;
-        for j in 0..IMPACTS {
-            let tf = u32_at(self.blob, s + 8 * j, "skip").ok()?;
-            let dl = u32_at(self.blob, s + 8 * j + 4, "skip").ok()?;
-            if tf > 0 {
-                m = Some(m.map_or(dl, |x| x.min(dl)));
-            }
-        }
-        m
+        self.impacts_of(b as usize)?.iter().filter(|&&(tf, _)| tf > 0).map(|&(_, dl)| dl).min()
     }
 
     /// The largest `f(max_tf, min_dl)` over all blocks (a list-wide score bound), or `None` for a one-block list.

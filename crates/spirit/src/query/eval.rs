@@ -2245,10 +2245,7 @@ fn keep_competitive(
     let mut k = 0;
     for j in 0..m {
         let (d, tf) = (out_docs[j], out_tfs[j]);
-        let norm = match norms {
-            Norms::Image(col) => norm_at(col, d),
-            _ => norms.get(d),
-        };
+        let norm = norms.get(d);
         out_docs[k & (BLOCK_LEN - 1)] = d;
         out_tfs[k & (BLOCK_LEN - 1)] = tf;
         k += (tf as f32 * gap >= need * bm.denom[norm as usize]) as usize;
