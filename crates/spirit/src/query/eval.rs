@@ -12,6 +12,7 @@
 
 use super::cache::{Boundary, CachedResult, ResultCache};
 use super::plan::Node;
+use super::scratch::{recycle, reset, reset_lists, Scratch};
 use crate::codec::{decode_norm, encode_norm, PostingsCursor, BLOCK as BLOCK_LEN, NORM_VALUES, NO_DOC};
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, SegState, SegmentDesc, Snapshot};
@@ -548,7 +549,7 @@ impl Postings<'_> {
 }
 
 /// One-byte norms (`codec::encode_norm` of the field length) per document.
-enum Norms<'a> {
+pub(super) enum Norms<'a> {
     Image(&'a [u8]),
     Fresh(&'a FreshSegment, u16),
     None,
@@ -568,7 +569,7 @@ impl Norms<'_> {
 /// BM25 of one term: `idf · tf / (tf + k1·(1 − b + b·dl/avgdl))`, with the length term precomputed for
 /// each of the 256 one-byte norms (as Lucene's `BM25Scorer` caches it), so a document costs a table load,
 /// an add and a division. Built once per query term; every segment's scorer borrows it.
-struct Bm25Doc {
+pub(super) struct Bm25Doc {
     idf: f32,
     denom: Box<[f32; NORM_VALUES]>,
     /// The smallest length term (of the shortest length a norm encodes).
@@ -1321,6 +1322,14 @@ struct Collector {
     newest: Vec<u32>,
     /// Field order: a max-heap of the best (smallest) entries, the worst on top.
     by_field: BinaryHeap<FieldEntry>,
+    /// The fast paths' buffers, from the thread's pool and back to it when the query is done.
+    scratch: Scratch,
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        std::mem::take(&mut self.scratch).give_back();
+    }
 }
 
 impl Collector {
@@ -1330,9 +1339,11 @@ impl Collector {
             cap,
             total: 0,
             exact: true,
-            heap: BinaryHeap::new(),
+            // Sized once (grown only past this), rather than doubling from empty on every query.
+            heap: BinaryHeap::with_capacity(if sort == Sort::Score { cap.min(1024) } else { 0 }),
             newest: vec![],
             by_field: BinaryHeap::new(),
+            scratch: Scratch::take(),
         }
     }
 
@@ -1400,6 +1411,36 @@ impl Collector {
     }
 }
 
+/// Runs `f` with the collector's scratch (taken out of it, so both can be borrowed, and put back after).
+fn with_scratch<R>(col: &mut Collector, f: impl FnOnce(&mut Collector, &mut Scratch) -> R) -> R {
+    let mut s = std::mem::take(&mut col.scratch);
+    let r = f(col, &mut s);
+    col.scratch = s;
+    r
+}
+
+/// A fast path over the posting lists of a boolean of terms on one image segment.
+type ListsPath = fn(&Ctx<'_>, usize, &mut TermLists<'_>, &mut Collector, &mut Scratch, bool) -> Result<()>;
+
+/// Opens the lists of `terms` in `s` (see [`TermLists::open`] for `drop_empty`), runs `path` over them, and
+/// gives the buffers back whatever it returns.
+fn on_term_lists(
+    ctx: &Ctx<'_>,
+    si: usize,
+    (terms, drop_empty): (&[Weight], bool),
+    col: &mut Collector,
+    s: &mut Scratch,
+    prune: bool,
+    path: ListsPath,
+) -> Result<()> {
+    let Some(mut lists) = TermLists::open(ctx, si, terms, drop_empty, s)? else {
+        return Ok(());
+    };
+    let r = path(ctx, si, &mut lists, col, s, prune);
+    lists.recycle(s);
+    r
+}
+
 /// Evaluates segment `si` into `col`.
 fn eval_segment(
     ctx: &Ctx<'_>,
@@ -1425,7 +1466,9 @@ fn eval_segment(
                     return term_top_k(ctx, si, key, *field, bm, col, prune)
                 }
                 Weight::Phrase { keys, offsets, field, bm, .. } => {
-                    return phrase_top_k(ctx, si, keys, offsets, *field, bm, col, prune)
+                    return with_scratch(col, |col, s| {
+                        phrase_top_k(ctx, si, keys, offsets, *field, bm, col, s, prune)
+                    })
                 }
                 Weight::Bool { must, should, must_not, filter }
                     if must.len() > 1
@@ -1434,7 +1477,9 @@ fn eval_segment(
                         && filter.is_empty()
                         && must.iter().all(|w| matches!(w, Weight::Term { .. })) =>
                 {
-                    return conj_top_k(ctx, si, must, col, prune);
+                    return with_scratch(col, |col, s| {
+                        on_term_lists(ctx, si, (must, false), col, s, prune, conj_top_k)
+                    });
                 }
                 Weight::Bool { must, should, must_not, filter }
                     if must.is_empty()
@@ -1443,7 +1488,9 @@ fn eval_segment(
                         && filter.is_empty()
                         && should.iter().all(|w| matches!(w, Weight::Term { .. })) =>
                 {
-                    return disj_top_k(ctx, si, should, col, prune);
+                    return with_scratch(col, |col, s| {
+                        on_term_lists(ctx, si, (should, true), col, s, prune, disj_top_k)
+                    });
                 }
                 _ => {}
             }
@@ -1512,11 +1559,12 @@ fn eval_segment(
 }
 
 /// The cursor over a term's postings in an image segment (`None`: the term is not there).
-fn image_cursor<'a>(ctx: &'a Ctx<'a>, si: usize, key: &[u8]) -> Option<PostingsCursor<'a>> {
-    match term_postings(ctx, si, key) {
-        Postings::Block(c, _) => Some(*c),
-        Postings::Empty => None,
-        Postings::Fresh(_) => unreachable!("an image has no fresh postings"),
+fn image_cursor<'a>(ctx: &'a Ctx<'a>, si: usize, key: &[u8]) -> Result<Option<PostingsCursor<'a>>> {
+    let seg = &ctx.segs[si];
+    debug_assert!(matches!(seg.kind, SegKind::Image(_)), "image segments only");
+    match ctx.terms.get(key).map_or(SegTerm::Absent, |t| t.per_seg[si]) {
+        SegTerm::Blob(blob) => PostingsCursor::new(blob).map(Some).map_err(codec_failure(seg)),
+        SegTerm::Absent | SegTerm::Fresh(_) => Ok(None),
     }
 }
 
@@ -1540,7 +1588,7 @@ fn term_top_k(
 ) -> Result<()> {
     let seg = &ctx.segs[si];
     let fail = codec_failure(seg);
-    let Some(mut c) = image_cursor(ctx, si, key) else {
+    let Some(mut c) = image_cursor(ctx, si, key)? else {
         return Ok(());
     };
     let norms = norms(seg, field);
@@ -1603,30 +1651,38 @@ const FILTER_TERMS: usize = 4;
 /// a doc-id table when dense, the skip table otherwise), and the survivors scored term by term. Scores add
 /// in query order, as `ConjScorer` adds them, and so do the bounds: float addition is monotone, so a sum of
 /// bounds never falls below the sum of the scores it bounds. Ties stay in (`>=`): the newer doc wins them.
-fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, prune: bool) -> Result<()> {
+fn conj_top_k(
+    ctx: &Ctx<'_>,
+    si: usize,
+    lists: &mut TermLists<'_>,
+    col: &mut Collector,
+    s: &mut Scratch,
+    prune: bool,
+) -> Result<()> {
     let seg = &ctx.segs[si];
     let fail = codec_failure(seg);
-    let Some(TermLists { mut curs, scoring, mut bounds, ubs }) = TermLists::open(ctx, si, must, false) else {
-        return Ok(());
-    };
+    let TermLists { curs, scoring, bounds, ubs } = lists;
     let n = curs.len();
-    let mut order: Vec<usize> = (0..n).collect();
+    let order = &mut s.order;
+    order.clear();
+    order.extend(0..n);
     order.sort_by_key(|&t| curs[t].len());
     let lead = order[0];
     let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
     let any_deleted = del.count() > 0;
     // The lead's decoded block (copied out, so the other cursors can be borrowed while it is used).
-    let (mut lead_block, mut lead_docs, mut lead_tfs) = (u32::MAX, Vec::new(), Vec::new());
+    let (mut lead_block, lead_docs, lead_tfs) = (u32::MAX, &mut s.lead_docs, &mut s.lead_tfs);
     // Candidates of the current window and, per term, their frequencies (compacted together).
-    let mut cand: Vec<u32> = Vec::with_capacity(BLOCK_LEN);
-    let mut tfs: Vec<Vec<u32>> = vec![Vec::with_capacity(BLOCK_LEN); n];
-    let mut hits: Vec<(usize, u32)> = Vec::with_capacity(BLOCK_LEN);
-    let mut table: Vec<u32> = vec![];
-    let mut scores: Vec<f32> = Vec::with_capacity(BLOCK_LEN);
+    let cand = &mut s.cand;
+    let tfs = reset_lists(&mut s.lists, n);
+    let (hits, table, scores) = (&mut s.hits, &mut s.table, &mut s.scores);
     // Per term, its bound over the current window.
-    let mut bnd = ubs.clone();
+    let bnd = &mut s.window_bounds;
+    bnd.clear();
+    bnd.extend_from_slice(ubs);
     // Per term, the skip-table block the windows have reached (they run ahead of the cursors).
-    let mut reached = vec![0u32; n];
+    let reached = &mut s.reached;
+    reset(reached, n, 0);
     let mut doc = 0u32;
     while doc < visible {
         let lb = curs[lead].shallow_block_from(reached[lead].max(curs[lead].block_index()), doc);
@@ -1746,7 +1802,7 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
                 break;
             }
             hits.clear();
-            curs[t].intersect(&cand, &mut table, &mut hits).map_err(fail)?;
+            curs[t].intersect(cand, table, hits).map_err(fail)?;
             // Keep the candidates found, with the frequencies of the terms done so far (hits come in
             // candidate order, so compacting in place never overwrites one still to move).
             for (j, &(k, tf)) in hits.iter().enumerate() {
@@ -1768,7 +1824,7 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
             for j in 0..cand.len() {
                 if !del.is_deleted(cand[j]) {
                     cand[m] = cand[j];
-                    for t in &mut tfs {
+                    for t in tfs.iter_mut() {
                         if j < t.len() {
                             t[m] = t[j];
                         }
@@ -1785,10 +1841,10 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
             scores.clear();
             scores.resize(cand.len(), 0.0);
             for (t, (norms, bm)) in scoring.iter().enumerate() {
-                add_scores(bm, norms, &cand, &tfs[t][..cand.len()], &mut scores);
+                add_scores(bm, norms, cand, &tfs[t][..cand.len()], scores);
             }
             let mut theta = theta;
-            for (&s, &d) in scores.iter().zip(&cand) {
+            for (&s, &d) in scores.iter().zip(cand.iter()) {
                 // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
                 if s >= theta {
                     col.push_score(Entry(s, base + d));
@@ -1798,7 +1854,7 @@ fn conj_top_k(ctx: &Ctx<'_>, si: usize, must: &[Weight], col: &mut Collector, pr
                 }
             }
         }
-        for t in &mut tfs {
+        for t in tfs.iter_mut() {
             t.clear();
         }
     }
@@ -1821,12 +1877,19 @@ struct TermLists<'a> {
 struct BlockBounds(Vec<Vec<f32>>);
 
 impl BlockBounds {
-    fn new(curs: &[PostingsCursor<'_>]) -> BlockBounds {
-        BlockBounds(
-            curs.iter()
-                .map(|c| if c.block_count() > 1 { vec![f32::NAN; c.block_count() as usize] } else { vec![] })
-                .collect(),
-        )
+    /// Bounds for `curs`, in `store`'s lists (their allocations reused; [`Self::into_store`] gives them back).
+    fn new(curs: &[PostingsCursor<'_>], mut store: Vec<Vec<f32>>) -> BlockBounds {
+        reset_lists(&mut store, curs.len());
+        for (b, c) in store.iter_mut().zip(curs) {
+            if c.block_count() > 1 {
+                b.resize(c.block_count() as usize, f32::NAN);
+            }
+        }
+        BlockBounds(store)
+    }
+
+    fn into_store(self) -> Vec<Vec<f32>> {
+        self.0
     }
 
     /// Term `t`'s bound over block `b` (`fallback` for a one-block list, which has no impacts).
@@ -1846,27 +1909,49 @@ impl BlockBounds {
 
 impl<'a> TermLists<'a> {
     /// `None` when a term has no postings and `drop_empty` is false (a conjunction that cannot match);
-    /// with `drop_empty` such terms are left out (they add nothing to a disjunction).
-    fn open(ctx: &'a Ctx<'a>, si: usize, terms: &'a [Weight], drop_empty: bool) -> Option<TermLists<'a>> {
+    /// with `drop_empty` such terms are left out (they add nothing to a disjunction). The lists live in
+    /// `s`'s buffers until [`Self::recycle`] gives them back (an error drops them: the next query allocates).
+    fn open(
+        ctx: &'a Ctx<'a>,
+        si: usize,
+        terms: &'a [Weight],
+        drop_empty: bool,
+        s: &mut Scratch,
+    ) -> Result<Option<TermLists<'a>>> {
         let seg = &ctx.segs[si];
-        let (mut curs, mut scoring) = (Vec::with_capacity(terms.len()), Vec::with_capacity(terms.len()));
+        let mut lists = TermLists {
+            curs: recycle(std::mem::take(&mut s.curs)),
+            scoring: recycle(std::mem::take(&mut s.scoring)),
+            bounds: BlockBounds(vec![]),
+            ubs: std::mem::take(&mut s.ubs),
+        };
         for w in terms {
             let Weight::Term { key, field, bm, .. } = w else { unreachable!("terms only") };
-            match image_cursor(ctx, si, key) {
-                Some(c) => curs.push(c),
+            match image_cursor(ctx, si, key)? {
+                Some(c) => lists.curs.push(c),
                 None if drop_empty => continue,
-                None => return None,
+                None => {
+                    lists.recycle(s);
+                    return Ok(None);
+                }
             }
-            scoring.push((norms(seg, *field), bm));
+            lists.scoring.push((norms(seg, *field), bm));
         }
-        let bounds = BlockBounds::new(&curs);
-        let ubs = (0..curs.len())
-            .map(|t| match curs[t].block_count() > 1 {
-                true => scoring[t].1.idf,
-                false => list_bound(&mut curs[t], &scoring[t].0, scoring[t].1),
-            })
-            .collect();
-        Some(TermLists { curs, scoring, bounds, ubs })
+        let TermLists { curs, scoring, ubs, bounds } = &mut lists;
+        *bounds = BlockBounds::new(curs, std::mem::take(&mut s.bounds));
+        ubs.clear();
+        for (c, (norms, bm)) in curs.iter_mut().zip(scoring.iter()) {
+            ubs.push(if c.block_count() > 1 { bm.idf } else { list_bound(c, norms, bm) });
+        }
+        Ok(Some(lists))
+    }
+
+    /// Gives the buffers back to `s`.
+    fn recycle(self, s: &mut Scratch) {
+        s.curs = recycle(self.curs);
+        s.scoring = recycle(self.scoring);
+        s.bounds = self.bounds.into_store();
+        s.ubs = self.ubs;
     }
 }
 
@@ -1890,13 +1975,17 @@ const BOUND_SLACK: f32 = 1.0 + 1e-4;
 /// probed in the non-essential lists ([`PostingsCursor::intersect`]), and its score summed over the rows
 /// in query order — the order `UnionScorer` adds in, so a doc scores the same on every path. Without
 /// `prune` every term is essential and every match counted.
-fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, prune: bool) -> Result<()> {
+fn disj_top_k(
+    ctx: &Ctx<'_>,
+    si: usize,
+    lists: &mut TermLists<'_>,
+    col: &mut Collector,
+    s: &mut Scratch,
+    prune: bool,
+) -> Result<()> {
     let seg = &ctx.segs[si];
     let fail = codec_failure(seg);
-    let Some(TermLists { mut curs, scoring, mut bounds, ubs }) = TermLists::open(ctx, si, should, true)
-    else {
-        return Ok(());
-    };
+    let TermLists { curs, scoring, bounds, ubs } = lists;
     let n = curs.len();
     if n == 0 {
         return Ok(());
@@ -1904,18 +1993,28 @@ fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, 
     const W: usize = OR_WINDOW;
     let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
     let any_deleted = del.count() > 0;
-    // rows[t * W + i]: term t's score at doc start + i (0 = no posting; BM25 of a posting is > 0).
-    let mut rows = vec![0f32; n * W];
-    let mut partial = vec![0f32; W];
+    // rows[t * W + i]: term t's score at doc start + i (0 = no posting; BM25 of a posting is > 0). Every
+    // window leaves the rows and partial sums zeroed, as it found them.
+    let rows = &mut s.rows;
+    reset(rows, n * W, 0.0);
+    let partial = &mut s.scores;
+    reset(partial, W, 0.0);
     let mut seen = [0u64; W / 64];
-    let mut wb = vec![0f32; n];
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut essential = vec![true; n];
-    let (mut survivors, mut docs): (Vec<usize>, Vec<u32>) = (vec![], vec![]);
-    let (mut table, mut hits) = (vec![], vec![]);
+    let wb = &mut s.window_bounds;
+    reset(wb, n, 0.0);
+    let order = &mut s.order;
+    order.clear();
+    order.extend(0..n);
+    let essential = &mut s.essential;
+    reset(essential, n, true);
+    let (survivors, docs) = (&mut s.survivors, &mut s.cand);
+    survivors.clear();
+    docs.clear();
+    let (table, hits) = (&mut s.table, &mut s.hits);
     let mut buf = [0f32; BLOCK_LEN];
     // Per term, the skip-table block the windows have reached (they run ahead of the cursors).
-    let mut reached = vec![0u32; n];
+    let reached = &mut s.reached;
+    reset(reached, n, 0);
     let mut start = 0u32;
     while start < visible {
         // Start at the first posting still ahead (sparse lists leap over empty stretches).
@@ -1943,7 +2042,7 @@ fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, 
         let mut ne_sum = 0.0f32;
         if full && prune {
             order.sort_by(|&a, &b| wb[a].total_cmp(&wb[b]));
-            for &t in &order {
+            for &t in order.iter() {
                 if (ne_sum + wb[t]) * BOUND_SLACK >= theta {
                     break;
                 }
@@ -2046,14 +2145,14 @@ fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, 
         if !survivors.is_empty() {
             for t in (0..n).filter(|&t| !essential[t]) {
                 hits.clear();
-                curs[t].intersect(&docs, &mut table, &mut hits).map_err(fail)?;
+                curs[t].intersect(docs, table, hits).map_err(fail)?;
                 let (norms, bm) = &scoring[t];
-                for &(k, f) in &hits {
+                for &(k, f) in hits.iter() {
                     rows[t * W + survivors[k]] = bm.score(f as f32, norms.get(docs[k]));
                 }
             }
             let mut theta = theta;
-            for (&i, &d) in survivors.iter().zip(&docs) {
+            for (&i, &d) in survivors.iter().zip(docs.iter()) {
                 let s = (0..n).fold(0.0f32, |a, t| a + rows[t * W + i]);
                 // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
                 if s >= theta {
@@ -2066,7 +2165,7 @@ fn disj_top_k(ctx: &Ctx<'_>, si: usize, should: &[Weight], col: &mut Collector, 
         }
         // Reset what this window wrote: whole rows when many docs were seen (a memset beats scattered stores).
         if direct {
-            for &i in &survivors {
+            for &i in survivors.iter() {
                 for t in 0..n {
                     rows[t * W + i] = 0.0;
                 }
@@ -2113,24 +2212,63 @@ fn phrase_top_k(
     field: u16,
     bm: &Bm25Doc,
     col: &mut Collector,
+    s: &mut Scratch,
+    prune: bool,
+) -> Result<()> {
+    let mut curs: Vec<PostingsCursor<'_>> = recycle(std::mem::take(&mut s.curs));
+    let mut r = Ok(());
+    for k in keys {
+        match image_cursor(ctx, si, k) {
+            Ok(Some(c)) => curs.push(c),
+            Ok(None) => {
+                // A term is missing: no phrase here.
+                curs.clear();
+                break;
+            }
+            Err(e) => {
+                r = Err(e);
+                curs.clear();
+                break;
+            }
+        }
+    }
+    if !curs.is_empty() {
+        // The phrase's BM25 at each term's block impacts.
+        let mut bounds = BlockBounds::new(&curs, std::mem::take(&mut s.bounds));
+        r = phrase_docs(ctx, si, &mut curs, &mut bounds, offsets, field, bm, col, s, prune);
+        s.bounds = bounds.into_store();
+    }
+    s.curs = recycle(curs);
+    r
+}
+
+/// The documents of [`phrase_top_k`] over its open cursors.
+#[allow(clippy::too_many_arguments)]
+fn phrase_docs(
+    ctx: &Ctx<'_>,
+    si: usize,
+    curs: &mut [PostingsCursor<'_>],
+    bounds: &mut BlockBounds,
+    offsets: &[u32],
+    field: u16,
+    bm: &Bm25Doc,
+    col: &mut Collector,
+    s: &mut Scratch,
     prune: bool,
 ) -> Result<()> {
     let seg = &ctx.segs[si];
     let fail = codec_failure(seg);
-    let Some(mut curs) = keys.iter().map(|k| image_cursor(ctx, si, k)).collect::<Option<Vec<_>>>() else {
-        return Ok(());
-    };
     let n = curs.len();
     let norms = norms(seg, field);
-    // The phrase's BM25 at each term's block impacts.
-    let mut bounds = BlockBounds::new(&curs);
     let lead = (0..n).min_by_key(|&t| curs[t].len()).expect("a phrase has terms");
     let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
-    let mut bufs: Vec<Vec<u32>> = vec![vec![]; n];
-    let mut tfs = vec![0u32; n];
+    let bufs = reset_lists(&mut s.lists, n);
+    let tfs = &mut s.per_term;
+    reset(tfs, n, 0);
     // The current window: docs up to `win_end` are bounded by `win_bound`.
     let (mut win_end, mut win_bound) = (0u32, f32::INFINITY);
-    let mut reached = vec![0u32; n];
+    let reached = &mut s.reached;
+    reset(reached, n, 0);
     let mut have_window = false;
     let mut doc = 0u32;
     'docs: loop {
@@ -2192,7 +2330,7 @@ fn phrase_top_k(
         for (c, b) in curs.iter_mut().zip(bufs.iter_mut()) {
             c.positions(b).map_err(fail)?;
         }
-        let freq = phrase_freq(&bufs, offsets);
+        let freq = phrase_freq(bufs, offsets);
         if freq == 0 {
             continue;
         }

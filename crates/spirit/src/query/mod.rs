@@ -7,6 +7,7 @@ mod cache;
 mod eval;
 pub mod parser;
 mod plan;
+mod scratch;
 
 pub use ast::Query;
 pub use cache::{CacheStats, ResultCache};
