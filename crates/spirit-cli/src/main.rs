@@ -525,6 +525,18 @@ fn print_stats(s: &spirit::IndexStats, out: &mut impl Write) -> R<()> {
         c.stale,
         c.hit_rate * 100.0
     )?;
+    let h = &sh.selective_cache;
+    writeln!(
+        out,
+        "  selective cache (hot dictionary chains): {} terms, {} of {} (part of the DRAM budget); {} hits, {} refreshes, {} misses; hit rate {:.1}%",
+        h.entries,
+        human(h.used_bytes as u64),
+        human(h.capacity_bytes as u64),
+        h.hits,
+        h.refreshes,
+        h.misses,
+        h.hit_rate * 100.0
+    )?;
     writeln!(
         out,
         "  persistent heap: {} used of {} budget (file {}; {} free for reuse, {} waiting for a checkpoint)",

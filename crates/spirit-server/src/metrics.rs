@@ -352,6 +352,20 @@ impl Metrics {
         );
         family(
             &mut o,
+            "spirit_selective_cache_hit_ratio",
+            "gauge",
+            "Selective cache (hot dictionary chains in DRAM): lookups answered from it / lookups.",
+            per(&|s| s.selective_cache.hit_rate),
+        );
+        family(
+            &mut o,
+            "spirit_selective_cache_bytes",
+            "gauge",
+            "Bytes held by the selective cache (part of the DRAM tier).",
+            per(&|s| s.selective_cache.used_bytes as f64),
+        );
+        family(
+            &mut o,
             "spirit_tlog_barriers_total",
             "counter",
             "tLog persist barriers (crash-safe group commits and checkpoints).",

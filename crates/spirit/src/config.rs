@@ -66,6 +66,11 @@ pub struct ShardConfig {
     /// 0 turns the cache off. The DRAM heap is mapped that much smaller, so the budget covers both.
     #[serde(default)]
     pub result_cache_bytes: Option<usize>,
+    /// Bytes of the DRAM budget given to selective caching of the merged dictionary (seed 002: hot terms'
+    /// chains resolved and held in DRAM); default: min(budget / 16, 32 MiB); 0 turns it off. The DRAM heap
+    /// is mapped that much smaller, so the budget covers it.
+    #[serde(default)]
+    pub selective_cache_bytes: Option<usize>,
     /// Queries cheaper than this (postings of their terms, documents they scan) bypass the result cache: they
     /// evaluate about as fast as a hit would answer them.
     #[serde(default = "default_result_cache_min_work")]
@@ -124,6 +129,7 @@ impl Default for ShardConfig {
             compaction: CompactionPolicy::default(),
             retention: RetentionPolicy::default(),
             result_cache_bytes: None,
+            selective_cache_bytes: None,
             result_cache_min_work: default_result_cache_min_work(),
             barrier: Default::default(),
         }
@@ -158,9 +164,14 @@ impl ShardConfig {
         self.result_cache_bytes.unwrap_or((self.dram_budget / 16).min(32 << 20))
     }
 
-    /// The DRAM heap (both rings): the budget less the result cache.
+    /// The selective cache's share of the DRAM budget.
+    pub fn selective_cache_bytes(&self) -> usize {
+        self.selective_cache_bytes.unwrap_or((self.dram_budget / 16).min(32 << 20))
+    }
+
+    /// The DRAM heap (both rings): the budget less the result cache and the selective cache.
     pub fn dram_heap_bytes(&self) -> usize {
-        self.dram_budget - self.result_cache_bytes()
+        self.dram_budget - self.result_cache_bytes() - self.selective_cache_bytes()
     }
 
     pub fn validate(&self) -> Result<(), String> {
@@ -169,6 +180,9 @@ impl ShardConfig {
         }
         if self.result_cache_bytes() > self.dram_budget / 4 {
             return Err("the result cache may take at most a quarter of the dram budget".into());
+        }
+        if self.selective_cache_bytes() > self.dram_budget / 4 {
+            return Err("the selective cache may take at most a quarter of the dram budget".into());
         }
         if self.persistent_budget < (1 << 20) {
             return Err("persistent budget must be at least 1 MiB".into());

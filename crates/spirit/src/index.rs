@@ -250,6 +250,7 @@ fn split_config(cfg: &ShardConfig, n: usize) -> Result<ShardConfig> {
         c.dram_budget = cfg.dram_budget / n;
         c.persistent_budget = cfg.persistent_budget / n as u64;
         c.result_cache_bytes = cfg.result_cache_bytes.map(|b| b / n);
+        c.selective_cache_bytes = cfg.selective_cache_bytes.map(|b| b / n);
         c.fresh_segment_bytes = cfg.fresh_segment_bytes.map(|b| b / n);
         c.retention.max_bytes = cfg.retention.max_bytes.map(|b| b / n as u64);
         c.validate().map_err(|e| {

@@ -412,6 +412,13 @@ impl PersistentHeap {
         (end <= self.mapped.load(Ordering::Acquire) as u64).then(|| self.slice(off, len))
     }
 
+    /// The heap offset of a slice that [`slice`](Self::slice) handed out (`None` for any other memory).
+    pub fn offset_of(&self, s: &[u8]) -> Option<u64> {
+        let (at, base) = (s.as_ptr() as usize, self.map.as_ptr() as usize);
+        let off = at.checked_sub(base)?;
+        (off + s.len() <= self.mapped.load(Ordering::Acquire)).then_some(off as u64)
+    }
+
     /// An 8-byte word that changes while readers look at it (chain heads, table slots, delete bitmaps).
     pub fn atomic(&self, off: u64) -> &AtomicU64 {
         assert!(

@@ -242,18 +242,17 @@ impl<'a> Ctx<'a> {
         let mut df = 0u64;
         let mut per_seg = vec![SegTerm::Absent; self.segs.len()];
         if self.segs.iter().any(|s| s.merged) {
-            let upto = self.snap.merged_upto.unwrap_or(0);
-            for node in self.snap.merged.chain(key) {
-                let node = node.map_err(|e| Error::Format(e.0))?;
-                if node.seg_id > upto {
-                    continue;
-                }
-                let Some(idx) = self.snap.index_of(node.seg_id) else { continue };
-                if self.segs[idx].merged {
-                    df += node.df as u64;
-                    per_seg[idx] = SegTerm::Blob(node.blob);
-                }
-            }
+            let (snap, segs) = (self.snap, &self.segs);
+            let upto = snap.merged_upto.unwrap_or(0);
+            // Through the hot-chain cache (selective caching of the dictionary's hot part).
+            snap.merged
+                .resolve(key, upto, &mut |node| {
+                    if let Some(idx) = snap.index_of(node.seg_id).filter(|&i| segs[i].merged) {
+                        df += node.df as u64;
+                        per_seg[idx] = SegTerm::Blob(node.blob);
+                    }
+                })
+                .map_err(|e| Error::Format(e.0))?;
         }
         for (i, s) in self.segs.iter().enumerate() {
             if s.merged {

@@ -26,11 +26,12 @@
 //! Chains run from the newest segment to the oldest, so segment ids strictly decrease along a chain: a
 //! corrupt link can never make a loop.
 
+use super::hot::{HotChain, HotChains, HotNode, Lookup};
 use super::image::ImageView;
 use super::SegmentError;
 use crate::memory::{PersistentHeap, PersistentHeapError};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
 
 const SLOT: u64 = 32;
@@ -95,7 +96,15 @@ pub struct MergedSegment {
     region: Mutex<(u64, u64)>,
     /// Superseded by a new dictionary: the last reader's drop gives the header and region back to the heap.
     retired: AtomicBool,
+    /// Unique in the process and increasing with each dictionary made or opened: names this dictionary's
+    /// entries in the hot-chain cache.
+    uid: u64,
+    /// The shard's DRAM cache of hot chains ([`super::hot`]); off unless the shard attaches one.
+    hot: Arc<HotChains>,
 }
+
+/// Source of [`MergedSegment::uid`].
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 /// How [`MergedSegment::link`] runs.
 #[derive(Default)]
@@ -142,7 +151,25 @@ impl MergedSegment {
     }
 
     fn attach(heap: Arc<PersistentHeap>, header: u64) -> MergedSegment {
-        MergedSegment { heap, header, region: Mutex::new((0, 0)), retired: AtomicBool::new(false) }
+        MergedSegment {
+            heap,
+            header,
+            region: Mutex::new((0, 0)),
+            retired: AtomicBool::new(false),
+            uid: NEXT_UID.fetch_add(1, Relaxed),
+            hot: Arc::new(HotChains::new(0)),
+        }
+    }
+
+    /// Reads hot chains through `hot` (the shard's cache, shared by its successive dictionaries).
+    pub fn with_hot(mut self, hot: Arc<HotChains>) -> MergedSegment {
+        self.hot = hot;
+        self
+    }
+
+    /// This dictionary's process-unique id (see the field).
+    pub fn uid(&self) -> u64 {
+        self.uid
     }
 
     /// Allocates `len` bytes in the region. A new chunk is made durable and linked (durably) before any byte
@@ -500,8 +527,70 @@ impl MergedSegment {
 
     /// The chain of `key`, newest segment first.
     pub fn chain(&self, key: &[u8]) -> Chain<'_> {
-        let (t, cap) = self.table();
+        self.chain_hashed(key, hash64(key))
+    }
+
+    /// Calls `f` with every node of `key`'s chain whose segment id is at most `upto` (a snapshot's
+    /// `merged_upto`: every segment up to it is fully linked), newest first — from the hot-chain cache when it
+    /// holds the term for `upto`, else walking the chain (only its nodes newer than a cached entry, when there
+    /// is one) and offering the result to the cache. Same nodes either way; a corrupt node is an error.
+    pub fn resolve<'s>(
+        &'s self,
+        key: &[u8],
+        upto: u32,
+        f: &mut dyn FnMut(ChainNode<'s>),
+    ) -> Result<(), SegmentError> {
         let h = hash64(key);
+        let cached = match self.hot.get(self.uid, key, h) {
+            Lookup::Hit(e) => Some(e),
+            Lookup::Miss => None,
+        };
+        let emit = |e: &HotChain, f: &mut dyn FnMut(ChainNode<'s>)| -> Result<(), SegmentError> {
+            for n in e.nodes.iter().filter(|n| n.seg_id <= upto) {
+                let blob = self
+                    .heap
+                    .try_slice(n.blob_off, n.blob_len as usize)
+                    .ok_or_else(|| self.corrupt("cached chain node points outside the heap", n.blob_off))?;
+                f(ChainNode { seg_id: n.seg_id, df: n.df, max_tf: n.max_tf, blob });
+            }
+            Ok(())
+        };
+        if let Some(e) = cached.as_ref().filter(|e| e.upto >= upto) {
+            self.hot.record(true, false);
+            return emit(e, f);
+        }
+        // Walk the chain: all of it, or down to the cached entry's nodes.
+        let below = cached.as_ref().map(|e| e.upto);
+        let mut nodes = Vec::new();
+        for node in self.chain_hashed(key, h) {
+            let node = node?;
+            if below.is_some_and(|b| node.seg_id <= b) {
+                break;
+            }
+            if node.seg_id > upto {
+                continue; // being linked, or newer than the snapshot
+            }
+            if self.hot.enabled() {
+                let blob_off = self.heap.offset_of(node.blob).expect("chain blobs lie in the heap");
+                let (seg_id, df, max_tf) = (node.seg_id, node.df, node.max_tf);
+                nodes.push(HotNode { seg_id, df, max_tf, blob_len: node.blob.len() as u32, blob_off });
+            }
+            f(node);
+        }
+        if let Some(e) = &cached {
+            emit(e, f)?;
+            nodes.extend_from_slice(&e.nodes);
+        }
+        self.hot.record(cached.is_some(), cached.is_some());
+        if self.hot.enabled() {
+            let chain = HotChain { key: key.into(), upto, dict: self.uid, nodes: nodes.into() };
+            self.hot.admit(h, chain);
+        }
+        Ok(())
+    }
+
+    fn chain_hashed(&self, key: &[u8], h: u64) -> Chain<'_> {
+        let (t, cap) = self.table();
         match self.probe(t, cap, key, h) {
             Ok((s, found)) => {
                 let node = if found { self.heap.atomic(s + 16).load(Acquire) } else { 0 };
@@ -604,6 +693,7 @@ mod tests {
     use super::*;
     use crate::memory::{BarrierChoice, DramHeap, RingKind};
     use crate::schema::{analyze_document, Schema};
+    use crate::segment::hot::HotChains;
     use crate::segment::{FreshSegment, ImageBuilder};
     use serde_json::json;
 
@@ -622,6 +712,68 @@ mod tests {
     /// The segment ids along every chain of `keys`; each walk must be free of errors.
     fn chains(ms: &MergedSegment, keys: &[Vec<u8>]) -> Vec<Vec<u32>> {
         keys.iter().map(|k| ms.chain(k).map(|n| n.unwrap().seg_id).collect()).collect()
+    }
+
+    /// `resolve` through the hot-chain cache gives exactly the chain walk's nodes up to a snapshot's
+    /// `merged_upto`: from a fresh entry, from an entry older than the snapshot (the chain's new head nodes
+    /// spliced in front), and for an older snapshot than the entry; a new dictionary's entries replace the
+    /// old one's.
+    #[test]
+    fn resolve_through_the_cache_equals_the_chain_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        let heap = Arc::new(
+            PersistentHeap::create(&dir.path().join("heap"), 64 << 20, BarrierChoice::Auto).unwrap(),
+        );
+        let hot = Arc::new(HotChains::new(1 << 20));
+        let ms = MergedSegment::create(heap.clone()).unwrap().with_hot(hot.clone());
+        let imgs = [image(1, 0, 20), image(2, 20, 30), image(3, 50, 10)];
+        let views: Vec<ImageView> = imgs.iter().map(|i| ImageView::parse(i).unwrap()).collect();
+        let mut keys: Vec<Vec<u8>> = vec![];
+        for v in &views {
+            keys.extend((0..v.n_terms()).map(|i| v.key_at(i).unwrap().to_vec()));
+        }
+        keys.sort();
+        keys.dedup();
+        let walk = |ms: &MergedSegment, k: &[u8], upto: u32| -> Vec<(u32, u32, usize)> {
+            let nodes = ms.chain(k).map(|n| n.unwrap()).filter(|n| n.seg_id <= upto);
+            nodes.map(|n| (n.seg_id, n.df, heap.offset_of(n.blob).unwrap() as usize)).collect()
+        };
+        let resolved = |ms: &MergedSegment, k: &[u8], upto: u32| -> Vec<(u32, u32, usize)> {
+            let mut out = vec![];
+            ms.resolve(k, upto, &mut |n| {
+                out.push((n.seg_id, n.df, heap.offset_of(n.blob).unwrap() as usize))
+            })
+            .unwrap();
+            out
+        };
+        for (i, img) in imgs.iter().enumerate() {
+            let off = heap.alloc_copy(img).unwrap();
+            ms.link(off, &views[i], &mut LinkOptions::default()).unwrap();
+            let upto = i as u32 + 1;
+            for k in &keys {
+                // Twice: a miss or refresh, then a hit; and for every older snapshot.
+                for u in [upto, upto, 1, upto - 1, upto] {
+                    assert_eq!(
+                        resolved(&ms, k, u),
+                        walk(&ms, k, u),
+                        "{:?} at {u}",
+                        String::from_utf8_lossy(k)
+                    );
+                }
+            }
+        }
+        let st = hot.stats();
+        assert!(st.hits > 0 && st.refreshes > 0 && st.misses > 0, "{st:?}");
+        assert_eq!(st.entries, keys.len());
+        // A newer dictionary (compaction's) takes over the cache.
+        let ms2 = MergedSegment::create(heap.clone()).unwrap().with_hot(hot.clone());
+        let off = heap.alloc_copy(&imgs[0]).unwrap();
+        ms2.link(off, &views[0], &mut LinkOptions::default()).unwrap();
+        assert!(ms2.uid() > ms.uid());
+        for k in &keys {
+            assert_eq!(resolved(&ms2, k, 1), walk(&ms2, k, 1));
+            assert_eq!(resolved(&ms, k, 3), walk(&ms, k, 3), "the old dictionary still answers");
+        }
     }
 
     /// A link cut short after some chain heads were published (out of space, a failed log write) must be

@@ -6,12 +6,14 @@
 //!   *committed* copy (persistent heap).
 //! * [`merged`]: the merged segment — one persistent dictionary whose entries chain the per-segment posting
 //!   lists of every merged image, linked in place (SPIRIT §4.7).
+//! * [`hot`]: selective caching of the merged dictionary — hot terms' chains resolved and held in DRAM.
 //! * [`compact`]: compaction's builder — N consecutive images into one, every document kept.
 //! * [`deletes`]: per-segment delete bitmaps.
 
 pub mod compact;
 pub mod deletes;
 pub mod fresh;
+pub mod hot;
 pub mod image;
 pub mod merged;
 

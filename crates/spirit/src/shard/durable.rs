@@ -557,7 +557,9 @@ impl ShardInner {
             next_doc,
             next_seg,
             merged_header: snap.merged.header_offset(),
-            dram_high_water: (self.dram.stats().high_water + self.cache.stats().high_water_bytes)
+            dram_high_water: (self.dram.stats().high_water
+                + self.cache.stats().high_water_bytes
+                + self.hot.stats().high_water_bytes)
                 .max(self.earlier_high_water),
             segments,
             extra: extra.unwrap_or(meta),

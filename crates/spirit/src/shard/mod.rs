@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::gdt::{DramImage, Gdt, PersistentImage, SegData, SegState, SegmentDesc, Snapshot};
 use crate::memory::{DramHeap, DramStats, PersistentHeap, PersistentStats, RecoveryRecord, RingKind};
 use crate::schema::AnalyzedDoc;
+use crate::segment::hot::{HotChains, HotStats};
 use crate::segment::image::id_hash;
 use crate::segment::{DeleteBitmap, FreshSegment, ImageBuilder, ImageView, InsertError, MergedSegment};
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -143,6 +144,9 @@ pub(crate) struct ShardInner {
     reclaim: Mutex<reclaim::ReclaimState>,
     /// Answers of repeated queries over the sealed segments (its bytes are part of the DRAM budget).
     pub(crate) cache: crate::query::ResultCache,
+    /// Selective caching of the merged dictionary's hot chains, shared by its successive dictionaries (its
+    /// bytes are part of the DRAM budget too).
+    pub(crate) hot: Arc<HotChains>,
     /// Each field's postings codec, for flushes and compactions from now on (the owner's mapping).
     codecs: Mutex<Arc<FieldCodecs>>,
 }
@@ -162,12 +166,14 @@ pub struct ShardStats {
     pub deleted: u64,
     pub segments: std::collections::BTreeMap<SegState, usize>,
     /// The DRAM heap (short-term and long-term rings); `dram.budget` is the whole DRAM budget, of which the
-    /// rings get `budget − result_cache.capacity_bytes`.
+    /// rings get `budget − result_cache.capacity_bytes − selective_cache.capacity_bytes`.
     pub dram: DramStats,
-    /// Highest DRAM use over the life of the index, across restarts (rings plus the result cache's high-water
-    /// mark; never above the budget).
+    /// Highest DRAM use over the life of the index, across restarts (rings plus the caches' high-water
+    /// marks; never above the budget).
     pub lifetime_dram_high_water: usize,
     pub result_cache: crate::query::CacheStats,
+    /// Selective caching of the merged dictionary (hot chains in DRAM; part of the DRAM budget).
+    pub selective_cache: HotStats,
     pub persistent: PersistentStats,
     pub merged_terms: u64,
     /// Bytes of segment images read from DRAM copies and from persistent copies.
@@ -221,6 +227,16 @@ impl ShardStats {
             c.misses += e.misses;
             c.stale += e.stale;
             c.evictions += e.evictions;
+            let (h, e) = (&mut t.selective_cache, &p.selective_cache);
+            h.capacity_bytes += e.capacity_bytes;
+            h.used_bytes += e.used_bytes;
+            h.high_water_bytes += e.high_water_bytes;
+            h.entries += e.entries;
+            h.hits += e.hits;
+            h.refreshes += e.refreshes;
+            h.misses += e.misses;
+            h.evictions += e.evictions;
+            h.rejected += e.rejected;
             let (q, e) = (&mut t.persistent, &p.persistent);
             q.budget += e.budget;
             q.used += e.used;
@@ -250,6 +266,9 @@ impl ShardStats {
         let c = &mut t.result_cache;
         let asked = c.hits + c.misses + c.stale;
         c.hit_rate = if asked == 0 { 0.0 } else { c.hits as f64 / asked as f64 };
+        let h = &mut t.selective_cache;
+        let asked = h.hits + h.refreshes + h.misses;
+        h.hit_rate = if asked == 0 { 0.0 } else { (h.hits + h.refreshes) as f64 / asked as f64 };
         t
     }
 }
@@ -331,13 +350,15 @@ impl Shard {
         };
 
         let earlier_high_water = manifest.as_ref().map_or(0, |m| m.dram_high_water);
+        let hot = Arc::new(HotChains::new(cfg.selective_cache_bytes()));
         let mut cfg = cfg;
         let mut logs = None;
         let mut replay = None;
         let (merged, segments, next_doc, next_seg, merged_upto, extra) = match manifest {
             Some(m) => {
                 let merged = MergedSegment::open(heap.clone(), m.merged_header)
-                    .map_err(|e| Error::corrupt(&path, m.merged_header, e.0))?;
+                    .map_err(|e| Error::corrupt(&path, m.merged_header, e.0))?
+                    .with_hot(hot.clone());
                 let mut segs = vec![];
                 for s in &m.segments {
                     let e = crate::durability::Engraved {
@@ -387,7 +408,7 @@ impl Shard {
                 if cfg.durability == Durability::CrashSafe {
                     heap.enable_reservations();
                 }
-                let ms = MergedSegment::create(heap.clone()).map_err(heap_err)?;
+                let ms = MergedSegment::create(heap.clone()).map_err(heap_err)?.with_hot(hot.clone());
                 (Arc::new(ms), vec![], 0, 0, None, serde_json::Value::Null)
             }
         };
@@ -455,6 +476,7 @@ impl Shard {
             logs,
             manifest_extents: Mutex::new(durable_refs),
             cache,
+            hot,
             codecs: Mutex::new(Arc::new(FieldCodecs::default())),
             reclaim: Mutex::new(reclaim::ReclaimState {
                 // After a crash, a committed segment's link may have begun before the checkpoint.
@@ -769,7 +791,7 @@ impl Shard {
             deleted += s.deletes.count() as u64;
         }
         let c = &self.inner.counters;
-        let (dram, cache) = (self.inner.dram.stats(), self.inner.cache.stats());
+        let (dram, cache, hot) = (self.inner.dram.stats(), self.inner.cache.stats(), self.inner.hot.stats());
         let tlog = self.inner.logs.as_ref().map_or((0, 0, 0), |l| l.tlog_stats());
         let tsync = self.inner.logs.as_ref().map_or((0, Duration::ZERO), |l| l.tlog_sync_stats());
         ShardStats {
@@ -777,9 +799,10 @@ impl Shard {
             deleted,
             segments,
             dram: DramStats { budget: self.inner.cfg.dram_budget, ..dram },
-            lifetime_dram_high_water: (dram.high_water + cache.high_water_bytes)
+            lifetime_dram_high_water: (dram.high_water + cache.high_water_bytes + hot.high_water_bytes)
                 .max(self.inner.earlier_high_water),
             result_cache: cache,
+            selective_cache: hot,
             persistent: self.inner.heap.stats(),
             merged_terms: snap.merged.term_count(),
             image_bytes_dram: img_dram,

@@ -200,7 +200,7 @@ impl ShardInner {
     ) -> Result<MergedSegment> {
         let path = self.heap.path();
         let heap_err = |e: crate::memory::PersistentHeapError| Error::ResourceExhausted(e.to_string());
-        let ms = MergedSegment::create(self.heap.clone()).map_err(heap_err)?;
+        let ms = MergedSegment::create(self.heap.clone()).map_err(heap_err)?.with_hot(self.hot.clone());
         let built = (|| -> Result<()> {
             for s in merged_prefix(snap) {
                 let img = match replace {

@@ -1,0 +1,312 @@
+//! Selective caching (seed 002) of the merged dictionary: the hot part of the persistent dictionary held in
+//! DRAM, so resolving a hot term reads no persistent structure at all.
+//!
+//! Looking a term up in the merged segment probes its persistent hash table (checking each slot passed and
+//! the key record's crc), then walks the term's chain — one 32-byte node per merged segment holding the term,
+//! scattered over the heap, each checked against its crc. On persistent memory every one of those reads pays
+//! the medium's latency; on a file mapping each is at least a cache miss plus a checksum. A [`HotChains`]
+//! entry holds a term's chain *resolved*: per node its segment, df, max tf and posting list's place in the
+//! heap, verified once when it was cached. A lookup that hits costs one DRAM hash probe; its posting lists are
+//! then read where they are.
+//!
+//! **Freshness.** Chains only ever grow at their head (the merger links a newer segment's node in front), and
+//! a snapshot's `merged_upto` says every segment up to it is fully linked. So an entry records the
+//! `merged_upto` it is complete for (`upto`) and holds only nodes up to it. A query whose snapshot is at or
+//! below `upto` reads the entry alone; a newer one walks only the chain's new head nodes (those above `upto`)
+//! and splices the entry's nodes after them, then refreshes the entry. Compaction builds a new dictionary
+//! (new places for everything): entries name the dictionary they came from (a process-unique id, increasing
+//! with each dictionary made), and the first admission from a newer dictionary empties the cache.
+//!
+//! **Policy.** The paper found classic replacement (LRU, LFU, 2Q) not to pay off and proposed LLA — evict the
+//! entry *least likely to be accessed*, by a fixed access probability, and only for a newcomer more likely
+//! than it. Here a term's probability is taken as its document frequency (query terms follow the collection's
+//! Zipf law: common terms are the ones asked for most, and the ones whose chains are longest): a full cache
+//! admits a term only by evicting entries of lower df. Hits take a shared lock and count nothing but an
+//! atomic.
+//!
+//! **Budget.** The cache's bytes (keys, nodes, bookkeeping) are carved out of the shard's DRAM budget, as the
+//! result cache's are: the DRAM heap is mapped that much smaller (`ShardConfig::selective_cache_bytes`).
+
+use parking_lot::RwLock;
+use serde::Serialize;
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// A resolved chain node: where the term's posting list of one merged segment is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HotNode {
+    pub seg_id: u32,
+    pub df: u32,
+    pub max_tf: u32,
+    pub blob_len: u32,
+    pub blob_off: u64,
+}
+
+/// A term's chain, newest first, complete for every segment id up to `upto`.
+#[derive(Debug)]
+pub struct HotChain {
+    pub key: Box<[u8]>,
+    pub upto: u32,
+    /// The dictionary (see [`MergedSegment::uid`](super::MergedSegment::uid)) whose heap places these are.
+    pub dict: u64,
+    pub nodes: Box<[HotNode]>,
+}
+
+impl HotChain {
+    /// The LLA access probability (a term's df over the chain).
+    fn weight(&self) -> u64 {
+        self.nodes.iter().map(|n| n.df as u64).sum()
+    }
+
+    /// Bytes charged to the budget: key, nodes, and the map's and order's bookkeeping.
+    fn bytes(&self) -> usize {
+        self.key.len()
+            + self.nodes.len() * std::mem::size_of::<HotNode>()
+            + std::mem::size_of::<HotChain>()
+            + 96
+    }
+}
+
+/// Occupancy and counters, for `stats`.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct HotStats {
+    pub capacity_bytes: usize,
+    pub used_bytes: usize,
+    pub high_water_bytes: usize,
+    pub entries: usize,
+    /// Lookups answered by an entry alone.
+    pub hits: u64,
+    /// Lookups that found an entry older than their snapshot: only the chain's new head nodes were read.
+    pub refreshes: u64,
+    /// Lookups that walked the whole chain.
+    pub misses: u64,
+    pub evictions: u64,
+    /// Terms not admitted: the cache was full of more probable ones.
+    pub rejected: u64,
+    /// (hits + refreshes) / lookups; 0 before the first lookup.
+    pub hit_rate: f64,
+}
+
+/// The map's hasher: keys are already xxh3 hashes.
+#[derive(Default)]
+struct Prehashed(u64);
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("only u64 keys")
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x;
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    /// By the key's hash (a collision is a miss: the entry's own key decides).
+    map: HashMap<u64, Arc<HotChain>, BuildHasherDefault<Prehashed>>,
+    /// Eviction order: (LLA weight, hash), least probable first.
+    order: BTreeSet<(u64, u64)>,
+    /// The dictionary the entries belong to.
+    dict: u64,
+    used: usize,
+}
+
+/// The DRAM cache of hot chains of one shard's merged dictionary (see the module docs).
+pub struct HotChains {
+    capacity: usize,
+    table: RwLock<Table>,
+    high_water: AtomicUsize,
+    hits: AtomicU64,
+    refreshes: AtomicU64,
+    misses: AtomicU64,
+    evictions: AtomicU64,
+    rejected: AtomicU64,
+}
+
+/// What [`HotChains::get`] found for a term.
+pub enum Lookup {
+    /// Not cached (or cached for another dictionary).
+    Miss,
+    /// Cached: complete up to `upto`.
+    Hit(Arc<HotChain>),
+}
+
+impl HotChains {
+    /// A cache of at most `capacity` bytes; 0 turns it off.
+    pub fn new(capacity: usize) -> HotChains {
+        HotChains {
+            capacity,
+            table: RwLock::new(Table::default()),
+            high_water: AtomicUsize::new(0),
+            hits: AtomicU64::new(0),
+            refreshes: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.capacity > 0
+    }
+
+    /// The entry of `key` (hash `h`) for dictionary `dict`.
+    pub fn get(&self, dict: u64, key: &[u8], h: u64) -> Lookup {
+        if !self.enabled() {
+            return Lookup::Miss;
+        }
+        let t = self.table.read();
+        match t.map.get(&h) {
+            Some(e) if e.dict == dict && *e.key == *key => Lookup::Hit(e.clone()),
+            _ => Lookup::Miss,
+        }
+    }
+
+    /// Counts a lookup: answered by an entry alone, by an entry and the chain's new head, or by a walk.
+    pub fn record(&self, hit: bool, refreshed: bool) {
+        match (hit, refreshed) {
+            (true, false) => &self.hits,
+            (true, true) => &self.refreshes,
+            _ => &self.misses,
+        }
+        .fetch_add(1, Relaxed);
+    }
+
+    /// Offers a resolved chain. A chain of an older dictionary than the cache's is ignored; one of a newer
+    /// dictionary empties the cache first. A full cache makes room by evicting entries of lower LLA weight
+    /// (df) than the newcomer's, or rejects it.
+    pub fn admit(&self, h: u64, chain: HotChain) {
+        if !self.enabled() {
+            return;
+        }
+        let bytes = chain.bytes();
+        if bytes > self.capacity {
+            self.rejected.fetch_add(1, Relaxed);
+            return;
+        }
+        let weight = chain.weight();
+        let mut t = self.table.write();
+        if chain.dict < t.dict {
+            return;
+        }
+        if chain.dict > t.dict {
+            let Table { map, order, .. } = &mut *t;
+            map.clear();
+            order.clear();
+            t.dict = chain.dict;
+            t.used = 0;
+        }
+        if let Some(old) = t.map.remove(&h) {
+            // A refresh (or a colliding key): the newcomer replaces it.
+            t.order.remove(&(old.weight(), h));
+            t.used -= old.bytes();
+        }
+        while t.used + bytes > self.capacity {
+            let Some(&(w, victim)) = t.order.first() else { break };
+            if w >= weight {
+                self.rejected.fetch_add(1, Relaxed);
+                return;
+            }
+            t.order.pop_first();
+            let old = t.map.remove(&victim).expect("ordered entries are mapped");
+            t.used -= old.bytes();
+            self.evictions.fetch_add(1, Relaxed);
+        }
+        debug_assert!(t.used + bytes <= self.capacity);
+        t.order.insert((weight, h));
+        t.map.insert(h, Arc::new(chain));
+        t.used += bytes;
+        self.high_water.fetch_max(t.used, Relaxed);
+    }
+
+    pub fn stats(&self) -> HotStats {
+        let t = self.table.read();
+        let (hits, refreshes, misses) =
+            (self.hits.load(Relaxed), self.refreshes.load(Relaxed), self.misses.load(Relaxed));
+        let asked = hits + refreshes + misses;
+        HotStats {
+            capacity_bytes: self.capacity,
+            used_bytes: t.used,
+            high_water_bytes: self.high_water.load(Relaxed),
+            entries: t.map.len(),
+            hits,
+            refreshes,
+            misses,
+            evictions: self.evictions.load(Relaxed),
+            rejected: self.rejected.load(Relaxed),
+            hit_rate: if asked == 0 { 0.0 } else { (hits + refreshes) as f64 / asked as f64 },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(key: &str, dict: u64, dfs: &[u32]) -> HotChain {
+        let nodes = dfs
+            .iter()
+            .enumerate()
+            .map(|(i, &df)| HotNode {
+                seg_id: 10 - i as u32,
+                df,
+                max_tf: 1,
+                blob_len: 8,
+                blob_off: 64 * i as u64,
+            })
+            .collect();
+        HotChain { key: key.as_bytes().into(), upto: 10, dict, nodes }
+    }
+
+    fn hit(c: &HotChains, dict: u64, key: &str) -> bool {
+        matches!(c.get(dict, key.as_bytes(), key.len() as u64), Lookup::Hit(_))
+    }
+
+    #[test]
+    fn lla_evicts_only_for_more_probable_terms() {
+        let one = chain("aaaa", 1, &[5]).bytes();
+        let c = HotChains::new(2 * one);
+        c.admit(4, chain("aaaa", 1, &[5]));
+        c.admit(3, chain("bbb", 1, &[50]));
+        assert!(hit(&c, 1, "aaaa") && hit(&c, 1, "bbb"));
+        // Full: a rarer term is rejected, a more frequent one evicts the rarest.
+        c.admit(2, chain("cc", 1, &[1]));
+        assert!(!hit(&c, 1, "cc") && hit(&c, 1, "aaaa"));
+        c.admit(1, chain("d", 1, &[100]));
+        assert!(hit(&c, 1, "d") && hit(&c, 1, "bbb") && !hit(&c, 1, "aaaa"));
+        let s = c.stats();
+        assert_eq!((s.entries, s.evictions, s.rejected), (2, 1, 1));
+        assert!(s.used_bytes <= s.capacity_bytes && s.high_water_bytes <= s.capacity_bytes);
+    }
+
+    #[test]
+    fn dictionaries_do_not_mix() {
+        let c = HotChains::new(1 << 20);
+        c.admit(4, chain("aaaa", 2, &[5]));
+        // Another dictionary's entry is not served; an older dictionary's chain is not admitted.
+        assert!(hit(&c, 2, "aaaa") && !hit(&c, 3, "aaaa"));
+        c.admit(3, chain("bbb", 1, &[5]));
+        assert!(!hit(&c, 1, "bbb"));
+        // A newer dictionary's chain empties the cache.
+        c.admit(3, chain("bbb", 3, &[5]));
+        assert!(hit(&c, 3, "bbb") && !hit(&c, 2, "aaaa"));
+        assert_eq!(c.stats().entries, 1);
+        // A colliding key is a miss, and a refresh replaces the entry.
+        assert!(!hit(&c, 3, "ccc"));
+        c.admit(3, chain("bbb", 3, &[5, 6]));
+        assert_eq!(c.stats().entries, 1);
+        assert_eq!(c.stats().used_bytes, chain("bbb", 3, &[5, 6]).bytes());
+    }
+
+    #[test]
+    fn disabled_cache_holds_nothing() {
+        let c = HotChains::new(0);
+        c.admit(4, chain("aaaa", 1, &[5]));
+        assert!(!hit(&c, 1, "aaaa"));
+        assert_eq!(c.stats().entries, 0);
+    }
+}
