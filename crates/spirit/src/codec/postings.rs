@@ -475,11 +475,19 @@ impl<'a> PostingsCursor<'a> {
     #[inline]
     fn impacts_of(&self, b: usize) -> Option<[(u32, u32); IMPACTS]> {
         let s = self.skip_start + b * SKIP + 12;
-        let mut out = [(0, 0); IMPACTS];
-        for (j, o) in out.iter_mut().enumerate() {
-            *o = (u32_at(self.blob, s + 8 * j, "skip").ok()?, u32_at(self.blob, s + 8 * j + 4, "skip").ok()?);
+        let raw = self.blob.get(s..s + 8 * IMPACTS)?;
+        let word = |i: usize| u32::from_le_bytes(raw[4 * i..4 * i + 4].try_into().unwrap());
+        Some(std::array::from_fn(|j| (word(2 * j), word(2 * j + 1))))
+    }
+
+    /// Whether any (max tf, min length) impact of block `b` satisfies `pred` — a block-max test that stops at
+    /// the first impact that can compete; `None` for a one-block list (no skip table) or an unreadable entry.
+    #[inline]
+    pub fn any_impact(&self, b: u32, pred: impl Fn(u32, u32) -> bool) -> Option<bool> {
+        if self.n_blocks == 1 || b >= self.n_blocks {
+            return None;
         }
-        Some(out)
+        Some(self.impacts_of(b as usize)?.iter().any(|&(tf, dl)| tf > 0 && pred(tf, dl)))
     }
 
     fn bound_of(&self, b: usize, f: &impl Fn(u32, u32) -> f32) -> f32 {

@@ -615,6 +615,14 @@ impl Bm25Doc {
         }
     }
 
+    /// Whether a posting of frequency `tf` at (quantized) length `dl` may score `need` or more: the
+    /// division-free `tf·(idf − need) ≥ need·D` of [`keep_competitive`]. Callers lower `need` by
+    /// [`FILTER_SLACK`] first, so float rounding never makes it reject a posting whose score reaches it.
+    #[inline]
+    fn may_reach(&self, tf: f32, dl: u32, need: f32) -> bool {
+        tf * (self.idf - need) >= need * self.denom[encode_norm(dl) as usize]
+    }
+
     /// The score at a (quantized) field length, as block impacts store it.
     #[inline]
     fn score_len(&self, tf: f32, dl: u32) -> f32 {
@@ -1358,9 +1366,11 @@ impl Collector {
     fn push_score(&mut self, e: Entry) {
         if self.heap.len() < self.cap {
             self.heap.push(Reverse(e));
-        } else if self.heap.peek().is_some_and(|top| e > top.0) {
-            self.heap.pop();
-            self.heap.push(Reverse(e));
+        } else if let Some(mut worst) = self.heap.peek_mut() {
+            // Replaced in place: one sift down instead of a pop and a push.
+            if e > worst.0 {
+                *worst = Reverse(e);
+            }
         }
     }
 
@@ -1594,25 +1604,27 @@ fn term_top_k(
     let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
     let any_deleted = del.count() > 0;
     let mut theta = f32::NEG_INFINITY;
+    let mut scores = [0f32; BLOCK_LEN];
     for b in 0..c.block_count() {
         if prune && col.heap.len() >= col.cap {
             theta = col.theta();
             col.exact = false;
-            if c.bound_of_block(b, |tf, dl| bm.score_len(tf as f32, dl)).is_some_and(|x| x < theta) {
+            // Skip the block unless one of its impacts can reach θ (conservatively: less a margin).
+            let need = theta - theta.abs() * FILTER_SLACK;
+            if c.any_impact(b, |tf, dl| bm.may_reach(tf as f32, dl, need)) == Some(false) {
                 continue;
             }
         }
         c.seek_block(b).map_err(fail)?;
         let (docs, tfs) = c.block_postings().map_err(fail)?;
-        for (&d, &tf) in docs.iter().zip(tfs) {
-            if d >= visible {
-                return Ok(());
-            }
+        let m = docs.partition_point(|&d| d < visible);
+        bm.score_batch(&norms, &docs[..m], &tfs[..m], &mut scores);
+        let mut counted = m as u64;
+        for (&d, &score) in docs[..m].iter().zip(&scores) {
             if any_deleted && del.is_deleted(d) {
+                counted -= 1;
                 continue;
             }
-            col.total += 1;
-            let score = bm.score(tf as f32, norms.get(d));
             // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
             if score >= theta {
                 col.push_score(Entry(score, base + d));
@@ -1620,6 +1632,11 @@ fn term_top_k(
                     theta = col.theta();
                 }
             }
+        }
+        col.total += counted;
+        if m < docs.len() {
+            // The rest is past the reader's snapshot.
+            return Ok(());
         }
     }
     let _ = theta;
