@@ -561,7 +561,7 @@ impl MergedSegment {
         }
         // Walk the chain: all of it, or down to the cached entry's nodes.
         let below = cached.as_ref().map(|e| e.upto);
-        let mut nodes = Vec::new();
+        let (mut nodes, mut cacheable) = (Vec::new(), self.hot.enabled());
         for node in self.chain_hashed(key, h) {
             let node = node?;
             if below.is_some_and(|b| node.seg_id <= b) {
@@ -570,10 +570,18 @@ impl MergedSegment {
             if node.seg_id > upto {
                 continue; // being linked, or newer than the snapshot
             }
-            if self.hot.enabled() {
-                let blob_off = self.heap.offset_of(node.blob).expect("chain blobs lie in the heap");
-                let (seg_id, df, max_tf) = (node.seg_id, node.df, node.max_tf);
-                nodes.push(HotNode { seg_id, df, max_tf, blob_len: node.blob.len() as u32, blob_off });
+            if cacheable {
+                // Chain blobs are slices of the heap mapping, so this always finds their place.
+                match self.heap.offset_of(node.blob) {
+                    Some(blob_off) => nodes.push(HotNode {
+                        seg_id: node.seg_id,
+                        df: node.df,
+                        max_tf: node.max_tf,
+                        blob_len: node.blob.len() as u32,
+                        blob_off,
+                    }),
+                    None => cacheable = false,
+                }
             }
             f(node);
         }
@@ -582,7 +590,7 @@ impl MergedSegment {
             nodes.extend_from_slice(&e.nodes);
         }
         self.hot.record(cached.is_some(), cached.is_some());
-        if self.hot.enabled() {
+        if cacheable {
             let chain = HotChain { key: key.into(), upto, dict: self.uid, nodes: nodes.into() };
             self.hot.admit(h, chain);
         }
