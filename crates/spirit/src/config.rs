@@ -68,7 +68,8 @@ pub struct ShardConfig {
     pub result_cache_bytes: Option<usize>,
     /// Bytes of the DRAM budget given to selective caching of the merged dictionary (seed 002: hot terms'
     /// chains resolved and held in DRAM); default: min(budget / 16, 32 MiB); 0 turns it off. The DRAM heap
-    /// is mapped that much smaller, so the budget covers it.
+    /// is mapped that much smaller, so the budget covers it; the two caches must leave the rings the fresh
+    /// segments' share and an eighth of the budget (`validate`).
     #[serde(default)]
     pub selective_cache_bytes: Option<usize>,
     /// Queries cheaper than this (postings of their terms, documents they scan) bypass the result cache: they
@@ -184,6 +185,15 @@ impl ShardConfig {
         if self.selective_cache_bytes() > self.dram_budget / 4 {
             return Err("the selective cache may take at most a quarter of the dram budget".into());
         }
+        if self.dram_heap_bytes() < self.short_term_bytes() + self.dram_budget / 8 {
+            return Err(format!(
+                "the result and selective caches ({} + {} bytes) leave too little of the dram budget for the \
+                 segments: the rings need {} bytes for fresh segments and an eighth of the budget for flushed ones",
+                self.result_cache_bytes(),
+                self.selective_cache_bytes(),
+                self.short_term_bytes()
+            ));
+        }
         if self.persistent_budget < (1 << 20) {
             return Err("persistent budget must be at least 1 MiB".into());
         }
@@ -228,5 +238,30 @@ mod tests {
         let c = ShardConfig { dram_budget: 64 << 20, ..Default::default() };
         assert_eq!(c.fresh_bytes(), 8 << 20);
         assert!(c.short_term_bytes() >= 2 * c.fresh_bytes() && c.short_term_bytes() < c.dram_budget);
+    }
+
+    /// The two caches may each take a quarter of the budget, but not so much together that the rings no
+    /// longer fit: such a configuration is an error, never a failed assertion when the heap is made.
+    #[test]
+    fn caches_leave_room_for_the_rings() {
+        for budget in [MIN_DRAM_BUDGET, 64 << 20, 1 << 30] {
+            let ok = ShardConfig { dram_budget: budget, ..Default::default() };
+            ok.validate().unwrap();
+            let q = budget / 4;
+            let one = ShardConfig { result_cache_bytes: Some(q), ..ok.clone() };
+            one.validate().unwrap();
+            let both =
+                ShardConfig { result_cache_bytes: Some(q), selective_cache_bytes: Some(q), ..ok.clone() };
+            if budget < 512 << 20 {
+                // Small budgets give fresh segments half of the budget: both caches at a quarter cannot fit.
+                let e = both.validate().unwrap_err();
+                assert!(e.contains("too little of the dram budget"), "{e}");
+            }
+            for c in [&ok, &one, &both] {
+                if c.validate().is_ok() {
+                    assert!(c.dram_heap_bytes() >= c.short_term_bytes() + budget / 8);
+                }
+            }
+        }
     }
 }

@@ -54,15 +54,17 @@ fn build() -> (tempfile::TempDir, Index) {
         let body: Vec<String> = (0..len)
             .map(|_| format!("w{}", (((next() >> 11) as f64 / (1u64 << 53) as f64).powf(3.0) * 200.0) as u64))
             .collect();
-        index.add(serde_json::json!({"_id": i.to_string(), "body": body.join(" ")})).unwrap();
+        // "early" only in the first segment: conjunctions with it stop at once in the others.
+        let extra = if i < 1000 { " early" } else { "" };
+        index.add(serde_json::json!({"_id": i.to_string(), "body": body.join(" ") + extra})).unwrap();
     }
     index.seal().unwrap();
     index.wait_idle().unwrap();
     (dir, index)
 }
 
-const QUERIES: [&str; 8] =
-    ["w0", "w40", "+w0 +w1", "+w1 +w7 +w30", "w0 w1", "w3 w9 w20", "\"w0 w1\"", "\"w2 w0 w5\""];
+const QUERIES: [&str; 9] =
+    ["w0", "w40", "+w0 +w1", "+w1 +w7 +w30", "+w0 +early", "w0 w1", "w3 w9 w20", "\"w0 w1\"", "\"w2 w0 w5\""];
 
 /// Allocations of each query (after two warm-up runs), with pruning (top-k only) and with exact counts.
 fn count_each(index: &Index) -> Vec<(String, u64, usize)> {

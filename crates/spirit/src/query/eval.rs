@@ -1938,7 +1938,7 @@ impl<'a> TermLists<'a> {
         let mut lists = TermLists {
             curs: recycle(std::mem::take(&mut s.curs)),
             scoring: recycle(std::mem::take(&mut s.scoring)),
-            bounds: BlockBounds(vec![]),
+            bounds: BlockBounds(std::mem::take(&mut s.bounds)),
             ubs: std::mem::take(&mut s.ubs),
         };
         for w in terms {
@@ -1954,7 +1954,7 @@ impl<'a> TermLists<'a> {
             lists.scoring.push((norms(seg, *field), bm));
         }
         let TermLists { curs, scoring, ubs, bounds } = &mut lists;
-        *bounds = BlockBounds::new(curs, std::mem::take(&mut s.bounds));
+        *bounds = BlockBounds::new(curs, std::mem::take(&mut bounds.0));
         ubs.clear();
         for (c, (norms, bm)) in curs.iter_mut().zip(scoring.iter()) {
             ubs.push(if c.block_count() > 1 { bm.idf } else { list_bound(c, norms, bm) });

@@ -10,14 +10,15 @@
 //! setup (parsing, planning, weights, term resolution) and its answer — a number of small objects that
 //! depends on the query's terms, never on the segments or postings it reads (`tests/alloc.rs` measures it).
 //!
-//! The pool keeps one scratch per thread (a nested query on the same thread gets a fresh one), and gives back
-//! buffers that grew past [`KEEP_BYTES`], so a rare huge query does not pin its memory in a thread forever.
+//! The pool keeps one scratch per thread (a nested query on the same thread gets a fresh one), and drops
+//! buffers that grew past [`KEEP_BYTES`] each, so a rare huge query does not pin its memory in a thread forever.
 
 use super::eval::{Bm25Doc, Norms};
 use crate::codec::PostingsCursor;
 use std::cell::Cell;
 
-/// A buffer whose capacity exceeds this many bytes is dropped when its scratch goes back to the pool.
+/// A buffer whose capacity exceeds this many bytes is dropped when its scratch goes back to the pool (per
+/// buffer: the per-term lists are buffers each, so a many-term query may keep up to this much per term).
 pub(super) const KEEP_BYTES: usize = 1 << 20;
 
 /// Every reusable buffer of the fast paths. Each fast path takes what it needs and leaves the rest; the
@@ -107,8 +108,8 @@ impl Scratch {
 /// Empties `v` and returns its allocation as a vector of `U`, a type of the same size and alignment — here
 /// the same type with another lifetime (cursors borrow the snapshot of one query; the pool outlives it).
 /// The standard library collects a mapped `vec::IntoIter` in place when the layouts agree, so no memory
-/// moves and nothing is allocated (`tests/alloc.rs` would count it if it were); with other layouts it would
-/// still be correct, only allocating.
+/// moves and nothing is allocated (`tests/alloc.rs` would count it if it were). Other layouts do not compile
+/// (the assertions below).
 pub(super) fn recycle<T, U>(mut v: Vec<T>) -> Vec<U> {
     const { assert!(std::mem::size_of::<T>() == std::mem::size_of::<U>()) };
     const { assert!(std::mem::align_of::<T>() == std::mem::align_of::<U>()) };

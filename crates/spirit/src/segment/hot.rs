@@ -21,8 +21,8 @@
 //! entry *least likely to be accessed*, by a fixed access probability, and only for a newcomer more likely
 //! than it. Here a term's probability is taken as its document frequency (query terms follow the collection's
 //! Zipf law: common terms are the ones asked for most, and the ones whose chains are longest): a full cache
-//! admits a term only by evicting entries of lower df. Hits take a shared lock and count nothing but an
-//! atomic.
+//! admits a term only if evicting entries of lower df makes room for it — otherwise nothing changes (a
+//! refreshed term keeps its older entry). Hits take a shared lock and count nothing but an atomic.
 //!
 //! **Budget.** The cache's bytes (keys, nodes, bookkeeping) are carved out of the shard's DRAM budget, as the
 //! result cache's are: the DRAM heap is mapped that much smaller (`ShardConfig::selective_cache_bytes`).
@@ -55,7 +55,8 @@ pub struct HotChain {
 }
 
 impl HotChain {
-    /// The LLA access probability (a term's df over the chain).
+    /// The LLA access probability: the term's df over the chain's nodes (nodes of segments retention dropped
+    /// count until a compaction rebuilds the dictionary without them).
     fn weight(&self) -> u64 {
         self.nodes.iter().map(|n| n.df as u64).sum()
     }
@@ -168,6 +169,9 @@ impl HotChains {
 
     /// Counts a lookup: answered by an entry alone, by an entry and the chain's new head, or by a walk.
     pub fn record(&self, hit: bool, refreshed: bool) {
+        if !self.enabled() {
+            return;
+        }
         match (hit, refreshed) {
             (true, false) => &self.hits,
             (true, true) => &self.refreshes,
@@ -200,19 +204,37 @@ impl HotChains {
             t.dict = chain.dict;
             t.used = 0;
         }
-        if let Some(old) = t.map.remove(&h) {
-            // A refresh (or a colliding key): the newcomer replaces it.
-            t.order.remove(&(old.weight(), h));
-            t.used -= old.bytes();
-        }
-        while t.used + bytes > self.capacity {
-            let Some(&(w, victim)) = t.order.first() else { break };
-            if w >= weight {
+        // The entry it replaces (a refresh, or a colliding key) frees its bytes; beyond that, room comes only
+        // from entries less probable than the newcomer. Victims are chosen before anything changes: a
+        // newcomer that cannot fit leaves the cache as it was (a refreshed term keeps its older entry).
+        let old_bytes = t.map.get(&h).map_or(0, |o| o.bytes());
+        let mut free = self.capacity - (t.used - old_bytes);
+        let mut victims = Vec::new();
+        if bytes > free {
+            for &(w, v) in &t.order {
+                if w >= weight {
+                    break; // ascending: nothing after it is less probable either
+                }
+                if v != h {
+                    victims.push((w, v));
+                    free += t.map[&v].bytes();
+                    if bytes <= free {
+                        break;
+                    }
+                }
+            }
+            if bytes > free {
                 self.rejected.fetch_add(1, Relaxed);
                 return;
             }
-            t.order.pop_first();
-            let old = t.map.remove(&victim).expect("ordered entries are mapped");
+        }
+        if let Some(old) = t.map.remove(&h) {
+            t.order.remove(&(old.weight(), h));
+            t.used -= old.bytes();
+        }
+        for (w, v) in victims {
+            t.order.remove(&(w, v));
+            let old = t.map.remove(&v).expect("ordered entries are mapped");
             t.used -= old.bytes();
             self.evictions.fetch_add(1, Relaxed);
         }
@@ -281,6 +303,36 @@ mod tests {
         let s = c.stats();
         assert_eq!((s.entries, s.evictions, s.rejected), (2, 1, 1));
         assert!(s.used_bytes <= s.capacity_bytes && s.high_water_bytes <= s.capacity_bytes);
+    }
+
+    /// A newcomer that cannot fit evicts nothing; a refresh that cannot fit keeps the older entry.
+    #[test]
+    fn no_eviction_without_room_for_the_newcomer() {
+        // Hashes are the keys' lengths (see `hit`).
+        let put = |c: &HotChains, key: &str, dfs: &[u32]| c.admit(key.len() as u64, chain(key, 1, dfs));
+        let small = chain("a", 1, &[1]).bytes();
+        let c = HotChains::new(3 * small + 8);
+        put(&c, "a", &[1]);
+        put(&c, "bb", &[50]);
+        put(&c, "ccc", &[60]);
+        assert_eq!(c.stats().entries, 3);
+        // Needs the room of two entries, but only one is less probable than it: rejected, nothing evicted.
+        let big = chain("dddd", 1, &[2, 2, 2, 20]);
+        assert!(big.bytes() > small + 3 && big.bytes() <= 2 * small, "{} vs {small}", big.bytes());
+        c.admit(4, big);
+        assert!(hit(&c, 1, "a") && hit(&c, 1, "bb") && hit(&c, 1, "ccc") && !hit(&c, 1, "dddd"));
+        assert_eq!((c.stats().evictions, c.stats().rejected), (0, 1));
+        // A refresh of "a" that needs more room than its old entry, with only more probable entries around,
+        // keeps the old entry.
+        put(&c, "a", &[1, 1]);
+        assert_eq!(c.stats().entries, 3);
+        assert!(matches!(c.get(1, b"a", 1), Lookup::Hit(e) if e.nodes.len() == 1));
+        assert_eq!((c.stats().evictions, c.stats().rejected), (0, 2));
+        // One that fits by evicting a less probable entry does: "a" (weight 1) goes for "eeeee" (weight 30).
+        put(&c, "eeeee", &[30]);
+        assert!(hit(&c, 1, "eeeee") && !hit(&c, 1, "a"));
+        assert_eq!(c.stats().evictions, 1);
+        assert!(c.stats().used_bytes <= c.stats().capacity_bytes);
     }
 
     #[test]
