@@ -4,6 +4,9 @@
 //! constant for its setup and answer. Counted per thread by a counting global allocator (a one-shard index
 //! evaluates on the calling thread; the pipeline's own threads are not counted).
 
+mod common;
+
+use common::{xorshift, zipf_term};
 use spirit::{Index, SearchOptions, ShardConfig};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -43,17 +46,10 @@ fn build() -> (tempfile::TempDir, Index) {
     let cfg = ShardConfig { dram_budget: 16 << 20, max_docs_per_segment: 1500, ..Default::default() };
     let index = Index::open("a", dir.path(), cfg, None, None).unwrap();
     let mut x = 7u64;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = || xorshift(&mut x);
     for i in 0..12_000 {
         let len = 3 + next() % 60;
-        let body: Vec<String> = (0..len)
-            .map(|_| format!("w{}", (((next() >> 11) as f64 / (1u64 << 53) as f64).powf(3.0) * 200.0) as u64))
-            .collect();
+        let body: Vec<String> = (0..len).map(|_| format!("w{}", zipf_term(next()))).collect();
         // "early" only in the first segment: conjunctions with it stop at once in the others.
         let extra = if i < 1000 { " early" } else { "" };
         index.add(serde_json::json!({"_id": i.to_string(), "body": body.join(" ") + extra})).unwrap();

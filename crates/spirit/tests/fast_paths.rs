@@ -13,12 +13,6 @@ fn word(i: u64) -> String {
     format!("w{i}")
 }
 
-/// Zipf-ish term choice from a 64-bit state: w0 is in most documents, w150 in a few.
-fn pick(x: u64) -> u64 {
-    let r = (x >> 11) as f64 / (1u64 << 53) as f64;
-    (r.powf(3.0) * 200.0) as u64
-}
-
 fn check(index: &Index, r: &Reference, q: &str, ctx: &str) {
     let parsed = spirit::query::parse(q).unwrap();
     for k in [1, 10, 60] {
@@ -40,16 +34,11 @@ fn fast_paths_on_long_lists_match_the_reference() {
     let index = Index::open("c", dir.path(), cfg, Some(&mappings()), None).unwrap();
     let mut r = Reference::default();
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = || xorshift(&mut x);
     for i in 0..6000 {
         let len = 3 + next() % 60;
-        let body: Vec<String> = (0..len).map(|_| word(pick(next()))).collect();
-        let title: Vec<String> = (0..1 + next() % 3).map(|_| word(pick(next()))).collect();
+        let body: Vec<String> = (0..len).map(|_| word(zipf_term(next()))).collect();
+        let title: Vec<String> = (0..1 + next() % 3).map(|_| word(zipf_term(next()))).collect();
         let d = RefDoc { id: i.to_string(), title, body, tag: "t".into(), n: 0, live: true, seq: 0 };
         index.add(d.json()).unwrap();
         r.add(d);

@@ -6,6 +6,9 @@
 //! queries the cached indexes while documents arrive (lookups and admissions race with background merges);
 //! it pauses while the checks run, so their queries are the first after each merge (refreshing entries).
 
+mod common;
+
+use common::xorshift as next;
 use spirit::{CompactionPolicy, Index, SearchOptions, ShardConfig};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,13 +26,6 @@ const QUERIES: &[&str] = &[
     "w1*",
     "w3 OR (+w0 +w1)",
 ];
-
-fn next(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
 
 fn doc(rng: &mut u64, id: u64) -> serde_json::Value {
     let len = 2 + (next(rng) % 12) as usize;

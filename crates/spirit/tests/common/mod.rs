@@ -12,6 +12,20 @@ use std::ops::Bound;
 
 pub const TEXT_FIELDS: [&str; 2] = ["title", "body"];
 
+/// The tests' deterministic random source: one xorshift64 step of `s` (nonzero), returning the new state.
+pub fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+/// Zipf-ish term number from a random word: 0 is in most documents of 30-odd terms, 150 in a few.
+pub fn zipf_term(x: u64) -> u64 {
+    let r = (x >> 11) as f64 / (1u64 << 53) as f64;
+    (r.powf(3.0) * 200.0) as u64
+}
+
 #[derive(Debug, Clone)]
 pub struct RefDoc {
     pub id: String,
