@@ -24,6 +24,10 @@ pub struct Workload {
     pub dram_budget: String,
     #[arg(long, default_value = "graceful")]
     pub durability: spirit::Durability,
+    /// When engraved segments are committed and merged: `lazy` (when DRAM runs short; the default) or
+    /// `eager` (right after engraving).
+    #[arg(long, default_value = "lazy")]
+    pub commit: spirit::CommitPolicy,
     /// Shards of the index (the DRAM budget is split between them); 1 matches the baselines' one query
     /// thread, more evaluate a query's shards in parallel.
     #[arg(long, default_value_t = 1)]
@@ -35,6 +39,7 @@ impl Workload {
         spirit::ShardConfig {
             dram_budget: spirit::parse_size(&self.dram_budget).expect("dram budget") as usize,
             durability: self.durability,
+            commit: self.commit,
             ..Default::default()
         }
     }

@@ -281,6 +281,16 @@ pub fn report(a: ReportArgs) {
             n["visibility"]["not_visible_during_run"]
         )
         .unwrap();
+        if let Some(m) = n.get("mean_segments_by_state").and_then(|m| m.as_object()) {
+            let parts: Vec<String> =
+                m.iter().map(|(k, v)| format!("{k} {:.1}", v.as_f64().unwrap_or(f64::NAN))).collect();
+            writeln!(
+                md,
+                "- segments a spirit real-time query visited (mean per state): {}",
+                parts.join(", ")
+            )
+            .unwrap();
+        }
     }
 
     // Equal work: hit counts of the static runs.

@@ -20,6 +20,7 @@
 
 use crate::input::{load_docs, load_tasks, peak_rss, Category};
 use serde_json::{json, Map, Value};
+use spirit::gdt::SegState;
 use spirit::{Engine, Index, SearchOptions, Sort};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -252,6 +253,7 @@ pub fn run(a: RunArgs) {
         let order = round_robin(&cats);
         let mut lat: Vec<Vec<f64>> = cats.iter().map(|_| vec![]).collect();
         let (mut n, mut checks, mut violations, mut in_flight) = (0usize, 0usize, 0usize, 0usize);
+        let mut seg_sum = [0usize; SegState::ALL.len()];
         while !done.load(Ordering::Acquire) {
             let (ci, qi) = order[n % order.len()];
             let q = &cats[ci].queries[qi % cats[ci].queries.len()];
@@ -268,6 +270,11 @@ pub fn run(a: RunArgs) {
                     violations += 1;
                 } else if seen > after {
                     in_flight += 1;
+                }
+                // What a real-time snapshot holds: segments per pipeline state, sampled.
+                let segs = index.stats().shard.segments;
+                for (i, s) in SegState::ALL.iter().enumerate() {
+                    seg_sum[i] += segs.get(s).copied().unwrap_or(0);
                 }
             }
         }
@@ -286,7 +293,7 @@ pub fn run(a: RunArgs) {
             "nrt".into(),
             json!({"initial_docs": initial, "initial_seconds": initial_seconds, "add_loop_seconds": add_secs,
                    "queries_run": n, "reopens": 0, "visibility_checks": checks, "visibility_violations": violations,
-                   "visibility_in_flight": in_flight,
+                   "visibility_in_flight": in_flight, "mean_segments_by_state": mean_segments(&seg_sum, checks),
                    "visible_docs_final": index.count("*:*").expect("count"), "wrt_fraction": a.wrt_fraction,
                    "ingest_rate": a.ingest_rate, "visibility": visibility(&mut visible_us, probe_misses),
                    "add_latency": latency_summary(&mut add_us)}),
@@ -301,6 +308,16 @@ pub fn run(a: RunArgs) {
         );
     }
     finish(a, out, &cats, per_cat, index, engine, &tmp);
+}
+
+/// Mean number of segments per pipeline state over `samples` samples (state names as keys).
+fn mean_segments(sum: &[usize], samples: usize) -> Value {
+    let m: Map<String, Value> = SegState::ALL
+        .iter()
+        .zip(sum)
+        .map(|(s, &n)| (format!("{s:?}").to_lowercase(), json!(n as f64 / samples.max(1) as f64)))
+        .collect();
+    Value::Object(m)
 }
 
 /// Percentiles of the probes' ingest-to-visible latencies, in the baselines' `nrt.visibility` shape.

@@ -38,6 +38,17 @@ pub enum CommitPolicy {
     Eager,
 }
 
+impl std::str::FromStr for CommitPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "lazy" => Ok(CommitPolicy::Lazy),
+            "eager" => Ok(CommitPolicy::Eager),
+            other => Err(format!("unknown commit policy [{other}]; use lazy or eager")),
+        }
+    }
+}
+
 /// Per-shard settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShardConfig {
@@ -51,6 +62,12 @@ pub struct ShardConfig {
     pub max_docs_per_segment: u32,
     pub durability: Durability,
     pub commit: CommitPolicy,
+    /// Lazy commit's bound on engraved segments waiting for DRAM to run short: once more are engraved, the
+    /// oldest are committed and merged anyway. Each unmerged segment costs every query one dictionary probe
+    /// and one cursor per term; merged ones share one dictionary (and its selective cache), and compaction
+    /// keeps their number logarithmic. `None`: no bound (SPIRIT's pure lazy update).
+    #[serde(default = "default_max_unmerged")]
+    pub max_unmerged: Option<usize>,
     /// Crash-safe mode: a fresh segment is sealed (and soon engraved) once its documents' tLog records reach
     /// this many bytes, which bounds what recovery after a crash re-indexes. Smaller: faster recovery, more
     /// segments.
@@ -126,6 +143,7 @@ impl Default for ShardConfig {
             max_docs_per_segment: 1 << 16,
             durability: Durability::Graceful,
             commit: CommitPolicy::Lazy,
+            max_unmerged: default_max_unmerged(),
             replay_bytes: default_replay_bytes(),
             compaction: CompactionPolicy::default(),
             retention: RetentionPolicy::default(),
@@ -135,6 +153,10 @@ impl Default for ShardConfig {
             barrier: Default::default(),
         }
     }
+}
+
+fn default_max_unmerged() -> Option<usize> {
+    Some(2)
 }
 
 fn default_result_cache_min_work() -> u64 {

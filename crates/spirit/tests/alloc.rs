@@ -43,7 +43,13 @@ fn allocs() -> u64 {
 /// 12,000 documents of a Zipf-ish vocabulary (w0 in nearly all: a list of ~90 blocks), in segments of 1,500.
 fn build() -> (tempfile::TempDir, Index) {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = ShardConfig { dram_budget: 16 << 20, max_docs_per_segment: 1500, ..Default::default() };
+    // Every segment stays a separate image (none merged or compacted early): the test needs many of them.
+    let cfg = ShardConfig {
+        dram_budget: 16 << 20,
+        max_docs_per_segment: 1500,
+        max_unmerged: None,
+        ..Default::default()
+    };
     let index = Index::open("a", dir.path(), cfg, None, None).unwrap();
     let mut x = 7u64;
     let mut next = || xorshift(&mut x);

@@ -82,3 +82,44 @@ fn fast_paths_on_long_lists_match_the_reference() {
         check(&index, &r, q, "merged");
     }
 }
+
+/// Single terms on the fresh segment (walked in place with the θ bound) alone and after image segments
+/// (whose hits set θ before it is reached), with deletes in both: every answer checked against the reference.
+#[test]
+fn term_top_k_on_the_fresh_segment_matches_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ShardConfig { dram_budget: 16 << 20, max_docs_per_segment: 3000, ..Default::default() };
+    let index = Index::open("c", dir.path(), cfg, Some(&mappings()), None).unwrap();
+    let mut r = Reference::default();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || xorshift(&mut x);
+    let queries =
+        ["body:w0", "body:w1", "body:w5", "body:w60", "body:w199", "title:w0", "title:w3", "body:zzz"];
+    for i in 0..5000 {
+        let len = 3 + next() % 60;
+        let body: Vec<String> = (0..len).map(|_| word(zipf_term(next()))).collect();
+        let title: Vec<String> = (0..1 + next() % 3).map(|_| word(zipf_term(next()))).collect();
+        let d = RefDoc { id: i.to_string(), title, body, tag: "t".into(), n: 0, live: true, seq: 0 };
+        index.add(d.json()).unwrap();
+        r.add(d);
+        if i % 13 == 5 {
+            // Distinct earlier ids (i/2 grows by 6 or 7), each live until now.
+            let victim = (i / 2).to_string();
+            assert!(index.delete(&victim).unwrap());
+            r.delete(&victim);
+        }
+        if i == 1200 {
+            // Only the fresh segment so far.
+            let segs = index.stats().shard.segments;
+            assert_eq!(segs.values().sum::<usize>(), 1, "{segs:?}");
+            for q in queries {
+                check(&index, &r, q, "fresh only");
+            }
+        }
+    }
+    let segs = index.stats().shard.segments;
+    assert!(segs.values().sum::<usize>() >= 2, "an image and the fresh segment: {segs:?}");
+    for q in queries {
+        check(&index, &r, q, "images and fresh");
+    }
+}

@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use spirit::gdt::SegState;
 use spirit::query::Query;
-use spirit::{CommitPolicy, Index, SearchOptions, ShardConfig};
+use spirit::{CommitPolicy, CompactionPolicy, Index, SearchOptions, ShardConfig};
 
 fn cfg() -> ShardConfig {
     ShardConfig {
@@ -74,6 +74,35 @@ fn every_stage_answers_like_the_reference() {
     check_all(&index, &r, "merged");
     let _ = Query::MatchAll;
     index.close().unwrap();
+}
+
+/// Lazy commit keeps at most `max_unmerged` engraved segments out of the merged segment (older ones are
+/// committed and merged even though DRAM is plentiful); `None` keeps every one until DRAM runs short.
+#[test]
+fn lazy_commit_bounds_the_unmerged_segments() {
+    for max in [None, Some(0), Some(1), Some(3)] {
+        let dir = tempfile::tempdir().unwrap();
+        // Compaction off: merged segments stay one per image, so the counts are exact.
+        let compaction = CompactionPolicy { factor: 0, ..Default::default() };
+        let c = ShardConfig { max_unmerged: max, compaction, ..cfg() };
+        let index = Index::open("t", dir.path(), c, Some(&mappings()), None).unwrap();
+        let mut r = Reference::default();
+        for i in 0..30 {
+            index.add(doc(i).json()).unwrap();
+            r.add(doc(i));
+        }
+        index.shard().seal().unwrap();
+        index.shard().wait_idle().unwrap();
+        let segs = index.stats().shard.segments;
+        let (engraved, merged) = (segs[&SegState::Engraved], segs[&SegState::Merged]);
+        assert_eq!(segs.values().sum::<usize>(), 6, "{max:?}: {segs:?}");
+        match max {
+            None => assert_eq!((engraved, merged), (6, 0), "{segs:?}"),
+            Some(m) => assert_eq!((engraved, merged), (m, 6 - m), "{max:?}: {segs:?}"),
+        }
+        check_all(&index, &r, &format!("max_unmerged {max:?}"));
+        index.close().unwrap();
+    }
 }
 
 #[test]

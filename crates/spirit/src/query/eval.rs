@@ -22,6 +22,7 @@ use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 /// BM25 parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -550,7 +551,7 @@ impl Postings<'_> {
 /// One-byte norms (`codec::encode_norm` of the field length) per document.
 pub(super) enum Norms<'a> {
     Image(&'a [u8]),
-    Fresh(&'a FreshSegment, u16),
+    Fresh(&'a [AtomicU32]),
     None,
 }
 
@@ -559,7 +560,7 @@ impl Norms<'_> {
     fn get(&self, doc: u32) -> u8 {
         match self {
             Norms::Image(c) => norm_at(c, doc),
-            Norms::Fresh(f, field) => encode_norm(f.field_len(*field, doc)),
+            Norms::Fresh(lens) => encode_norm(lens.get(doc as usize).map_or(0, |l| l.load(Relaxed))),
             Norms::None => encode_norm(1),
         }
     }
@@ -620,7 +621,13 @@ impl Bm25Doc {
     /// [`FILTER_SLACK`] first, so float rounding never makes it reject a posting whose score reaches it.
     #[inline]
     fn may_reach(&self, tf: f32, dl: u32, need: f32) -> bool {
-        tf * (self.idf - need) >= need * self.denom[encode_norm(dl) as usize]
+        self.may_reach_norm(tf, encode_norm(dl), need)
+    }
+
+    /// [`Self::may_reach`] at a norm (an encoded length).
+    #[inline]
+    fn may_reach_norm(&self, tf: f32, norm: u8, need: f32) -> bool {
+        tf * (self.idf - need) >= need * self.denom[norm as usize]
     }
 
     /// The score at a (quantized) field length, as block impacts store it.
@@ -1145,7 +1152,7 @@ fn term_postings<'a>(ctx: &'a Ctx<'a>, si: usize, key: &[u8]) -> Postings<'a> {
 
 fn norms<'a>(seg: &Seg<'a>, field: u16) -> Norms<'a> {
     match &seg.kind {
-        SegKind::Fresh(f) => Norms::Fresh(f, field),
+        SegKind::Fresh(f) => Norms::Fresh(f.lengths(field)),
         SegKind::Image(v) => v.norms(field).map_or(Norms::None, Norms::Image),
     }
 }
@@ -1468,6 +1475,12 @@ fn eval_segment(
     // Top-k without exact counts: scorers may skip what cannot beat the k-th best score so far (a doc with an
     // equal score still can: ties go to the newer doc, and documents arrive in id order).
     let prune = opts.sort == Sort::Score && !opts.track_total && col.cap > 0;
+    if let (SegKind::Fresh(f), Sort::Score, Weight::Term { key, field, bm, .. }) = (&seg.kind, opts.sort, w) {
+        if col.cap > 0 {
+            fresh_term_top_k(ctx, si, f, key, *field, bm, col, prune);
+            return Ok(());
+        }
+    }
     if let (SegKind::Image(_), Sort::Score) = (&seg.kind, opts.sort) {
         if col.cap > 0 {
             match w {
@@ -1641,6 +1654,54 @@ fn term_top_k(
     }
     let _ = theta;
     Ok(())
+}
+
+/// Top-k of a single term on the fresh segment, whose postings (written while read, no skip data) are
+/// walked once in place: each posting's length comes from the segment's length column and, once the top-k
+/// is full, a posting is scored only if the division-free bound says it may reach θ. Same documents,
+/// scores, ties and (exact) counting as the generic scorer path.
+#[allow(clippy::too_many_arguments)]
+fn fresh_term_top_k(
+    ctx: &Ctx<'_>,
+    si: usize,
+    f: &FreshSegment,
+    key: &[u8],
+    field: u16,
+    bm: &Bm25Doc,
+    col: &mut Collector,
+    prune: bool,
+) {
+    let seg = &ctx.segs[si];
+    let Some(SegTerm::Fresh(e)) = ctx.terms.get(key).map(|t| t.per_seg[si]) else { return };
+    let lens = f.lengths(field);
+    let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
+    let any_deleted = del.count() > 0;
+    let (mut theta, mut need) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+    let mut p = f.postings(e, seg.visible);
+    let mut d = p.doc();
+    while d != NO_DOC {
+        if !(any_deleted && del.is_deleted(d)) {
+            col.total += 1;
+            if prune && theta == f32::NEG_INFINITY && col.heap.len() >= col.cap {
+                theta = col.theta();
+                need = theta - theta.abs() * FILTER_SLACK;
+            }
+            let tf = p.freq() as f32;
+            let norm = encode_norm(lens.get(d as usize).map_or(0, |l| l.load(Relaxed)));
+            // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
+            if bm.may_reach_norm(tf, norm, need) {
+                let score = bm.score(tf, norm);
+                if score >= theta {
+                    col.push_score(Entry(score, base + d));
+                    if prune && col.heap.len() >= col.cap {
+                        theta = col.theta();
+                        need = theta - theta.abs() * FILTER_SLACK;
+                    }
+                }
+            }
+        }
+        d = p.next();
+    }
 }
 
 /// A block-max window of [`conj_top_k`] spans at most this many blocks of a denser list.

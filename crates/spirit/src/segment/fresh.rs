@@ -433,6 +433,13 @@ impl FreshSegment {
         self.column(field, KIND_TEXT).map_or(0, |c| self.w()[c + doc as usize].load(Relaxed))
     }
 
+    /// Every document's length (tokens) in a term field, indexed by local doc (empty when no document of
+    /// the segment has the field). Entries of documents at or past a reader's watermark are not its to
+    /// read: they may still be written.
+    pub fn lengths(&self, field: u16) -> &[AtomicU32] {
+        self.column(field, KIND_TEXT).map_or(&[], |c| &self.w()[c..c + self.max_docs as usize])
+    }
+
     /// Numeric value of `doc` in a numeric or date field.
     pub fn numeric(&self, field: u16, doc: u32) -> Option<f64> {
         let c = self.column(field, KIND_NUMERIC)?;

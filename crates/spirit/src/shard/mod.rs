@@ -701,8 +701,8 @@ impl Shard {
         Ok(())
     }
 
-    /// Waits until every sealed segment is flushed and engraved (tests and benchmarks use this to reach a
-    /// lifecycle stage deterministically).
+    /// Waits until every sealed segment is flushed and engraved, and every committed one is merged (tests and
+    /// benchmarks use this to reach a lifecycle stage deterministically).
     pub fn wait_idle(&self) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(300);
         loop {
@@ -714,10 +714,17 @@ impl Shard {
                 (!w.closed).then_some(w.fresh_id)
             };
             let snap = self.inner.gdt.pin();
+            // Busy while a sealed segment waits for the flusher or engraver, or the merger can merge the
+            // oldest unmerged segment (committed; merges go in segment order).
             let busy = snap
                 .segments
                 .iter()
-                .any(|s| Some(s.id) != active && matches!(s.state, SegState::Fresh | SegState::Flushed));
+                .any(|s| Some(s.id) != active && matches!(s.state, SegState::Fresh | SegState::Flushed))
+                || snap
+                    .segments
+                    .iter()
+                    .find(|s| s.state != SegState::Merged)
+                    .is_some_and(|s| s.state == SegState::Committed);
             if !busy {
                 return Ok(());
             }
@@ -1148,8 +1155,14 @@ impl ShardInner {
             // (skipped if the writer lock is busy: see `try_checkpoint`).
             self.try_checkpoint()?;
         }
-        if self.cfg.commit == CommitPolicy::Eager {
-            while self.commit_oldest() == Commit::Done {}
+        match (self.cfg.commit, self.cfg.max_unmerged) {
+            (CommitPolicy::Eager, _) => while self.commit_oldest() == Commit::Done {},
+            (CommitPolicy::Lazy, Some(max)) => {
+                let engraved =
+                    || self.gdt.pin().segments.iter().filter(|s| s.state == SegState::Engraved).count();
+                while engraved() > max && self.commit_oldest() == Commit::Done {}
+            }
+            (CommitPolicy::Lazy, None) => {}
         }
         Ok(())
     }
