@@ -83,18 +83,32 @@ fn fast_paths_on_long_lists_match_the_reference() {
     }
 }
 
-/// Single terms on the fresh segment (walked in place with the θ bound) alone and after image segments
+/// Single terms and conjunctions on the fresh segment (walked in place) alone and after image segments
 /// (whose hits set θ before it is reached), with deletes in both: every answer checked against the reference.
 #[test]
-fn term_top_k_on_the_fresh_segment_matches_the_reference() {
+fn fresh_segment_paths_match_the_reference() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = ShardConfig { dram_budget: 16 << 20, max_docs_per_segment: 3000, ..Default::default() };
     let index = Index::open("c", dir.path(), cfg, Some(&mappings()), None).unwrap();
     let mut r = Reference::default();
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut next = || xorshift(&mut x);
-    let queries =
-        ["body:w0", "body:w1", "body:w5", "body:w60", "body:w199", "title:w0", "title:w3", "body:zzz"];
+    let queries = [
+        "body:w0",
+        "body:w1",
+        "body:w5",
+        "body:w60",
+        "body:w199",
+        "title:w0",
+        "title:w3",
+        "body:zzz",
+        "+body:w0 +body:w1",
+        "+body:w1 +body:w60",
+        "+body:w3 +body:w7 +body:w1",
+        "+title:w0 +body:w1",
+        "+body:w0 +body:zzz",
+        "+body:w0 +body:w1 +body:w2 +body:w3 +body:w4 +body:w5 +body:w6 +body:w7 +body:w8",
+    ];
     for i in 0..5000 {
         let len = 3 + next() % 60;
         let body: Vec<String> = (0..len).map(|_| word(zipf_term(next()))).collect();

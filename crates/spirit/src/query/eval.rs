@@ -630,6 +630,21 @@ impl Bm25Doc {
         tf * (self.idf - need) >= need * self.denom[norm as usize]
     }
 
+    /// An integer frequency threshold for [`Self::may_reach_norm`] over documents no shorter than `norm`:
+    /// no posting with a smaller frequency may score `need` (rounded down, so conservative; 0 when any may,
+    /// `u32::MAX` when none may).
+    fn min_tf(&self, norm: u8, need: f32) -> u32 {
+        if need.is_nan() || need <= 0.0 {
+            return 0;
+        }
+        let gap = self.idf - need;
+        if gap <= 0.0 {
+            return u32::MAX;
+        }
+        // `as` saturates: a huge quotient means no frequency may reach it.
+        (need * self.denom[norm as usize] / gap).floor() as u32
+    }
+
     /// The score at a (quantized) field length, as block impacts store it.
     #[inline]
     fn score_len(&self, tf: f32, dl: u32) -> f32 {
@@ -1475,10 +1490,25 @@ fn eval_segment(
     // Top-k without exact counts: scorers may skip what cannot beat the k-th best score so far (a doc with an
     // equal score still can: ties go to the newer doc, and documents arrive in id order).
     let prune = opts.sort == Sort::Score && !opts.track_total && col.cap > 0;
-    if let (SegKind::Fresh(f), Sort::Score, Weight::Term { key, field, bm, .. }) = (&seg.kind, opts.sort, w) {
+    if let (SegKind::Fresh(f), Sort::Score) = (&seg.kind, opts.sort) {
         if col.cap > 0 {
-            fresh_term_top_k(ctx, si, f, key, *field, bm, col, prune);
-            return Ok(());
+            match w {
+                Weight::Term { key, field, bm, .. } => {
+                    fresh_term_top_k(ctx, si, f, key, *field, bm, col, prune);
+                    return Ok(());
+                }
+                Weight::Bool { must, should, must_not, filter }
+                    if (2..=FRESH_MAX_TERMS).contains(&must.len())
+                        && should.is_empty()
+                        && must_not.is_empty()
+                        && filter.is_empty()
+                        && must.iter().all(|w| matches!(w, Weight::Term { .. })) =>
+                {
+                    fresh_conj_top_k(ctx, si, f, must, col, prune);
+                    return Ok(());
+                }
+                _ => {}
+            }
         }
     }
     if let (SegKind::Image(_), Sort::Score) = (&seg.kind, opts.sort) {
@@ -1674,9 +1704,12 @@ fn fresh_term_top_k(
     let seg = &ctx.segs[si];
     let Some(SegTerm::Fresh(e)) = ctx.terms.get(key).map(|t| t.per_seg[si]) else { return };
     let lens = f.lengths(field);
+    // No document here is shorter: a posting whose frequency is below `min_tf` cannot reach θ even there, so
+    // it is passed over on one integer comparison, its length not even read.
+    let shortest = encode_norm(f.shortest_length(field));
     let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
     let any_deleted = del.count() > 0;
-    let (mut theta, mut need) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+    let (mut theta, mut need, mut min_tf) = (f32::NEG_INFINITY, f32::NEG_INFINITY, 0);
     let mut p = f.postings(e, seg.visible);
     let mut d = p.doc();
     while d != NO_DOC {
@@ -1685,22 +1718,99 @@ fn fresh_term_top_k(
             if prune && theta == f32::NEG_INFINITY && col.heap.len() >= col.cap {
                 theta = col.theta();
                 need = theta - theta.abs() * FILTER_SLACK;
+                min_tf = bm.min_tf(shortest, need);
             }
-            let tf = p.freq() as f32;
-            let norm = encode_norm(lens.get(d as usize).map_or(0, |l| l.load(Relaxed)));
-            // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
-            if bm.may_reach_norm(tf, norm, need) {
-                let score = bm.score(tf, norm);
-                if score >= theta {
-                    col.push_score(Entry(score, base + d));
-                    if prune && col.heap.len() >= col.cap {
-                        theta = col.theta();
-                        need = theta - theta.abs() * FILTER_SLACK;
+            let tf = p.freq();
+            if tf >= min_tf {
+                let tf = tf as f32;
+                let norm = encode_norm(lens.get(d as usize).map_or(0, |l| l.load(Relaxed)));
+                // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
+                if bm.may_reach_norm(tf, norm, need) {
+                    let score = bm.score(tf, norm);
+                    if score >= theta {
+                        col.push_score(Entry(score, base + d));
+                        if prune && col.heap.len() >= col.cap {
+                            theta = col.theta();
+                            need = theta - theta.abs() * FILTER_SLACK;
+                            min_tf = bm.min_tf(shortest, need);
+                        }
                     }
                 }
             }
         }
         d = p.next();
+    }
+}
+
+/// Most terms [`fresh_conj_top_k`] takes (more go through the scorer tree).
+const FRESH_MAX_TERMS: usize = 8;
+
+/// AND of terms on the fresh segment: leapfrog over its postings (walked in place, the rarest list in this
+/// segment leading), each match scored term by term in query order — the order `ConjScorer` and
+/// [`conj_top_k`] add in, so a doc scores the same on every path — and counted exactly.
+fn fresh_conj_top_k(
+    ctx: &Ctx<'_>,
+    si: usize,
+    f: &FreshSegment,
+    must: &[Weight],
+    col: &mut Collector,
+    prune: bool,
+) {
+    let seg = &ctx.segs[si];
+    let n = must.len();
+    assert!(n <= FRESH_MAX_TERMS, "the caller checks the term count");
+    let mut curs: [Option<FreshPostings<'_>>; FRESH_MAX_TERMS] = Default::default();
+    let mut scoring: [Option<(&Bm25Doc, &[AtomicU32])>; FRESH_MAX_TERMS] = [None; FRESH_MAX_TERMS];
+    let (mut lead, mut lead_df) = (0, u32::MAX);
+    for (i, w) in must.iter().enumerate() {
+        let Weight::Term { key, field, bm, .. } = w else { unreachable!("the caller checks the clauses") };
+        // A term this segment lacks: no document here matches.
+        let Some(SegTerm::Fresh(e)) = ctx.terms.get(key.as_slice()).map(|t| t.per_seg[si]) else { return };
+        let df = f.df_below(e, seg.visible).unwrap_or(u32::MAX - 1);
+        if df < lead_df {
+            (lead, lead_df) = (i, df);
+        }
+        curs[i] = Some(f.postings(e, seg.visible));
+        scoring[i] = Some((bm, f.lengths(*field)));
+    }
+    let (curs, scoring) = (&mut curs[..n], &scoring[..n]);
+    let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
+    let any_deleted = del.count() > 0;
+    let mut theta = if prune { col.theta() } else { f32::NEG_INFINITY };
+    let at = |c: &Option<FreshPostings<'_>>| c.as_ref().map_or(NO_DOC, |c| c.doc());
+    let mut d = at(&curs[lead]);
+    'docs: while d != NO_DOC {
+        for t in 0..n {
+            if t == lead {
+                continue;
+            }
+            let x = curs[t].as_mut().map_or(NO_DOC, |c| c.advance(d));
+            if x == NO_DOC {
+                break 'docs;
+            }
+            if x > d {
+                d = curs[lead].as_mut().map_or(NO_DOC, |c| c.advance(x));
+                continue 'docs;
+            }
+        }
+        if !(any_deleted && del.is_deleted(d)) {
+            col.total += 1;
+            let mut score = 0.0f32;
+            for (c, sc) in curs.iter().zip(scoring) {
+                if let (Some(c), Some((bm, lens))) = (c, sc) {
+                    let norm = encode_norm(lens.get(d as usize).map_or(0, |l| l.load(Relaxed)));
+                    score += bm.score(c.freq() as f32, norm);
+                }
+            }
+            // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
+            if score >= theta {
+                col.push_score(Entry(score, base + d));
+                if prune && col.heap.len() >= col.cap {
+                    theta = col.theta();
+                }
+            }
+        }
+        d = curs[lead].as_mut().map_or(NO_DOC, |c| c.next());
     }
 }
 

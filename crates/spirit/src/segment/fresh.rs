@@ -9,10 +9,11 @@
 //! field dir[MAX_FIELDS]  word offset of each field's column block (norms and running sums, or numbers)
 //! bump area              term entries, posting blocks, stored records, column blocks
 //!
-//! term entry:     hash | key bytes | head block | tail block | (df, last doc) as one 64-bit word | key words...
-//!                 (entries start at even words so the pair is 8-byte aligned)
+//! term entry:     hash | key bytes | head block | tail block | (df, last doc) as one 64-bit word
+//!                 | the pair before the last posting, as one 64-bit word | key words...
+//!                 (entries start at even words so the pairs are 8-byte aligned)
 //! posting block:  capacity | used | next block | postings: doc, tf, positions[tf] ...
-//! text column:    norms[max_docs] | running length[max_docs] | running doc count[max_docs]
+//! text column:    norms[max_docs] | running length[max_docs] | running doc count[max_docs] | shortest length
 //! numeric column: f64 bits as two words per doc (NaN = no value)
 //! ```
 //!
@@ -30,14 +31,18 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering::*};
 
-const ENTRY_HEADER: usize = 6;
+const ENTRY_HEADER: usize = 8;
 /// Word offset, within a term entry, of the 64-bit (df, last doc) pair.
 const ENTRY_DF: usize = 4;
+/// Word offset, within a term entry, of the (df, last doc) pair as it was before the last posting.
+const ENTRY_PREV_DF: usize = 6;
 const BLOCK_HEADER: usize = 3;
 const FIRST_BLOCK: usize = 6;
 const MAX_BLOCK: usize = 4096;
 const KIND_TEXT: u32 = 1;
 const KIND_NUMERIC: u32 = 2;
+/// Words of a text column besides its three per-document arrays: the kind and the shortest length.
+const TEXT_COLUMN_EXTRA: usize = 2;
 
 /// A fresh segment. Shared (`Arc`) between its writer and any number of readers.
 pub struct FreshSegment {
@@ -156,7 +161,7 @@ impl FreshSegment {
             })
             .sum();
         let record = 2 + words_for(doc.id.len()) + words_for(doc.source.len());
-        postings + record + new_fields * (1 + 3 * self.max_docs as usize)
+        postings + record + new_fields * (TEXT_COLUMN_EXTRA + 3 * self.max_docs as usize)
     }
 
     /// Appends one document and publishes it. The caller is the only writer.
@@ -172,8 +177,9 @@ impl FreshSegment {
         // Column blocks for fields this segment has not seen yet.
         for &(f, _) in &doc.lens {
             if w[self.field_dir + f as usize].load(Relaxed) == 0 {
-                let at = self.bump(&mut st, 1 + 3 * self.max_docs as usize)?;
+                let at = self.bump(&mut st, TEXT_COLUMN_EXTRA + 3 * self.max_docs as usize)?;
                 w[at].store(KIND_TEXT, Relaxed);
+                w[at + 1 + 3 * self.max_docs as usize].store(u32::MAX, Relaxed);
                 w[self.field_dir + f as usize].store(at as u32, Release);
                 st.term_fields.push(f);
             }
@@ -243,6 +249,12 @@ impl FreshSegment {
             w[col + 1 + local as usize].store(len.unwrap_or(0), Relaxed);
             w[col + 1 + md + local as usize].store(prev_len + len.unwrap_or(0), Relaxed);
             w[col + 1 + 2 * md + local as usize].store(prev_cnt + len.is_some() as u32, Relaxed);
+            if let Some(len) = len {
+                let shortest = &w[col + 1 + 3 * md];
+                if len < shortest.load(Relaxed) {
+                    shortest.store(len, Relaxed);
+                }
+            }
         }
         for &(f, x) in &doc.numerics {
             let col = w[self.field_dir + f as usize].load(Relaxed) as usize;
@@ -353,8 +365,12 @@ impl FreshSegment {
         }
         w[tail + 1].store((used + need) as u32, Release);
         // (df, last doc) change together, so a reader can tell whether df counts only docs below its watermark.
+        // The previous pair first: a reader that finds the current one unchanged around its read of the
+        // previous one knows the previous one is at most one posting older (see `df_below`).
         let pair = self.block.atomic_u64_at(entry + ENTRY_DF);
-        let df = (pair.load(Relaxed) >> 32) + 1;
+        let old = pair.load(Relaxed);
+        self.block.atomic_u64_at(entry + ENTRY_PREV_DF).store(old, Release);
+        let df = (old >> 32) + 1;
         pair.store(df << 32 | doc as u64, Release);
         Ok(())
     }
@@ -362,9 +378,20 @@ impl FreshSegment {
     /// Document frequency of a term among the documents below `limit`, in O(1) when no document at or
     /// after `limit` has the term yet (the usual case); `None` when the caller must count postings instead.
     pub fn df_below(&self, entry: u32, limit: u32) -> Option<u32> {
-        let pair = self.block.atomic_u64_at(entry as usize + ENTRY_DF).load(Acquire);
+        let cur = self.block.atomic_u64_at(entry as usize + ENTRY_DF);
+        let pair = cur.load(Acquire);
         let (df, last) = ((pair >> 32) as u32, pair as u32);
-        (df == 0 || last < limit).then_some(df)
+        if df == 0 || last < limit {
+            return Some(df);
+        }
+        // Usually only the document being inserted is past the reader's watermark: the pair before its
+        // posting says how many came earlier. The writer stores that pair before the current one, so if the
+        // current pair is unchanged after it is read, it is the pair one posting older or (a next posting
+        // under way) the current one again, which the df check rejects.
+        let prev = self.block.atomic_u64_at(entry as usize + ENTRY_PREV_DF).load(Acquire);
+        let (prev_df, prev_last) = ((prev >> 32) as u32, prev as u32);
+        (cur.load(Acquire) == pair && prev_df + 1 == df && (prev_df == 0 || prev_last < limit))
+            .then_some(prev_df)
     }
 
     /// Looks a term key up; returns a handle for [`postings`](Self::postings).
@@ -431,6 +458,14 @@ impl FreshSegment {
     /// Field length (tokens) of `doc` in a term field.
     pub fn field_len(&self, field: u16, doc: u32) -> u32 {
         self.column(field, KIND_TEXT).map_or(0, |c| self.w()[c + doc as usize].load(Relaxed))
+    }
+
+    /// A lower bound on the length (tokens) of the field in every document of the segment that has it — the
+    /// shortest written so far, which may already count a document past a reader's watermark (only ever
+    /// lower, so still a bound); `u32::MAX` when no document has the field.
+    pub fn shortest_length(&self, field: u16) -> u32 {
+        let md = self.max_docs as usize;
+        self.column(field, KIND_TEXT).map_or(u32::MAX, |c| self.w()[c + 3 * md].load(Relaxed))
     }
 
     /// Every document's length (tokens) in a term field, indexed by local doc (empty when no document of
@@ -549,5 +584,73 @@ impl FreshPostings<'_> {
         out.clear();
         let w = self.seg.w();
         out.extend((0..self.tf as usize).map(|k| w[self.pos_at + k].load(Relaxed)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{DramHeap, RingKind};
+    use crate::schema::{analyze_document, Schema};
+    use serde_json::json;
+
+    /// The shortest length of a text field is a bound over every document written (and only over documents
+    /// that have the field); a field no document has bounds nothing.
+    #[test]
+    fn shortest_length_bounds_every_document() {
+        let schema = Schema::from_mappings(
+            &json!({"properties": {"body": {"type": "text"}, "title": {"type": "text"}, "tag": {"type": "text"}}}),
+        )
+        .unwrap();
+        let heap = DramHeap::new(4 << 20, 3 << 20).unwrap();
+        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 2 << 20).unwrap(), 1000);
+        let body = schema.field_id("body").unwrap();
+        let title = schema.field_id("title").unwrap();
+        let tag = schema.field_id("tag").unwrap();
+        let docs = [
+            json!({"body": "a b c d e", "title": "x y"}),
+            json!({"body": "a b c"}),
+            json!({"body": "a b c d e f g", "title": "x y z"}),
+        ];
+        for (i, d) in docs.iter().enumerate() {
+            fresh.insert(&analyze_document(&schema, format!("d{i}"), d).unwrap()).unwrap();
+        }
+        assert_eq!(fresh.shortest_length(body), 3);
+        assert_eq!(fresh.shortest_length(title), 2, "documents without the field do not count");
+        assert_eq!(fresh.shortest_length(tag), u32::MAX);
+        for d in 0..3 {
+            assert!(fresh.field_len(body, d) >= fresh.shortest_length(body));
+        }
+    }
+
+    /// `df_below` is exact whenever it answers: in O(1) when at most the term's last posting is at or past
+    /// the limit, `None` (count the postings) when more are.
+    #[test]
+    fn df_below_counts_postings_below_the_limit() {
+        let schema = Schema::from_mappings(&json!({"properties": {"body": {"type": "text"}}})).unwrap();
+        let heap = DramHeap::new(4 << 20, 3 << 20).unwrap();
+        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 2 << 20).unwrap(), 1000);
+        // "x" in docs 0, 2, 3, 4 and 7.
+        let has_x = [true, false, true, true, true, false, false, true];
+        for (i, &x) in has_x.iter().enumerate() {
+            let body = if x { "x y" } else { "y" };
+            fresh
+                .insert(&analyze_document(&schema, format!("d{i}"), &json!({ "body": body })).unwrap())
+                .unwrap();
+        }
+        let body = schema.field_id("body").unwrap();
+        let key = [&body.to_be_bytes()[..], b"x"].concat();
+        let e = fresh.lookup(&key).unwrap();
+        for limit in 0..=8u32 {
+            let below = has_x[..limit as usize].iter().filter(|&&x| x).count() as u32;
+            let past = 5 - below;
+            match fresh.df_below(e, limit) {
+                Some(df) => assert_eq!(df, below, "limit {limit}"),
+                None => assert!(past > 1, "limit {limit}: {past} posting(s) past it, answerable in O(1)"),
+            }
+            if past <= 1 {
+                assert_eq!(fresh.df_below(e, limit), Some(below), "limit {limit}");
+            }
+        }
     }
 }
