@@ -83,7 +83,7 @@ fn fast_paths_on_long_lists_match_the_reference() {
     }
 }
 
-/// Single terms and conjunctions on the fresh segment (walked in place) alone and after image segments
+/// Single terms, conjunctions and disjunctions on the fresh segment (walked in place) alone and after images
 /// (whose hits set θ before it is reached), with deletes in both: every answer checked against the reference.
 #[test]
 fn fresh_segment_paths_match_the_reference() {
@@ -108,6 +108,12 @@ fn fresh_segment_paths_match_the_reference() {
         "+title:w0 +body:w1",
         "+body:w0 +body:zzz",
         "+body:w0 +body:w1 +body:w2 +body:w3 +body:w4 +body:w5 +body:w6 +body:w7 +body:w8",
+        "body:w0 body:w1",
+        "body:w3 body:w150",
+        "title:w0 body:w1",
+        "body:w0 body:zzz",
+        "body:w199 body:w150 body:w120",
+        "body:w1 body:w2 body:w3 body:w4 body:w5 body:w6 body:w7 body:w8",
     ];
     for i in 0..5000 {
         let len = 3 + next() % 60;

@@ -1507,6 +1507,16 @@ fn eval_segment(
                     fresh_conj_top_k(ctx, si, f, must, col, prune);
                     return Ok(());
                 }
+                Weight::Bool { must, should, must_not, filter }
+                    if must.is_empty()
+                        && (2..=FRESH_MAX_TERMS).contains(&should.len())
+                        && must_not.is_empty()
+                        && filter.is_empty()
+                        && should.iter().all(|w| matches!(w, Weight::Term { .. })) =>
+                {
+                    fresh_disj_top_k(ctx, si, f, should, col, prune);
+                    return Ok(());
+                }
                 _ => {}
             }
         }
@@ -1758,22 +1768,23 @@ fn fresh_conj_top_k(
 ) {
     let seg = &ctx.segs[si];
     let n = must.len();
-    assert!(n <= FRESH_MAX_TERMS, "the caller checks the term count");
-    let mut curs: [Option<FreshPostings<'_>>; FRESH_MAX_TERMS] = Default::default();
-    let mut scoring: [Option<(&Bm25Doc, &[AtomicU32])>; FRESH_MAX_TERMS] = [None; FRESH_MAX_TERMS];
+    let (mut curs, scoring) = fresh_terms(ctx, si, f, must);
+    let (curs, scoring) = (&mut curs[..n], &scoring[..n]);
+    if curs.iter().any(Option::is_none) {
+        // A term this segment lacks: no document here matches.
+        return;
+    }
+    // The rarest list here leads (by df below the watermark; a list being written to right now counts as long).
     let (mut lead, mut lead_df) = (0, u32::MAX);
     for (i, w) in must.iter().enumerate() {
-        let Weight::Term { key, field, bm, .. } = w else { unreachable!("the caller checks the clauses") };
-        // A term this segment lacks: no document here matches.
-        let Some(SegTerm::Fresh(e)) = ctx.terms.get(key.as_slice()).map(|t| t.per_seg[si]) else { return };
-        let df = f.df_below(e, seg.visible).unwrap_or(u32::MAX - 1);
-        if df < lead_df {
-            (lead, lead_df) = (i, df);
+        let Weight::Term { key, .. } = w else { unreachable!("the caller checks the clauses") };
+        if let Some(SegTerm::Fresh(e)) = ctx.terms.get(key.as_slice()).map(|t| t.per_seg[si]) {
+            let df = f.df_below(e, seg.visible).unwrap_or(u32::MAX - 1);
+            if df < lead_df {
+                (lead, lead_df) = (i, df);
+            }
         }
-        curs[i] = Some(f.postings(e, seg.visible));
-        scoring[i] = Some((bm, f.lengths(*field)));
     }
-    let (curs, scoring) = (&mut curs[..n], &scoring[..n]);
     let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
     let any_deleted = del.count() > 0;
     let mut theta = if prune { col.theta() } else { f32::NEG_INFINITY };
@@ -1811,6 +1822,87 @@ fn fresh_conj_top_k(
             }
         }
         d = curs[lead].as_mut().map_or(NO_DOC, |c| c.next());
+    }
+}
+
+/// The fresh segment's postings and scoring inputs of each of a query's terms (`None`: not in this
+/// segment).
+type FreshTerms<'a> =
+    ([Option<FreshPostings<'a>>; FRESH_MAX_TERMS], [Option<(&'a Bm25Doc, &'a [AtomicU32])>; FRESH_MAX_TERMS]);
+
+fn fresh_terms<'a>(ctx: &'a Ctx<'a>, si: usize, f: &'a FreshSegment, terms: &'a [Weight]) -> FreshTerms<'a> {
+    assert!(terms.len() <= FRESH_MAX_TERMS, "the caller checks the term count");
+    let mut curs: [Option<FreshPostings<'_>>; FRESH_MAX_TERMS] = Default::default();
+    let mut scoring = [None; FRESH_MAX_TERMS];
+    let visible = ctx.segs[si].visible;
+    for (i, w) in terms.iter().enumerate() {
+        let Weight::Term { key, field, bm, .. } = w else { unreachable!("the caller checks the clauses") };
+        if let Some(SegTerm::Fresh(e)) = ctx.terms.get(key.as_slice()).map(|t| t.per_seg[si]) {
+            curs[i] = Some(f.postings(e, visible));
+            scoring[i] = Some((bm, f.lengths(*field)));
+        }
+    }
+    (curs, scoring)
+}
+
+/// OR of terms on the fresh segment: the lists merged doc by doc (walked in place), each doc counted exactly
+/// and, unless its terms' idf bounds add up below θ, scored over the terms it has in query order — the
+/// order `UnionScorer` and [`disj_top_k`] add in.
+fn fresh_disj_top_k(
+    ctx: &Ctx<'_>,
+    si: usize,
+    f: &FreshSegment,
+    should: &[Weight],
+    col: &mut Collector,
+    prune: bool,
+) {
+    let seg = &ctx.segs[si];
+    let n = should.len();
+    let (mut curs, scoring) = fresh_terms(ctx, si, f, should);
+    let (curs, scoring) = (&mut curs[..n], &scoring[..n]);
+    let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
+    let any_deleted = del.count() > 0;
+    let mut theta = if prune { col.theta() } else { f32::NEG_INFINITY };
+    let mut need = theta - theta.abs() * FILTER_SLACK;
+    loop {
+        let d = curs.iter().flatten().map(|c| c.doc()).min().unwrap_or(NO_DOC);
+        if d == NO_DOC {
+            break;
+        }
+        let counted = !(any_deleted && del.is_deleted(d));
+        // A doc whose terms' bounds (a term scores below its idf) add up below θ is counted, not scored.
+        let bound: f32 = curs
+            .iter()
+            .zip(scoring)
+            .filter_map(|(c, sc)| match (c, sc) {
+                (Some(c), Some((bm, _))) if c.doc() == d => Some(bm.idf),
+                _ => None,
+            })
+            .sum();
+        let scored = counted && bound >= need;
+        let mut score = 0.0f32;
+        for (c, sc) in curs.iter_mut().zip(scoring) {
+            if let (Some(c), Some((bm, lens))) = (c, sc) {
+                if c.doc() == d {
+                    if scored {
+                        let norm = encode_norm(lens.get(d as usize).map_or(0, |l| l.load(Relaxed)));
+                        score += bm.score(c.freq() as f32, norm);
+                    }
+                    c.next();
+                }
+            }
+        }
+        if counted {
+            col.total += 1;
+            // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
+            if scored && score >= theta {
+                col.push_score(Entry(score, base + d));
+                if prune && col.heap.len() >= col.cap {
+                    theta = col.theta();
+                    need = theta - theta.abs() * FILTER_SLACK;
+                }
+            }
+        }
     }
 }
 
