@@ -28,6 +28,9 @@ pub struct Workload {
     /// `eager` (right after engraving).
     #[arg(long, default_value = "lazy")]
     pub commit: spirit::CommitPolicy,
+    /// Lazy commit's bound on unmerged engraved segments (`ShardConfig::max_unmerged`); `none`: no bound.
+    #[arg(long, default_value = "2")]
+    pub max_unmerged: String,
     /// Shards of the index (the DRAM budget is split between them); 1 matches the baselines' one query
     /// thread, more evaluate a query's shards in parallel.
     #[arg(long, default_value_t = 1)]
@@ -40,6 +43,10 @@ impl Workload {
             dram_budget: spirit::parse_size(&self.dram_budget).expect("dram budget") as usize,
             durability: self.durability,
             commit: self.commit,
+            max_unmerged: match self.max_unmerged.as_str() {
+                "none" => None,
+                n => Some(n.parse().expect("--max-unmerged: a number or none")),
+            },
             ..Default::default()
         }
     }
