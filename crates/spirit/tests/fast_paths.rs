@@ -143,3 +143,42 @@ fn fresh_segment_paths_match_the_reference() {
         check(&index, &r, q, "images and fresh");
     }
 }
+
+/// The fresh segment's loops under other BM25 parameters (k1 = 0: every length term is 0; b = 1) answer as
+/// the image paths do over the same documents once sealed: same ids, bit-identical scores.
+#[test]
+fn fresh_segment_paths_equal_the_image_paths_under_other_bm25() {
+    for (k1, b) in [(0.0, 0.75), (2.0, 1.0)] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = ShardConfig { dram_budget: 16 << 20, max_docs_per_segment: 5000, ..Default::default() };
+        let settings = spirit::IndexSettings { bm25_k1: k1, bm25_b: b, ..Default::default() };
+        let index = Index::open("c", dir.path(), cfg, Some(&mappings()), Some(settings)).unwrap();
+        let mut x = 0x1234_5678_9abc_def1u64;
+        let mut next = || xorshift(&mut x);
+        for i in 0..2000 {
+            let len = 3 + next() % 60;
+            let body: Vec<String> = (0..len).map(|_| word(zipf_term(next()))).collect();
+            let d =
+                RefDoc { id: i.to_string(), title: vec![], body, tag: "t".into(), n: 0, live: true, seq: 0 };
+            index.add(d.json()).unwrap();
+        }
+        let queries = ["body:w0", "body:w7", "+body:w0 +body:w1", "body:w0 body:w9 body:w30"];
+        let run = |index: &Index| -> Vec<Vec<(String, u32)>> {
+            let mut out = vec![];
+            for q in queries {
+                for track_total in [false, true] {
+                    let o = SearchOptions { limit: 10, track_total, cache: false, ..Default::default() };
+                    let r = index.search(q, &o).unwrap();
+                    assert_eq!(r.hits.len(), 10, "{q} k1 {k1} b {b}");
+                    out.push(r.hits.iter().map(|h| (h.id.clone(), h.score.to_bits())).collect());
+                }
+            }
+            out
+        };
+        let fresh = run(&index);
+        assert_eq!(index.stats().shard.segments.values().sum::<usize>(), 1, "only the fresh segment");
+        index.seal().unwrap();
+        index.wait_idle().unwrap();
+        assert_eq!(run(&index), fresh, "k1 {k1} b {b}");
+    }
+}

@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use spirit::gdt::SegState;
 use spirit::query::Query;
-use spirit::{CommitPolicy, CompactionPolicy, Index, SearchOptions, ShardConfig};
+use spirit::{CommitPolicy, CompactionPolicy, Durability, Index, SearchOptions, ShardConfig};
 
 fn cfg() -> ShardConfig {
     ShardConfig {
@@ -80,11 +80,14 @@ fn every_stage_answers_like_the_reference() {
 /// committed and merged even though DRAM is plentiful); `None` keeps every one until DRAM runs short.
 #[test]
 fn lazy_commit_bounds_the_unmerged_segments() {
-    for max in [None, Some(0), Some(1), Some(3)] {
+    let runs = [None, Some(0), Some(1), Some(3)].map(|m| (m, Durability::Graceful));
+    // Crash-safe: the engraver checkpoints between engraving a segment and committing the ones over the
+    // bound, and `wait_idle` must not return in between.
+    for (max, durability) in runs.into_iter().chain([(Some(1), Durability::CrashSafe)]) {
         let dir = tempfile::tempdir().unwrap();
         // Compaction off: merged segments stay one per image, so the counts are exact.
         let compaction = CompactionPolicy { factor: 0, ..Default::default() };
-        let c = ShardConfig { max_unmerged: max, compaction, ..cfg() };
+        let c = ShardConfig { max_unmerged: max, compaction, durability, ..cfg() };
         let index = Index::open("t", dir.path(), c, Some(&mappings()), None).unwrap();
         let mut r = Reference::default();
         for i in 0..30 {

@@ -1713,6 +1713,9 @@ fn fresh_term_top_k(
 ) {
     let seg = &ctx.segs[si];
     let Some(SegTerm::Fresh(e)) = ctx.terms.get(key).map(|t| t.per_seg[si]) else { return };
+    if fresh_cannot_compete(col, prune, bm.idf) {
+        return;
+    }
     let lens = f.lengths(field);
     // No document here is shorter: a posting whose frequency is below `min_tf` cannot reach θ even there, so
     // it is passed over on one integer comparison, its length not even read.
@@ -1734,8 +1737,9 @@ fn fresh_term_top_k(
             if tf >= min_tf {
                 let tf = tf as f32;
                 let norm = encode_norm(lens.get(d as usize).map_or(0, |l| l.load(Relaxed)));
-                // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
-                if bm.may_reach_norm(tf, norm, need) {
+                // Below the k-th best nothing enters (equal may: the newer doc wins the tie). (Without θ
+                // every posting may; the test is skipped, as −∞ · 0 would make it fail when k1 = 0.)
+                if need == f32::NEG_INFINITY || bm.may_reach_norm(tf, norm, need) {
                     let score = bm.score(tf, norm);
                     if score >= theta {
                         col.push_score(Entry(score, base + d));
@@ -1772,6 +1776,9 @@ fn fresh_conj_top_k(
     let (curs, scoring) = (&mut curs[..n], &scoring[..n]);
     if curs.iter().any(Option::is_none) {
         // A term this segment lacks: no document here matches.
+        return;
+    }
+    if fresh_cannot_compete(col, prune, scoring.iter().flatten().map(|(bm, _)| bm.idf).sum()) {
         return;
     }
     // The rarest list here leads (by df below the watermark; a list being written to right now counts as long).
@@ -1825,6 +1832,17 @@ fn fresh_conj_top_k(
     }
 }
 
+/// With pruning and a full top-k, whether a bound on every score in the fresh segment (`ub`: the terms'
+/// idfs, as a term scores below its idf; with a margin for rounding) is below θ; the segment is then skipped uncounted, as the scorer
+/// tree skips it, and the total is no longer exact.
+fn fresh_cannot_compete(col: &mut Collector, prune: bool, ub: f32) -> bool {
+    let skip = prune && col.heap.len() >= col.cap && ub * BOUND_SLACK < col.theta();
+    if skip {
+        col.exact = false;
+    }
+    skip
+}
+
 /// The fresh segment's postings and scoring inputs of each of a query's terms (`None`: not in this
 /// segment).
 type FreshTerms<'a> =
@@ -1860,6 +1878,9 @@ fn fresh_disj_top_k(
     let n = should.len();
     let (mut curs, scoring) = fresh_terms(ctx, si, f, should);
     let (curs, scoring) = (&mut curs[..n], &scoring[..n]);
+    if fresh_cannot_compete(col, prune, scoring.iter().flatten().map(|(bm, _)| bm.idf).sum()) {
+        return;
+    }
     let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
     let any_deleted = del.count() > 0;
     let mut theta = if prune { col.theta() } else { f32::NEG_INFINITY };

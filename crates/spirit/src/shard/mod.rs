@@ -714,12 +714,20 @@ impl Shard {
                 (!w.closed).then_some(w.fresh_id)
             };
             let snap = self.inner.gdt.pin();
-            // Busy while a sealed segment waits for the flusher or engraver, or the merger can merge the
-            // oldest unmerged segment (committed; merges go in segment order).
-            let busy = snap
-                .segments
-                .iter()
-                .any(|s| Some(s.id) != active && matches!(s.state, SegState::Fresh | SegState::Flushed))
+            // Busy while a sealed segment waits for the flusher or engraver, the engraver has yet to commit
+            // what the commit policy commits right after engraving (it marks a segment engraved first), or
+            // the merger can merge the oldest unmerged segment (committed; merges go in segment order).
+            let engraved = snap.segments.iter().filter(|s| s.state == SegState::Engraved).count();
+            let to_commit = match (self.inner.cfg.commit, self.inner.cfg.max_unmerged) {
+                (CommitPolicy::Eager, _) => engraved > 0,
+                (CommitPolicy::Lazy, Some(max)) => engraved > max,
+                (CommitPolicy::Lazy, None) => false,
+            };
+            let busy = to_commit
+                || snap
+                    .segments
+                    .iter()
+                    .any(|s| Some(s.id) != active && matches!(s.state, SegState::Fresh | SegState::Flushed))
                 || snap
                     .segments
                     .iter()
