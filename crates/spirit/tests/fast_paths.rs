@@ -13,6 +13,14 @@ fn word(i: u64) -> String {
     format!("w{i}")
 }
 
+/// Document `i`: a body of 3 to 62 Zipf-chosen words and, with `title`, a title of 1 to 3.
+fn random_doc(i: usize, title: bool, next: &mut impl FnMut() -> u64) -> RefDoc {
+    let len = 3 + next() % 60;
+    let body: Vec<String> = (0..len).map(|_| word(zipf_term(next()))).collect();
+    let title = if title { (0..1 + next() % 3).map(|_| word(zipf_term(next()))).collect() } else { vec![] };
+    RefDoc { id: i.to_string(), title, body, tag: "t".into(), n: 0, live: true, seq: 0 }
+}
+
 fn check(index: &Index, r: &Reference, q: &str, ctx: &str) {
     let parsed = spirit::query::parse(q).unwrap();
     for k in [1, 10, 60] {
@@ -36,10 +44,7 @@ fn fast_paths_on_long_lists_match_the_reference() {
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = || xorshift(&mut x);
     for i in 0..6000 {
-        let len = 3 + next() % 60;
-        let body: Vec<String> = (0..len).map(|_| word(zipf_term(next()))).collect();
-        let title: Vec<String> = (0..1 + next() % 3).map(|_| word(zipf_term(next()))).collect();
-        let d = RefDoc { id: i.to_string(), title, body, tag: "t".into(), n: 0, live: true, seq: 0 };
+        let d = random_doc(i, true, &mut next);
         index.add(d.json()).unwrap();
         r.add(d);
     }
@@ -116,10 +121,7 @@ fn fresh_segment_paths_match_the_reference() {
         "body:w1 body:w2 body:w3 body:w4 body:w5 body:w6 body:w7 body:w8",
     ];
     for i in 0..5000 {
-        let len = 3 + next() % 60;
-        let body: Vec<String> = (0..len).map(|_| word(zipf_term(next()))).collect();
-        let title: Vec<String> = (0..1 + next() % 3).map(|_| word(zipf_term(next()))).collect();
-        let d = RefDoc { id: i.to_string(), title, body, tag: "t".into(), n: 0, live: true, seq: 0 };
+        let d = random_doc(i, true, &mut next);
         index.add(d.json()).unwrap();
         r.add(d);
         if i % 13 == 5 {
@@ -156,10 +158,7 @@ fn fresh_segment_paths_equal_the_image_paths_under_other_bm25() {
         let mut x = 0x1234_5678_9abc_def1u64;
         let mut next = || xorshift(&mut x);
         for i in 0..2000 {
-            let len = 3 + next() % 60;
-            let body: Vec<String> = (0..len).map(|_| word(zipf_term(next()))).collect();
-            let d =
-                RefDoc { id: i.to_string(), title: vec![], body, tag: "t".into(), n: 0, live: true, seq: 0 };
+            let d = random_doc(i, false, &mut next);
             index.add(d.json()).unwrap();
         }
         let queries = ["body:w0", "body:w7", "+body:w0 +body:w1", "body:w0 body:w9 body:w30"];

@@ -549,6 +549,7 @@ impl Postings<'_> {
 }
 
 /// One-byte norms (`codec::encode_norm` of the field length) per document.
+#[derive(Clone, Copy)]
 pub(super) enum Norms<'a> {
     Image(&'a [u8]),
     Fresh(&'a [AtomicU32]),
@@ -1716,7 +1717,7 @@ fn fresh_term_top_k(
     if fresh_cannot_compete(col, prune, bm.idf) {
         return;
     }
-    let lens = f.lengths(field);
+    let norms = norms(seg, field);
     // No document here is shorter: a posting whose frequency is below `min_tf` cannot reach θ even there, so
     // it is passed over on one integer comparison, its length not even read.
     let shortest = encode_norm(f.shortest_length(field));
@@ -1736,7 +1737,7 @@ fn fresh_term_top_k(
             let tf = p.freq();
             if tf >= min_tf {
                 let tf = tf as f32;
-                let norm = encode_norm(lens.get(d as usize).map_or(0, |l| l.load(Relaxed)));
+                let norm = norms.get(d);
                 // Below the k-th best nothing enters (equal may: the newer doc wins the tie). (Without θ
                 // every posting may; the test is skipped, as −∞ · 0 would make it fail when k1 = 0.)
                 if need == f32::NEG_INFINITY || bm.may_reach_norm(tf, norm, need) {
@@ -1772,7 +1773,7 @@ fn fresh_conj_top_k(
 ) {
     let seg = &ctx.segs[si];
     let n = must.len();
-    let (mut curs, scoring) = fresh_terms(ctx, si, f, must);
+    let (mut curs, scoring, dfs) = fresh_terms(ctx, si, f, must);
     let (curs, scoring) = (&mut curs[..n], &scoring[..n]);
     if curs.iter().any(Option::is_none) {
         // A term this segment lacks: no document here matches.
@@ -1781,17 +1782,8 @@ fn fresh_conj_top_k(
     if fresh_cannot_compete(col, prune, scoring.iter().flatten().map(|(bm, _)| bm.idf).sum()) {
         return;
     }
-    // The rarest list here leads (by df below the watermark; a list being written to right now counts as long).
-    let (mut lead, mut lead_df) = (0, u32::MAX);
-    for (i, w) in must.iter().enumerate() {
-        let Weight::Term { key, .. } = w else { unreachable!("the caller checks the clauses") };
-        if let Some(SegTerm::Fresh(e)) = ctx.terms.get(key.as_slice()).map(|t| t.per_seg[si]) {
-            let df = f.df_below(e, seg.visible).unwrap_or(u32::MAX - 1);
-            if df < lead_df {
-                (lead, lead_df) = (i, df);
-            }
-        }
-    }
+    // The rarest list here leads.
+    let lead = (0..n).min_by_key(|&i| dfs[i]).unwrap_or(0);
     let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
     let any_deleted = del.count() > 0;
     let mut theta = if prune { col.theta() } else { f32::NEG_INFINITY };
@@ -1815,9 +1807,8 @@ fn fresh_conj_top_k(
             col.total += 1;
             let mut score = 0.0f32;
             for (c, sc) in curs.iter().zip(scoring) {
-                if let (Some(c), Some((bm, lens))) = (c, sc) {
-                    let norm = encode_norm(lens.get(d as usize).map_or(0, |l| l.load(Relaxed)));
-                    score += bm.score(c.freq() as f32, norm);
+                if let (Some(c), Some((bm, norms))) = (c, sc) {
+                    score += bm.score(c.freq() as f32, norms.get(d));
                 }
             }
             // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
@@ -1843,24 +1834,30 @@ fn fresh_cannot_compete(col: &mut Collector, prune: bool, ub: f32) -> bool {
     skip
 }
 
-/// The fresh segment's postings and scoring inputs of each of a query's terms (`None`: not in this
-/// segment).
-type FreshTerms<'a> =
-    ([Option<FreshPostings<'a>>; FRESH_MAX_TERMS], [Option<(&'a Bm25Doc, &'a [AtomicU32])>; FRESH_MAX_TERMS]);
+/// The fresh segment's postings, scoring inputs and document frequency of each of a query's terms (`None`,
+/// 0: not in this segment).
+type FreshTerms<'a> = (
+    [Option<FreshPostings<'a>>; FRESH_MAX_TERMS],
+    [Option<(&'a Bm25Doc, Norms<'a>)>; FRESH_MAX_TERMS],
+    [u32; FRESH_MAX_TERMS],
+);
 
 fn fresh_terms<'a>(ctx: &'a Ctx<'a>, si: usize, f: &'a FreshSegment, terms: &'a [Weight]) -> FreshTerms<'a> {
     assert!(terms.len() <= FRESH_MAX_TERMS, "the caller checks the term count");
     let mut curs: [Option<FreshPostings<'_>>; FRESH_MAX_TERMS] = Default::default();
     let mut scoring = [None; FRESH_MAX_TERMS];
-    let visible = ctx.segs[si].visible;
+    let mut dfs = [0; FRESH_MAX_TERMS];
+    let seg = &ctx.segs[si];
     for (i, w) in terms.iter().enumerate() {
         let Weight::Term { key, field, bm, .. } = w else { unreachable!("the caller checks the clauses") };
         if let Some(SegTerm::Fresh(e)) = ctx.terms.get(key.as_slice()).map(|t| t.per_seg[si]) {
-            curs[i] = Some(f.postings(e, visible));
-            scoring[i] = Some((bm, f.lengths(*field)));
+            curs[i] = Some(f.postings(e, seg.visible));
+            scoring[i] = Some((bm, norms(seg, *field)));
+            // Below the watermark; a list being written to right now counts as long.
+            dfs[i] = f.df_below(e, seg.visible).unwrap_or(u32::MAX - 1);
         }
     }
-    (curs, scoring)
+    (curs, scoring, dfs)
 }
 
 /// OR of terms on the fresh segment: the lists merged doc by doc (walked in place), each doc counted exactly
@@ -1876,7 +1873,7 @@ fn fresh_disj_top_k(
 ) {
     let seg = &ctx.segs[si];
     let n = should.len();
-    let (mut curs, scoring) = fresh_terms(ctx, si, f, should);
+    let (mut curs, scoring, _) = fresh_terms(ctx, si, f, should);
     let (curs, scoring) = (&mut curs[..n], &scoring[..n]);
     if fresh_cannot_compete(col, prune, scoring.iter().flatten().map(|(bm, _)| bm.idf).sum()) {
         return;
@@ -1903,11 +1900,10 @@ fn fresh_disj_top_k(
         let scored = counted && bound >= need;
         let mut score = 0.0f32;
         for (c, sc) in curs.iter_mut().zip(scoring) {
-            if let (Some(c), Some((bm, lens))) = (c, sc) {
+            if let (Some(c), Some((bm, norms))) = (c, sc) {
                 if c.doc() == d {
                     if scored {
-                        let norm = encode_norm(lens.get(d as usize).map_or(0, |l| l.load(Relaxed)));
-                        score += bm.score(c.freq() as f32, norm);
+                        score += bm.score(c.freq() as f32, norms.get(d));
                     }
                     c.next();
                 }
