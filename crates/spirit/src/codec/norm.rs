@@ -17,17 +17,6 @@ pub const NORM_VALUES: usize = 256;
 /// Lengths below this encode as themselves.
 const FREE: u32 = 24;
 
-/// `longToInt4`: 3 mantissa bits after the implicit leading one, shift + 1 above them.
-fn to_int4(i: u32) -> u32 {
-    let bits = 32 - i.leading_zeros();
-    if bits < 4 {
-        i
-    } else {
-        let shift = bits - 4;
-        ((i >> shift) & 0x07) | ((shift + 1) << 3)
-    }
-}
-
 fn from_int4(i: u32) -> u32 {
     let bits = i & 0x07;
     let shift = (i >> 3) as i32 - 1;
@@ -38,15 +27,20 @@ fn from_int4(i: u32) -> u32 {
     }
 }
 
-/// The one-byte norm of a field of `len` tokens.
+/// The one-byte norm of a field of `len` tokens — `FREE + to_int4(len - FREE)` from `FREE` on, written
+/// without branches (block bounds encode the lengths of a block's impacts, which fall on either side of
+/// `FREE` unpredictably); a test holds it to the plain form.
 #[inline]
 pub fn encode_norm(len: u32) -> u8 {
-    if len < FREE {
-        len as u8
-    } else {
-        // Lucene's domain ends at i32::MAX (code 255); longer fields saturate there.
-        (FREE + to_int4(len - FREE)).min(255) as u8
-    }
+    let i = len.saturating_sub(FREE);
+    let bits = 32 - i.leading_zeros();
+    let shift = bits.saturating_sub(4);
+    // For i < 8 (bits < 4) `to_int4` is `i` itself: the same formula with the exponent part dropped.
+    let exp = if bits < 4 { 0 } else { (shift + 1) << 3 };
+    let int4 = ((i >> shift) & if bits < 4 { 0xF } else { 0x07 }) | exp;
+    // Lucene's domain ends at i32::MAX (code 255); longer fields saturate there.
+    let code = (FREE + int4).min(255);
+    (if len < FREE { len } else { code }) as u8
 }
 
 /// The field length a norm stands for (the largest that the encoding does not round down).
@@ -98,6 +92,38 @@ mod tests {
             assert_eq!(encode_norm(decode_norm(b)), b);
         }
         assert_eq!(encode_norm(u32::MAX), 255);
+    }
+
+    /// `longToInt4`: 3 mantissa bits after the implicit leading one, shift + 1 above them.
+    fn to_int4(i: u32) -> u32 {
+        let bits = 32 - i.leading_zeros();
+        if bits < 4 {
+            i
+        } else {
+            let shift = bits - 4;
+            ((i >> shift) & 0x07) | ((shift + 1) << 3)
+        }
+    }
+
+    /// The plain form of [`encode_norm`].
+    fn encode_norm_plain(len: u32) -> u8 {
+        if len < FREE {
+            len as u8
+        } else {
+            (FREE + to_int4(len - FREE)).min(255) as u8
+        }
+    }
+
+    #[test]
+    fn branch_free_encoding_equals_the_plain_one() {
+        let edges = (0..32).flat_map(|k| {
+            let p = 1u64 << k;
+            [p - 1, p, p + 1, p + FREE as u64 - 1, p + FREE as u64, p + FREE as u64 + 1]
+                .map(|x| x.min(u32::MAX as u64) as u32)
+        });
+        for len in (0..1 << 20).chain(edges).chain([u32::MAX - 1, u32::MAX]) {
+            assert_eq!(encode_norm(len), encode_norm_plain(len), "at {len}");
+        }
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub const BLOCK: usize = BitPacker4x::BLOCK_LEN;
 pub const NO_DOC: u32 = u32::MAX;
 /// Impacts kept per block.
 pub const IMPACTS: usize = 4;
+/// A block's impacts, (tf, quantized length) each, highest tf first; unused entries have tf 0.
+pub type Impacts = [(u32, u32); IMPACTS];
 const SKIP: usize = 12 + 8 * IMPACTS;
 
 /// How full blocks code their doc-id gaps, selectable per field (a text or keyword field's
@@ -371,9 +373,10 @@ impl<'a> PostingsCursor<'a> {
         u32_at(self.blob, self.skip_start + b as usize * SKIP, "skip").unwrap_or(NO_DOC)
     }
 
-    /// The largest `f(tf, dl)` over the current block's impacts (an upper bound of `f` over the block for any
-    /// `f` increasing in tf and decreasing in dl), or `None` for a one-block list, which has no skip table.
-    pub fn block_bound(&self, f: impl Fn(u32, u32) -> f32) -> Option<f32> {
+    /// `f` of the current block's impacts — for `f` the largest of a score function over them, increasing
+    /// in tf and decreasing in dl, a bound of it over the block — or `None` for a one-block list, which has
+    /// no skip table. `f` sees the whole array at once, so its four scores are computed independently.
+    pub fn block_bound(&self, f: impl Fn(&Impacts) -> f32) -> Option<f32> {
         if self.n_blocks == 1 {
             return None;
         }
@@ -392,10 +395,10 @@ impl<'a> PostingsCursor<'a> {
         self.block
     }
 
-    /// Block-max bound of block `b` from its impacts, without decoding it: the largest `f(tf, dl)` over
-    /// them (`None` for a one-block list, which has no skip table).
+    /// Block-max bound of block `b` from its impacts, without decoding it: `f` of them, as in
+    /// [`Self::block_bound`] (`None` for a one-block list, which has no skip table).
     #[inline]
-    pub fn bound_of_block(&self, b: u32, f: impl Fn(u32, u32) -> f32) -> Option<f32> {
+    pub fn bound_of_block(&self, b: u32, f: impl Fn(&Impacts) -> f32) -> Option<f32> {
         if self.n_blocks == 1 || b >= self.n_blocks {
             return None;
         }
@@ -473,7 +476,7 @@ impl<'a> PostingsCursor<'a> {
 
     /// Block `b`'s impacts from the skip table (`None` if unreadable); unused entries have tf 0.
     #[inline]
-    fn impacts_of(&self, b: usize) -> Option<[(u32, u32); IMPACTS]> {
+    fn impacts_of(&self, b: usize) -> Option<Impacts> {
         let s = self.skip_start + b * SKIP + 12;
         let raw = self.blob.get(s..s + 8 * IMPACTS)?;
         let word = |i: usize| u32::from_le_bytes(raw[4 * i..4 * i + 4].try_into().unwrap());
@@ -490,26 +493,14 @@ impl<'a> PostingsCursor<'a> {
         Some(self.impacts_of(b as usize)?.iter().any(|&(tf, dl)| tf > 0 && pred(tf, dl)))
     }
 
-    fn bound_of(&self, b: usize, f: &impl Fn(u32, u32) -> f32) -> f32 {
+    fn bound_of(&self, b: usize, f: &impl Fn(&Impacts) -> f32) -> f32 {
         // A corrupt entry bounds nothing (the error surfaces when the block is read).
-        let Some(imp) = self.impacts_of(b) else { return f32::INFINITY };
-        imp.iter().filter(|&&(tf, _)| tf > 0).fold(0.0f32, |m, &(tf, dl)| m.max(f(tf, dl)))
+        self.impacts_of(b).map_or(f32::INFINITY, |imp| f(&imp))
     }
 
-    /// The shortest (quantized) length among block `b`'s documents, from its impacts without decoding it
-    /// (`None` for a one-block list, which has no skip table, or an unreadable entry).
-    #[inline]
-    pub fn min_len_of_block(&self, b: u32) -> Option<u32> {
-        if self.n_blocks == 1 || b >= self.n_blocks {
-            return None;
-        }
-        // The frontier holds the block's shortest length (its last entry, by construction; the minimum
-        // over all of them needs no such assumption).
-        self.impacts_of(b as usize)?.iter().filter(|&&(tf, _)| tf > 0).map(|&(_, dl)| dl).min()
-    }
-
-    /// The largest `f(max_tf, min_dl)` over all blocks (a list-wide score bound), or `None` for a one-block list.
-    pub fn max_over_blocks(&self, f: impl Fn(u32, u32) -> f32) -> Option<f32> {
+    /// The largest `f` of each block's impacts over all blocks (a list-wide score bound), or `None` for a
+    /// one-block list.
+    pub fn max_over_blocks(&self, f: impl Fn(&Impacts) -> f32) -> Option<f32> {
         if self.n_blocks == 1 {
             return None;
         }
@@ -710,20 +701,27 @@ impl<'a> PostingsCursor<'a> {
     }
 
     /// Moves inside the current block to its first doc at or after `target`, which must be in the block
-    /// (its last doc reaches `target`): [`PAD`] docs at a time, counting those below the target with one
-    /// vector compare — intersections of dense lists mostly move a few postings, and a branch-free count
-    /// beats galloping (mispredicted branches) over a 128-doc block.
+    /// (its last doc reaches `target`): the next [`PAD`] docs first, counting those below the target with
+    /// one vector compare — intersections of dense lists mostly move a few postings — and past them a
+    /// branch-free binary search over the rest of the block (conditional moves, no mispredicted branches:
+    /// a sparse candidate lands anywhere in it).
     #[inline]
     fn scan_to(&mut self, target: u32) {
         debug_assert!(self.len > 0 && self.docs[self.len - 1] >= target);
         let mut i = self.i;
-        loop {
-            let chunk: &[u32; PAD] = self.docs[i..i + PAD].try_into().expect("padded block");
-            let below = chunk.iter().map(|&d| (d < target) as usize).sum::<usize>();
-            i += below;
-            if below < PAD {
-                break;
+        let chunk: &[u32; PAD] = self.docs[i..i + PAD].try_into().expect("padded block");
+        let below = chunk.iter().map(|&d| (d < target) as usize).sum::<usize>();
+        i += below;
+        if below == PAD && i < self.len {
+            // The first doc >= target in docs[i..len], which holds one (the last doc reaches target).
+            let docs = &self.docs[..self.len];
+            let mut n = docs.len() - i;
+            while n > 1 {
+                let half = n / 2;
+                i = std::hint::select_unpredictable(docs[i + half - 1] < target, i + half, i);
+                n -= half;
             }
+            i += (docs[i] < target) as usize;
         }
         // Docs are strictly increasing and the sentinels are NO_DOC, so the count stops inside the block.
         debug_assert!(i < self.len);
@@ -939,14 +937,17 @@ mod tests {
         // block bounds hold for every posting of their block, for BM25-like functions
         for (c0, c1) in [(0.3f32, 0.01f32), (1.0, 0.5), (0.0, 2.0)] {
             let f = |tf: u32, dl: u32| tf as f32 / (tf as f32 + c0 + c1 * dl as f32);
+            let fb = |imp: &Impacts| {
+                imp.iter().filter(|&&(tf, _)| tf > 0).fold(0.0f32, |m, &(tf, dl)| m.max(f(tf, dl)))
+            };
             let mut c = PostingsCursor::new(&blob).unwrap();
             let mut k = 0;
             while c.doc() != NO_DOC {
-                if let Some(b) = c.block_bound(f) {
+                if let Some(b) = c.block_bound(fb) {
                     // Scoring sees the quantized length (never longer than the true one).
                     let dl = crate::codec::quantized_length(dls[k]);
                     assert!(f(c.freq().unwrap(), dl) <= b, "bound {b} below posting {k}");
-                    assert_eq!(c.bound_of_block(c.block_index(), f), Some(b));
+                    assert_eq!(c.bound_of_block(c.block_index(), fb), Some(b));
                 }
                 k += 1;
                 c.next().unwrap();

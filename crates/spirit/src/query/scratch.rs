@@ -13,7 +13,7 @@
 //! The pool keeps one scratch per thread (a nested query on the same thread gets a fresh one), and drops
 //! buffers that grew past [`KEEP_BYTES`] each, so a rare huge query does not pin its memory in a thread forever.
 
-use super::eval::{Bm25Doc, Norms};
+use super::eval::{Bm25Doc, KeepBuf, Norms};
 use crate::codec::PostingsCursor;
 use std::cell::Cell;
 
@@ -56,6 +56,9 @@ pub(super) struct Scratch {
     /// The disjunction's per-term score rows and surviving window slots.
     pub rows: Vec<f32>,
     pub survivors: Vec<usize>,
+    /// The conjunction's filter staging (a block of docs and frequencies; allocated on first use, so that
+    /// an empty scratch, as `mem::take` leaves one, allocates nothing).
+    pub keep: Option<Box<KeepBuf>>,
 }
 
 thread_local! {
