@@ -1706,8 +1706,9 @@ fn term_top_k(
 
 /// Top-k of a single term on the fresh segment, whose postings (written while read, no skip data) are
 /// walked once in place: each posting's length comes from the segment's length column and, once the top-k
-/// is full, a posting is scored only if the division-free bound says it may reach θ. Same documents,
-/// scores, ties and (exact) counting as the generic scorer path.
+/// is full, a posting is scored only if the division-free bound says it may reach θ, and with `prune` a
+/// sealed posting block whose impacts cannot reach θ is passed over whole. Same documents, scores and ties
+/// as the generic scorer path; counts are exact unless a block was passed over.
 #[allow(clippy::too_many_arguments)]
 fn fresh_term_top_k(
     ctx: &Ctx<'_>,
@@ -1734,6 +1735,16 @@ fn fresh_term_top_k(
     let mut p = f.postings(e, seg.visible);
     let mut d = p.doc();
     while d != NO_DOC {
+        // A sealed block whose impacts cannot reach θ is passed over whole (block-max, as on images).
+        if theta > f32::NEG_INFINITY && p.at_block_start() {
+            if let Some(imp) = p.sealed_impacts() {
+                if bm.impacts_bound(&imp) < theta {
+                    col.exact = false;
+                    d = p.skip_block();
+                    continue;
+                }
+            }
+        }
         if !(any_deleted && del.is_deleted(d)) {
             col.total += 1;
             if prune && theta == f32::NEG_INFINITY && col.heap.len() >= col.cap {

@@ -12,7 +12,8 @@
 //! term entry:     hash | key bytes | head block | tail block | (df, last doc) as one 64-bit word
 //!                 | the pair before the last posting, as one 64-bit word | key words...
 //!                 (entries start at even words so the pairs are 8-byte aligned)
-//! posting block:  capacity | used | next block | postings: doc, tf, positions[tf] ...
+//! posting block:  capacity | used | next block | [impacts: IMPACTS × (tf, quantized length), in blocks of
+//!                 IMPACTS_MIN_CAP words or more] | postings: doc, tf, positions[tf] ...
 //! text column:    norms[max_docs] | running length[max_docs] | running doc count[max_docs] | shortest length
 //! numeric column: f64 bits as two words per doc (NaN = no value)
 //! ```
@@ -21,10 +22,15 @@
 //! publishes them with release stores (a block's `used`, a slot, a `next` link); the *watermark* — the number
 //! of complete documents — is published last. A reader loads the watermark with acquire and ignores every
 //! posting of a later document, so it never sees half a document. Posting blocks grow geometrically, as in
-//! Earlybird and SPIRIT §4.5. Per-document running sums make the exact BM25 statistics (documents with the
+//! Earlybird and SPIRIT §4.5. When a large block fills, the writer seals it: it writes the block's impacts
+//! (the Pareto frontier of its postings' (tf, field length) pairs, as image skip entries hold) into its
+//! header before linking the next block with release, so a reader that sees the link sees them — a
+//! query can then pass over a sealed block whose best score cannot reach its top-k (block-max skipping on
+//! the fresh segment; the open tail block has no impacts and is always read). Per-document running sums make the exact BM25 statistics (documents with the
 //! field and total field length) at any watermark an O(1) read.
 
 use super::{FieldStats, SegmentError};
+use crate::codec::{impacts, Impacts, IMPACTS};
 use crate::memory::{prefetch, words_of, DramBlock};
 use crate::schema::{AnalyzedDoc, MAX_FIELDS};
 use parking_lot::Mutex;
@@ -37,6 +43,11 @@ const ENTRY_DF: usize = 4;
 /// Word offset, within a term entry, of the (df, last doc) pair as it was before the last posting.
 const ENTRY_PREV_DF: usize = 6;
 const BLOCK_HEADER: usize = 3;
+/// Posting blocks of at least this many words carry impacts (smaller ones, the first blocks of every term,
+/// would grow by more than an eighth).
+const IMPACTS_MIN_CAP: usize = 64;
+/// Words of a block's impacts.
+const IMPACT_WORDS: usize = 2 * IMPACTS;
 const FIRST_BLOCK: usize = 6;
 const MAX_BLOCK: usize = 4096;
 const KIND_TEXT: u32 = 1;
@@ -64,6 +75,19 @@ struct WriterState {
     /// Per-document scratch: term hashes, then term entries.
     hashes: Vec<u32>,
     entries: Vec<u32>,
+    /// A block being sealed: its postings' frequencies and field lengths.
+    seal_tfs: Vec<u32>,
+    seal_dls: Vec<u32>,
+}
+
+/// Words before a posting block's postings: the header, and impacts in a large block.
+#[inline]
+fn header_words(cap: usize) -> usize {
+    if cap >= IMPACTS_MIN_CAP {
+        BLOCK_HEADER + IMPACT_WORDS
+    } else {
+        BLOCK_HEADER
+    }
 }
 
 pub(crate) fn hash_key(key: &[u8]) -> u32 {
@@ -110,6 +134,8 @@ impl FreshSegment {
                 ids: HashMap::new(),
                 hashes: vec![],
                 entries: vec![],
+                seal_tfs: vec![],
+                seal_dls: vec![],
             }),
         }
     }
@@ -157,7 +183,10 @@ impl FreshSegment {
             .terms()
             .map(|(key, pos)| {
                 let p = 2 + pos.len();
-                ENTRY_HEADER + words_for(key.len()) + 2 * (BLOCK_HEADER + p.max(FIRST_BLOCK)) + p
+                ENTRY_HEADER
+                    + words_for(key.len())
+                    + 2 * (BLOCK_HEADER + IMPACT_WORDS + p.max(FIRST_BLOCK))
+                    + p
             })
             .sum();
         let record = 2 + words_for(doc.id.len()) + words_for(doc.source.len());
@@ -223,8 +252,9 @@ impl FreshSegment {
             }
         }
         if result.is_ok() {
-            for ((_, positions), &e) in doc.terms().zip(&entries) {
-                if let Err(err) = self.append_posting(&mut st, e as usize, local, positions) {
+            for ((key, positions), &e) in doc.terms().zip(&entries) {
+                let field = crate::schema::key_field(key);
+                if let Err(err) = self.append_posting(&mut st, e as usize, field, local, positions) {
                     result = Err(err);
                     break;
                 }
@@ -334,6 +364,7 @@ impl FreshSegment {
         &self,
         st: &mut WriterState,
         entry: usize,
+        field: u16,
         doc: u32,
         positions: &[u32],
     ) -> Result<(), InsertError> {
@@ -346,18 +377,20 @@ impl FreshSegment {
             } else {
                 (2 * w[tail].load(Relaxed) as usize).min(MAX_BLOCK).max(need)
             };
-            let b = self.bump(st, BLOCK_HEADER + cap)?;
+            let b = self.bump(st, header_words(cap) + cap)?;
             w[b].store(cap as u32, Relaxed);
             if tail == 0 {
                 w[entry + 2].store(b as u32, Release);
             } else {
+                // Impacts before the link: a reader that follows it sees them.
+                self.seal(st, tail, field);
                 w[tail + 2].store(b as u32, Release);
             }
             w[entry + 3].store(b as u32, Relaxed);
             tail = b;
         }
         let used = w[tail + 1].load(Relaxed) as usize;
-        let at = tail + BLOCK_HEADER + used;
+        let at = tail + header_words(w[tail].load(Relaxed) as usize) + used;
         w[at].store(doc, Relaxed);
         w[at + 1].store(positions.len() as u32, Relaxed);
         for (i, &p) in positions.iter().enumerate() {
@@ -373,6 +406,33 @@ impl FreshSegment {
         let df = (old >> 32) + 1;
         pair.store(df << 32 | doc as u64, Release);
         Ok(())
+    }
+
+    /// Writes the impacts of the full block at `b` (a term of `field`) into its header, if it has room for
+    /// them. Its postings are all of complete documents, whose lengths the column holds.
+    fn seal(&self, st: &mut WriterState, b: usize, field: u16) {
+        let w = self.w();
+        let cap = w[b].load(Relaxed) as usize;
+        if cap < IMPACTS_MIN_CAP {
+            return;
+        }
+        let col = w[self.field_dir + field as usize].load(Relaxed) as usize;
+        let (used, at) = (w[b + 1].load(Relaxed) as usize, b + header_words(cap));
+        let (tfs, dls) = (&mut st.seal_tfs, &mut st.seal_dls);
+        tfs.clear();
+        dls.clear();
+        let mut j = 0;
+        while j < used {
+            let (doc, tf) = (w[at + j].load(Relaxed) as usize, w[at + j + 1].load(Relaxed));
+            tfs.push(tf);
+            // A term field always has its column (allocated before the first posting).
+            dls.push(if col == 0 { 0 } else { w[col + 1 + doc].load(Relaxed) });
+            j += 2 + tf as usize;
+        }
+        for (k, (tf, dl)) in impacts(tfs, dls).into_iter().enumerate() {
+            w[b + BLOCK_HEADER + 2 * k].store(tf, Relaxed);
+            w[b + BLOCK_HEADER + 2 * k + 1].store(dl, Relaxed);
+        }
     }
 
     /// Document frequency of a term among the documents below `limit`, in O(1) when no document at or
@@ -556,7 +616,7 @@ impl FreshPostings<'_> {
             }
             let used = w[self.block + 1].load(Acquire) as usize;
             if self.i < used {
-                let at = self.block + BLOCK_HEADER + self.i;
+                let at = self.block + header_words(w[self.block].load(Relaxed) as usize) + self.i;
                 let d = w[at].load(Relaxed);
                 if d >= self.limit {
                     self.doc = NO_DOC;
@@ -571,6 +631,37 @@ impl FreshPostings<'_> {
             self.block = w[self.block + 2].load(Acquire) as usize;
             self.i = 0;
         }
+    }
+
+    /// Whether the cursor is on the first posting of its block.
+    #[inline]
+    pub fn at_block_start(&self) -> bool {
+        self.i == 2 + self.tf as usize
+    }
+
+    /// The impacts of the cursor's block if it is sealed (full, its successor linked; then they bound every
+    /// posting in it), else `None` — the open tail block, or a block too small to carry them.
+    pub fn sealed_impacts(&self) -> Option<Impacts> {
+        if self.doc == crate::codec::NO_DOC {
+            return None;
+        }
+        let w = self.seg.w();
+        if (w[self.block].load(Relaxed) as usize) < IMPACTS_MIN_CAP || w[self.block + 2].load(Acquire) == 0 {
+            return None;
+        }
+        let at = self.block + BLOCK_HEADER;
+        Some(std::array::from_fn(|k| (w[at + 2 * k].load(Relaxed), w[at + 2 * k + 1].load(Relaxed))))
+    }
+
+    /// Moves to the first posting of the next block (below the limit), passing over the rest of this one.
+    pub fn skip_block(&mut self) -> u32 {
+        use crate::codec::NO_DOC;
+        if self.doc == NO_DOC {
+            return NO_DOC;
+        }
+        self.block = self.seg.w()[self.block + 2].load(Acquire) as usize;
+        self.i = 0;
+        self.next()
     }
 
     pub fn advance(&mut self, target: u32) -> u32 {
@@ -652,5 +743,74 @@ mod tests {
                 assert_eq!(fresh.df_below(e, limit), Some(below), "limit {limit}");
             }
         }
+    }
+
+    /// A sealed block's impacts bound every posting in it (tf no higher, quantized length no shorter than
+    /// one of them); the open tail block and small blocks have none; `skip_block` lands on the next block's
+    /// first posting, and walking with it visits exactly the block starts of a plain walk.
+    #[test]
+    fn sealed_blocks_carry_impacts_that_bound_their_postings() {
+        let schema = Schema::from_mappings(&json!({"properties": {"body": {"type": "text"}}})).unwrap();
+        let heap = DramHeap::new(8 << 20, 6 << 20).unwrap();
+        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 4 << 20).unwrap(), 3000);
+        let mut rng = 7u64;
+        let mut next = |m: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % m
+        };
+        let n = 2000u32;
+        for i in 0..n {
+            // "x" 1 to 6 times in a body of 1 to 120 words.
+            let tf = 1 + next(6) as usize;
+            let len = tf + next(115) as usize;
+            let body = (0..len).map(|j| if j < tf { "x" } else { "y" }).collect::<Vec<_>>().join(" ");
+            fresh
+                .insert(&analyze_document(&schema, format!("d{i}"), &json!({ "body": body })).unwrap())
+                .unwrap();
+        }
+        let body = schema.field_id("body").unwrap();
+        let key = [&body.to_be_bytes()[..], b"x"].concat();
+        let e = fresh.lookup(&key).unwrap();
+        let (mut p, mut starts, mut sealed, mut seen) = (fresh.postings(e, n), vec![], 0, 0u32);
+        let mut block: Option<Option<Impacts>> = None;
+        while p.doc() != crate::codec::NO_DOC {
+            if p.at_block_start() {
+                starts.push(p.doc());
+                block = Some(p.sealed_impacts());
+                sealed += block.unwrap().is_some() as usize;
+            }
+            let (tf, dl) = (p.freq(), crate::codec::quantized_length(fresh.field_len(body, p.doc())));
+            if let Some(Some(imp)) = block {
+                assert!(
+                    imp.iter().any(|&(itf, idl)| itf > 0 && tf <= itf && dl >= idl),
+                    "doc {} (tf {tf}, dl {dl}) not bounded by {imp:?}",
+                    p.doc()
+                );
+            }
+            seen += 1;
+            p.next();
+        }
+        assert_eq!(seen, n, "every doc has the term");
+        assert!(sealed >= 3, "long lists seal blocks with impacts ({sealed})");
+        assert_eq!(block, Some(None), "the open tail block has no impacts");
+        // Skipping block by block visits the same block starts.
+        let mut p = fresh.postings(e, n);
+        let mut skipped = vec![];
+        while p.doc() != crate::codec::NO_DOC {
+            assert!(p.at_block_start());
+            skipped.push(p.doc());
+            p.skip_block();
+        }
+        assert_eq!(skipped, starts);
+        // A limit below a block's docs stops there, skipping or not.
+        let mut p = fresh.postings(e, starts[2]);
+        let mut last = 0;
+        while p.doc() != crate::codec::NO_DOC {
+            last = p.doc();
+            p.skip_block();
+        }
+        assert!(last < starts[2]);
     }
 }
