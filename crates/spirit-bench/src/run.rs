@@ -133,9 +133,10 @@ pub fn run(a: RunArgs) {
             index.add(d.json(i)).expect("add");
         }
         // spirit's equivalent of the baselines' commit: seal the fresh segment and let the pipeline flush and
-        // engrave everything.
+        // engrave everything. Merges go on in the background, as the baselines' do after their commit; the
+        // force merge below waits for them.
         index.seal().expect("seal");
-        index.wait_idle().expect("pipeline");
+        index.wait_engraved().expect("pipeline");
         let secs = t0.elapsed().as_secs_f64();
         out.insert(
             "ingest".into(),

@@ -901,6 +901,12 @@ impl Index {
         self.shards.iter().try_for_each(|s| s.wait_idle())
     }
 
+    /// Waits until every shard has flushed and engraved what was sealed, merges aside (see
+    /// [`Shard::wait_engraved`]).
+    pub fn wait_engraved(&self) -> Result<()> {
+        self.shards.iter().try_for_each(|s| s.wait_engraved())
+    }
+
     /// Force merge: every shard is sealed, merged and compacted down to at most `max_segments` segments
     /// (Elasticsearch's `_forcemerge?max_num_segments=N`; see [`Shard::force_merge`]). Answers and scores do
     /// not change; queries get cheaper (one dictionary lookup and one posting list per term and segment).

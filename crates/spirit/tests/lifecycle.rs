@@ -95,6 +95,14 @@ fn lazy_commit_bounds_the_unmerged_segments() {
             r.add(doc(i));
         }
         index.shard().seal().unwrap();
+        // Engraved: nothing sealed waits for the flusher or engraver, and no more than the bound is left
+        // uncommitted; merges may still be running.
+        index.wait_engraved().unwrap();
+        let segs = index.stats().shard.segments;
+        assert_eq!((segs[&SegState::Fresh], segs[&SegState::Flushed]), (0, 0), "{max:?}: {segs:?}");
+        assert_eq!(segs.values().sum::<usize>(), 6, "{max:?}: {segs:?}");
+        assert!(max.is_none_or(|m| segs[&SegState::Engraved] <= m), "{max:?}: {segs:?}");
+        check_all(&index, &r, &format!("max_unmerged {max:?}, engraved"));
         index.shard().wait_idle().unwrap();
         let segs = index.stats().shard.segments;
         let (engraved, merged) = (segs[&SegState::Engraved], segs[&SegState::Merged]);
