@@ -148,6 +148,8 @@ pub fn run(a: RunArgs) {
         index.force_merge(1).expect("force merge");
         out.insert("merge_seconds".into(), json!(tm.elapsed().as_secs_f64()));
         out.insert("segments_before_merge".into(), json!(before));
+        // Queries are timed on a settled index, as the baselines' are after their merge phase.
+        index.wait_idle().expect("pipeline");
         index.set_default_fields(Some(vec!["body".into()])).expect("body");
         let (passes, wsecs) = warm_up(&index, &cats, a.warmup_passes, a.warmup_seconds, a.top_k);
         out.insert("warmup".into(), json!({"passes": passes, "seconds": wsecs}));
