@@ -714,17 +714,13 @@ mod tests {
         }
     }
 
-    /// `df_below` is exact whenever it answers: in O(1) when at most the term's last posting is at or past
-    /// the limit, `None` (count the postings) when more are.
-    #[test]
-    fn df_below_counts_postings_below_the_limit() {
+    /// A fresh segment (arena of `arena` bytes) with one document per body in its text field `body`; returns
+    /// it, the field and the term entry of "x" there.
+    fn with_bodies(bodies: &[String], arena: usize, max_docs: u32) -> (FreshSegment, u16, u32) {
         let schema = Schema::from_mappings(&json!({"properties": {"body": {"type": "text"}}})).unwrap();
-        let heap = DramHeap::new(4 << 20, 3 << 20).unwrap();
-        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 2 << 20).unwrap(), 1000);
-        // "x" in docs 0, 2, 3, 4 and 7.
-        let has_x = [true, false, true, true, true, false, false, true];
-        for (i, &x) in has_x.iter().enumerate() {
-            let body = if x { "x y" } else { "y" };
+        let heap = DramHeap::new(2 * arena, arena + arena / 2).unwrap();
+        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, arena).unwrap(), max_docs);
+        for (i, body) in bodies.iter().enumerate() {
             fresh
                 .insert(&analyze_document(&schema, format!("d{i}"), &json!({ "body": body })).unwrap())
                 .unwrap();
@@ -732,6 +728,17 @@ mod tests {
         let body = schema.field_id("body").unwrap();
         let key = [&body.to_be_bytes()[..], b"x"].concat();
         let e = fresh.lookup(&key).unwrap();
+        (fresh, body, e)
+    }
+
+    /// `df_below` is exact whenever it answers: in O(1) when at most the term's last posting is at or past
+    /// the limit, `None` (count the postings) when more are.
+    #[test]
+    fn df_below_counts_postings_below_the_limit() {
+        // "x" in docs 0, 2, 3, 4 and 7.
+        let has_x = [true, false, true, true, true, false, false, true];
+        let bodies: Vec<String> = has_x.iter().map(|&x| if x { "x y" } else { "y" }.to_string()).collect();
+        let (fresh, _, e) = with_bodies(&bodies, 2 << 20, 1000);
         for limit in 0..=8u32 {
             let below = has_x[..limit as usize].iter().filter(|&&x| x).count() as u32;
             let past = 5 - below;
@@ -750,9 +757,6 @@ mod tests {
     /// first posting, and walking with it visits exactly the block starts of a plain walk.
     #[test]
     fn sealed_blocks_carry_impacts_that_bound_their_postings() {
-        let schema = Schema::from_mappings(&json!({"properties": {"body": {"type": "text"}}})).unwrap();
-        let heap = DramHeap::new(8 << 20, 6 << 20).unwrap();
-        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 4 << 20).unwrap(), 3000);
         let mut rng = 7u64;
         let mut next = |m: u64| {
             rng ^= rng << 13;
@@ -761,18 +765,15 @@ mod tests {
             rng % m
         };
         let n = 2000u32;
-        for i in 0..n {
-            // "x" 1 to 6 times in a body of 1 to 120 words.
-            let tf = 1 + next(6) as usize;
-            let len = tf + next(115) as usize;
-            let body = (0..len).map(|j| if j < tf { "x" } else { "y" }).collect::<Vec<_>>().join(" ");
-            fresh
-                .insert(&analyze_document(&schema, format!("d{i}"), &json!({ "body": body })).unwrap())
-                .unwrap();
-        }
-        let body = schema.field_id("body").unwrap();
-        let key = [&body.to_be_bytes()[..], b"x"].concat();
-        let e = fresh.lookup(&key).unwrap();
+        let bodies: Vec<String> = (0..n)
+            .map(|_| {
+                // "x" 1 to 6 times in a body of 1 to 120 words.
+                let tf = 1 + next(6) as usize;
+                let len = tf + next(115) as usize;
+                (0..len).map(|j| if j < tf { "x" } else { "y" }).collect::<Vec<_>>().join(" ")
+            })
+            .collect();
+        let (fresh, body, e) = with_bodies(&bodies, 4 << 20, 3000);
         let (mut p, mut starts, mut sealed, mut seen) = (fresh.postings(e, n), vec![], 0, 0u32);
         let mut block: Option<Option<Impacts>> = None;
         while p.doc() != crate::codec::NO_DOC {
