@@ -38,6 +38,9 @@ pub struct BulkArgs {
     /// Write all results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Skip the tokenizer-alone measurement (only the bulk loads).
+    #[arg(long)]
+    no_tokenizer: bool,
 }
 
 fn open_input(args: &BulkArgs) -> std::io::Result<Box<dyn Read>> {
@@ -60,7 +63,7 @@ fn spirit_run(args: &BulkArgs, threads: usize, shards: usize) -> Result<Value, B
     };
     let t0 = Instant::now();
     let engine = Engine::open(dir.path(), cfg)?;
-    let index = engine.create_index("bulk", None, None)?;
+    let index = engine.create_index("bulk", Some(&crate::input::baseline_mappings()), None)?;
     let mut input = open_input(args)?;
     let opts = BulkOptions {
         format: Format::Lines,
@@ -70,7 +73,8 @@ fn spirit_run(args: &BulkArgs, threads: usize, shards: usize) -> Result<Value, B
     };
     let p = spirit::bulk_load(&index, &mut input, &opts, &())?;
     let searchable = t0.elapsed().as_secs_f64();
-    let segments = index.stats().shard.segments;
+    let stats = index.stats().shard;
+    let (segments, heap) = (stats.segments, stats.persistent);
     drop(index);
     engine.close()?;
     let seconds = t0.elapsed().as_secs_f64();
@@ -80,6 +84,9 @@ fn spirit_run(args: &BulkArgs, threads: usize, shards: usize) -> Result<Value, B
         "bytes": p.bytes, "rejected": p.rejected, "seconds": seconds, "searchable_seconds": searchable,
         "docs_per_sec": p.docs as f64 / seconds, "mb_per_sec": p.bytes as f64 / 1e6 / seconds,
         "searchable_mb_per_sec": p.bytes as f64 / 1e6 / searchable, "segments_at_load_end": segments,
+        "heap_at_load_end": {"used": heap.used, "free": heap.free, "pending": heap.pending, "head": heap.head,
+            "merged_dictionary": stats.merged_dictionary_bytes, "merges": stats.merges,
+            "compactions": stats.compactions, "flushes": stats.flushes},
         "index_bytes": index_bytes, "peak_rss_bytes": crate::input::peak_rss(),
     });
     eprintln!(
@@ -155,7 +162,7 @@ pub fn run(args: BulkArgs) -> Result<(), Box<dyn std::error::Error>> {
         let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
         rows.push(serde_json::from_str::<Value>(&text)?);
     }
-    let tok = tokenizer_run(&args)?;
+    let tok = if args.no_tokenizer { Value::Null } else { tokenizer_run(&args)? };
     let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
     println!("| engine | threads | shards | docs | MB | searchable after s | durable + merged after s | MB/s | docs/s | index MB (allocated) | peak RSS MB |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
@@ -190,7 +197,8 @@ pub fn run(args: BulkArgs) -> Result<(), Box<dyn std::error::Error>> {
             );
         }
     }
-    println!(
+    if !args.no_tokenizer {
+        println!(
         "\nTokenizer alone on the bodies ({:.1} MB in memory, best of 3): spirit {:.3} GB/s ({} tokens, = \
          split on non-alphanumeric + to_lowercase at {:.3} GB/s); split on non-alphanumeric {:.3} GB/s; \
          split_ascii_whitespace {:.3} GB/s.",
@@ -201,6 +209,7 @@ pub fn run(args: BulkArgs) -> Result<(), Box<dyn std::error::Error>> {
         tok["split_non_alphanumeric"]["gb_per_sec"].as_f64().unwrap_or(0.0),
         tok["split_ascii_whitespace"]["gb_per_sec"].as_f64().unwrap_or(0.0),
     );
+    }
     if let Some(p) = &args.json {
         std::fs::write(p, serde_json::to_string_pretty(&json!({"runs": rows, "tokenizer": tok}))?)?;
     }

@@ -167,3 +167,11 @@ pub fn peak_rss() -> u64 {
         })
         .map_or(0, |kb| kb * 1024)
 }
+
+/// The mappings of every spirit index that is compared with the baselines: `_source` without `body`, so
+/// spirit stores what Lucene and Tantivy store (title and date; the line number is the `_id`) and, like
+/// them, indexes `body` without storing it (`bench/baselines/README.md`, "Fields"). Same stored bytes,
+/// same work.
+pub fn baseline_mappings() -> serde_json::Value {
+    serde_json::json!({"_source": {"excludes": ["body"]}})
+}

@@ -103,7 +103,7 @@ pub fn run(a: RunArgs) {
     let dir = a.index_dir.clone().unwrap_or(tmp.clone());
     let _ = std::fs::remove_dir_all(&dir);
     let engine = Engine::open(&dir, a.w.engine_config()).expect("open");
-    let index = engine.create_index("bench", None, None).expect("create");
+    let index = engine.create_index("bench", Some(&crate::input::baseline_mappings()), None).expect("create");
     let mut out = Map::new();
     out.insert("engine".into(), json!("spirit"));
     out.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));

@@ -13,6 +13,7 @@ use crate::config::ShardConfig;
 use crate::error::{Error, Result};
 use crate::gdt::Snapshot;
 use crate::query::{self, Query, SearchOptions, Sort};
+use crate::schema::document::analyze_document_logged;
 use crate::schema::document::{new_fields, take_id};
 use crate::schema::{analyze_document, Schema};
 use crate::shard::{Sequencer, Shard, ShardStats};
@@ -695,10 +696,12 @@ impl Index {
             crate::schema::document::validate_id(id)?;
         }
         // A generated `_id` is drawn when the document is inserted, so ids follow insertion order.
-        let analyzed = analyze_document(&self.schema.read(), id.clone().unwrap_or_default(), body)?;
-        if analyzed.source.len() > self.settings.max_document_bytes {
+        let log_whole = self.shards[0].durability() == crate::Durability::CrashSafe;
+        let analyzed =
+            analyze_document_logged(&self.schema.read(), id.clone().unwrap_or_default(), body, log_whole)?;
+        if analyzed.log_source().len() > self.settings.max_document_bytes {
             return Err(Error::DocumentTooLarge {
-                size: analyzed.source.len(),
+                size: analyzed.log_source().len(),
                 limit: self.settings.max_document_bytes,
             });
         }

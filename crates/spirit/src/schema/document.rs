@@ -4,8 +4,8 @@
 use super::{parse_date_millis, term_key, FieldDef, FieldType, Schema};
 use crate::codec::DocCodec;
 use crate::error::{Error, Result};
-use rustc_hash::FxHashMap;
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// Elasticsearch's `position_increment_gap`: values of a multi-valued text field are this many positions
 /// apart, so a phrase never matches across two values.
@@ -15,9 +15,11 @@ pub const POSITION_GAP: u32 = 100;
 #[derive(Debug, Clone, Default)]
 pub struct AnalyzedDoc {
     pub id: String,
-    /// The stored `_source` (the document without `_id`), as JSON bytes.
+    /// The stored `_source` (the document without `_id`, filtered by the `_source` mapping), as JSON bytes.
     pub source: Vec<u8>,
-    /// Term keys, back to back; `terms` points into it, sorted by key.
+    /// The whole document when the `_source` mapping drops part of it and the tLog needs it all.
+    whole: Option<Vec<u8>>,
+    /// Term keys, back to back; `terms` points into it, in order of first occurrence.
     keys: Vec<u8>,
     terms: Vec<TermSpan>,
     /// Positions of every term, grouped by term in `terms` order, increasing within a term.
@@ -37,7 +39,7 @@ struct TermSpan {
 }
 
 impl AnalyzedDoc {
-    /// Distinct terms, sorted by key, each with its positions.
+    /// Distinct terms, in order of first occurrence, each with its positions.
     pub fn terms(&self) -> impl ExactSizeIterator<Item = (&[u8], &[u32])> + '_ {
         self.terms.iter().map(|t| {
             (
@@ -45,6 +47,12 @@ impl AnalyzedDoc {
                 &self.positions[t.pos_off as usize..(t.pos_off + t.pos_len) as usize],
             )
         })
+    }
+
+    /// The document as the tLog records it (crash-safe mode): all of it, so recovery indexes every field
+    /// even when `_source` stores only part.
+    pub fn log_source(&self) -> &[u8] {
+        self.whole.as_deref().unwrap_or(&self.source)
     }
 
     /// Number of distinct terms.
@@ -72,13 +80,29 @@ impl AnalyzedDoc {
 }
 
 /// Gathers a document's distinct terms and their positions with no allocation per term: keys go back to back
-/// into one buffer, a hash table maps them to term numbers, and occurrences are (term, position) pairs that
-/// [`finish`](Self::finish) groups by term in key order.
+/// into one buffer, a hash table maps them to term numbers (in order of first occurrence), and occurrences
+/// are (term, position) pairs that [`finish`](Self::finish) groups by term with one counting pass. One
+/// collector per thread is reused for every document the thread analyzes (see [`COLLECTOR`]), so analysis
+/// allocates only what the [`AnalyzedDoc`] keeps. Terms stay in first-occurrence order: nothing downstream
+/// needs them sorted (the fresh segment hashes them, the flusher sorts its whole dictionary once).
+#[derive(Default)]
 struct TermCollector {
     table: hashbrown::HashTable<u32>,
     keys: Vec<u8>,
     spans: Vec<(u32, u32)>,
     occ: Vec<(u32, u32)>,
+    /// Occurrences per term, then the next free position slot per term in `finish`.
+    counts: Vec<u32>,
+    /// The serialized `_source`, copied out at its exact size.
+    source: Vec<u8>,
+}
+
+/// Scratch kept by a collector between documents is given back once it exceeds this (one huge document
+/// does not pin its tables, or make every later `clear` walk them).
+const COLLECTOR_KEEP: usize = 1 << 16;
+
+thread_local! {
+    static COLLECTOR: std::cell::RefCell<TermCollector> = std::cell::RefCell::default();
 }
 
 fn key_hash(key: &[u8]) -> u64 {
@@ -87,18 +111,21 @@ fn key_hash(key: &[u8]) -> u64 {
 }
 
 impl TermCollector {
-    fn with_capacity(tokens: usize) -> TermCollector {
-        TermCollector {
-            table: hashbrown::HashTable::with_capacity(tokens / 2),
-            keys: Vec::with_capacity(tokens * 4),
-            spans: Vec::with_capacity(tokens / 2),
-            occ: Vec::with_capacity(tokens),
+    /// Empties the collector for the next document, dropping scratch that grew past [`COLLECTOR_KEEP`].
+    fn reset(&mut self) {
+        if self.table.capacity() > COLLECTOR_KEEP || self.occ.capacity() > COLLECTOR_KEEP {
+            *self = TermCollector::default();
         }
+        self.table.clear();
+        self.keys.clear();
+        self.spans.clear();
+        self.occ.clear();
+        self.source.clear();
     }
 
     fn add(&mut self, key: &[u8], pos: u32) {
         let h = key_hash(key);
-        let TermCollector { table, keys, spans, occ } = self;
+        let TermCollector { table, keys, spans, occ, .. } = self;
         let found = table.find(h, |&t| {
             let (o, l) = spans[t as usize];
             &keys[o as usize..(o + l) as usize] == key
@@ -119,49 +146,58 @@ impl TermCollector {
         occ.push((t, pos));
     }
 
-    fn finish(self) -> (Vec<u8>, Vec<TermSpan>, Vec<u32>) {
-        let TermCollector { keys, spans, occ, .. } = self;
-        let key = |t: usize| &keys[spans[t].0 as usize..(spans[t].0 + spans[t].1) as usize];
-        let mut order: Vec<u32> = (0..spans.len() as u32).collect();
-        order.sort_unstable_by(|&a, &b| key(a as usize).cmp(key(b as usize)));
-        let mut counts = vec![0u32; spans.len()];
-        for &(t, _) in &occ {
+    /// The collected terms as the document keeps them: keys back to back, one span per term, positions
+    /// grouped by term.
+    fn finish(&mut self) -> (Vec<u8>, Vec<TermSpan>, Vec<u32>) {
+        let TermCollector { keys, spans, occ, counts, .. } = self;
+        counts.clear();
+        counts.resize(spans.len(), 0);
+        for &(t, _) in occ.iter() {
             counts[t as usize] += 1;
         }
-        let mut start = vec![0u32; spans.len()];
         let mut terms = Vec::with_capacity(spans.len());
         let mut off = 0;
-        for &t in &order {
-            start[t as usize] = off;
-            let (ko, kl) = spans[t as usize];
-            terms.push(TermSpan { key_off: ko, key_len: kl, pos_off: off, pos_len: counts[t as usize] });
-            off += counts[t as usize];
+        for (&(key_off, key_len), n) in spans.iter().zip(counts.iter_mut()) {
+            terms.push(TermSpan { key_off, key_len, pos_off: off, pos_len: *n });
+            *n = off; // from here on: where the term's next position goes
+            off += terms.last().map_or(0, |t: &TermSpan| t.pos_len);
         }
         let mut positions = vec![0u32; occ.len()];
         // Occurrences arrive in position order per term (a term key belongs to one field, analyzed in order).
-        for &(t, p) in &occ {
-            positions[start[t as usize] as usize] = p;
-            start[t as usize] += 1;
+        for &(t, p) in occ.iter() {
+            positions[counts[t as usize] as usize] = p;
+            counts[t as usize] += 1;
         }
-        (keys, terms, positions)
+        (keys.clone(), terms, positions)
     }
 }
 
-fn walk<'a>(prefix: &str, v: &'a Value, out: &mut Vec<(String, &'a Value)>) {
+/// The leaves of a document with their dotted field names (top-level names borrowed, not copied).
+fn walk<'a>(prefix: &str, v: &'a Value, out: &mut Vec<(Cow<'a, str>, &'a Value)>) {
     match v {
         Value::Object(map) => {
             for (k, child) in map {
-                let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-                walk(&name, child, out);
+                if prefix.is_empty() {
+                    walk_named(Cow::Borrowed(k.as_str()), child, out);
+                } else {
+                    walk_named(Cow::Owned(format!("{prefix}.{k}")), child, out);
+                }
             }
         }
+        _ => walk_named(Cow::Owned(prefix.to_string()), v, out),
+    }
+}
+
+fn walk_named<'a>(name: Cow<'a, str>, v: &'a Value, out: &mut Vec<(Cow<'a, str>, &'a Value)>) {
+    match v {
+        Value::Object(_) => walk(&name, v, out),
         Value::Array(items) => {
             for item in items {
-                walk(prefix, item, out);
+                walk_named(name.clone(), item, out);
             }
         }
         Value::Null => {}
-        _ => out.push((prefix.to_string(), v)),
+        _ => out.push((name, v)),
     }
 }
 
@@ -216,7 +252,7 @@ pub fn new_fields(schema: &Schema, doc: &Value) -> Vec<FieldDef> {
             _ => continue,
         };
         out.push(FieldDef {
-            name,
+            name: name.into_owned(),
             ty,
             analyzer: schema.default_analyzer().into(),
             postings_codec: DocCodec::default(),
@@ -228,13 +264,42 @@ pub fn new_fields(schema: &Schema, doc: &Value) -> Vec<FieldDef> {
 /// Analyzes a document (without `_id`) whose fields are all known to `schema` (call [`new_fields`] and add
 /// them first). Fields the schema does not know are stored in `_source` but not indexed.
 pub fn analyze_document(schema: &Schema, id: String, doc: &Value) -> Result<AnalyzedDoc> {
-    let source = serde_json::to_vec(doc).map_err(|e| Error::BadDocument(e.to_string()))?;
+    analyze_document_logged(schema, id, doc, false)
+}
+
+/// [`analyze_document`] for a crash-safe index: with `log_whole`, a document that the `_source` mapping
+/// stores only in part also keeps its whole JSON for the tLog ([`AnalyzedDoc::log_source`]).
+pub fn analyze_document_logged(
+    schema: &Schema,
+    id: String,
+    doc: &Value,
+    log_whole: bool,
+) -> Result<AnalyzedDoc> {
+    COLLECTOR.with(|c| match c.try_borrow_mut() {
+        Ok(mut c) => analyze_with(schema, id, doc, log_whole, &mut c),
+        // Re-entered on this thread (not done today): a collector of its own.
+        Err(_) => analyze_with(schema, id, doc, log_whole, &mut TermCollector::default()),
+    })
+}
+
+fn analyze_with(
+    schema: &Schema,
+    id: String,
+    doc: &Value,
+    log_whole: bool,
+    terms: &mut TermCollector,
+) -> Result<AnalyzedDoc> {
+    terms.reset();
+    let bad_json = |e: serde_json::Error| Error::BadDocument(e.to_string());
+    schema.source.write(doc, &mut terms.source).map_err(bad_json)?;
+    let source = terms.source.clone();
+    let whole = match log_whole && !schema.source.is_whole() {
+        true => Some(serde_json::to_vec(doc).map_err(bad_json)?),
+        false => None,
+    };
     let mut leaves = vec![];
     walk("", doc, &mut leaves);
-    // Sized for the document up front (about one token per 6 bytes, half of them distinct), so the table
-    // and vectors rarely grow while it is analyzed.
-    let mut terms = TermCollector::with_capacity(source.len() / 6);
-    let mut lens: FxHashMap<u16, (u32, u32)> = FxHashMap::default(); // field -> (tokens, next position)
+    let mut lens: Vec<(u16, u32, u32)> = vec![]; // (field, tokens, next position), few fields per document
     let mut numerics: Vec<(u16, f64)> = vec![];
     let mut key = Vec::new();
     for (name, v) in leaves {
@@ -253,13 +318,20 @@ pub fn analyze_document(schema: &Schema, id: String, doc: &Value) -> Result<Anal
                         &owned
                     }
                 };
-                let entry = lens.entry(fid).or_insert((0, 0));
-                let start = if entry.1 == 0 { 0 } else { entry.1 + POSITION_GAP };
+                let at = match lens.iter().position(|l| l.0 == fid) {
+                    Some(at) => at,
+                    None => {
+                        lens.push((fid, 0, 0));
+                        lens.len() - 1
+                    }
+                };
+                let entry = &mut lens[at];
+                let start = if entry.2 == 0 { 0 } else { entry.2 + POSITION_GAP };
                 if def.ty == FieldType::Keyword {
                     term_key(fid, text, &mut key);
                     terms.add(&key, start);
-                    entry.0 += 1;
-                    entry.1 = start + 1;
+                    entry.1 += 1;
+                    entry.2 = start + 1;
                 } else {
                     let mut count = 0;
                     let used = schema.analyzer(fid).analyze(text, &mut |tok, pos| {
@@ -267,8 +339,8 @@ pub fn analyze_document(schema: &Schema, id: String, doc: &Value) -> Result<Anal
                         terms.add(&key, start + pos);
                         count += 1;
                     });
-                    entry.0 += count;
-                    entry.1 = start + used;
+                    entry.1 += count;
+                    entry.2 = start + used;
                 }
             }
             FieldType::Long | FieldType::Double => {
@@ -298,10 +370,10 @@ pub fn analyze_document(schema: &Schema, id: String, doc: &Value) -> Result<Anal
         }
     }
     let (keys, terms, positions) = terms.finish();
-    let mut lens: Vec<(u16, u32)> = lens.into_iter().map(|(f, (n, _))| (f, n)).collect();
+    let mut lens: Vec<(u16, u32)> = lens.into_iter().map(|(f, n, _)| (f, n)).collect();
     lens.sort_unstable();
     numerics.sort_unstable_by_key(|x| x.0);
-    Ok(AnalyzedDoc { id, source, keys, terms, positions, lens, numerics })
+    Ok(AnalyzedDoc { id, source, whole, keys, terms, positions, lens, numerics })
 }
 
 #[cfg(test)]
@@ -331,7 +403,14 @@ mod tests {
         term_key(tags, "c", &mut k);
         let c = a.terms().find(|t| t.0 == &k[..]).unwrap();
         assert_eq!(c.1, &[2 + POSITION_GAP][..], "second value starts after the gap");
-        assert!(a.terms().zip(a.terms().skip(1)).all(|(x, y)| x.0 < y.0), "terms sorted by key");
+        let mut keys: Vec<&[u8]> = a.terms().map(|t| t.0).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), a.term_count(), "each term once");
+        assert!(
+            a.terms().all(|(_, p)| !p.is_empty() && p.windows(2).all(|w| w[0] < w[1])),
+            "positions grouped by term, increasing"
+        );
         assert!(a.lens.contains(&(tags, 3)));
         assert!(a.numerics.contains(&(s.field_id("d").unwrap(), 1_432_339_200_000.0)));
         let bad = analyze_document(&s, "2".into(), &json!({"n": "not a number"})).unwrap_err();

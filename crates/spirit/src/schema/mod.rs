@@ -8,9 +8,11 @@
 
 mod date;
 pub mod document;
+mod source;
 
 pub use date::parse_date_millis;
 pub use document::{analyze_document, AnalyzedDoc};
+pub use source::SourceFilter;
 
 use crate::analysis::{Analyzer, AnalyzerConfig};
 use crate::codec::{DocCodec, FieldCodecs};
@@ -114,6 +116,9 @@ pub struct Schema {
     /// Analyzer of text fields added without one (mappings without `analyzer`, dynamic fields).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_analyzer: Option<String>,
+    /// What of each document is stored as `_source` (Elasticsearch's `_source` mapping).
+    #[serde(default)]
+    pub source: SourceFilter,
     #[serde(skip)]
     by_name: HashMap<String, u16>,
     #[serde(skip)]
@@ -131,6 +136,7 @@ impl Default for Schema {
             default_fields: None,
             dynamic: true,
             default_analyzer: None,
+            source: SourceFilter::default(),
             by_name: HashMap::new(),
             analyzers: vec![],
         }
@@ -240,6 +246,9 @@ impl Schema {
         if let Some(d) = mappings.get("dynamic") {
             self.dynamic = !matches!(d, serde_json::Value::Bool(false)) && d.as_str() != Some("false");
         }
+        if let Some(f) = mappings.get("_source") {
+            self.source = SourceFilter::from_mapping(f)?;
+        }
         fn walk(s: &mut Schema, prefix: &str, props: &serde_json::Value) -> Result<()> {
             let Some(obj) = props.as_object() else {
                 return Err(Error::InvalidArgument("[properties] must be an object".into()));
@@ -305,7 +314,11 @@ impl Schema {
             }
             props.insert(f.name.clone(), def);
         }
-        serde_json::json!({ "dynamic": self.dynamic, "properties": props })
+        let mut m = serde_json::json!({ "dynamic": self.dynamic, "properties": props });
+        if let Some(f) = self.source.to_mapping() {
+            m["_source"] = f;
+        }
+        m
     }
 
     /// Each field's postings codec, by field id.

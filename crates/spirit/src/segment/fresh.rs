@@ -547,6 +547,14 @@ impl FreshSegment {
 
     /// `_id` and `_source` of a visible document.
     pub fn stored(&self, doc: u32) -> Result<(String, Vec<u8>), SegmentError> {
+        let (mut id, mut src) = (Vec::new(), Vec::new());
+        self.stored_into(doc, &mut id, &mut src)?;
+        Ok((String::from_utf8(id).map_err(|_| SegmentError("stored _id is not UTF-8".into()))?, src))
+    }
+
+    /// [`stored`](Self::stored) into the caller's buffers (replacing their contents): the flusher copies
+    /// every record with no allocation per document.
+    pub fn stored_into(&self, doc: u32, id: &mut Vec<u8>, src: &mut Vec<u8>) -> Result<(), SegmentError> {
         if doc >= self.visible() {
             return Err(SegmentError("stored doc beyond the watermark".into()));
         }
@@ -554,11 +562,9 @@ impl FreshSegment {
         let rec = w[self.doc_table + doc as usize].load(Relaxed) as usize;
         let id_len = w[rec].load(Relaxed) as usize;
         let src_len = w[rec + 1].load(Relaxed) as usize;
-        let mut id = Vec::new();
-        words_of(&w[rec + 2..], id_len, &mut id);
-        let mut src = Vec::new();
-        words_of(&w[rec + 2 + words_for(id_len)..], src_len, &mut src);
-        Ok((String::from_utf8(id).map_err(|_| SegmentError("stored _id is not UTF-8".into()))?, src))
+        words_of(&w[rec + 2..], id_len, id);
+        words_of(&w[rec + 2 + words_for(id_len)..], src_len, src);
+        Ok(())
     }
 
     /// Kinds of the fields with columns in this segment: `(field, is_text)`.

@@ -70,14 +70,21 @@ impl ImageBuilder {
         codecs: &FieldCodecs,
     ) -> Result<Vec<u8>, SegmentError> {
         let n = fresh.visible();
-        let mut keys: Vec<(Vec<u8>, u32)> = vec![];
-        fresh.for_each_key(&mut |k, e| keys.push((k.to_vec(), e)));
-        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // Keys back to back in one buffer (no allocation per term), sorted through (offset, length, entry).
+        let mut arena: Vec<u8> = vec![];
+        let mut keys: Vec<(u32, u32, u32)> = vec![];
+        fresh.for_each_key(&mut |k, e| {
+            keys.push((arena.len() as u32, k.len() as u32, e));
+            arena.extend_from_slice(k);
+        });
+        let key_of = |&(o, l, _): &(u32, u32, u32)| &arena[o as usize..(o + l) as usize];
+        keys.sort_unstable_by(|a, b| key_of(a).cmp(key_of(b)));
 
         let mut w = ImageWriter::with_codecs(codecs.clone());
         let mut post = TermPostings::default();
         let mut p = vec![];
-        for (key, e) in &keys {
+        for k in &keys {
+            let (key, e) = (key_of(k), &k.2);
             post.clear();
             let field = crate::schema::key_field(key);
             let mut c = fresh.postings(*e, n);
@@ -101,9 +108,11 @@ impl ImageBuilder {
                 Ok(())
             })?;
         }
+        let (mut id, mut src) = (vec![], vec![]);
         for d in 0..n {
-            let (id, src) = fresh.stored(d)?;
-            w.add_doc(&id, &src);
+            fresh.stored_into(d, &mut id, &mut src)?;
+            let id = std::str::from_utf8(&id).map_err(|_| SegmentError("stored _id is not UTF-8".into()))?;
+            w.add_doc(id, &src);
         }
         Ok(w.finish(seg_id, base_doc))
     }

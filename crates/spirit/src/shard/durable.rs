@@ -362,7 +362,7 @@ impl ShardInner {
     ) -> Result<Option<u64>> {
         let Some(l) = &self.logs else { return Ok(None) };
         let head = TlogRecord::add_header(doc_id, replaces, &doc.id, seq);
-        match l.tlog.append_parts(&[&head, &doc.source]) {
+        match l.tlog.append_parts(&[&head, doc.log_source()]) {
             Ok(lsn) => {
                 l.seg_lsn.lock().entry(w.fresh_id).or_insert(lsn);
                 Ok(Some(lsn))

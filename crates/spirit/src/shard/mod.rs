@@ -683,7 +683,7 @@ impl Shard {
         let lsn = self.inner.log_add(&w, doc, new, replaced, seq)?;
         if lsn.is_some() {
             // Bound what recovery must re-index: seal once the fresh segment's log tail is long enough.
-            w.fresh_log_bytes += doc.source.len() + doc.id.len();
+            w.fresh_log_bytes += doc.log_source().len() + doc.id.len();
             if w.fresh_log_bytes >= self.inner.cfg.replay_bytes {
                 self.inner.seal(&mut w)?;
             }
