@@ -158,7 +158,7 @@ pub fn report(a: ReportArgs) {
         )
         .unwrap();
     }
-    writeln!(md, "\nspirit's index bytes include the stored `_source` of every document (title, date and body); the baselines store only title, date and id.\n").unwrap();
+    writeln!(md, "\nEvery engine stores title and date (spirit: `_source` without `body`; the baselines: stored fields) and indexes body without storing it; spirit keeps the line number as `_id`, the baselines as a stored `id`.\n").unwrap();
 
     // Per-workload tables for static and for windowed real time.
     let cats: Vec<String> = runs.first().map(|r| r.cats()).unwrap_or_default();
