@@ -175,3 +175,16 @@ pub fn peak_rss() -> u64 {
 pub fn baseline_mappings() -> serde_json::Value {
     serde_json::json!({"_source": {"excludes": ["body"]}})
 }
+
+/// CPU seconds the calling thread has used (user + system, from `/proc/thread-self/stat`; 0 where that is
+/// missing). Unlike wall time, it does not count the time the thread waited for a core, so it measures the
+/// work of a single-threaded loop on a shared machine.
+pub fn thread_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/thread-self/stat") else { return 0.0 };
+    // Fields after the command name (which may contain spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')').map_or("", |r| r.1);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of stat(5); here 0-based after the state field (field 3).
+    (ticks(11) + ticks(12)) / 100.0
+}

@@ -129,9 +129,11 @@ pub fn run(a: RunArgs) {
 
     if a.mode == "static" {
         let t0 = Instant::now();
+        let cpu0 = crate::input::thread_cpu_seconds();
         for (i, d) in docs.iter().enumerate() {
             index.add(d.json(i)).expect("add");
         }
+        let add_cpu = crate::input::thread_cpu_seconds() - cpu0;
         // spirit's equivalent of the baselines' commit: seal the fresh segment and let the pipeline flush and
         // engrave everything. Merges go on in the background, as the baselines' do after their commit; the
         // force merge below waits for them.
@@ -140,7 +142,8 @@ pub fn run(a: RunArgs) {
         let secs = t0.elapsed().as_secs_f64();
         out.insert(
             "ingest".into(),
-            json!({"docs": docs.len(), "seconds": secs, "docs_per_sec": docs.len() as f64 / secs}),
+            json!({"docs": docs.len(), "seconds": secs, "docs_per_sec": docs.len() as f64 / secs,
+                   "add_thread_cpu_seconds": add_cpu}),
         );
         // Like the baselines' forceMerge(1): the static index is searched as one segment per shard.
         let before: usize = index.stats().shard.segments.values().sum();

@@ -26,7 +26,7 @@
 //! images written under another choice (or before codecs were selectable) stay readable.
 
 use super::family::{self, GapCodec};
-use super::norm::quantized_length;
+use super::norm::{decode_norm, encode_norm};
 use super::vbyte::{read_vbyte, write_vbyte};
 use super::CodecError;
 use bitpacking::{BitPacker, BitPacker4x};
@@ -251,26 +251,43 @@ pub fn encode_postings_with(
 
 /// The Pareto frontier of (tf, dl) pairs, highest tf first, capped at [`IMPACTS`] entries (the tail merged
 /// into one pair with the tail's highest tf and shortest length, which dominates all of it).
+///
+/// Scoring sees lengths through the one-byte norm, so the frontier is taken over norm codes (lengths that
+/// differ by less than the norm's step become one): the highest tf per code, then one pass over the codes
+/// in length order, where a code's pair is on the frontier iff its tf beats every shorter length's. Linear,
+/// with no allocation and no sort — the flusher, compaction and the fresh segment's sealing call it for
+/// every block.
 pub fn impacts(tfs: &[u32], dls: &[u32]) -> [(u32, u32); IMPACTS] {
-    // Scoring sees lengths through the one-byte norm: the frontier of the quantized lengths is as tight and
-    // often shorter (lengths that differ by less than the norm's step become one).
-    let mut pairs: Vec<(u32, u32)> =
-        tfs.iter().copied().zip(dls.iter().map(|&dl| quantized_length(dl))).collect();
-    // tf descending, then dl ascending: a pair is on the frontier iff its dl is below every earlier one.
-    pairs.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    let mut frontier: Vec<(u32, u32)> = vec![];
-    for p in pairs {
-        if frontier.last().is_none_or(|l| p.1 < l.1) {
-            frontier.push(p);
+    let mut best = [0u32; 256];
+    let mut seen = [0u64; 4];
+    for (&tf, &dl) in tfs.iter().zip(dls) {
+        let c = encode_norm(dl) as usize;
+        best[c] = best[c].max(tf);
+        seen[c >> 6] |= 1 << (c & 63);
+    }
+    // The frontier in length order (= tf order, ascending).
+    let mut asc = [(0u32, 0u32); 256];
+    let (mut n, mut top) = (0, 0);
+    for (w, &word) in seen.iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            let c = w * 64 + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if best[c] > top {
+                top = best[c];
+                asc[n] = (top, decode_norm(c as u8));
+                n += 1;
+            }
         }
     }
-    if frontier.len() > IMPACTS {
-        let min_dl = frontier[IMPACTS - 1..].iter().map(|p| p.1).min().unwrap_or(0);
-        frontier.truncate(IMPACTS);
-        frontier[IMPACTS - 1].1 = min_dl;
-    }
     let mut out = [(0, u32::MAX); IMPACTS];
-    out[..frontier.len()].copy_from_slice(&frontier);
+    for (k, o) in out.iter_mut().enumerate().take(n) {
+        *o = asc[n - 1 - k];
+    }
+    if n > IMPACTS {
+        // The tail's shortest length is the frontier's shortest.
+        out[IMPACTS - 1].1 = asc[0].1;
+    }
     out
 }
 
@@ -875,6 +892,49 @@ impl<'a> PostingsCursor<'a> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The definition [`impacts`] implements: sort by tf descending, then length ascending; a pair is on
+    /// the frontier iff its (quantized) length is below every earlier one's.
+    fn impacts_by_sort(tfs: &[u32], dls: &[u32]) -> [(u32, u32); IMPACTS] {
+        let mut pairs: Vec<(u32, u32)> =
+            tfs.iter().copied().zip(dls.iter().map(|&dl| crate::codec::quantized_length(dl))).collect();
+        pairs.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut frontier: Vec<(u32, u32)> = vec![];
+        for p in pairs {
+            if frontier.last().is_none_or(|l| p.1 < l.1) {
+                frontier.push(p);
+            }
+        }
+        if frontier.len() > IMPACTS {
+            let min_dl = frontier[IMPACTS - 1..].iter().map(|p| p.1).min().unwrap_or(0);
+            frontier.truncate(IMPACTS);
+            frontier[IMPACTS - 1].1 = min_dl;
+        }
+        let mut out = [(0, u32::MAX); IMPACTS];
+        out[..frontier.len()].copy_from_slice(&frontier);
+        out
+    }
+
+    #[test]
+    fn impacts_equal_the_sorted_frontier() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        assert_eq!(impacts(&[], &[]), [(0, u32::MAX); IMPACTS]);
+        for case in 0..20_000 {
+            let n = 1 + rnd(if case % 3 == 0 { 8 } else { 300 }) as usize;
+            // Small and huge tfs and lengths, with many ties (lengths below the norm's exact range too).
+            let tf_max = [3, 40, 1 << 20][case % 3];
+            let dl_max = [30, 2000, u32::MAX as u64][(case / 3) % 3];
+            let tfs: Vec<u32> = (0..n).map(|_| 1 + rnd(tf_max) as u32).collect();
+            let dls: Vec<u32> = (0..n).map(|_| rnd(dl_max) as u32).collect();
+            assert_eq!(impacts(&tfs, &dls), impacts_by_sort(&tfs, &dls), "tfs {tfs:?} dls {dls:?}");
+        }
+    }
 
     fn list(docs: &[u32]) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
         let tfs: Vec<u32> = docs.iter().map(|d| d % 5 + 1).collect();

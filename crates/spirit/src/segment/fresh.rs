@@ -226,8 +226,9 @@ impl FreshSegment {
                 w[self.field_dir + f as usize].store(at as u32, Release);
             }
         }
-        // Postings, in three passes so the cache misses of different terms overlap: hash every term and
-        // prefetch its table slot; resolve slots to entries and prefetch each tail block; then append.
+        // Postings, in passes so the cache misses of different terms overlap: hash every term and prefetch
+        // its table slot; prefetch the entries the slots hold; resolve slots to entries and prefetch each
+        // tail block; then append.
         let mask = self.table_cap - 1;
         let mut hashes = std::mem::take(&mut st.hashes);
         let mut entries = std::mem::take(&mut st.entries);
@@ -237,6 +238,15 @@ impl FreshSegment {
             let h = hash_key(key);
             prefetch(&w[1 + (h as usize & mask)]);
             hashes.push(h);
+        }
+        // Each home slot's entry (a term seen before, usually): prefetched before any key is compared, so the
+        // entries' cache misses overlap too.
+        for &h in hashes.iter() {
+            let e = w[1 + (h as usize & mask)].load(Relaxed) as usize;
+            if e != 0 {
+                prefetch(&w[e]);
+                prefetch(&w[e + ENTRY_HEADER]);
+            }
         }
         let mut result = Ok(());
         for ((key, _), &h) in doc.terms().zip(&hashes) {
