@@ -164,6 +164,8 @@ pub fn bulk_load(
             let (turn, turned, stop) = (&turn, &turned, &stop);
             let r =
                 std::thread::Builder::new().name(format!("spirit-bulk-{i}")).spawn_scoped(scope, move || {
+                    // A bulk load is batch work: queries served meanwhile come first.
+                    crate::memory::run_in_background();
                     worker(index, opts, observer, &work_rx, &pool_tx, turn, turned, stop);
                 });
             match r {

@@ -494,6 +494,7 @@ impl Shard {
             // of leaving callers waiting for a stage that is gone.
             let (who, inner) = (name.to_string(), inner.clone());
             let body = move || {
+                crate::memory::run_in_background();
                 if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
                     let msg = p
                         .downcast_ref::<String>()
