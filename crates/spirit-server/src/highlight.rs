@@ -9,7 +9,7 @@
 use crate::dsl::positive_leaves;
 use crate::error::{ApiError, ApiResult};
 use serde_json::{Map, Value};
-use spirit::schema::{FieldType, Schema};
+use spirit::schema::{simple_match as glob, FieldType, Schema};
 use spirit::Query;
 use std::collections::{HashMap, HashSet};
 
@@ -209,19 +209,6 @@ fn collect_strings<'v>(v: Option<&'v Value>, out: &mut Vec<&'v str>) {
         Some(Value::String(s)) => out.push(s),
         Some(Value::Array(a)) => a.iter().for_each(|x| collect_strings(Some(x), out)),
         _ => {}
-    }
-}
-
-/// `*` matches any run of characters.
-pub fn glob(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((head, tail)) => {
-            name.starts_with(head)
-                && (0..=name.len() - head.len())
-                    .filter(|&i| name.is_char_boundary(head.len() + i))
-                    .any(|i| glob(tail, &name[head.len() + i..]))
-        }
     }
 }
 

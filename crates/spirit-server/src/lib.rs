@@ -439,7 +439,7 @@ fn cat_rows(st: &ServerState, pattern: Option<&str>) -> Vec<Value> {
     st.engine
         .index_names()
         .into_iter()
-        .filter(|n| pattern.is_none_or(|p| p.split(',').any(|p| highlight::glob(p, n))))
+        .filter(|n| pattern.is_none_or(|p| p.split(',').any(|p| spirit::schema::simple_match(p, n))))
         .filter_map(|n| st.engine.index(&n).map(|i| (n, i.shards().len(), i.stats().shard)))
         .map(|(n, pri, s)| {
             let size = indices::cat_bytes(s.persistent.used);

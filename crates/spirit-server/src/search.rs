@@ -3,9 +3,10 @@
 
 use crate::dsl::Translator;
 use crate::error::{ApiError, ApiResult};
-use crate::highlight::{glob, HighlightSpec, Highlighter};
+use crate::highlight::{HighlightSpec, Highlighter};
 use crate::Limits;
 use serde_json::{json, Map, Value};
+use spirit::schema::simple_match as glob;
 use spirit::{Index, Query, SearchOptions, Sort};
 use std::collections::HashMap;
 

@@ -448,6 +448,33 @@ fn analyzers_defined_in_settings_apply_to_mapped_and_dynamic_fields() {
     s.stop();
 }
 
+/// The `_source` mapping: an excluded field is searchable but neither stored nor returned; the mapping is
+/// reported back; a bad one is a 400.
+#[test]
+fn source_excludes_in_mappings_keep_fields_searchable_but_unstored() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let body = r#"{"mappings": {"_source": {"excludes": ["body", "meta.*"]},
+                                "properties": {"title": {"type": "text"}, "body": {"type": "text"}}}}"#;
+    assert_eq!(s.call("PUT", "/src", Some(body)).0, 200);
+    let doc = r#"{"title": "Dune", "body": "a desert planet", "meta": {"pages": 412}, "year": 1965}"#;
+    assert_eq!(s.call("PUT", "/src/_doc/1", Some(doc)).0, 201);
+    let (_, got) = s.call("GET", "/src/_doc/1", None);
+    assert_eq!(got["_source"], json!({"title": "Dune", "meta": {}, "year": 1965}), "{got}");
+    let (_, hits) = s.call("POST", "/src/_search", Some(r#"{"query": {"match": {"body": "desert"}}}"#));
+    assert_eq!(hits["hits"]["total"]["value"], json!(1), "{hits}");
+    assert_eq!(hits["hits"]["hits"][0]["_source"], json!({"title": "Dune", "meta": {}, "year": 1965}));
+    let (_, m) = s.call("GET", "/src/_mapping", None);
+    assert_eq!(
+        m["src"]["mappings"]["_source"],
+        json!({"enabled": true, "excludes": ["body", "meta.*"]}),
+        "{m}"
+    );
+    let bad = r#"{"mappings": {"_source": {"excludes": "body", "compress": true}}}"#;
+    assert_es_error(&s.call("PUT", "/src2", Some(bad)), 400, "illegal_argument_exception");
+    s.stop();
+}
+
 #[test]
 fn result_cache_answers_repeated_searches_and_reports_its_hit_rate() {
     let dir = tempfile::tempdir().unwrap();

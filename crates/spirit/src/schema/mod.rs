@@ -12,7 +12,7 @@ mod source;
 
 pub use date::parse_date_millis;
 pub use document::{analyze_document, AnalyzedDoc};
-pub use source::SourceFilter;
+pub use source::{simple_match, SourceFilter};
 
 use crate::analysis::{Analyzer, AnalyzerConfig};
 use crate::codec::{DocCodec, FieldCodecs};

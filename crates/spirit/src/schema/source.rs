@@ -106,8 +106,8 @@ impl SourceFilter {
                         path.push('.');
                     }
                     path.push_str(k);
-                    let excluded = self.excludes.iter().any(|p| glob(p, path));
-                    let keep = kept || self.includes.iter().any(|p| glob(p, path));
+                    let excluded = self.excludes.iter().any(|p| simple_match(p, path));
+                    let keep = kept || self.includes.iter().any(|p| simple_match(p, path));
                     if !excluded && (keep || has_objects(child)) {
                         let mark = out.len();
                         if !first {
@@ -158,8 +158,10 @@ fn has_objects(v: &Value) -> bool {
     v.is_object() || v.as_array().is_some_and(|a| a.iter().any(Value::is_object))
 }
 
-/// Elasticsearch's simple match: `*` matches any run of characters (dots included), everything else itself.
-fn glob(pattern: &str, s: &str) -> bool {
+/// Elasticsearch's simple match (`Regex.simpleMatch`): `*` matches any run of characters (dots included),
+/// everything else itself. Used for `_source` patterns here and for field patterns in the server (search-time
+/// `_source` filtering, highlight fields, `_mapping/field`).
+pub fn simple_match(pattern: &str, s: &str) -> bool {
     let (p, s) = (pattern.as_bytes(), s.as_bytes());
     let (mut pi, mut si) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
@@ -193,16 +195,16 @@ mod tests {
     }
 
     #[test]
-    fn glob_matches_like_simple_match() {
-        assert!(glob("body", "body"));
-        assert!(!glob("body", "body2"));
-        assert!(!glob("body", "bod"));
-        assert!(glob("meta.*", "meta.a.b"));
-        assert!(!glob("meta.*", "meta"));
-        assert!(glob("*_raw", "title_raw"));
-        assert!(glob("*", ""));
-        assert!(glob("a*b*c", "axxbyyc"));
-        assert!(!glob("a*b*c", "axxbyy"));
+    fn simple_match_patterns() {
+        assert!(simple_match("body", "body"));
+        assert!(!simple_match("body", "body2"));
+        assert!(!simple_match("body", "bod"));
+        assert!(simple_match("meta.*", "meta.a.b"));
+        assert!(!simple_match("meta.*", "meta"));
+        assert!(simple_match("*_raw", "title_raw"));
+        assert!(simple_match("*", ""));
+        assert!(simple_match("a*b*c", "axxbyyc"));
+        assert!(!simple_match("a*b*c", "axxbyy"));
     }
 
     #[test]
