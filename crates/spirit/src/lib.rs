@@ -33,6 +33,7 @@ pub mod gdt;
 pub mod index;
 pub mod memory;
 pub mod query;
+mod rng;
 pub mod schema;
 pub mod segment;
 pub mod shard;

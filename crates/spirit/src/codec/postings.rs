@@ -918,12 +918,7 @@ mod tests {
     #[test]
     fn impacts_equal_the_sorted_frontier() {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut rnd = |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut rnd = |m: u64| crate::rng::xorshift(&mut x) % m;
         assert_eq!(impacts(&[], &[]), [(0, u32::MAX); IMPACTS]);
         for case in 0..20_000 {
             let n = 1 + rnd(if case % 3 == 0 { 8 } else { 300 }) as usize;

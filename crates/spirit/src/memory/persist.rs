@@ -198,10 +198,7 @@ impl SimDomain {
                         let mut i = 0;
                         while i < bytes.len() {
                             let w_end = ((off + i) / 8 * 8 + 8 - off).min(bytes.len());
-                            rng ^= rng << 13;
-                            rng ^= rng >> 7;
-                            rng ^= rng << 17;
-                            if rng & 1 == 1 {
+                            if crate::rng::xorshift(&mut rng) & 1 == 1 {
                                 img[off + i..off + w_end].copy_from_slice(&bytes[i..w_end]);
                             }
                             i = w_end;

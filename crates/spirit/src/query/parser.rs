@@ -1194,10 +1194,7 @@ mod tests {
 
     impl Style {
         fn pick(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
+            crate::rng::xorshift(&mut self.0) % n
         }
 
         fn flip(&mut self) -> bool {

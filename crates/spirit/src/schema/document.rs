@@ -158,9 +158,10 @@ impl TermCollector {
         let mut terms = Vec::with_capacity(spans.len());
         let mut off = 0;
         for (&(key_off, key_len), n) in spans.iter().zip(counts.iter_mut()) {
-            terms.push(TermSpan { key_off, key_len, pos_off: off, pos_len: *n });
+            let pos_len = *n;
+            terms.push(TermSpan { key_off, key_len, pos_off: off, pos_len });
             *n = off; // from here on: where the term's next position goes
-            off += terms.last().map_or(0, |t: &TermSpan| t.pos_len);
+            off += pos_len;
         }
         let mut positions = vec![0u32; occ.len()];
         // Occurrences arrive in position order per term (a term key belongs to one field, analyzed in order).

@@ -225,10 +225,7 @@ mod tests {
     struct Rng(u64);
     impl Rng {
         fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
+            crate::rng::xorshift(&mut self.0) % n
         }
         fn words(&mut self, n: usize) -> String {
             let v: Vec<&str> = (0..n).map(|_| WORDS[self.below(WORDS.len() as u64) as usize]).collect();

@@ -774,12 +774,7 @@ mod tests {
     #[test]
     fn sealed_blocks_carry_impacts_that_bound_their_postings() {
         let mut rng = 7u64;
-        let mut next = |m: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % m
-        };
+        let mut next = |m: u64| crate::rng::xorshift(&mut rng) % m;
         let n = 2000u32;
         let bodies: Vec<String> = (0..n)
             .map(|_| {
