@@ -28,6 +28,16 @@ pub struct BulkArgs {
     shards: Vec<usize>,
     #[arg(long, default_value = "1GB")]
     dram_budget: String,
+    /// Arena of one fresh segment (default: the engine's, min(64 MiB, budget / 8)).
+    #[arg(long)]
+    fresh_segment_bytes: Option<String>,
+    /// Arena of a fresh segment during the load (default: `spirit index`'s, min(256 MiB, budget / 4); 0: the
+    /// real-time arena).
+    #[arg(long)]
+    bulk_segment_bytes: Option<String>,
+    /// Upper bound on documents per segment (default: the engine's).
+    #[arg(long)]
+    max_docs_per_segment: Option<u32>,
     /// Commit segments to the persistent copy right after engraving (so the merger works during the load)
     /// instead of lazily when DRAM runs short.
     #[arg(long)]
@@ -54,13 +64,23 @@ fn open_input(args: &BulkArgs) -> std::io::Result<Box<dyn Read>> {
 
 fn spirit_run(args: &BulkArgs, threads: usize, shards: usize) -> Result<Value, Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let cfg = EngineConfig {
-        shard: ShardConfig {
-            dram_budget: spirit::parse_size(&args.dram_budget)? as usize,
-            ..Default::default()
-        },
-        default_shards: Some(shards),
+    let size = |s: &Option<String>| -> Result<Option<usize>, String> {
+        Ok(s.as_deref().map(spirit::parse_size).transpose()?.map(|b| b as usize))
     };
+    // As `spirit index` opens it: bulk arenas unless told otherwise.
+    let mut shard = ShardConfig {
+        dram_budget: spirit::parse_size(&args.dram_budget)? as usize,
+        fresh_segment_bytes: size(&args.fresh_segment_bytes)?,
+        max_docs_per_segment: args
+            .max_docs_per_segment
+            .unwrap_or(ShardConfig::default().max_docs_per_segment),
+        ..Default::default()
+    }
+    .with_bulk_arenas();
+    if let Some(b) = size(&args.bulk_segment_bytes)? {
+        shard.bulk_segment_bytes = Some(b);
+    }
+    let cfg = EngineConfig { shard, default_shards: Some(shards) };
     let t0 = Instant::now();
     let engine = Engine::open(dir.path(), cfg)?;
     let index = engine.create_index("bulk", Some(&crate::input::baseline_mappings()), None)?;

@@ -233,7 +233,8 @@ fn main() {
 
 type R<T> = Result<T, Box<dyn std::error::Error>>;
 
-fn engine_config(o: &Open) -> R<EngineConfig> {
+/// The engine configuration `o` asks for; `bulk`: with bulk arenas (`spirit index`: few, large segments).
+fn engine_config(o: &Open, bulk: bool) -> R<EngineConfig> {
     let shard = ShardConfig {
         dram_budget: spirit::parse_size(&o.dram_budget)? as usize,
         persistent_budget: spirit::parse_size(&o.persistent_budget)?,
@@ -245,12 +246,14 @@ fn engine_config(o: &Open) -> R<EngineConfig> {
         },
         ..Default::default()
     };
+    let shard = if bulk { shard.with_bulk_arenas() } else { shard };
     shard.validate()?;
     Ok(EngineConfig { shard, default_shards: Some(o.shards.unwrap_or_else(spirit::default_shards)) })
 }
 
 fn open_index(o: &Open, create: bool) -> R<(Engine, Arc<Index>)> {
-    let engine = Engine::open(&o.data, engine_config(o)?)?;
+    // Creating means loading files (`spirit index`): bulk arenas.
+    let engine = Engine::open(&o.data, engine_config(o, create)?)?;
     let index = match engine.index(&o.index) {
         Some(i) => i,
         None if create => engine.create_index(&o.index, None, None)?,
@@ -574,7 +577,7 @@ fn print_stats(s: &spirit::IndexStats, out: &mut impl Write) -> R<()> {
 }
 
 fn cmd_stats(o: &Open, json: bool) -> R<()> {
-    let engine = Engine::open(&o.data, engine_config(o)?)?;
+    let engine = Engine::open(&o.data, engine_config(o, false)?)?;
     let mut out = std::io::stdout().lock();
     for name in engine.index_names() {
         let s = engine.index(&name).unwrap().stats();

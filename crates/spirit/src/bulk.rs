@@ -143,6 +143,22 @@ pub fn bulk_load(
             "bulk load: threads, block_bytes and sync_every must be > 0".into(),
         ));
     }
+    // Few, large segments while the load runs (`ShardConfig::bulk_segment_bytes`).
+    let guard = index.bulk_guard();
+    let loaded = load(index, input, opts, observer);
+    let ended = guard.finish();
+    let progress = loaded?;
+    ended?;
+    Ok(progress)
+}
+
+/// The pipeline of [`bulk_load`].
+fn load(
+    index: &Index,
+    input: &mut dyn Read,
+    opts: &BulkOptions,
+    observer: &dyn BulkObserver,
+) -> Result<BulkProgress> {
     let workers = opts.threads;
     let pool_size = workers * 2 + 1;
     let (pool_tx, pool_rx) = bounded::<Vec<u8>>(pool_size);

@@ -58,7 +58,18 @@ pub struct ShardConfig {
     pub persistent_budget: u64,
     /// Arena size of one fresh segment; default: min(64 MiB, budget / 8).
     pub fresh_segment_bytes: Option<usize>,
-    /// Upper bound on documents per segment.
+    /// Arena size of a fresh segment started while a bulk load runs (`spirit::bulk_load`); `None` (the
+    /// default): the real-time size. [`Self::with_bulk_arenas`] sets min(256 MiB, budget / 4), as `spirit
+    /// index` does. Real-time writes keep small fresh segments (a fresh segment has no skip data, so every
+    /// query reads its lists whole); a bulk load wants few, large ones: each segment costs a dictionary entry
+    /// per distinct term, a merge and compaction work. The price is DRAM layout: the short-term ring is made
+    /// to hold three bulk arenas (see [`Self::short_term_bytes`]), which a real-time process would walk
+    /// through (and keep resident) for nothing. At least `fresh_segment_bytes`; at most what leaves the
+    /// long-term ring an eighth of the budget.
+    #[serde(default)]
+    pub bulk_segment_bytes: Option<usize>,
+    /// Upper bound on documents per segment (an arena also holds at most one document per KiB of it, for its
+    /// per-document columns).
     pub max_docs_per_segment: u32,
     pub durability: Durability,
     pub commit: CommitPolicy,
@@ -140,7 +151,8 @@ impl Default for ShardConfig {
             dram_budget: 1 << 30,
             persistent_budget: 64 << 30,
             fresh_segment_bytes: None,
-            max_docs_per_segment: 1 << 16,
+            bulk_segment_bytes: None,
+            max_docs_per_segment: 1 << 20,
             durability: Durability::Graceful,
             commit: CommitPolicy::Lazy,
             max_unmerged: default_max_unmerged(),
@@ -176,10 +188,36 @@ impl ShardConfig {
         b.clamp(256 << 10, self.dram_budget / 4) / 64 * 64
     }
 
-    /// The short-term ring holds the fresh segment being written plus the ones waiting for the flusher.
-    pub fn short_term_bytes(&self) -> usize {
+    /// The arena of a fresh segment started during a bulk load (see [`Self::bulk_segment_bytes`]): never below
+    /// [`Self::fresh_bytes`], and small enough that three of them in the short-term ring leave the long-term
+    /// ring its eighth of the budget.
+    pub fn bulk_fresh_bytes(&self) -> usize {
         let f = self.fresh_bytes();
-        (2 * f).max((self.dram_budget / 2).min(4 * f))
+        let want = self.bulk_segment_bytes.unwrap_or(0);
+        let room = self.dram_heap_bytes().saturating_sub(self.dram_budget / 8) / 3;
+        want.min(room).min(self.dram_budget / 4).max(f) / 64 * 64
+    }
+
+    /// This configuration with bulk arenas of min(256 MiB, budget / 4) (see [`Self::bulk_segment_bytes`]): for
+    /// a process that loads files in bulk.
+    pub fn with_bulk_arenas(self) -> ShardConfig {
+        let b = (self.dram_budget / 4).min(256 << 20);
+        ShardConfig { bulk_segment_bytes: Some(b), ..self }
+    }
+
+    /// The short-term ring holds the fresh segment being written plus the ones waiting for the flusher. The
+    /// writer holds the segment it seals while it waits for the next arena, so that arena must fit beside it
+    /// wherever it lies: with arenas of one size at aligned offsets two suffice; once bulk arenas mix with
+    /// real-time ones, three bulk arenas do (a sealed arena at offset `o < b` of size `s ≤ b` leaves a
+    /// contiguous `b` after it when the ring holds `o + s + b < 3b`).
+    pub fn short_term_bytes(&self) -> usize {
+        let (f, b) = (self.fresh_bytes(), self.bulk_fresh_bytes());
+        let real_time = (2 * f).max((self.dram_budget / 2).min(4 * f));
+        if b > f {
+            real_time.max(3 * b)
+        } else {
+            real_time
+        }
     }
 
     /// The result cache's share of the DRAM budget.
@@ -260,6 +298,25 @@ mod tests {
         let c = ShardConfig { dram_budget: 64 << 20, ..Default::default() };
         assert_eq!(c.fresh_bytes(), 8 << 20);
         assert!(c.short_term_bytes() >= 2 * c.fresh_bytes() && c.short_term_bytes() < c.dram_budget);
+        // No bulk arenas unless asked for: the rings keep their real-time layout.
+        assert_eq!(c.bulk_fresh_bytes(), c.fresh_bytes());
+        let real_time = c.short_term_bytes();
+        // Bulk arenas: a quarter of the budget, three of them in the short-term ring, the long-term ring keeps
+        // its eighth.
+        let c = c.with_bulk_arenas();
+        assert_eq!(c.bulk_fresh_bytes(), 16 << 20);
+        assert!(c.short_term_bytes() >= 3 * c.bulk_fresh_bytes() && c.short_term_bytes() > real_time);
+        let g = ShardConfig { dram_budget: 1 << 30, ..Default::default() }.with_bulk_arenas();
+        assert_eq!(
+            (g.fresh_bytes(), g.bulk_fresh_bytes(), g.short_term_bytes()),
+            (64 << 20, 256 << 20, 768 << 20)
+        );
+        // Asked for more than fits: what fits; asked for less than a fresh segment: a fresh segment.
+        let big = ShardConfig { bulk_segment_bytes: Some(1 << 40), ..g.clone() };
+        assert!(big.dram_heap_bytes() >= big.short_term_bytes() + big.dram_budget / 8);
+        big.validate().unwrap();
+        let small = ShardConfig { bulk_segment_bytes: Some(1 << 20), ..g };
+        assert_eq!(small.bulk_fresh_bytes(), small.fresh_bytes());
     }
 
     /// The two caches may each take a quarter of the budget, but not so much together that the rings no

@@ -243,6 +243,32 @@ fn shard_dir(dir: &Path, n: usize, i: usize) -> std::path::PathBuf {
     }
 }
 
+/// A bulk load in progress on an index ([`Index::bulk_guard`]).
+pub struct BulkGuard<'a> {
+    index: &'a Index,
+    done: bool,
+}
+
+impl BulkGuard<'_> {
+    /// Ends the bulk load: each shard's bulk-sized fresh segment is sealed (see [`Shard::end_bulk`]).
+    pub fn finish(mut self) -> Result<()> {
+        self.done = true;
+        self.index.shards.iter().try_for_each(|s| s.end_bulk())
+    }
+}
+
+impl Drop for BulkGuard<'_> {
+    fn drop(&mut self) {
+        // Unwinding only (`finish` is the normal end): a seal that fails here fails again, with its error, at
+        // the shard's next write.
+        if !self.done {
+            for s in &self.index.shards {
+                let _ = s.end_bulk();
+            }
+        }
+    }
+}
+
 /// One shard's configuration: the index's budgets split evenly, so the index as a whole stays inside them.
 fn split_config(cfg: &ShardConfig, n: usize) -> Result<ShardConfig> {
     let mut c = cfg.clone();
@@ -252,6 +278,7 @@ fn split_config(cfg: &ShardConfig, n: usize) -> Result<ShardConfig> {
         c.result_cache_bytes = cfg.result_cache_bytes.map(|b| b / n);
         c.selective_cache_bytes = cfg.selective_cache_bytes.map(|b| b / n);
         c.fresh_segment_bytes = cfg.fresh_segment_bytes.map(|b| b / n);
+        c.bulk_segment_bytes = cfg.bulk_segment_bytes.map(|b| b / n);
         c.retention.max_bytes = cfg.retention.max_bytes.map(|b| b / n as u64);
         c.validate().map_err(|e| {
             Error::InvalidArgument(format!("{e} (per shard: the budgets are split between {n} shards)"))
@@ -891,6 +918,15 @@ impl Index {
     /// Every shard, in routing order.
     pub fn shards(&self) -> &[Shard] {
         &self.shards
+    }
+
+    /// Marks a bulk load on every shard until the guard is finished or dropped: fresh segments started
+    /// meanwhile get the bulk arena (see [`ShardConfig::bulk_segment_bytes`]). [`crate::bulk_load`] takes one.
+    pub fn bulk_guard(&self) -> BulkGuard<'_> {
+        for s in &self.shards {
+            s.begin_bulk();
+        }
+        BulkGuard { index: self, done: false }
     }
 
     /// Seals every shard's fresh segment (see [`Shard::seal`]).

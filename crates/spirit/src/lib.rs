@@ -43,6 +43,7 @@ pub use config::{parse_size, CommitPolicy, CompactionPolicy, Durability, Retenti
 pub use engine::{default_shards, Engine, EngineConfig, IndexOptions};
 pub use error::{Error, Result};
 pub use index::{
-    AddResult, Hit, Index, IndexSettings, IndexStats, Pending, PendingSet, PreparedDoc, SearchResult,
+    AddResult, BulkGuard, Hit, Index, IndexSettings, IndexStats, Pending, PendingSet, PreparedDoc,
+    SearchResult,
 };
 pub use query::{Query, SearchOptions, Sort};

@@ -26,7 +26,9 @@ fn open(dir: &Path, shards: usize, durability: Durability) -> Index {
         max_docs_per_segment: 40,
         durability,
         ..Default::default()
-    };
+    }
+    // The loader's own layout (2 MiB fresh segments while it runs; at most 40 documents each all the same).
+    .with_bulk_arenas();
     let settings =
         IndexSettings { number_of_shards: shards, max_document_bytes: MAX_DOC, ..Default::default() };
     Index::open("t", dir, cfg, Some(&mappings()), Some(settings)).unwrap()
@@ -348,4 +350,49 @@ fn a_panic_in_the_ordered_stage_fails_the_load_instead_of_hanging_it() {
     let before = index.count("w1").unwrap();
     bulk_load(&index, &mut &input[..], &opts, &()).unwrap();
     assert!(index.count("w1").unwrap() >= before);
+}
+
+/// A bulk load fills few, large fresh segments (`ShardConfig::bulk_segment_bytes`) where streaming adds of
+/// the same documents fill many small ones, answers the same, and hands the shard back with a fresh segment
+/// of the real-time size: the bulk-sized one it ended in is sealed, and later adds go to a small arena.
+#[test]
+fn bulk_loads_fill_large_segments_and_end_with_a_small_one() {
+    let cfg = ShardConfig {
+        dram_budget: 16 << 20,
+        fresh_segment_bytes: Some(256 << 10),
+        bulk_segment_bytes: Some(2 << 20),
+        ..Default::default()
+    };
+    assert_eq!((cfg.fresh_bytes(), cfg.bulk_fresh_bytes()), (256 << 10, 2 << 20));
+    let mut r = Rng(23);
+    let mut input = Vec::new();
+    for i in 0..3000 {
+        input.extend_from_slice(format!(r#"{{"_id": "d{i}", "body": "{}"}}"#, r.words(40)).as_bytes());
+        input.push(b'\n');
+    }
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let streamed = Index::open("t", d1.path(), cfg.clone(), Some(&mappings()), None).unwrap();
+    assert!(stream(&streamed, &input, Format::Jsonl).is_empty());
+    let bulk = Index::open("t", d2.path(), cfg.clone(), Some(&mappings()), None).unwrap();
+    let opts = BulkOptions { format: Format::Jsonl, threads: 2, block_bytes: 4096, ..Default::default() };
+    assert_eq!(bulk_load(&bulk, &mut &input[..], &opts, &()).unwrap().docs, 3000);
+    for i in [&streamed, &bulk] {
+        i.seal().unwrap();
+        i.wait_idle().unwrap();
+    }
+    let (s, b) = (streamed.stats().shard, bulk.stats().shard);
+    // The first bulk segment is the real-time one the shard was opened with; the rest are bulk-sized.
+    assert!(
+        s.flushes >= 4 * b.flushes.saturating_sub(1),
+        "streamed {} flushes, bulk {}",
+        s.flushes,
+        b.flushes
+    );
+    assert!(b.flushes >= 2, "the load outgrew one bulk arena: {} flushes", b.flushes);
+    // Only the current fresh segment holds short-term memory, and it has the real-time size.
+    assert_eq!(b.dram.short_term_used, cfg.fresh_bytes());
+    bulk.add(serde_json::json!({"_id": "late", "body": "w1 late"})).unwrap();
+    assert_eq!(bulk.stats().shard.dram.short_term_used, cfg.fresh_bytes());
+    streamed.add(serde_json::json!({"_id": "late", "body": "w1 late"})).unwrap();
+    assert_same_answers(&streamed, &bulk, "bulk arenas");
 }

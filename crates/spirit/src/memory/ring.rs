@@ -108,6 +108,35 @@ mod tests {
         assert_eq!(r.alloc(1024).unwrap().0, 0);
     }
 
+    /// The fresh-segment discipline (`ShardConfig::short_term_bytes`): the writer holds the arena it just
+    /// sealed while it allocates the next, everything older eventually frees. With arenas of two sizes
+    /// (real-time `f`, bulk `b`) a ring of `3b` always has room beside the held one; `2b + f` does not.
+    #[test]
+    fn three_bulk_arenas_always_fit_beside_the_held_one() {
+        let (f, b) = (64 * RING_ALIGN, 256 * RING_ALIGN);
+        let run = |capacity: usize, seed: u64| -> bool {
+            let mut r = Ring::new(capacity);
+            let mut x = seed;
+            let mut held = r.alloc(f).unwrap().0;
+            for _ in 0..2000 {
+                let len = if crate::rng::xorshift(&mut x).is_multiple_of(3) { f } else { b };
+                // Everything older than the held arena has been flushed and freed.
+                let older: Vec<usize> = r.allocs.iter().map(|a| a.0).filter(|&o| o != held).collect();
+                for o in older {
+                    r.free(o);
+                }
+                let Some((off, _)) = r.alloc(len) else { return false };
+                r.free(held);
+                held = off;
+            }
+            true
+        };
+        for seed in 1..50 {
+            assert!(run(3 * b, seed), "seed {seed}");
+        }
+        assert!((1..50).any(|seed| !run(2 * b + f, seed)), "2b + f can leave no room beside the held arena");
+    }
+
     #[test]
     fn never_overlaps() {
         // A random workload: live allocations never overlap and stay within capacity.

@@ -92,6 +92,10 @@ struct Writer {
     fresh_newest_at: u64,
     /// Sharded indexes: stamps each added document with its index-wide sequence number.
     seq: Option<Sequencer>,
+    /// Bulk loads running ([`Shard::begin_bulk`]): while any does, new fresh segments get the bulk arena.
+    bulk_loads: usize,
+    /// The fresh segment has a bulk arena (larger than a real-time one).
+    fresh_is_bulk: bool,
 }
 
 /// The index-wide sequence numbers of a sharded index: every shard's writer takes the next one *under its
@@ -466,6 +470,8 @@ impl Shard {
                 fresh_log_bytes: 0,
                 fresh_newest_at: 0,
                 seq: None,
+                bulk_loads: 0,
+                fresh_is_bulk: false,
             }),
             flush_tx: Mutex::new(Some(flush_tx)),
             merge_tx: Mutex::new(Some(merge_tx)),
@@ -690,6 +696,26 @@ impl Shard {
             }
         }
         Ok((new, replaced.is_some(), lsn))
+    }
+
+    /// A bulk load starts: fresh segments started from now on get the bulk arena
+    /// ([`ShardConfig::bulk_segment_bytes`]) until every bulk load begun has ended. The fresh segment being
+    /// written keeps its arena until it fills.
+    pub fn begin_bulk(&self) {
+        self.inner.writer.lock().bulk_loads += 1;
+    }
+
+    /// A bulk load ended. Once none runs, a fresh segment with a bulk arena is sealed if it holds documents,
+    /// so real-time writes go on in a segment of the real-time size (a fresh segment has no skip data: the
+    /// smaller, the cheaper every query over it); an empty one is kept and filled.
+    pub fn end_bulk(&self) -> Result<()> {
+        let mut w = self.inner.writer.lock();
+        assert!(w.bulk_loads > 0, "end_bulk without begin_bulk");
+        w.bulk_loads -= 1;
+        if w.bulk_loads == 0 && w.fresh_is_bulk && !w.closed && w.fresh.visible() > 0 {
+            self.inner.seal(&mut w)?;
+        }
+        Ok(())
     }
 
     /// Seals the current fresh segment (if it has documents) so the pipeline flushes it.
@@ -984,11 +1010,12 @@ impl ShardInner {
         let next_base = w.fresh_base + w.fresh.visible();
         let tx = self.flush_tx.lock().clone().ok_or(Error::Closed)?;
         tx.send(sealed_id).map_err(|_| Error::ResourceExhausted("flusher stopped".into()))?;
+        // A bulk load gets few, large segments; real-time writes small ones (see `bulk_segment_bytes`).
+        let (normal, bulk) = (self.cfg.fresh_bytes(), self.cfg.bulk_fresh_bytes());
+        let bytes = if w.bulk_loads > 0 { bulk } else { normal };
         // Back-pressure: wait for the short-term ring (the flusher frees arenas as it goes).
         let block = loop {
-            if let Some(b) =
-                self.dram.alloc_wait(RingKind::ShortTerm, self.cfg.fresh_bytes(), Duration::from_millis(100))
-            {
+            if let Some(b) = self.dram.alloc_wait(RingKind::ShortTerm, bytes, Duration::from_millis(100)) {
                 break b;
             }
             if let Some(f) = self.failure.lock().clone() {
@@ -1015,6 +1042,7 @@ impl ShardInner {
         w.fresh_base = next_base;
         w.fresh_deletes = deletes;
         w.fresh_log_bytes = 0;
+        w.fresh_is_bulk = bytes > normal;
         Ok(())
     }
 
