@@ -380,6 +380,9 @@ fn cmd_index(
         log_error: Default::default(),
         rejected: AtomicU64::new(0),
     };
+    // One bulk load over all the files: bulk arenas carry on across file ends (each `bulk_load` would seal
+    // its last one otherwise).
+    let guard = index.bulk_guard();
     for path in files {
         if total >= limit {
             break;
@@ -417,6 +420,7 @@ fn cmd_index(
             break;
         }
     }
+    guard.finish()?;
     let secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     engine.close()?;

@@ -318,8 +318,13 @@ fn worker(
     while let Ok(block) = work.recv() {
         if stop.load(Relaxed) {
             let _ = pool.send(block.data);
-            // Still take the turn so later blocks' workers are not left waiting.
-            take_turn(turn, turned, stop, block.seq, |_| Ok(()));
+            // Still take the turn so later blocks' workers are not left waiting, and end the load there: a
+            // later block another worker analyzed before the stop must not go in after this gap (what a
+            // stopped load inserted is a prefix of the input).
+            take_turn(turn, turned, stop, block.seq, |t| {
+                t.done = true;
+                Ok(())
+            });
             continue;
         }
         // A panic (a bug: analysis returns errors for bad input) must not leave later blocks waiting for

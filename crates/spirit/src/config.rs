@@ -58,14 +58,20 @@ pub struct ShardConfig {
     pub persistent_budget: u64,
     /// Arena size of one fresh segment; default: min(64 MiB, budget / 8).
     pub fresh_segment_bytes: Option<usize>,
-    /// Arena size of a fresh segment started while a bulk load runs (`spirit::bulk_load`); `None` (the
-    /// default): the real-time size. [`Self::with_bulk_arenas`] sets min(256 MiB, budget / 4), as `spirit
-    /// index` does. Real-time writes keep small fresh segments (a fresh segment has no skip data, so every
-    /// query reads its lists whole); a bulk load wants few, large ones: each segment costs a dictionary entry
-    /// per distinct term, a merge and compaction work. The price is DRAM layout: the short-term ring is made
-    /// to hold three bulk arenas (see [`Self::short_term_bytes`]), which a real-time process would walk
-    /// through (and keep resident) for nothing. At least `fresh_segment_bytes`; at most what leaves the
-    /// long-term ring an eighth of the budget.
+    /// Bulk arenas: a fresh segment started while a bulk load runs (`spirit::bulk_load`) gets
+    /// `bulk_segment_bytes`, by default min(256 MiB, budget / 4) of the shard's budget, instead of the
+    /// real-time arena. Off by default; [`Self::with_bulk_arenas`] turns it on, as `spirit index` does.
+    /// Real-time writes keep small fresh segments (a fresh segment has no skip data, so every query reads its
+    /// lists whole); a bulk load wants few, large ones: each segment costs a dictionary entry per distinct term,
+    /// a merge and compaction work. The price is DRAM layout: the short-term ring is made to hold three bulk
+    /// arenas (see [`Self::short_term_bytes`]), which a real-time process would cycle its small arenas through
+    /// (and keep resident) for nothing.
+    #[serde(default)]
+    pub bulk_arenas: bool,
+    /// The bulk arena's size (implies `bulk_arenas`); default min(256 MiB, budget / 4). At least
+    /// `fresh_segment_bytes`; at most what leaves the long-term ring an eighth of the budget; in crash-safe
+    /// mode at most 4 × `replay_bytes` (a fresh segment is sealed once its log tail reaches `replay_bytes`, so a
+    /// larger arena would never fill).
     #[serde(default)]
     pub bulk_segment_bytes: Option<usize>,
     /// Upper bound on documents per segment (an arena also holds at most one document per KiB of it, for its
@@ -151,6 +157,7 @@ impl Default for ShardConfig {
             dram_budget: 1 << 30,
             persistent_budget: 64 << 30,
             fresh_segment_bytes: None,
+            bulk_arenas: false,
             bulk_segment_bytes: None,
             max_docs_per_segment: 1 << 20,
             durability: Durability::Graceful,
@@ -188,21 +195,27 @@ impl ShardConfig {
         b.clamp(256 << 10, self.dram_budget / 4) / 64 * 64
     }
 
-    /// The arena of a fresh segment started during a bulk load (see [`Self::bulk_segment_bytes`]): never below
+    /// The arena of a fresh segment started during a bulk load (see [`Self::bulk_arenas`]): never below
     /// [`Self::fresh_bytes`], and small enough that three of them in the short-term ring leave the long-term
-    /// ring its eighth of the budget.
+    /// ring its eighth of the budget. Equal to `fresh_bytes` when bulk arenas are off.
     pub fn bulk_fresh_bytes(&self) -> usize {
         let f = self.fresh_bytes();
-        let want = self.bulk_segment_bytes.unwrap_or(0);
+        if !self.bulk_arenas && self.bulk_segment_bytes.is_none() {
+            return f;
+        }
+        let mut want = self.bulk_segment_bytes.unwrap_or((self.dram_budget / 4).min(256 << 20));
+        if self.durability == Durability::CrashSafe {
+            // The log tail seals a segment first: arena bytes run about 2.5x the log bytes of its documents.
+            want = want.min(self.replay_bytes.saturating_mul(4));
+        }
         let room = self.dram_heap_bytes().saturating_sub(self.dram_budget / 8) / 3;
         want.min(room).min(self.dram_budget / 4).max(f) / 64 * 64
     }
 
-    /// This configuration with bulk arenas of min(256 MiB, budget / 4) (see [`Self::bulk_segment_bytes`]): for
-    /// a process that loads files in bulk.
+    /// This configuration with bulk arenas on (see [`Self::bulk_arenas`]): for a process that loads files in
+    /// bulk. Sizes follow each shard's share of the budget.
     pub fn with_bulk_arenas(self) -> ShardConfig {
-        let b = (self.dram_budget / 4).min(256 << 20);
-        ShardConfig { bulk_segment_bytes: Some(b), ..self }
+        ShardConfig { bulk_arenas: true, ..self }
     }
 
     /// The short-term ring holds the fresh segment being written plus the ones waiting for the flusher. The
@@ -315,8 +328,16 @@ mod tests {
         let big = ShardConfig { bulk_segment_bytes: Some(1 << 40), ..g.clone() };
         assert!(big.dram_heap_bytes() >= big.short_term_bytes() + big.dram_budget / 8);
         big.validate().unwrap();
-        let small = ShardConfig { bulk_segment_bytes: Some(1 << 20), ..g };
+        let small = ShardConfig { bulk_segment_bytes: Some(1 << 20), ..g.clone() };
         assert_eq!(small.bulk_fresh_bytes(), small.fresh_bytes());
+        // Crash-safe: the log tail seals first, so no larger arena than it can fill (8 MiB of log: none).
+        let safe = ShardConfig { durability: Durability::CrashSafe, ..g.clone() };
+        assert_eq!((safe.bulk_fresh_bytes(), safe.short_term_bytes()), (64 << 20, 256 << 20));
+        let long_tail = ShardConfig { replay_bytes: 32 << 20, ..safe };
+        assert_eq!(long_tail.bulk_fresh_bytes(), 128 << 20);
+        // Each shard's own budget: four shards of 1 GB get 64 MiB bulk arenas, like their real-time ones.
+        let quarter = ShardConfig { dram_budget: 256 << 20, ..g };
+        assert_eq!((quarter.fresh_bytes(), quarter.bulk_fresh_bytes()), (32 << 20, 64 << 20));
     }
 
     /// The two caches may each take a quarter of the budget, but not so much together that the rings no

@@ -250,21 +250,30 @@ pub struct BulkGuard<'a> {
 }
 
 impl BulkGuard<'_> {
-    /// Ends the bulk load: each shard's bulk-sized fresh segment is sealed (see [`Shard::end_bulk`]).
+    /// Ends the bulk load on every shard (each bulk-sized fresh segment is sealed, see `Shard::end_bulk`);
+    /// returns the first error, after every shard has counted the load as ended.
     pub fn finish(mut self) -> Result<()> {
         self.done = true;
-        self.index.shards.iter().try_for_each(|s| s.end_bulk())
+        self.end_all()
+    }
+
+    fn end_all(&self) -> Result<()> {
+        let mut first = Ok(());
+        for s in &self.index.shards {
+            if let Err(e) = s.end_bulk() {
+                first = first.and(Err(e));
+            }
+        }
+        first
     }
 }
 
 impl Drop for BulkGuard<'_> {
     fn drop(&mut self) {
-        // Unwinding only (`finish` is the normal end): a seal that fails here fails again, with its error, at
-        // the shard's next write.
+        // Unwinding or an early return only (`finish` is the normal end): a seal that fails here fails again,
+        // with its error, at the shard's next write.
         if !self.done {
-            for s in &self.index.shards {
-                let _ = s.end_bulk();
-            }
+            let _ = self.end_all();
         }
     }
 }
@@ -921,7 +930,7 @@ impl Index {
     }
 
     /// Marks a bulk load on every shard until the guard is finished or dropped: fresh segments started
-    /// meanwhile get the bulk arena (see [`ShardConfig::bulk_segment_bytes`]). [`crate::bulk_load`] takes one.
+    /// meanwhile get the bulk arena (see [`ShardConfig::bulk_arenas`]). [`crate::bulk_load`] takes one; guards nest.
     pub fn bulk_guard(&self) -> BulkGuard<'_> {
         for s in &self.shards {
             s.begin_bulk();

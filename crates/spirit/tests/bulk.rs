@@ -352,17 +352,22 @@ fn a_panic_in_the_ordered_stage_fails_the_load_instead_of_hanging_it() {
     assert!(index.count("w1").unwrap() >= before);
 }
 
+/// 256 KiB real-time arenas, 2 MiB bulk arenas.
+fn arena_config() -> ShardConfig {
+    ShardConfig {
+        dram_budget: 16 << 20,
+        fresh_segment_bytes: Some(256 << 10),
+        bulk_segment_bytes: Some(2 << 20),
+        ..Default::default()
+    }
+}
+
 /// A bulk load fills few, large fresh segments (`ShardConfig::bulk_segment_bytes`) where streaming adds of
 /// the same documents fill many small ones, answers the same, and hands the shard back with a fresh segment
 /// of the real-time size: the bulk-sized one it ended in is sealed, and later adds go to a small arena.
 #[test]
 fn bulk_loads_fill_large_segments_and_end_with_a_small_one() {
-    let cfg = ShardConfig {
-        dram_budget: 16 << 20,
-        fresh_segment_bytes: Some(256 << 10),
-        bulk_segment_bytes: Some(2 << 20),
-        ..Default::default()
-    };
+    let cfg = arena_config();
     assert_eq!((cfg.fresh_bytes(), cfg.bulk_fresh_bytes()), (256 << 10, 2 << 20));
     let mut r = Rng(23);
     let mut input = Vec::new();
@@ -389,10 +394,64 @@ fn bulk_loads_fill_large_segments_and_end_with_a_small_one() {
         b.flushes
     );
     assert!(b.flushes >= 2, "the load outgrew one bulk arena: {} flushes", b.flushes);
-    // Only the current fresh segment holds short-term memory, and it has the real-time size.
-    assert_eq!(b.dram.short_term_used, cfg.fresh_bytes());
+    // Only the current fresh segment holds short-term memory, and it has the real-time size (a flushed
+    // arena returns to the ring once the last snapshot holding it is dropped: wait for that).
+    let short_term = || bulk.stats().shard.dram.short_term_used;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while short_term() != cfg.fresh_bytes() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(short_term(), cfg.fresh_bytes());
     bulk.add(serde_json::json!({"_id": "late", "body": "w1 late"})).unwrap();
-    assert_eq!(bulk.stats().shard.dram.short_term_used, cfg.fresh_bytes());
+    assert_eq!(short_term(), cfg.fresh_bytes());
     streamed.add(serde_json::json!({"_id": "late", "body": "w1 late"})).unwrap();
     assert_same_answers(&streamed, &bulk, "bulk arenas");
+}
+
+/// The document limit is the real-time arena's whatever arena is current: a document that would fit a bulk
+/// arena but not a real-time one is rejected by a bulk load as by `add`, and a shard left with an empty bulk
+/// arena (sealed right at the load's end) rejects it too instead of sealing forever.
+#[test]
+fn the_document_limit_does_not_depend_on_the_arena() {
+    let cfg = arena_config();
+    // ~3,000 distinct terms: more than a 256 KiB arena's term table takes, far less than a 2 MiB one's.
+    let big = (0..3000).map(|i| format!("t{i}")).collect::<Vec<_>>().join(" ");
+    let mut input = Vec::new();
+    // Line 451 comes after the first (real-time) arena has filled: a bulk arena is current by then.
+    for i in 0..600 {
+        let body = if i == 450 { big.clone() } else { format!("w{} w{}", i % 7, i % 11) };
+        input.extend_from_slice(format!(r#"{{"_id": "d{i}", "body": "{body}"}}"#).as_bytes());
+        input.push(b'\n');
+    }
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let streamed = Index::open("t", d1.path(), cfg.clone(), Some(&mappings()), None).unwrap();
+    assert_eq!(stream(&streamed, &input, Format::Jsonl), vec![451], "too large for a real-time arena");
+    let bulk = Index::open("t", d2.path(), cfg, Some(&mappings()), None).unwrap();
+
+    /// Seals after the last block, so the load ends in an empty bulk arena.
+    struct SealAtEnd<'a>(&'a Index, Recorder);
+    impl BulkObserver for SealAtEnd<'_> {
+        fn rejected(&self, line: u64, e: &Error) {
+            self.1.rejected(line, e);
+        }
+        fn progress(&self, p: &BulkProgress) {
+            if p.lines == 600 {
+                self.0.seal().unwrap();
+            }
+        }
+    }
+    let obs = SealAtEnd(&bulk, Recorder::default());
+    let opts = BulkOptions { format: Format::Jsonl, threads: 2, block_bytes: 1 << 20, ..Default::default() };
+    assert_eq!(bulk_load(&bulk, &mut &input[..], &opts, &obs).unwrap().docs, 599);
+    bulk.wait_idle().unwrap();
+    assert!(bulk.stats().shard.flushes >= 2, "the first arena filled before line 451");
+    assert_eq!(*obs.1.rejected.lock().unwrap(), vec![451]);
+    // The current fresh segment is an empty bulk arena; the limit is still the real-time one.
+    let doc = serde_json::json!({"_id": "late-big", "body": big});
+    assert!(matches!(bulk.add(doc.clone()), Err(Error::DocumentTooLarge { .. })));
+    assert!(matches!(streamed.add(doc), Err(Error::DocumentTooLarge { .. })));
+    for i in [&streamed, &bulk] {
+        i.add(serde_json::json!({"_id": "late", "body": "w1 late"})).unwrap();
+    }
+    assert_same_answers(&streamed, &bulk, "document limit");
 }

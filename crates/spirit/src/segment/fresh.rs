@@ -106,10 +106,18 @@ pub enum InsertError {
     Full,
 }
 
-impl FreshSegment {
-    /// Lays out a fresh segment in `block`, holding at most `max_docs` documents.
-    pub fn new(block: DramBlock, max_docs: u32) -> FreshSegment {
-        let words = block.len() / 4;
+/// Where a fresh segment's tables lie in an arena of a given size (see [`FreshSegment::new`]).
+struct Layout {
+    words: usize,
+    table_cap: usize,
+    max_docs: u32,
+    doc_table: usize,
+    field_dir: usize,
+}
+
+impl Layout {
+    fn of(arena_bytes: usize, max_docs: u32) -> Layout {
+        let words = arena_bytes / 4;
         // A sixteenth of the arena for the term table, which is kept at most half full: room for one distinct
         // term per 32 arena words, more than natural-language text needs before the arena fills.
         let table_cap = (words / 16).next_power_of_two().clamp(1024, 1 << 24);
@@ -117,7 +125,28 @@ impl FreshSegment {
         // each (short documents then fill `max_docs` before the arena, which only makes segments smaller).
         let max_docs = max_docs.clamp(1, (words / 256).max(64) as u32);
         let doc_table = 1 + table_cap;
-        let field_dir = doc_table + max_docs as usize;
+        Layout { words, table_cap, max_docs, doc_table, field_dir: doc_table + max_docs as usize }
+    }
+}
+
+/// Upper bound on the words `doc` takes in a segment of `max_docs` documents, with `new_fields` column
+/// blocks to allocate.
+fn bound(doc: &AnalyzedDoc, new_fields: usize, max_docs: u32) -> usize {
+    let postings: usize = doc
+        .terms()
+        .map(|(key, pos)| {
+            let p = 2 + pos.len();
+            ENTRY_HEADER + words_for(key.len()) + 2 * (BLOCK_HEADER + IMPACT_WORDS + p.max(FIRST_BLOCK)) + p
+        })
+        .sum();
+    let record = 2 + words_for(doc.id.len()) + words_for(doc.source.len());
+    postings + record + new_fields * (TEXT_COLUMN_EXTRA + 3 * max_docs as usize)
+}
+
+impl FreshSegment {
+    /// Lays out a fresh segment in `block`, holding at most `max_docs` documents.
+    pub fn new(block: DramBlock, max_docs: u32) -> FreshSegment {
+        let Layout { words, table_cap, max_docs, doc_table, field_dir } = Layout::of(block.len(), max_docs);
         let cursor = field_dir + MAX_FIELDS;
         assert!(cursor < words, "fresh arena too small for its tables");
         FreshSegment {
@@ -170,27 +199,14 @@ impl FreshSegment {
         self.writer.lock().ids.get(id).copied()
     }
 
-    /// Whether an empty segment could ever hold `doc`.
-    pub fn fits_empty(&self, doc: &AnalyzedDoc) -> bool {
-        let empty_cursor = self.field_dir + MAX_FIELDS;
-        empty_cursor + self.bound(doc, doc.lens.len() + doc.numerics.len()) <= self.w().len()
-            && doc.term_count() <= self.table_cap / 2
-    }
-
-    /// Upper bound on the words `doc` takes, with `new_fields` column blocks to allocate.
-    fn bound(&self, doc: &AnalyzedDoc, new_fields: usize) -> usize {
-        let postings: usize = doc
-            .terms()
-            .map(|(key, pos)| {
-                let p = 2 + pos.len();
-                ENTRY_HEADER
-                    + words_for(key.len())
-                    + 2 * (BLOCK_HEADER + IMPACT_WORDS + p.max(FIRST_BLOCK))
-                    + p
-            })
-            .sum();
-        let record = 2 + words_for(doc.id.len()) + words_for(doc.source.len());
-        postings + record + new_fields * (TEXT_COLUMN_EXTRA + 3 * self.max_docs as usize)
+    /// Whether an empty segment of an `arena_bytes` arena (and `max_docs`, as [`Self::new`] takes them) could
+    /// hold `doc`: the document size limit, which a shard takes from its real-time arena whatever arena is
+    /// current, so what is accepted never depends on how documents fell into segments.
+    pub fn fits_empty_arena(arena_bytes: usize, max_docs: u32, doc: &AnalyzedDoc) -> bool {
+        let l = Layout::of(arena_bytes, max_docs);
+        let empty_cursor = l.field_dir + MAX_FIELDS;
+        empty_cursor + bound(doc, doc.lens.len() + doc.numerics.len(), l.max_docs) <= l.words
+            && doc.term_count() <= l.table_cap / 2
     }
 
     /// Appends one document and publishes it. The caller is the only writer.

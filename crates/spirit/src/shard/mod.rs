@@ -587,11 +587,15 @@ impl Shard {
 
     fn add_locked(&self, w: &mut Writer, doc: &AnalyzedDoc) -> Result<u32> {
         self.inner.check_open(w)?;
-        if !w.fresh.fits_empty(doc) {
-            return Err(Error::DocumentTooLarge {
-                size: doc.source.len() + doc.postings_words() * 4,
-                limit: w.fresh.dram_bytes(),
-            });
+        // The limit is an empty real-time arena's, whatever arena is current (a bulk load's are larger): what
+        // is accepted never depends on how documents fell into segments, and a crash-safe replay, which runs
+        // in real-time arenas, accepts everything the log holds.
+        let (cfg, too_large) = (&self.inner.cfg, |limit| Error::DocumentTooLarge {
+            size: doc.source.len() + doc.postings_words() * 4,
+            limit,
+        });
+        if !FreshSegment::fits_empty_arena(cfg.fresh_bytes(), cfg.max_docs_per_segment, doc) {
+            return Err(too_large(cfg.fresh_bytes()));
         }
         loop {
             match w.fresh.insert(doc) {
@@ -600,6 +604,11 @@ impl Shard {
                         w.fresh_newest_at = crate::gdt::now_millis();
                     }
                     return Ok(w.fresh_base + local);
+                }
+                // An empty segment that cannot take it never will (no arena is smaller than the limit's; this
+                // only guards the loop).
+                Err(InsertError::Full) if w.fresh.visible() == 0 => {
+                    return Err(too_large(w.fresh.dram_bytes()))
                 }
                 Err(InsertError::Full) => self.inner.seal(w)?,
             }
@@ -700,19 +709,22 @@ impl Shard {
 
     /// A bulk load starts: fresh segments started from now on get the bulk arena
     /// ([`ShardConfig::bulk_segment_bytes`]) until every bulk load begun has ended. The fresh segment being
-    /// written keeps its arena until it fills.
-    pub fn begin_bulk(&self) {
+    /// written keeps its arena until it fills. Paired with [`Self::end_bulk`] by [`crate::index::BulkGuard`].
+    pub(crate) fn begin_bulk(&self) {
         self.inner.writer.lock().bulk_loads += 1;
     }
 
     /// A bulk load ended. Once none runs, a fresh segment with a bulk arena is sealed if it holds documents,
     /// so real-time writes go on in a segment of the real-time size (a fresh segment has no skip data: the
-    /// smaller, the cheaper every query over it); an empty one is kept and filled.
-    pub fn end_bulk(&self) -> Result<()> {
+    /// smaller, the cheaper every query over it). An empty one (the load ended right after a seal) is kept and
+    /// filled by real-time writes until it is full — the document limit is the real-time arena's either way.
+    /// A closed or failed shard only counts the load as ended.
+    pub(crate) fn end_bulk(&self) -> Result<()> {
         let mut w = self.inner.writer.lock();
-        assert!(w.bulk_loads > 0, "end_bulk without begin_bulk");
-        w.bulk_loads -= 1;
-        if w.bulk_loads == 0 && w.fresh_is_bulk && !w.closed && w.fresh.visible() > 0 {
+        debug_assert!(w.bulk_loads > 0, "end_bulk without begin_bulk");
+        w.bulk_loads = w.bulk_loads.saturating_sub(1);
+        if w.bulk_loads == 0 && w.fresh_is_bulk && w.fresh.visible() > 0 && self.inner.check_open(&w).is_ok()
+        {
             self.inner.seal(&mut w)?;
         }
         Ok(())
