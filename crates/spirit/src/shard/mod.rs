@@ -94,8 +94,6 @@ struct Writer {
     seq: Option<Sequencer>,
     /// Bulk loads running ([`Shard::begin_bulk`]): while any does, new fresh segments get the bulk arena.
     bulk_loads: usize,
-    /// The fresh segment has a bulk arena (larger than a real-time one).
-    fresh_is_bulk: bool,
 }
 
 /// The index-wide sequence numbers of a sharded index: every shard's writer takes the next one *under its
@@ -471,7 +469,6 @@ impl Shard {
                 fresh_newest_at: 0,
                 seq: None,
                 bulk_loads: 0,
-                fresh_is_bulk: false,
             }),
             flush_tx: Mutex::new(Some(flush_tx)),
             merge_tx: Mutex::new(Some(merge_tx)),
@@ -708,7 +705,7 @@ impl Shard {
     }
 
     /// A bulk load starts: fresh segments started from now on get the bulk arena
-    /// ([`ShardConfig::bulk_segment_bytes`]) until every bulk load begun has ended. The fresh segment being
+    /// ([`ShardConfig::bulk_arenas`]) until every bulk load begun has ended. The fresh segment being
     /// written keeps its arena until it fills. Paired with [`Self::end_bulk`] by [`crate::index::BulkGuard`].
     pub(crate) fn begin_bulk(&self) {
         self.inner.writer.lock().bulk_loads += 1;
@@ -723,8 +720,9 @@ impl Shard {
         let mut w = self.inner.writer.lock();
         debug_assert!(w.bulk_loads > 0, "end_bulk without begin_bulk");
         w.bulk_loads = w.bulk_loads.saturating_sub(1);
-        if w.bulk_loads == 0 && w.fresh_is_bulk && w.fresh.visible() > 0 && self.inner.check_open(&w).is_ok()
-        {
+        // A bulk arena is larger than a real-time one (`bulk_fresh_bytes` is only ever above `fresh_bytes`).
+        let bulk_arena = w.fresh.dram_bytes() > self.inner.cfg.fresh_bytes();
+        if w.bulk_loads == 0 && bulk_arena && w.fresh.visible() > 0 && self.inner.check_open(&w).is_ok() {
             self.inner.seal(&mut w)?;
         }
         Ok(())
@@ -1022,9 +1020,8 @@ impl ShardInner {
         let next_base = w.fresh_base + w.fresh.visible();
         let tx = self.flush_tx.lock().clone().ok_or(Error::Closed)?;
         tx.send(sealed_id).map_err(|_| Error::ResourceExhausted("flusher stopped".into()))?;
-        // A bulk load gets few, large segments; real-time writes small ones (see `bulk_segment_bytes`).
-        let (normal, bulk) = (self.cfg.fresh_bytes(), self.cfg.bulk_fresh_bytes());
-        let bytes = if w.bulk_loads > 0 { bulk } else { normal };
+        // A bulk load gets few, large segments; real-time writes small ones (see `ShardConfig::bulk_arenas`).
+        let bytes = if w.bulk_loads > 0 { self.cfg.bulk_fresh_bytes() } else { self.cfg.fresh_bytes() };
         // Back-pressure: wait for the short-term ring (the flusher frees arenas as it goes).
         let block = loop {
             if let Some(b) = self.dram.alloc_wait(RingKind::ShortTerm, bytes, Duration::from_millis(100)) {
@@ -1054,7 +1051,6 @@ impl ShardInner {
         w.fresh_base = next_base;
         w.fresh_deletes = deletes;
         w.fresh_log_bytes = 0;
-        w.fresh_is_bulk = bytes > normal;
         Ok(())
     }
 
