@@ -1984,13 +1984,13 @@ fn conj_top_k(
     let lead = order[0];
     let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
     let any_deleted = del.count() > 0;
-    // The lead's decoded block (copied out, so the other cursors can be borrowed while it is used).
-    let (mut lead_block, lead_docs, lead_tfs) = (u32::MAX, &mut s.lead_docs, &mut s.lead_tfs);
-    // Candidates of the current window and, per term, their frequencies (compacted together).
-    let cand = &mut s.cand;
-    let tfs = reset_lists(&mut s.lists, n);
-    let (hits, table, scores) = (&mut s.hits, &mut s.table, &mut s.scores);
-    let keep_buf = &mut **s.keep.get_or_insert_with(Box::default);
+    // The lead's cursor apart from the others', so its decoded block is read in place while they move.
+    let (before, rest) = curs.split_at_mut(lead);
+    let (lc, after) = rest.split_first_mut().expect("the lead is a term");
+    // A window lies inside one lead block, so its candidates fit in fixed-size rows: the candidates, and
+    // per term their frequencies (compacted together).
+    let win = &mut **s.window.get_or_insert_with(Box::default);
+    let tfs = block_rows(&mut s.tf_rows, n);
     // Per term, its bound over the current window.
     let bnd = &mut s.window_bounds;
     bnd.clear();
@@ -2000,18 +2000,18 @@ fn conj_top_k(
     reset(reached, n, 0);
     let mut doc = 0u32;
     while doc < visible {
-        let lb = curs[lead].shallow_block_from(reached[lead].max(curs[lead].block_index()), doc);
+        let lb = lc.shallow_block_from(reached[lead].max(lc.block_index()), doc);
         reached[lead] = lb;
-        if lb >= curs[lead].block_count() {
+        if lb >= lc.block_count() {
             break;
         }
-        let mut end = curs[lead].last_doc_of(lb);
+        let mut end = lc.last_doc_of(lb);
         let full = col.heap.len() >= col.cap;
         let theta = if full { col.theta() } else { f32::NEG_INFINITY };
         if full {
-            bnd[lead] = bounds.get(lead, lb, &curs[lead], scoring[lead].1, ubs[lead]);
+            bnd[lead] = bounds.get(lead, lb, lc, scoring[lead].1, ubs[lead]);
             for &t in &order[1..] {
-                let c = &curs[t];
+                let c = other(before, after, lead, t);
                 let b = c.shallow_block_from(reached[t].max(c.block_index()), doc);
                 reached[t] = b;
                 if b >= c.block_count() {
@@ -2038,29 +2038,18 @@ fn conj_top_k(
                 continue;
             }
         }
-        // The lead's block is decoded only for a window that is not skipped.
-        if lb != lead_block {
-            let c = &mut curs[lead];
-            c.seek_block(lb).map_err(fail)?;
-            let (d, f) = c.block_postings().map_err(fail)?;
-            lead_docs.clear();
-            lead_docs.extend_from_slice(d);
-            lead_tfs.clear();
-            lead_tfs.extend_from_slice(f);
-            lead_block = lb;
-        }
+        // The lead's block is decoded only for a window that is not skipped (once: a block spanning several
+        // windows stays loaded).
+        lc.seek_block(lb).map_err(fail)?;
+        let (lead_docs, lead_tfs) = lc.block_postings().map_err(fail)?;
         let (from, to) = (lead_docs.partition_point(|&d| d < doc), lead_docs.partition_point(|&d| d <= end));
-        cand.clear();
-        tfs[lead].clear();
+        let (docs, ftf) = (&lead_docs[from..to], &lead_tfs[from..to]);
+        let mut m = 0;
         if prune && full {
             // Score first: keep a lead doc only if its own score plus the others' bounds can compete. The
             // test is conservative (a margin over the float sums' rounding) and division-free; the exact
             // `score >= θ` check after the intersection decides.
             let (norms, bm) = &scoring[lead];
-            let (docs, ftf) = (&lead_docs[from..to], &lead_tfs[from..to]);
-            cand.resize(docs.len(), 0);
-            let ltf = &mut tfs[lead];
-            ltf.resize(docs.len(), 0);
             // The window's others' bounds are maxima over their blocks in it: the filter goes finer, each
             // stretch of lead docs against the sum of the others' bounds of the blocks that hold it (for up to
             // FILTER_TERMS others; more take the window's bounds).
@@ -2070,12 +2059,12 @@ fn conj_top_k(
             for (k, &t) in others.iter().enumerate().take(FILTER_TERMS) {
                 cur[k] = reached[t];
             }
-            let (mut i, mut m) = (0, 0);
+            let mut i = 0;
             while i < docs.len() {
                 let (mut sub_end, mut rest) = (end, 0.0f32);
                 if fine {
                     for (k, &t) in others.iter().enumerate() {
-                        let c = &curs[t];
+                        let c = other(before, after, lead, t);
                         // Within the window's blocks: `end` is at most the last doc of the last of them.
                         debug_assert!(cur[k] < c.block_count());
                         sub_end = sub_end.min(c.last_doc_of(cur[k]));
@@ -2087,81 +2076,77 @@ fn conj_top_k(
                 let j = i + docs[i..].partition_point(|&d| d <= sub_end);
                 // A stretch whose bounds cannot reach θ together is passed over without a look at its docs.
                 if (bnd[lead] + rest) * BOUND_SLACK >= theta {
-                    m += keep_competitive(
+                    m = keep_competitive(
                         (bm, norms),
                         (&docs[i..j], &ftf[i..j]),
                         (theta, rest),
-                        keep_buf,
-                        (&mut cand[m..], &mut ltf[m..]),
+                        (&mut win.docs, &mut tfs[lead]),
+                        m,
                     );
                 }
                 i = j;
                 if fine {
                     for (k, &t) in others.iter().enumerate() {
-                        if curs[t].last_doc_of(cur[k]) <= sub_end {
+                        if other(before, after, lead, t).last_doc_of(cur[k]) <= sub_end {
                             cur[k] += 1;
                         }
                     }
                 }
             }
-            cand.truncate(m);
-            ltf.truncate(m);
-            if cand.len() < to - from {
+            if m < docs.len() {
                 col.exact = false;
             }
         } else {
-            cand.extend_from_slice(&lead_docs[from..to]);
-            tfs[lead].extend_from_slice(&lead_tfs[from..to]);
+            m = docs.len();
+            win.docs[..m].copy_from_slice(docs);
+            tfs[lead][..m].copy_from_slice(ftf);
         }
         doc = end.saturating_add(1);
         for (i, &t) in order.iter().enumerate().skip(1) {
-            if cand.is_empty() {
+            if m == 0 {
                 break;
             }
-            hits.clear();
-            curs[t].intersect(cand, table, hits).map_err(fail)?;
-            // Keep the candidates found, with the frequencies of the terms done so far (hits come in
-            // candidate order, so compacting in place never overwrites one still to move).
-            for (j, &(k, tf)) in hits.iter().enumerate() {
-                cand[j] = cand[k];
+            other(before, after, lead, t).probe(&win.docs[..m], &mut tfs[t][..m]).map_err(fail)?;
+            // Keep the candidates found, with the frequencies of the terms done so far: branch-free (always
+            // write, advance past a hit), in place (w <= j never overwrites one still to move).
+            let mut w = 0;
+            for j in 0..m {
+                let tf = tfs[t][j];
+                win.docs[w] = win.docs[j];
                 for &u in &order[..i] {
-                    tfs[u][j] = tfs[u][k];
+                    tfs[u][w] = tfs[u][j];
                 }
-                tfs[t].push(tf);
+                tfs[t][w] = tf;
+                w += (tf != 0) as usize;
             }
-            cand.truncate(hits.len());
-            for &u in &order[..i] {
-                tfs[u].truncate(hits.len());
-            }
+            m = w;
         }
         // Drop what the reader cannot see (past its snapshot, deleted), then count.
-        cand.truncate(cand.partition_point(|&d| d < visible));
+        m = win.docs[..m].partition_point(|&d| d < visible);
         if any_deleted {
-            let mut m = 0;
-            for j in 0..cand.len() {
-                if !del.is_deleted(cand[j]) {
-                    cand[m] = cand[j];
-                    for t in tfs.iter_mut() {
-                        if j < t.len() {
-                            t[m] = t[j];
-                        }
+            let mut w = 0;
+            for j in 0..m {
+                if !del.is_deleted(win.docs[j]) {
+                    win.docs[w] = win.docs[j];
+                    for row in tfs.iter_mut() {
+                        row[w] = row[j];
                     }
-                    m += 1;
+                    w += 1;
                 }
             }
-            cand.truncate(m);
+            m = w;
         }
-        col.total += cand.len() as u64;
+        col.total += m as u64;
         let competes = !full || bnd.iter().sum::<f32>() >= theta;
-        if !cand.is_empty() && competes {
+        if m > 0 && competes {
             // Score term by term over the batch (tight loops), adding in query order.
-            scores.clear();
-            scores.resize(cand.len(), 0.0);
+            let (cand, scores) = (&win.docs[..m], &mut win.scores[..m]);
+            scores.fill(0.0);
             for (t, (norms, bm)) in scoring.iter().enumerate() {
-                add_scores(bm, norms, cand, &tfs[t][..cand.len()], scores);
+                add_scores(bm, norms, cand, &tfs[t][..m], scores);
             }
             let mut theta = theta;
-            for (&s, &d) in scores.iter().zip(cand.iter()) {
+            for (&s, &d) in scores.iter().zip(cand) {
                 // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
                 if s >= theta {
                     col.push_score(Entry(s, base + d));
@@ -2171,11 +2156,44 @@ fn conj_top_k(
                 }
             }
         }
-        for t in tfs.iter_mut() {
-            t.clear();
-        }
     }
     Ok(())
+}
+
+/// Term `t`'s cursor among the others of a split at the lead's index.
+#[inline]
+fn other<'c, 'a>(
+    before: &'c mut [PostingsCursor<'a>],
+    after: &'c mut [PostingsCursor<'a>],
+    lead: usize,
+    t: usize,
+) -> &'c mut PostingsCursor<'a> {
+    debug_assert!(t != lead);
+    if t < lead {
+        &mut before[t]
+    } else {
+        &mut after[t - lead - 1]
+    }
+}
+
+/// [`conj_top_k`]'s per-window rows: the candidates and their scores (a window lies in one lead block).
+pub(super) struct WindowBuf {
+    docs: [u32; BLOCK_LEN],
+    scores: [f32; BLOCK_LEN],
+}
+
+impl Default for WindowBuf {
+    fn default() -> Self {
+        WindowBuf { docs: [0; BLOCK_LEN], scores: [0.0; BLOCK_LEN] }
+    }
+}
+
+/// The first `n` rows of `rows`, one block long each (their contents are left as they are).
+fn block_rows(rows: &mut Vec<[u32; BLOCK_LEN]>, n: usize) -> &mut [[u32; BLOCK_LEN]] {
+    if rows.len() < n {
+        rows.resize(n, [0; BLOCK_LEN]);
+    }
+    &mut rows[..n]
 }
 
 /// The posting lists of a boolean of terms on one image segment, in query order, with what scoring and
@@ -2663,69 +2681,58 @@ fn phrase_docs(
 
 const _: () = assert!(BLOCK_LEN.is_power_of_two());
 
-/// Keeps the postings whose own BM25 plus `rest` (the other terms' bounds) can reach `theta`, moving them
-/// to the front of `out_docs`/`out_tfs` (branch-free: always write, advance only past a kept doc), and
-/// returns how many; batches are at most a block long. `idf·tf / (tf + D) ≥ need` is tested as
-/// `tf·(idf − need) ≥ need·D` (no division) with each posting's own length term `D`, and `need = θ − rest`
-/// lowered by [`FILTER_SLACK`] of the sums' magnitude, so rounding never drops a document whose exact score
-/// sum reaches θ (that check follows the intersection). One pass: a first pass on frequencies alone against
-/// the block's shortest length let most postings of common terms through (78% on `+may +their`).
+/// Keeps the postings whose own BM25 plus `rest` (the other terms' bounds) can reach `theta`, appending
+/// them to `out_docs`/`out_tfs` from slot `m` on (branch-free: always write, advance only past a kept doc),
+/// and returns the new count; a window's batches add up to at most a block. `idf·tf / (tf + D) ≥ need` is
+/// tested as `tf·(idf − need) ≥ need·D` (no division) with each posting's own length term `D`, and
+/// `need = θ − rest` lowered by [`FILTER_SLACK`] of the sums' magnitude, so rounding never drops a document
+/// whose exact score sum reaches θ (that check follows the intersection). One pass: a first pass on
+/// frequencies alone against the block's shortest length let most postings of common terms through (78% on
+/// `+may +their`).
 fn keep_competitive(
     (bm, norms): (&Bm25Doc, &Norms<'_>),
     (docs, tfs): (&[u32], &[u32]),
     (theta, rest): (f32, f32),
-    buf: &mut KeepBuf,
-    (out_docs, out_tfs): (&mut [u32], &mut [u32]),
+    (out_docs, out_tfs): (&mut [u32; BLOCK_LEN], &mut [u32; BLOCK_LEN]),
+    m: usize,
 ) -> usize {
     let n = docs.len();
-    assert!(n <= BLOCK_LEN && tfs.len() >= n && out_docs.len() >= n && out_tfs.len() >= n);
+    assert!(m + n <= BLOCK_LEN && tfs.len() >= n);
     // What the posting itself must score, lowered by a margin relative to the sums' magnitude.
     let need = theta - rest - (theta.abs() + rest.abs()) * FILTER_SLACK;
     if need.is_nan() || need <= 0.0 {
         // Anything competes (or θ is not a number yet): keep all.
-        out_docs[..n].copy_from_slice(docs);
-        out_tfs[..n].copy_from_slice(&tfs[..n]);
-        return n;
+        out_docs[m..m + n].copy_from_slice(docs);
+        out_tfs[m..m + n].copy_from_slice(&tfs[..n]);
+        return m + n;
     }
     let gap = bm.idf - need;
     let denom = &*bm.denom;
     match norms {
         Norms::Image(col) => {
-            keep_by(docs, tfs, (gap, need, denom), |d| norm_at(col, d), buf, (out_docs, out_tfs))
+            keep_by(docs, tfs, (gap, need, denom), |d| norm_at(col, d), (out_docs, out_tfs), m)
         }
-        _ => keep_by(docs, tfs, (gap, need, denom), |d| norms.get(d), buf, (out_docs, out_tfs)),
+        _ => keep_by(docs, tfs, (gap, need, denom), |d| norms.get(d), (out_docs, out_tfs), m),
     }
 }
 
-/// [`keep_competitive`]'s staging buffers (docs, frequencies): fixed-size, so the masked index of its
-/// branch-free loop needs no bounds check, and kept in [`Scratch`], so no call zeroes them.
-pub(super) struct KeepBuf([u32; BLOCK_LEN], [u32; BLOCK_LEN]);
-
-impl Default for KeepBuf {
-    fn default() -> Self {
-        KeepBuf([0; BLOCK_LEN], [0; BLOCK_LEN])
-    }
-}
-
-/// [`keep_competitive`]'s loop for one kind of norms (monomorphized: the column read inlines).
+/// [`keep_competitive`]'s loop for one kind of norms (monomorphized: the column read inlines). The rows are
+/// fixed-size, so the masked index of the branch-free writes needs no bounds check.
 #[inline(always)]
 fn keep_by(
     docs: &[u32],
     tfs: &[u32],
     (gap, need, denom): (f32, f32, &[f32; NORM_VALUES]),
     norm: impl Fn(u32) -> u8,
-    KeepBuf(kd, kt): &mut KeepBuf,
-    (out_docs, out_tfs): (&mut [u32], &mut [u32]),
+    (kd, kt): (&mut [u32; BLOCK_LEN], &mut [u32; BLOCK_LEN]),
+    mut m: usize,
 ) -> usize {
-    let mut m = 0;
     for (&d, &tf) in docs.iter().zip(tfs) {
-        // m <= j < n <= BLOCK_LEN: the mask changes nothing.
+        // m <= (slots before) + j < BLOCK_LEN: the mask changes nothing.
         kd[m & (BLOCK_LEN - 1)] = d;
         kt[m & (BLOCK_LEN - 1)] = tf;
         m += (tf as f32 * gap >= need * denom[norm(d) as usize]) as usize;
     }
-    out_docs[..m].copy_from_slice(&kd[..m]);
-    out_tfs[..m].copy_from_slice(&kt[..m]);
     m
 }
 

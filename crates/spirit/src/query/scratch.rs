@@ -13,8 +13,9 @@
 //! The pool keeps one scratch per thread (a nested query on the same thread gets a fresh one), and drops
 //! buffers that grew past [`KEEP_BYTES`] each, so a rare huge query does not pin its memory in a thread forever.
 
-use super::eval::{Bm25Doc, KeepBuf, Norms};
+use super::eval::{Bm25Doc, Norms, WindowBuf};
 use crate::codec::PostingsCursor;
+use crate::codec::BLOCK;
 use std::cell::Cell;
 
 /// A buffer whose capacity exceeds this many bytes is dropped when its scratch goes back to the pool (per
@@ -39,9 +40,6 @@ pub(super) struct Scratch {
     pub reached: Vec<u32>,
     /// Per term: whether it is essential in the current MaxScore window.
     pub essential: Vec<bool>,
-    /// The conjunction's lead block (docs, frequencies).
-    pub lead_docs: Vec<u32>,
-    pub lead_tfs: Vec<u32>,
     /// Candidate docs (the conjunction's, the disjunction's survivors).
     pub cand: Vec<u32>,
     /// Per term, one list: the conjunction's candidate frequencies, the phrase's positions.
@@ -56,9 +54,10 @@ pub(super) struct Scratch {
     /// The disjunction's per-term score rows and surviving window slots.
     pub rows: Vec<f32>,
     pub survivors: Vec<usize>,
-    /// The conjunction's filter staging (a block of docs and frequencies; allocated on first use, so that
-    /// an empty scratch, as `mem::take` leaves one, allocates nothing).
-    pub keep: Option<Box<KeepBuf>>,
+    /// The conjunction's window: candidates and scores (allocated on first use, so that an empty scratch, as
+    /// `mem::take` leaves one, allocates nothing), and per term the candidates' frequencies.
+    pub window: Option<Box<WindowBuf>>,
+    pub tf_rows: Vec<[u32; BLOCK]>,
 }
 
 thread_local! {
@@ -94,8 +93,7 @@ impl Scratch {
         keep(&mut self.order);
         keep(&mut self.reached);
         keep(&mut self.essential);
-        keep(&mut self.lead_docs);
-        keep(&mut self.lead_tfs);
+        keep(&mut self.tf_rows);
         keep(&mut self.cand);
         keep(&mut self.lists);
         self.lists.iter_mut().for_each(keep);
