@@ -2727,11 +2727,22 @@ fn keep_by(
     (kd, kt): (&mut [u32; BLOCK_LEN], &mut [u32; BLOCK_LEN]),
     mut m: usize,
 ) -> usize {
-    for (&d, &tf) in docs.iter().zip(tfs) {
-        // m <= (slots before) + j < BLOCK_LEN: the mask changes nothing.
-        kd[m & (BLOCK_LEN - 1)] = d;
-        kt[m & (BLOCK_LEN - 1)] = tf;
-        m += (tf as f32 * gap >= need * denom[norm(d) as usize]) as usize;
+    // Two passes: the tests into a bit set (no store whose address depends on an earlier test, so the
+    // postings' lookups overlap freely), then the kept postings moved out in order.
+    let mut keep = [0u64; BLOCK_LEN / 64];
+    for (i, (&d, &tf)) in docs.iter().zip(tfs).enumerate().take(BLOCK_LEN) {
+        let pass = tf as f32 * gap >= need * denom[norm(d) as usize];
+        keep[i / 64] |= (pass as u64) << (i % 64);
+    }
+    for (w, mut bits) in keep.into_iter().enumerate() {
+        while bits != 0 {
+            let i = w * 64 + bits.trailing_zeros() as usize;
+            // m < BLOCK_LEN (a window holds at most a block): the mask changes nothing.
+            kd[m & (BLOCK_LEN - 1)] = docs[i];
+            kt[m & (BLOCK_LEN - 1)] = tfs[i];
+            m += 1;
+            bits &= bits - 1;
+        }
     }
     m
 }
