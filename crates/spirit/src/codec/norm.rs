@@ -27,11 +27,35 @@ fn from_int4(i: u32) -> u32 {
     }
 }
 
-/// The one-byte norm of a field of `len` tokens — `FREE + to_int4(len - FREE)` from `FREE` on, written
-/// without branches (block bounds encode the lengths of a block's impacts, which fall on either side of
-/// `FREE` unpredictably); a test holds it to the plain form.
+/// The one-byte norm of a field of `len` tokens — `FREE + to_int4(len - FREE)` from `FREE` on. Lengths
+/// below [`SMALL_LENGTHS`] (nearly all fields) read a table; longer ones compute it ([`encode_norm_computed`]).
+/// Block bounds encode the four lengths of each block's impacts for every block a query reaches, where the
+/// computation was a third of a conjunction's bound work.
 #[inline]
 pub fn encode_norm(len: u32) -> u8 {
+    match SMALL_NORMS.get(len as usize) {
+        Some(&b) => b,
+        None => encode_norm_computed(len),
+    }
+}
+
+/// Lengths below this have their norm in a table (4 KiB).
+const SMALL_LENGTHS: usize = 4096;
+
+/// `encode_norm` of every length below [`SMALL_LENGTHS`], computed at compile time.
+static SMALL_NORMS: [u8; SMALL_LENGTHS] = {
+    let mut t = [0u8; SMALL_LENGTHS];
+    let mut len = 0;
+    while len < SMALL_LENGTHS {
+        t[len] = encode_norm_computed(len as u32);
+        len += 1;
+    }
+    t
+};
+
+/// [`encode_norm`] computed, without branches (a test holds it to the plain form).
+#[inline]
+const fn encode_norm_computed(len: u32) -> u8 {
     let i = len.saturating_sub(FREE);
     let bits = 32 - i.leading_zeros();
     let shift = bits.saturating_sub(4);
@@ -39,7 +63,7 @@ pub fn encode_norm(len: u32) -> u8 {
     let exp = if bits < 4 { 0 } else { (shift + 1) << 3 };
     let int4 = ((i >> shift) & if bits < 4 { 0xF } else { 0x07 }) | exp;
     // Lucene's domain ends at i32::MAX (code 255); longer fields saturate there.
-    let code = (FREE + int4).min(255);
+    let code = if FREE + int4 < 255 { FREE + int4 } else { 255 };
     (if len < FREE { len } else { code }) as u8
 }
 
@@ -123,6 +147,7 @@ mod tests {
         });
         for len in (0..1 << 20).chain(edges).chain([u32::MAX - 1, u32::MAX]) {
             assert_eq!(encode_norm(len), encode_norm_plain(len), "at {len}");
+            assert_eq!(encode_norm_computed(len), encode_norm_plain(len), "computed, at {len}");
         }
     }
 

@@ -871,8 +871,21 @@ impl<'a> PostingsCursor<'a> {
                 break;
             }
             let c = cands[k];
-            if self.docs[self.len - 1] < c && self.advance(c)? == NO_DOC {
-                break;
+            if self.docs[self.len - 1] < c {
+                // To the block that holds `c`, if any: the search below finds it (no scan here).
+                let b = self.shallow_block(c);
+                if b >= self.n_blocks {
+                    self.doc = NO_DOC;
+                    break;
+                }
+                self.load_block(b)?;
+                if self.docs[self.len - 1] < c {
+                    // The skip table promised the candidate inside this block: corruption.
+                    return Err(CodecError {
+                        what: "skip table",
+                        offset: self.skip_start + b as usize * SKIP,
+                    });
+                }
             }
             self.decode_tfs()?;
             let block_docs = &self.docs[..self.len];

@@ -2728,13 +2728,19 @@ fn keep_by(
     mut m: usize,
 ) -> usize {
     // Two passes: the tests into a bit set (no store whose address depends on an earlier test, so the
-    // postings' lookups overlap freely), then the kept postings moved out in order.
-    let mut keep = [0u64; BLOCK_LEN / 64];
-    for (i, (&d, &tf)) in docs.iter().zip(tfs).enumerate().take(BLOCK_LEN) {
-        let pass = tf as f32 * gap >= need * denom[norm(d) as usize];
-        keep[i / 64] |= (pass as u64) << (i % 64);
+    // postings' lookups overlap freely; the set's two words in registers), then the kept postings moved out
+    // in order.
+    let n = docs.len().min(tfs.len()).min(BLOCK_LEN);
+    let (docs, tfs) = (&docs[..n], &tfs[..n]);
+    let pass = |i: usize| (tfs[i] as f32 * gap >= need * denom[norm(docs[i]) as usize]) as u64;
+    let (mut low, mut high) = (0u64, 0u64);
+    for i in 0..n.min(64) {
+        low |= pass(i) << i;
     }
-    for (w, mut bits) in keep.into_iter().enumerate() {
+    for i in 64..n {
+        high |= pass(i) << (i - 64);
+    }
+    for (w, mut bits) in [low, high].into_iter().enumerate() {
         while bits != 0 {
             let i = w * 64 + bits.trailing_zeros() as usize;
             // m < BLOCK_LEN (a window holds at most a block): the mask changes nothing.
