@@ -6,6 +6,12 @@
 #   bench/run.sh static [OUTDIR]  as full, static configurations only (query speed after a change, ~20 min)
 #   bench/run.sh bulk [OUTDIR]    bulk indexing of the whole file with 1 and 2 threads (and 1 and 2 spirit
 #                                 shards), spirit against Tantivy and Lucene, end to end; the tokenizer alone
+#   bench/run.sh interleave [OUTDIR]  spirit's and Tantivy's static query speed under the same machine
+#                                 conditions: both indexes built once, then each engine's query loop
+#                                 (`spirit-bench loop`, `tantivy-baseline --mode loop`) alternated on one core,
+#                                 INTERLEAVE_ROUNDS (8) rounds of INTERLEAVE_SECONDS (1.5) per category and
+#                                 engine, for INTERLEAVE_CATEGORIES (issue 4's: the AND, OR and phrase ones;
+#                                 ~10 min); medians and their ratio in report.md
 #
 # Configurations: static index for each engine; windowed real time (queries while the last 20% of the
 # documents is ingested) for spirit (real time, no reopen), Lucene NRT-1/10/100/1000/∞ and Tantivy
@@ -22,7 +28,8 @@ tasks="$data/tasks.dev.txt"
 case "$size" in
   quick) common=(--max-docs 5000 --queries-per-category 10 --warmup-seconds 1); limit=(--max-docs 5000) ;;
   full|static|bulk) common=(--queries-per-category 100 --warmup-seconds 10); limit=() ;;
-  *) echo "usage: bench/run.sh quick|full|static|bulk [OUTDIR]" >&2; exit 2 ;;
+  interleave) common=(--queries-per-category 100 --warmup-seconds 1); limit=() ;;
+  *) echo "usage: bench/run.sh quick|full|static|bulk|interleave [OUTDIR]" >&2; exit 2 ;;
 esac
 out="${2:-$root/bench/results/$size-$(date -u +%Y%m%d-%H%M)}"
 mkdir -p "$out"
@@ -55,6 +62,27 @@ if [ "$size" = bulk ]; then
   "$spirit" bulk --docs "$docs" --threads 1,2 --shards 1,2 --json "$out/bulk.json" \
     --compare "$out/tantivy-bulk-1.json,$out/tantivy-bulk-2.json,$out/lucene-bulk-1.json,$out/lucene-bulk-2.json" \
     > "$out/report.md"
+  cat "$out/report.md"
+  exit 0
+fi
+if [ "$size" = interleave ]; then
+  cats="${INTERLEAVE_CATEGORIES:-AndHighHigh,AndHighMed,OrHighHigh,OrHighMed,HighPhrase,MedPhrase,LowPhrase}"
+  rounds="${INTERLEAVE_ROUNDS:-8}"; secs="${INTERLEAVE_SECONDS:-1.5}"
+  step "spirit static (builds the index)" "$spirit" run "${args[@]}" --categories "$cats" --mode static \
+    --index-dir "$out/spirit-index" --out "$out/spirit-static.json"
+  step "tantivy static (builds the index)" "$tantivy" "${args[@]}" --categories "$cats" --mode static \
+    --index-dir "$out/tantivy-index" --out "$out/tantivy-static.json"
+  pin=(); command -v taskset > /dev/null && pin=(taskset -c 0)
+  : > "$out/loops.jsonl"
+  for r in $(seq "$rounds"); do
+    echo "== round $r of $rounds =="
+    "${pin[@]}" "$spirit" loop --index-dir "$out/spirit-index" --tasks "$tasks" --categories "$cats" \
+      --seconds "$secs" | sed "s/^{/{\"round\":$r,/" >> "$out/loops.jsonl"
+    "${pin[@]}" "$tantivy" --docs "$docs" --tasks "$tasks" --categories "$cats" --mode loop \
+      --index-dir "$out/tantivy-index" --loop-seconds "$secs" --out /dev/null | sed "s/^{/{\"round\":$r,/" >> "$out/loops.jsonl"
+  done
+  [ -n "${KEEP_INDEXES:-}" ] || rm -rf "$out/spirit-index" "$out/tantivy-index"
+  python3 "$root/bench/baselines/interleave_report.py" "$out" > "$out/report.md"
   cat "$out/report.md"
   exit 0
 fi

@@ -188,3 +188,13 @@ pub fn thread_cpu_seconds() -> f64 {
     // utime and stime are fields 14 and 15 of stat(5); here 0-based after the state field (field 3).
     (ticks(11) + ticks(12)) / 100.0
 }
+
+/// From per-query latencies in seconds summed over `passes` loops: the mean latency of every query timed and
+/// the geometric mean over the queries of each one's mean, both in µs.
+pub fn loop_means(per_query: &[f64], passes: u64) -> (f64, f64) {
+    let n = per_query.len().max(1) as f64;
+    let each = per_query.iter().map(|s| s * 1e6 / passes.max(1) as f64);
+    let mean = each.clone().sum::<f64>() / n;
+    let geomean = (each.map(|x| x.max(1e-3).ln()).sum::<f64>() / n).exp();
+    (mean, geomean)
+}

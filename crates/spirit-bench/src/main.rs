@@ -11,6 +11,7 @@ mod codecs;
 mod durability;
 mod http_load;
 mod input;
+mod qloop;
 mod report;
 mod run;
 
@@ -43,6 +44,9 @@ enum Cli {
     /// The codec study (seed 004): bytes per posting, decoding speed and query workloads on decoded lists
     /// for raw, VByte, Stream VByte, SIMD bit-packing and PFor, from a DRAM and a persistent copy.
     Codecs(codecs::CodecArgs),
+    /// Each category's queries in a loop on the index a static run left in `--index-dir` (the spirit half
+    /// of `bench/run.sh interleave`).
+    Loop(qloop::LoopArgs),
     /// Bulk indexing (issue 7): the bulk loader per thread and shard count, end to end, against the
     /// baselines' `--mode bulk` results; the tokenizer alone against plain splits.
     Bulk(bulk::BulkArgs),
@@ -258,6 +262,7 @@ fn main() {
         Cli::HttpLoad(a) => http_load::run(a),
         Cli::Cache(a) => cache::run(a),
         Cli::Codecs(a) => codecs::run(a),
+        Cli::Loop(a) => qloop::run(a),
         Cli::Bulk(a) => {
             if let Err(e) = bulk::run(a) {
                 eprintln!("spirit-bench bulk: {e}");

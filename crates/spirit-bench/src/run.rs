@@ -57,7 +57,7 @@ pub struct RunArgs {
     ingest_rate: f64,
 }
 
-fn opts(k: usize) -> SearchOptions {
+pub(crate) fn opts(k: usize) -> SearchOptions {
     // Like the baselines: top-k by score, ids only (no stored-field loading), no exact total (Lucene's
     // TopScoreDocCollector and Tantivy's TopDocs do not count every match either; counts are taken untimed).
     // The result cache is off: the baselines run without one (SPIRIT's comparison turns Lucene's query cache

@@ -1,0 +1,67 @@
+//! `spirit-bench loop`: each category's queries in a loop for a few seconds on an index that a static run
+//! left in its `--index-dir` after one untimed pass, nothing else (no indexing): the spirit half of
+//! `bench/run.sh interleave`, which alternates it with `tantivy-baseline --mode loop` on one core so that
+//! both engines are timed under the same machine conditions. On this shared machine the speed drifts by tens
+//! of percent within minutes, and a comparison that runs one engine's whole static run after the other's
+//! measures the drift as much as the engines.
+
+use crate::input::load_tasks;
+use serde_json::json;
+use spirit::{Engine, EngineConfig};
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct LoopArgs {
+    /// The data directory of a `spirit-bench run --mode static --index-dir DIR` run (index `bench`).
+    #[arg(long)]
+    index_dir: PathBuf,
+    /// luceneutil task file.
+    #[arg(long)]
+    tasks: PathBuf,
+    /// Categories to loop over, one after the other (default: all, in file order).
+    #[arg(long, value_delimiter = ',')]
+    categories: Option<Vec<String>>,
+    /// First N distinct queries of each category.
+    #[arg(long, default_value_t = 100)]
+    queries_per_category: usize,
+    /// Seconds per category (whole passes over its queries: at least one).
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    #[arg(long, default_value_t = 10)]
+    top_k: usize,
+}
+
+/// Prints one JSON line per category: `{"engine", "category", "queries", "mean_us", "geomean_us"}` — the
+/// mean latency of all queries timed, and the geometric mean over the category's queries of each one's mean
+/// latency (issue 4's measure).
+pub fn run(a: LoopArgs) {
+    let cats = load_tasks(&a.tasks, a.categories.as_deref(), a.queries_per_category).expect("tasks");
+    let engine = Engine::open(&a.index_dir, EngineConfig::default()).expect("open the index directory");
+    let index =
+        engine.index("bench").expect("no index `bench` in --index-dir (run a static run there first)");
+    index.set_default_fields(Some(vec!["body".into()])).expect("body");
+    let opts = crate::run::opts(a.top_k);
+    for c in &cats {
+        // One untimed pass first: the category's postings paged in.
+        for q in &c.queries {
+            std::hint::black_box(index.search(q, &opts).expect("search"));
+        }
+        // Per query, its time summed over the passes.
+        let (t0, mut passes, mut per_query) = (Instant::now(), 0u64, vec![0.0f64; c.queries.len()]);
+        while passes == 0 || t0.elapsed().as_secs_f64() < a.seconds {
+            for (q, sum) in c.queries.iter().zip(&mut per_query) {
+                let t = Instant::now();
+                std::hint::black_box(index.search(q, &opts).expect("search"));
+                *sum += t.elapsed().as_secs_f64();
+            }
+            passes += 1;
+        }
+        let (mean_us, geomean_us) = crate::input::loop_means(&per_query, passes);
+        let line = json!({"engine": "spirit", "category": c.name, "queries": passes * c.queries.len() as u64,
+                          "mean_us": mean_us, "geomean_us": geomean_us});
+        println!("{line}");
+    }
+    drop(index);
+    engine.close().expect("close");
+}
