@@ -198,3 +198,16 @@ pub fn loop_means(per_query: &[f64], passes: u64) -> (f64, f64) {
     let geomean = (each.map(|x| x.max(1e-3).ln()).sum::<f64>() / n).exp();
     (mean, geomean)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::loop_means;
+
+    #[test]
+    fn loop_means_are_per_query_means_averaged_and_geometric() {
+        // Two queries over 4 passes: 4 µs and 400 µs in total, so 1 µs and 100 µs each.
+        let (mean, geomean) = loop_means(&[4e-6, 400e-6], 4);
+        assert!((mean - 50.5).abs() < 1e-9, "{mean}");
+        assert!((geomean - 10.0).abs() < 1e-9, "{geomean}");
+    }
+}
