@@ -1168,22 +1168,14 @@ mod tests {
             cands in proptest::collection::btree_set(0u32..60_000, 1..3000),
             batch in 1usize..300,
         ) {
-            let docs: Vec<u32> = docs.into_iter().collect();
-            let (docs, tfs, pos) = list(&docs);
-            let mut blob = vec![];
-            encode_postings(&docs, &tfs, &pos, &vec![5; docs.len()], &mut blob);
+            let (blob, cands, want) = lookup_case(docs, cands);
             let mut c = PostingsCursor::new(&blob).unwrap();
-            let cands: Vec<u32> = cands.into_iter().collect();
             let (mut table, mut hits, mut got) = (vec![], vec![], vec![]);
             for chunk in cands.chunks(batch) {
                 hits.clear();
                 c.intersect(chunk, &mut table, &mut hits).unwrap();
                 got.extend(hits.iter().map(|&(k, tf)| (chunk[k], tf)));
             }
-            let want: Vec<(u32, u32)> = cands
-                .iter()
-                .filter_map(|d| docs.binary_search(d).ok().map(|k| (*d, tfs[k])))
-                .collect();
             prop_assert_eq!(got, want);
         }
 
@@ -1195,24 +1187,31 @@ mod tests {
             cands in proptest::collection::btree_set(0u32..60_000, 1..3000),
             batch in 1usize..300,
         ) {
-            let docs: Vec<u32> = docs.into_iter().collect();
-            let (docs, tfs, pos) = list(&docs);
-            let mut blob = vec![];
-            encode_postings(&docs, &tfs, &pos, &vec![5; docs.len()], &mut blob);
+            let (blob, cands, want) = lookup_case(docs, cands);
             let mut c = PostingsCursor::new(&blob).unwrap();
-            let cands: Vec<u32> = cands.into_iter().collect();
             let mut got = vec![];
             let mut out = vec![u32::MAX; batch];
             for chunk in cands.chunks(batch) {
                 c.probe(chunk, &mut out).unwrap();
                 got.extend(chunk.iter().zip(&out).filter(|x| *x.1 != 0).map(|(&d, &tf)| (d, tf)));
             }
-            let want: Vec<(u32, u32)> = cands
-                .iter()
-                .filter_map(|d| docs.binary_search(d).ok().map(|k| (*d, tfs[k])))
-                .collect();
             prop_assert_eq!(got, want);
         }
+    }
+
+    /// A list of `docs` encoded, the candidates in order, and the (doc, frequency) of each candidate the
+    /// list has: what a lookup of the candidates must find.
+    fn lookup_case(
+        docs: std::collections::BTreeSet<u32>,
+        cands: std::collections::BTreeSet<u32>,
+    ) -> (Vec<u8>, Vec<u32>, Vec<(u32, u32)>) {
+        let docs: Vec<u32> = docs.into_iter().collect();
+        let (docs, tfs, pos) = list(&docs);
+        let mut blob = vec![];
+        encode_postings(&docs, &tfs, &pos, &vec![5; docs.len()], &mut blob);
+        let cands: Vec<u32> = cands.into_iter().collect();
+        let want = cands.iter().filter_map(|d| docs.binary_search(d).ok().map(|k| (*d, tfs[k]))).collect();
+        (blob, cands, want)
     }
 
     #[test]

@@ -2682,13 +2682,12 @@ fn phrase_docs(
 const _: () = assert!(BLOCK_LEN.is_power_of_two());
 
 /// Keeps the postings whose own BM25 plus `rest` (the other terms' bounds) can reach `theta`, appending
-/// them to `out_docs`/`out_tfs` from slot `m` on (branch-free: always write, advance only past a kept doc),
-/// and returns the new count; a window's batches add up to at most a block. `idf·tf / (tf + D) ≥ need` is
-/// tested as `tf·(idf − need) ≥ need·D` (no division) with each posting's own length term `D`, and
-/// `need = θ − rest` lowered by [`FILTER_SLACK`] of the sums' magnitude, so rounding never drops a document
-/// whose exact score sum reaches θ (that check follows the intersection). One pass: a first pass on
-/// frequencies alone against the block's shortest length let most postings of common terms through (78% on
-/// `+may +their`).
+/// them in order to `out_docs`/`out_tfs` from slot `m` on, and returns the new count; a window's batches add
+/// up to at most a block. `idf·tf / (tf + D) ≥ need` is tested as `tf·(idf − need) ≥ need·D` (no division)
+/// with each posting's own length term `D`, and `need = θ − rest` lowered by [`FILTER_SLACK`] of the sums'
+/// magnitude, so rounding never drops a document whose exact score sum reaches θ (that check follows the
+/// intersection). One test per posting: a first pass on frequencies alone against the block's shortest
+/// length let most postings of common terms through (78% on `+may +their`).
 fn keep_competitive(
     (bm, norms): (&Bm25Doc, &Norms<'_>),
     (docs, tfs): (&[u32], &[u32]),
