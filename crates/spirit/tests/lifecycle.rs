@@ -163,3 +163,47 @@ fn graceful_reopen_keeps_deletes_schema_and_ids() {
     assert_ne!(a.id, b.id);
     index.close().unwrap();
 }
+
+/// An update whose old version lies in the segment sealed just before must not keep that segment's arena:
+/// with a short-term ring of exactly two arenas, the writer sealing the next segment waits for that arena
+/// (a regression: the writer held the old version's fresh descriptor across the seal and waited forever).
+#[test]
+fn updates_of_just_sealed_documents_do_not_hold_the_ring() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    std::thread::spawn(move || {
+        // Fresh arenas of a quarter of the budget: the short-term ring holds exactly two of them.
+        let cfg = ShardConfig {
+            fresh_segment_bytes: Some(2 << 20),
+            max_docs_per_segment: 2,
+            durability: Durability::Volatile,
+            ..cfg()
+        };
+        assert_eq!(cfg.short_term_bytes(), 2 * cfg.fresh_bytes());
+        let index = Index::open("t", &path, cfg, Some(&mappings()), None).unwrap();
+        let mut r = Reference::default();
+        for round in 0..40 {
+            // a, b fill a segment; c seals it and starts the next, d fills that one; updating a (its old
+            // version in the segment the flusher is working on) seals the full one.
+            for i in [0, 1, 2, 3, 0] {
+                let mut d = doc(4 * round + i);
+                d.id = format!("r{round}-{i}");
+                index.add(d.json()).unwrap();
+                r.add(d);
+            }
+        }
+        check_all(&index, &r, "after the updates");
+        index.close().unwrap();
+        tx.send(()).unwrap();
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(()) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the writer is stuck waiting for a fresh arena")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("the writer thread failed (see above)")
+        }
+    }
+}

@@ -681,17 +681,24 @@ impl Shard {
     ) -> Result<(u32, bool, Option<u64>)> {
         // One writer: find, add and delete under the writer lock, so no other write interleaves.
         let mut w = self.inner.writer.lock();
-        let old = if check_existing { self.find_id(&doc.id) } else { None };
+        // Keep only where the old version is, not its segment: a descriptor of a fresh segment owns that
+        // segment's arena, and `add_locked` may seal and wait for the short-term ring to free an arena —
+        // possibly this very one, once the flusher is done with it. Holding it would deadlock the writer.
+        let old = if check_existing {
+            self.find_id(&doc.id).map(|(seg, local)| (seg.base_doc + local, seg.deletes.clone(), local))
+        } else {
+            None
+        };
         let seq = w.seq.as_ref().map(|s| {
             let n = s.next.fetch_add(1, Relaxed);
             doc.set_numeric(s.field, n as f64);
             n
         });
         let new = self.add_locked(&mut w, doc)?;
-        let replaced = old.as_ref().map(|(seg, local)| seg.base_doc + local);
-        if let Some((seg, local)) = old {
+        let replaced = old.as_ref().map(|&(doc_id, _, _)| doc_id);
+        if let Some((_, deletes, local)) = old {
             // Bitmaps are shared by every descriptor of a segment, so this reaches the current one.
-            seg.deletes.delete(local);
+            deletes.delete(local);
         }
         let lsn = self.inner.log_add(&w, doc, new, replaced, seq)?;
         if lsn.is_some() {
