@@ -82,7 +82,7 @@ if [ "$size" = interleave ]; then
       --index-dir "$out/tantivy-index" --loop-seconds "$secs" --out /dev/null | sed "s/^{/{\"round\":$r,/" >> "$out/loops.jsonl"
   done
   [ -n "${KEEP_INDEXES:-}" ] || rm -rf "$out/spirit-index" "$out/tantivy-index"
-  python3 "$root/bench/baselines/interleave_report.py" "$out" > "$out/report.md"
+  python3 "$root/bench/baselines/interleave_report.py" "$out" "$tasks" > "$out/report.md"
   cat "$out/report.md"
   exit 0
 fi

@@ -553,8 +553,9 @@ fn run_loop(args: &Args, cats: &[Category]) -> Result<()> {
         let mean_us = each.iter().sum::<f64>() / n;
         let geomean_us = (each.iter().map(|x| x.max(1e-3).ln()).sum::<f64>() / n).exp();
         let queries = passes * qs.len() as u64;
+        let per_query_us: Vec<f64> = each.iter().map(|x| (x * 10.0).round() / 10.0).collect();
         let line = json!({"engine": ENGINE, "category": c.name, "queries": queries, "mean_us": mean_us,
-                          "geomean_us": geomean_us});
+                          "geomean_us": geomean_us, "per_query_us": per_query_us});
         println!("{line}");
         per_cat.insert(c.name.clone(), line);
     }

@@ -193,15 +193,20 @@ pub fn thread_cpu_seconds() -> f64 {
 /// the geometric mean over the queries of each one's mean, both in µs.
 pub fn loop_means(per_query: &[f64], passes: u64) -> (f64, f64) {
     let n = per_query.len().max(1) as f64;
-    let each = per_query.iter().map(|s| s * 1e6 / passes.max(1) as f64);
-    let mean = each.clone().sum::<f64>() / n;
-    let geomean = (each.map(|x| x.max(1e-3).ln()).sum::<f64>() / n).exp();
+    let each = per_query_means(per_query, passes);
+    let mean = each.iter().sum::<f64>() / n;
+    let geomean = (each.iter().map(|x| x.max(1e-3).ln()).sum::<f64>() / n).exp();
     (mean, geomean)
+}
+
+/// Each query's mean latency in µs (to 0.1 µs) from its seconds summed over `passes` loops.
+pub fn per_query_means(per_query: &[f64], passes: u64) -> Vec<f64> {
+    per_query.iter().map(|s| (s * 1e7 / passes.max(1) as f64).round() / 10.0).collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::loop_means;
+    use super::{loop_means, per_query_means};
 
     #[test]
     fn loop_means_are_per_query_means_averaged_and_geometric() {
@@ -209,5 +214,6 @@ mod tests {
         let (mean, geomean) = loop_means(&[4e-6, 400e-6], 4);
         assert!((mean - 50.5).abs() < 1e-9, "{mean}");
         assert!((geomean - 10.0).abs() < 1e-9, "{geomean}");
+        assert_eq!(per_query_means(&[4e-6, 400e-6, 1.23456e-3], 4), vec![1.0, 100.0, 308.6]);
     }
 }
