@@ -2010,6 +2010,24 @@ fn conj_top_k(
         let theta = if full { col.theta() } else { f32::NEG_INFINITY };
         if full {
             bnd[lead] = bounds.get(lead, lb, lc, scoring[lead].1, ubs[lead]);
+            // The lead's block bound with the others' whole-list bounds, added in query order: when even that
+            // cannot reach θ (a block of a rare term's low tfs against common terms, whose idf is small), the
+            // block is passed over without a look at the others' skip tables.
+            let coarse = |x: f32| -> f32 { (0..n).map(|t| if t == lead { x } else { ubs[t] }).sum() };
+            if prune && coarse(bnd[lead]) < theta {
+                col.exact = false;
+                // So are the blocks after it, often (θ does not move meanwhile): passed over in one go,
+                // without a skip-table search per block.
+                let mut next = lb + 1;
+                while next < lc.block_count()
+                    && coarse(bounds.get(lead, next, lc, scoring[lead].1, ubs[lead])) < theta
+                {
+                    next += 1;
+                }
+                reached[lead] = next;
+                doc = lc.last_doc_of(next - 1).saturating_add(1);
+                continue;
+            }
             for &t in &order[1..] {
                 let c = other(before, after, lead, t);
                 let b = c.shallow_block_from(reached[t].max(c.block_index()), doc);
