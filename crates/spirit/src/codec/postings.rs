@@ -335,18 +335,20 @@ const PAD: usize = 8;
 /// `tf_bits` of a partial block, whose frequencies are VByte.
 const TF_VBYTE: u8 = u8::MAX;
 
-/// The first index of sorted, non-empty `docs` whose doc is at least `x` (`docs.len() - 1` at most when the
-/// last doc reaches `x`): a branch-free binary search, conditional moves only, its trip count fixed by the
-/// length.
+/// A binary search over a whole decoded block, for an `x` at most the block's last doc: entries past a short
+/// block's end are `NO_DOC` (see `load_block`), so the search runs over all `BLOCK` entries with its steps
+/// fixed at compile time — unrolled, no bounds checks — and finds the first index whose doc is at least `x`.
 #[inline]
-fn lower_bound(docs: &[u32], x: u32) -> usize {
-    let (mut base, mut n) = (0, docs.len());
-    while n > 1 {
-        let half = n / 2;
-        base = std::hint::select_unpredictable(docs[base + half - 1] < x, base + half, base);
-        n -= half;
+fn lower_bound_block(docs: &[u32; BLOCK + PAD], x: u32) -> usize {
+    const { assert!(BLOCK.is_power_of_two()) };
+    let mut base = 0usize;
+    let mut half = BLOCK / 2;
+    while half > 0 {
+        // `base + half - 1 < BLOCK` throughout: the mask changes nothing but proves it to the compiler.
+        base = std::hint::select_unpredictable(docs[(base + half - 1) & (BLOCK - 1)] < x, base + half, base);
+        half /= 2;
     }
-    base + (docs[base] < x) as usize
+    base + (docs[base & (BLOCK - 1)] < x) as usize
 }
 
 impl<'a> PostingsCursor<'a> {
@@ -636,7 +638,8 @@ impl<'a> PostingsCursor<'a> {
             self.tf_at = at;
             self.tf_bits = TF_VBYTE;
         }
-        self.docs[len..len + PAD].fill(NO_DOC);
+        // Past the end, NO_DOC: scans stop there, and `lower_bound_block` searches a short block whole.
+        self.docs[len..].fill(NO_DOC);
         self.tfs_ready = false;
         self.block = b;
         self.len = len;
@@ -888,17 +891,17 @@ impl<'a> PostingsCursor<'a> {
                 }
             }
             self.decode_tfs()?;
-            let block_docs = &self.docs[..self.len];
-            let last = block_docs[self.len - 1];
+            let last = self.docs[self.len - 1];
             let n = cands[k..].partition_point(|&x| x <= last);
             let mut at = self.i;
             for (&c, o) in cands[k..k + n].iter().zip(&mut out[k..k + n]) {
-                at = lower_bound(block_docs, c);
                 // `last >= c`, so the search ends inside the block.
-                *o = std::hint::select_unpredictable(block_docs[at] == c, self.tfs[at], 0);
+                at = lower_bound_block(&self.docs, c);
+                debug_assert!(at < self.len);
+                *o = std::hint::select_unpredictable(self.docs[at] == c, self.tfs[at & (BLOCK - 1)], 0);
             }
             self.i = at;
-            self.doc = block_docs[at];
+            self.doc = self.docs[at];
             k += n;
         }
         out[k..].fill(0);
@@ -1220,7 +1223,10 @@ mod tests {
         for n in 1..=docs.len() {
             let d = &docs[..n];
             for x in 0..=d[n - 1] {
-                assert_eq!(lower_bound(d, x), d.partition_point(|&v| v < x), "n {n} x {x}");
+                // Over the block padded as `load_block` pads it.
+                let mut block = [NO_DOC; BLOCK + PAD];
+                block[..n].copy_from_slice(d);
+                assert_eq!(lower_bound_block(&block, x), d.partition_point(|&v| v < x), "n {n} x {x}");
             }
         }
     }
