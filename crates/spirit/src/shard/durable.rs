@@ -430,7 +430,17 @@ impl ShardInner {
     /// Writes a manifest: at close (`clean`), or as a crash-safe checkpoint. `extra` is the owner's data; a
     /// checkpoint uses the latest metadata logged.
     pub(super) fn write_manifest(&self, extra: Option<serde_json::Value>, clean: bool) -> Result<()> {
-        self.write_manifest_within(extra, clean, None).map(|_| ())
+        self.write_manifest_within(extra, clean, None, false).map(|_| ())
+    }
+
+    /// A clean manifest of what is persisted — the segments engraved in order from the first, up to the
+    /// first one that is not — for a graceful close after the pipeline failed (a full disk): the index then
+    /// opens with those segments; the documents after them were never persisted and are lost, as graceful
+    /// mode (durable only at a clean close) allows. Committed segments not yet merged are linked again at
+    /// open (every committed segment counts as partially linked there), so a link the failure cut short is
+    /// finished, not repeated.
+    pub(super) fn write_manifest_prefix(&self, extra: Option<serde_json::Value>) -> Result<()> {
+        self.write_manifest_within(extra, true, None, true).map(|_| ())
     }
 
     /// A checkpoint that gives up (returns `Ok(false)`) if the writer lock is not free within a moment. The
@@ -439,7 +449,7 @@ impl ShardInner {
     /// never wait for that lock. A skipped checkpoint is harmless: the eLog covers the engraved segment and
     /// the next checkpoint covers everything.
     pub(super) fn try_checkpoint(&self) -> Result<bool> {
-        self.write_manifest_within(None, false, Some(std::time::Duration::from_millis(20)))
+        self.write_manifest_within(None, false, Some(std::time::Duration::from_millis(20)), false)
     }
 
     fn write_manifest_within(
@@ -447,6 +457,7 @@ impl ShardInner {
         extra: Option<serde_json::Value>,
         clean: bool,
         wait: Option<std::time::Duration>,
+        prefix_only: bool,
     ) -> Result<bool> {
         let path = self.heap.path().to_path_buf();
         let _serial = match (&self.logs, wait) {
@@ -481,7 +492,7 @@ impl ShardInner {
             let snap = self.gdt.pin();
             for s in &snap.segments {
                 let SegData::Image { persistent: Some(p), .. } = &s.data else {
-                    if clean && s.state != SegState::Fresh {
+                    if clean && !prefix_only && s.state != SegState::Fresh {
                         return Err(Error::Format(format!("segment {} not engraved at close", s.id)));
                     }
                     break;
