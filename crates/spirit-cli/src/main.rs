@@ -408,7 +408,19 @@ fn cmd_index(
         observer.rejected.store(0, Ordering::Relaxed);
         let res = spirit::bulk_load(&index, &mut r, &opts, &observer);
         observer.pb.finish_and_clear();
-        let p = res.map_err(|e| format!("{name}: {e}"))?;
+        let p = match res {
+            Ok(p) => p,
+            Err(e) => {
+                // Close anyway (what is persisted stays usable) and say what the close did.
+                drop(guard);
+                drop(index);
+                return Err(match engine.close() {
+                    Ok(()) => format!("{name}: {e}"),
+                    Err(c) => format!("{name}: {e}\nclosing the index: {c}"),
+                }
+                .into());
+            }
+        };
         if let Some(e) = observer.log_error.lock().unwrap_or_else(|e| e.into_inner()).take() {
             return Err(format!("ack log: {e}").into());
         }

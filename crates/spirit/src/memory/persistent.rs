@@ -320,20 +320,13 @@ impl PersistentHeap {
         self.path = path.to_path_buf();
     }
 
-    /// Makes sure `[0, end)` is backed by the file and mapped.
-    fn grow_to(&self, end: u64) -> Result<(), HeapError> {
-        let mapped = self.mapped.load(Ordering::Acquire);
-        if end as usize <= mapped {
-            return Ok(());
+    /// Lengthens the file from `mapped` to `new_len` bytes with the space allocated (so a full disk is an
+    /// error here, not a `SIGBUS` on a later store); on failure the length is rolled back.
+    fn extend_file(&self, mapped: usize, new_len: usize) -> Result<(), HeapError> {
+        if let Err(e) = self.file.set_len(new_len as u64) {
+            let _ = self.file.set_len(mapped as u64);
+            return Err(e.into());
         }
-        if end > self.budget.max(SUPERBLOCK_BYTES as u64) || end as usize > self.map.len() {
-            return Err(HeapError::Budget { budget: self.budget, need: end - mapped as u64 });
-        }
-        let page = page_size();
-        let chunk = (mapped.clamp(MIN_CHUNK, MAX_CHUNK)).max(end as usize - mapped);
-        let new_len = ((mapped + chunk).div_ceil(page) * page).min(self.map.len()).max(end as usize);
-        let new_len = new_len.div_ceil(page) * page;
-        self.file.set_len(new_len as u64)?;
         // SAFETY: posix_fallocate on our own open descriptor; no memory is involved.
         let rc = unsafe {
             libc::posix_fallocate(
@@ -347,6 +340,35 @@ impl PersistentHeap {
             let _ = self.file.set_len(mapped as u64);
             return Err(HeapError::Io(io::Error::from_raw_os_error(rc)));
         }
+        Ok(())
+    }
+
+    /// Makes sure `[0, end)` is backed by the file and mapped.
+    fn grow_to(&self, end: u64) -> Result<(), HeapError> {
+        let mapped = self.mapped.load(Ordering::Acquire);
+        if end as usize <= mapped {
+            return Ok(());
+        }
+        if end > self.budget.max(SUPERBLOCK_BYTES as u64) || end as usize > self.map.len() {
+            return Err(HeapError::Budget { budget: self.budget, need: end - mapped as u64 });
+        }
+        let page = page_size();
+        let chunk = (mapped.clamp(MIN_CHUNK, MAX_CHUNK)).max(end as usize - mapped);
+        let new_len = ((mapped + chunk).div_ceil(page) * page).min(self.map.len()).max(end as usize);
+        let new_len = new_len.div_ceil(page) * page;
+        let new_len = match self.extend_file(mapped, new_len) {
+            Ok(()) => new_len,
+            Err(e) => {
+                // Growth goes by chunks (fewer mapping calls); a nearly full disk may still hold what is
+                // needed now — the last segment, or the manifest of a close — so try exactly that.
+                let exact = (end as usize).div_ceil(page) * page;
+                if exact >= new_len {
+                    return Err(e);
+                }
+                self.extend_file(mapped, exact)?;
+                exact
+            }
+        };
         let dax = matches!(self.barrier, Barrier::Dax(_));
         self.map.map_file_at(self.file.as_raw_fd(), mapped, new_len - mapped, dax)?;
         if let Barrier::Sim(d) = &self.barrier {
