@@ -942,11 +942,13 @@ impl Shard {
         if let Err(e) = result {
             // Graceful mode recovers nothing it did not close cleanly, so a failure in the persistent tier (a
             // full disk) must not cost the whole index: the close records the persisted prefix, and only the
-            // documents after it are lost. (Crash-safe mode recovers from its logs at the next open.)
+            // documents after it are lost — and an update among them with the version it replaced, whose
+            // delete bit is in a persisted segment's bitmap. (Crash-safe mode recovers from its logs.)
             if self.inner.cfg.durability == Durability::Graceful {
                 return Err(match self.inner.write_manifest_prefix(Some(extra)) {
                     Ok(()) => Error::ResourceExhausted(format!(
-                        "{e}; closed with the documents persisted before the failure, the later ones are lost"
+                        "{e}; closed with the documents persisted before the failure; later writes are lost \
+                         (an update among them, with the version it replaced)"
                     )),
                     Err(e2) => Error::ResourceExhausted(format!(
                         "{e}; and the close could not record what was persisted ({e2}): the index will not open"
