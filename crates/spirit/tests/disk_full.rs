@@ -8,7 +8,7 @@
 //! the file system refusing the heap's `ftruncate`/`posix_fallocate`. The limit is per process, so the
 //! ingesting part runs in a child process (this test binary re-run with `SPIRIT_DISK_FULL_CHILD`).
 
-use spirit::{Durability, Index, ShardConfig};
+use spirit::{Durability, Index, IndexSettings, ShardConfig};
 use std::path::Path;
 use std::process::Command;
 
@@ -28,12 +28,20 @@ fn cfg(durability: Durability) -> ShardConfig {
     }
 }
 
-fn durability(name: &str) -> Durability {
-    match name {
-        "crash-safe" => Durability::CrashSafe,
-        "graceful" => Durability::Graceful,
-        other => panic!("unknown durability {other}"),
+fn durability(mode: &str) -> Durability {
+    match mode.split('/').next() {
+        Some("crash-safe") => Durability::CrashSafe,
+        Some("graceful") => Durability::Graceful,
+        _ => panic!("unknown durability in {mode}"),
     }
+}
+
+/// `MODE/N`: the durability and the number of shards (each shard has its own heap file, each under the
+/// limit).
+fn open(dir: &Path, mode: &str) -> Index {
+    let shards = mode.split('/').nth(1).map_or(1, |n| n.parse().unwrap());
+    let settings = IndexSettings { number_of_shards: shards, ..Default::default() };
+    Index::open("d", dir, cfg(durability(mode)), None, Some(settings)).unwrap()
 }
 
 /// The child: ingest under the file-size limit until writes stay refused, check the index still answers,
@@ -45,7 +53,7 @@ fn child(dir: &Path, mode: &str) {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
         assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0, "setrlimit");
     }
-    let index = Index::open("d", dir, cfg(durability(mode)), None, None).unwrap();
+    let index = open(dir, mode);
     let body = "lorem ipsum dolor sit amet consectetur adipiscing elit ".repeat(20);
     let (mut acked, mut refusals, mut last_err) = (0u64, 0, None);
     // A refusal can be transient (the pipeline may free room); five in a row, with time in between, end it.
@@ -101,9 +109,9 @@ fn run(mode: &str) {
     );
     // With room again: everything acknowledged is there, and writes go on. In graceful mode what survives
     // is what the close made durable: at least everything before the refusal's segment.
-    let index = Index::open("d", dir.path(), cfg(durability(mode)), None, None).unwrap();
+    let index = open(dir.path(), mode);
     let found = index.count("lorem").unwrap();
-    if mode == "crash-safe" {
+    if durability(mode) == Durability::CrashSafe {
         assert_eq!(found, acked, "{mode}: every acknowledged document survives ({err})");
         for i in (0..acked).step_by(97) {
             assert!(index.get(&format!("x{i}")).unwrap().is_some(), "{mode}: x{i}");
@@ -114,17 +122,19 @@ fn run(mode: &str) {
         let close = field("close=");
         assert!(close.contains("closed with the documents persisted before the failure"), "{mode}: {close}");
         assert!(found > 0 && found <= acked, "{mode}: {found} of {acked}");
-        for i in (0..found).step_by(97).chain([found - 1]) {
-            assert!(index.get(&format!("x{i}")).unwrap().is_some(), "{mode}: x{i} of the prefix");
+        // Each shard keeps a prefix of its own documents; with one shard that is a prefix of all of them.
+        let kept: Vec<u64> = (0..acked).filter(|i| index.get(&format!("x{i}")).unwrap().is_some()).collect();
+        assert_eq!(kept.len() as u64, found, "{mode}: every document counted can be fetched, and only those");
+        if !mode.contains('/') {
+            assert_eq!(kept, (0..found).collect::<Vec<_>>(), "{mode}: a prefix");
         }
-        assert!(index.get(&format!("x{found}")).unwrap().is_none(), "{mode}: a prefix");
     }
     index.add(serde_json::json!({"_id": "after", "body": "lorem again"})).unwrap();
     assert_eq!(index.count("lorem").unwrap(), found + 1);
     // The close merges what the failure left unmerged (a link it cut short is finished, not repeated).
     index.close().unwrap();
     drop(index);
-    let index = Index::open("d", dir.path(), cfg(durability(mode)), None, None).unwrap();
+    let index = open(dir.path(), mode);
     assert_eq!(index.count("lorem").unwrap(), found + 1, "{mode}: after a clean close");
     let top = index.search("lorem", &spirit::SearchOptions { limit: 1000, ..Default::default() }).unwrap();
     let mut ids: Vec<&str> = top.hits.iter().map(|h| h.id.as_str()).collect();
@@ -142,4 +152,6 @@ fn a_full_disk_refuses_writes_and_keeps_acknowledged_data() {
     }
     run("crash-safe");
     run("graceful");
+    // Two shards close in parallel, each recording its own persisted prefix.
+    run("graceful/2");
 }
