@@ -15,8 +15,22 @@ fn pick(x: u64) -> u64 {
 }
 
 fn build(n: usize, seed: u64) -> (tempfile::TempDir, Index) {
+    build_with(n, 1500, seed, |next| {
+        let len = 3 + next() % 60;
+        (0..len).map(|_| vocab(pick(next()))).collect::<Vec<_>>().join(" ")
+    })
+}
+
+/// An index of `n` documents (ids `0..n`, segments of at most `max_docs`) whose bodies `body` makes from a
+/// xorshift stream seeded with `seed`; sealed and flushed.
+fn build_with(
+    n: usize,
+    max_docs: u32,
+    seed: u64,
+    mut body: impl FnMut(&mut dyn FnMut() -> u64) -> String,
+) -> (tempfile::TempDir, Index) {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = ShardConfig { dram_budget: 16 << 20, max_docs_per_segment: 1500, ..Default::default() };
+    let cfg = ShardConfig { dram_budget: 16 << 20, max_docs_per_segment: max_docs, ..Default::default() };
     let index = Index::open("p", dir.path(), cfg, None, None).unwrap();
     let mut x = seed | 1;
     let mut next = || {
@@ -26,9 +40,8 @@ fn build(n: usize, seed: u64) -> (tempfile::TempDir, Index) {
         x
     };
     for i in 0..n {
-        let len = 3 + next() % 60;
-        let body: Vec<String> = (0..len).map(|_| vocab(pick(next()))).collect();
-        index.add(serde_json::json!({"_id": i.to_string(), "body": body.join(" ")})).unwrap();
+        let body = body(&mut next);
+        index.add(serde_json::json!({"_id": i.to_string(), "body": body})).unwrap();
     }
     index.shard().seal().unwrap();
     index.shard().wait_idle().unwrap();
@@ -104,17 +117,7 @@ proptest! {
 #[test]
 fn runs_of_weak_lead_blocks_are_passed_over_exactly() {
     for seed in [3u64, 5, 9, 17] {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = ShardConfig { dram_budget: 16 << 20, max_docs_per_segment: 20_000, ..Default::default() };
-        let index = Index::open("p", dir.path(), cfg, None, None).unwrap();
-        let mut x = seed | 1;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        for i in 0..8000 {
+        let (_dir, index) = build_with(8000, 20_000, seed, |next| {
             let mut body = vec!["common".to_string()];
             if next() % 2 == 0 {
                 // One lead posting in 60 is strong: a tf of 2 to 9 in a short document.
@@ -124,10 +127,8 @@ fn runs_of_weak_lead_blocks_are_passed_over_exactly() {
                 let filler = if strong { next() % 6 } else { 20 + next() % 60 };
                 body.extend((0..filler).map(|_| format!("f{}", next() % 50)));
             }
-            index.add(serde_json::json!({"_id": i.to_string(), "body": body.join(" ")})).unwrap();
-        }
-        index.shard().seal().unwrap();
-        index.shard().wait_idle().unwrap();
+            body.join(" ")
+        });
         index.force_merge(1).unwrap();
         for q in ["+common +lead", "+lead +common", "+lead +common +f3"] {
             let (all, visited) = compare(&index, q);
