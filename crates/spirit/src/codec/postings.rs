@@ -737,8 +737,8 @@ impl<'a> PostingsCursor<'a> {
     /// Moves inside the current block to its first doc at or after `target`, which must be in the block
     /// (its last doc reaches `target`): the next [`PAD`] docs first, counting those below the target with
     /// one vector compare — intersections of dense lists mostly move a few postings — and past them a
-    /// branch-free binary search over the rest of the block (conditional moves, no mispredicted branches:
-    /// a sparse candidate lands anywhere in it).
+    /// branch-free binary search over the whole block (`lower_bound_block`: conditional moves, no
+    /// mispredicted branches: a sparse candidate lands anywhere in it).
     #[inline]
     fn scan_to(&mut self, target: u32) {
         debug_assert!(self.len > 0 && self.docs[self.len - 1] >= target);
@@ -747,15 +747,9 @@ impl<'a> PostingsCursor<'a> {
         let below = chunk.iter().map(|&d| (d < target) as usize).sum::<usize>();
         i += below;
         if below == PAD && i < self.len {
-            // The first doc >= target in docs[i..len], which holds one (the last doc reaches target).
-            let docs = &self.docs[..self.len];
-            let mut n = docs.len() - i;
-            while n > 1 {
-                let half = n / 2;
-                i = std::hint::select_unpredictable(docs[i + half - 1] < target, i + half, i);
-                n -= half;
-            }
-            i += (docs[i] < target) as usize;
+            // The first doc >= target in the block (the last doc reaches target; those before `i` are below
+            // it, so the search lands at or after `i`).
+            i = lower_bound_block(&self.docs, target);
         }
         // Docs are strictly increasing and the sentinels are NO_DOC, so the count stops inside the block.
         debug_assert!(i < self.len);
