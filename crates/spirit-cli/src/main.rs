@@ -547,10 +547,11 @@ fn print_stats(s: &spirit::IndexStats, out: &mut impl Write) -> R<()> {
     let h = &sh.selective_cache;
     writeln!(
         out,
-        "  selective cache (hot dictionary chains): {} terms, {} of {} (part of the DRAM budget); {} hits, {} refreshes, {} misses; hit rate {:.1}%",
+        "  selective cache (hot dictionary chains and lists): {} terms, {} of {} (part of the DRAM budget; {} of pinned lists); {} hits, {} refreshes, {} misses; hit rate {:.1}%",
         h.entries,
         human(h.used_bytes as u64),
         human(h.capacity_bytes as u64),
+        human(h.pinned_list_bytes as u64),
         h.hits,
         h.refreshes,
         h.misses,

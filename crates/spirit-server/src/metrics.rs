@@ -366,6 +366,13 @@ impl Metrics {
         );
         family(
             &mut o,
+            "spirit_selective_cache_pinned_list_bytes",
+            "gauge",
+            "Of the selective cache's bytes, the hot posting lists' heads pinned in DRAM (skip tables, small lists' blocks).",
+            per(&|s| s.selective_cache.pinned_list_bytes as f64),
+        );
+        family(
+            &mut o,
             "spirit_tlog_barriers_total",
             "counter",
             "tLog persist barriers (crash-safe group commits and checkpoints).",

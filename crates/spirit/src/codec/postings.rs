@@ -297,9 +297,49 @@ fn u32_at(buf: &[u8], at: usize, what: &'static str) -> Result<u32, CodecError> 
         .ok_or(CodecError { what, offset: at })
 }
 
+/// A list's head: its block count, and where its header and skip table end and where its blocks end (the
+/// positions start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListHead {
+    pub n_blocks: u32,
+    pub skip_end: usize,
+    pub blocks_end: usize,
+}
+
+/// Where a blob's parts start, from its header (checked against the blob's length).
+struct Layout {
+    n: u32,
+    skip_start: usize,
+    blocks_start: usize,
+    positions_start: usize,
+}
+
+impl Layout {
+    fn of(blob: &[u8]) -> Result<Layout, CodecError> {
+        let mut at = 0;
+        let n = read_vbyte(blob, &mut at)?;
+        let blocks_len = read_vbyte(blob, &mut at)? as usize;
+        let n_blocks = n.div_ceil(BLOCK as u32);
+        let skip_start = at;
+        let blocks_start = skip_start + if n_blocks > 1 { n_blocks as usize * SKIP } else { 0 };
+        let positions_start = blocks_start.saturating_add(blocks_len);
+        if positions_start > blob.len() {
+            return Err(CodecError { what: "postings header", offset: 0 });
+        }
+        Ok(Layout { n, skip_start, blocks_start, positions_start })
+    }
+}
+
 /// A forward cursor over one posting blob: `next`, `advance(target)` with block skipping, lazy positions.
+///
+/// It reads the skip table from `meta`, blocks from `blob` and positions from `positions`: all three are the
+/// blob itself, unless [`Self::with_pinned`] gave it a DRAM copy of the blob's head (selective caching of
+/// hot lists), which then serves the skip table and, when it reaches that far, the blocks. A copy keeps the
+/// blob's layout, so every offset is the same in either.
 pub struct PostingsCursor<'a> {
     blob: &'a [u8],
+    meta: &'a [u8],
+    positions: &'a [u8],
     n: u32,
     n_blocks: u32,
     skip_start: usize,
@@ -354,18 +394,31 @@ fn lower_bound_block(docs: &[u32; BLOCK + PAD], x: u32) -> usize {
 impl<'a> PostingsCursor<'a> {
     /// Opens a cursor positioned on the first posting (or exhausted for an empty list).
     pub fn new(blob: &'a [u8]) -> Result<PostingsCursor<'a>, CodecError> {
-        let mut at = 0;
-        let n = read_vbyte(blob, &mut at)?;
-        let blocks_len = read_vbyte(blob, &mut at)? as usize;
+        Self::with_pinned(blob, &[])
+    }
+
+    /// Where `blob`'s head ends: the parts of a list worth pinning in DRAM (positions, read only for phrases,
+    /// stay out).
+    pub fn head(blob: &[u8]) -> Result<ListHead, CodecError> {
+        let l = Layout::of(blob)?;
+        Ok(ListHead {
+            n_blocks: l.n.div_ceil(BLOCK as u32),
+            skip_end: l.blocks_start,
+            blocks_end: l.positions_start,
+        })
+    }
+
+    /// [`Self::new`] reading from `pinned` — a DRAM copy of the first `skip_end` or `blocks_end` bytes of
+    /// `blob` (see [`Self::head`]; `&[]` for none) — whatever part of the list it holds: the skip table, and
+    /// the blocks when it reaches the positions. Positions are always read from `blob`.
+    pub fn with_pinned(blob: &'a [u8], pinned: &'a [u8]) -> Result<PostingsCursor<'a>, CodecError> {
+        let Layout { n, skip_start, blocks_start, positions_start } = Layout::of(blob)?;
         let n_blocks = n.div_ceil(BLOCK as u32);
-        let skip_start = at;
-        let blocks_start = skip_start + if n_blocks > 1 { n_blocks as usize * SKIP } else { 0 };
-        let positions_start = blocks_start.saturating_add(blocks_len);
-        if positions_start > blob.len() {
-            return Err(CodecError { what: "postings header", offset: 0 });
-        }
+        let meta = if pinned.len() >= blocks_start { pinned } else { blob };
         let mut c = PostingsCursor {
-            blob,
+            blob: if pinned.len() >= positions_start { pinned } else { blob },
+            meta,
+            positions: blob,
             n,
             n_blocks,
             skip_start,
@@ -403,7 +456,7 @@ impl<'a> PostingsCursor<'a> {
         if self.n_blocks == 1 {
             return self.docs[self.len.max(1) - 1];
         }
-        u32_at(self.blob, self.skip_start + b as usize * SKIP, "skip").unwrap_or(NO_DOC)
+        u32_at(self.meta, self.skip_start + b as usize * SKIP, "skip").unwrap_or(NO_DOC)
     }
 
     /// `f` of the current block's impacts — for `f` the largest of a score function over them, increasing
@@ -511,7 +564,7 @@ impl<'a> PostingsCursor<'a> {
     #[inline]
     fn impacts_of(&self, b: usize) -> Option<Impacts> {
         let s = self.skip_start + b * SKIP + 12;
-        let raw = self.blob.get(s..s + 8 * IMPACTS)?;
+        let raw = self.meta.get(s..s + 8 * IMPACTS)?;
         let word = |i: usize| u32::from_le_bytes(raw[4 * i..4 * i + 4].try_into().unwrap());
         Some(std::array::from_fn(|j| (word(2 * j), word(2 * j + 1))))
     }
@@ -598,7 +651,7 @@ impl<'a> PostingsCursor<'a> {
             (0, 0)
         } else {
             let s = self.skip_start + b as usize * SKIP;
-            (u32_at(self.blob, s + 4, "skip")? as usize, u32_at(self.blob, s + 8, "skip")? as usize)
+            (u32_at(self.meta, s + 4, "skip")? as usize, u32_at(self.meta, s + 8, "skip")? as usize)
         };
         let mut at = self.blocks_start.saturating_add(block_off);
         let prev = if b == 0 { None } else { Some(self.last_doc(b - 1)) };
@@ -911,7 +964,7 @@ impl<'a> PostingsCursor<'a> {
             // first byte below 0x80, so skipping n values means finding n such bytes.
             let mut n: u64 = self.tfs[self.pos_index..self.i].iter().map(|&t| t as u64).sum();
             let mut at = self.pos_cursor;
-            let bytes = self.blob;
+            let bytes = self.positions;
             // 64 bytes at a time while at least 64 values remain (a chunk holds at most 64 value ends, so it
             // is skipped whole: a branch-free count in byte lanes, vectorized), then 16, then byte by byte.
             while n >= 64 {
@@ -941,7 +994,7 @@ impl<'a> PostingsCursor<'a> {
         let mut at = self.pos_cursor;
         let mut p = 0u32;
         for j in 0..self.tfs[self.i] {
-            let g = read_vbyte(self.blob, &mut at)?;
+            let g = read_vbyte(self.positions, &mut at)?;
             p = if j == 0 { g } else { p.wrapping_add(g) };
             out.push(p);
         }
@@ -1015,6 +1068,19 @@ mod tests {
         let mut blob = vec![];
         let dls: Vec<u32> = docs.iter().map(|d| d % 97 + 1).collect();
         let meta = encode_postings_with(codec, &docs, &tfs, &pos, &dls, &mut blob);
+        // Read as it is, and through a DRAM copy of its head — the skip table alone, or with the blocks — with
+        // the copied bytes wiped in the blob itself, so that only a cursor reading the copy reads right.
+        let head = PostingsCursor::head(&blob).unwrap();
+        assert!(head.skip_end <= head.blocks_end && head.blocks_end <= blob.len());
+        assert_eq!(head.n_blocks as usize, docs.len().div_ceil(BLOCK));
+        for pin_end in [0, head.skip_end, head.blocks_end] {
+            let pinned = blob[..pin_end].to_vec();
+            let mut wiped = blob.clone();
+            // The header stays: the cursor reads the layout from the blob.
+            let header = Layout::of(&blob).unwrap().skip_start;
+            wiped[header.min(pin_end)..pin_end].fill(0xA5);
+            check_reads(&docs, &tfs, &pos, &dls, || PostingsCursor::with_pinned(&wiped, &pinned).unwrap());
+        }
         if docs.len() >= BLOCK {
             // The first (full) block is tagged with its codec; bit-packing's first byte is its width.
             let first = blob[PostingsCursor::new(&blob).unwrap().blocks_start];
@@ -1024,7 +1090,16 @@ mod tests {
             }
         }
         assert_eq!(meta.df as usize, docs.len());
-        let mut c = PostingsCursor::new(&blob).unwrap();
+    }
+
+    fn check_reads<'a>(
+        docs: &[u32],
+        tfs: &[u32],
+        pos: &[u32],
+        dls: &[u32],
+        open: impl Fn() -> PostingsCursor<'a>,
+    ) {
+        let mut c = open();
         let mut out = vec![];
         let mut pi = 0;
         for (k, &d) in docs.iter().enumerate() {
@@ -1039,7 +1114,7 @@ mod tests {
         }
         assert_eq!(c.doc(), NO_DOC);
         // Sparse position reads skip many values at once (the chunked skip).
-        let mut c = PostingsCursor::new(&blob).unwrap();
+        let mut c = open();
         let mut pi = 0;
         for (k, &d) in docs.iter().enumerate() {
             assert_eq!(c.doc(), d);
@@ -1056,7 +1131,7 @@ mod tests {
             let fb = |imp: &Impacts| {
                 imp.iter().filter(|&&(tf, _)| tf > 0).fold(0.0f32, |m, &(tf, dl)| m.max(f(tf, dl)))
             };
-            let mut c = PostingsCursor::new(&blob).unwrap();
+            let mut c = open();
             let mut k = 0;
             while c.doc() != NO_DOC {
                 if let Some(b) = c.block_bound(fb) {
@@ -1070,7 +1145,7 @@ mod tests {
             }
         }
         // skipping whole blocks lands on block starts
-        let mut c = PostingsCursor::new(&blob).unwrap();
+        let mut c = open();
         let mut starts = vec![];
         while c.doc() != NO_DOC {
             assert!(c.at_block_start());
@@ -1079,7 +1154,7 @@ mod tests {
         }
         assert_eq!(starts, docs.iter().step_by(BLOCK).copied().collect::<Vec<_>>());
         // seeking any block, backwards too, lands on its first posting; past the end exhausts
-        let mut c = PostingsCursor::new(&blob).unwrap();
+        let mut c = open();
         for b in (0..c.block_count()).rev().chain(0..c.block_count()) {
             assert_eq!(c.seek_block(b).unwrap(), starts[b as usize]);
             assert_eq!(c.block_index(), b);
@@ -1088,14 +1163,14 @@ mod tests {
         assert_eq!(c.seek_block(c.block_count()).unwrap(), NO_DOC);
         // advance to every doc and to every gap
         for (k, &d) in docs.iter().enumerate() {
-            let mut c = PostingsCursor::new(&blob).unwrap();
+            let mut c = open();
             assert_eq!(c.advance(d).unwrap(), d);
             if d > 0 && (k == 0 || docs[k - 1] < d - 1) {
-                let mut c = PostingsCursor::new(&blob).unwrap();
+                let mut c = open();
                 assert_eq!(c.advance(d - 1).unwrap(), d);
             }
         }
-        let mut c = PostingsCursor::new(&blob).unwrap();
+        let mut c = open();
         assert_eq!(
             c.advance(docs[docs.len() - 1].saturating_add(1)).unwrap(),
             if *docs.last().unwrap() == u32::MAX { u32::MAX } else { NO_DOC }

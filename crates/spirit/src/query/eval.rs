@@ -18,6 +18,7 @@ use crate::codec::{
 };
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, SegState, SegmentDesc, Snapshot};
+use crate::segment::hot::{BlockTable, PinnedList};
 use crate::segment::image::{norm_at, number_at};
 use crate::segment::{FieldStats, FreshPostings, FreshSegment, ImageView, SegmentError};
 use std::cell::RefCell;
@@ -25,6 +26,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// BM25 parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -195,11 +197,12 @@ struct Ctx<'a> {
     global: Option<&'a CollectionStats>,
 }
 
-/// Where a term's postings are in each segment of the snapshot (looked up once per query).
-#[derive(Clone, Copy)]
+/// Where a term's postings are in each segment of the snapshot (looked up once per query): a blob, with
+/// its head pinned in DRAM when the selective cache holds the term.
+#[derive(Clone)]
 enum SegTerm<'a> {
     Absent,
-    Blob(&'a [u8]),
+    Blob(&'a [u8], Option<Arc<PinnedList>>),
     Fresh(u32),
 }
 
@@ -252,7 +255,7 @@ impl<'a> Ctx<'a> {
                 .resolve(key, upto, &mut |node| {
                     if let Some(idx) = snap.index_of(node.seg_id).filter(|&i| segs[i].merged) {
                         df += node.df as u64;
-                        per_seg[idx] = SegTerm::Blob(node.blob);
+                        per_seg[idx] = SegTerm::Blob(node.blob, node.pinned);
                     }
                 })
                 .map_err(|e| Error::Format(e.0))?;
@@ -281,7 +284,7 @@ impl<'a> Ctx<'a> {
                 SegKind::Image(v) => {
                     if let Some(t) = v.term(key).map_err(|e| Error::Format(e.0))? {
                         df += t.df as u64;
-                        per_seg[i] = SegTerm::Blob(t.blob);
+                        per_seg[i] = SegTerm::Blob(t.blob, None);
                     }
                 }
             }
@@ -575,7 +578,18 @@ impl Norms<'_> {
 pub(super) struct Bm25Doc {
     idf: f32,
     denom: Box<[f32; NORM_VALUES]>,
+    bm25: Bm25,
+    avgdl: f32,
 }
+
+/// Steps of the average-length grid of block-bound tables per doubling: tables are made at grid points,
+/// 0.54% apart (see [`Bm25Doc::table_key`]).
+const AVGDL_STEPS: f64 = 128.0;
+
+/// A bound taken from a block-bound table — `idf ×` a bound made with idf 1 at a grid average length, where
+/// the query's own scores divide `idf · tf` — is inflated by this factor: the two roundings differ by a few
+/// ulps, far below it.
+const TABLE_SLACK: f32 = 1.0 + 1e-5;
 
 impl Bm25Doc {
     fn new(idf: f32, bm25: Bm25, avgdl: f32) -> Bm25Doc {
@@ -584,7 +598,34 @@ impl Bm25Doc {
         for (n, d) in denom.iter_mut().enumerate() {
             *d = c0 + c1 * decode_norm(n as u8) as f32;
         }
-        Bm25Doc { idf, denom }
+        Bm25Doc { idf, denom, bm25, avgdl }
+    }
+
+    /// The key and average length of the block-bound table ([`bound_table`]) this term's block bounds may
+    /// come from: per block, the impacts' best BM25 at idf 1 and at the smallest grid point at or above this
+    /// query's average length. BM25 grows with the average length (it shrinks the length penalty), so that
+    /// table times the idf bounds the block for every query whose average length is at most the grid point:
+    /// as documents stream in, the average moves slowly and a table serves until it crosses a grid point.
+    /// `None` for an average length that is not a positive number.
+    fn table_key(&self) -> Option<(u128, f32)> {
+        let a = f64::from(self.avgdl);
+        if !(a.is_finite() && a > 0.0) {
+            return None;
+        }
+        let step = (a.log2() * AVGDL_STEPS).ceil();
+        // A hair above the grid point, so that rounding to f32 never lands below an average in its cell.
+        let grid = (2f64.powf(step / AVGDL_STEPS) * (1.0 + 1e-6)) as f32;
+        debug_assert!(grid >= self.avgdl);
+        let key = ((self.bm25.k1.to_bits() as u128) << 64)
+            | ((self.bm25.b.to_bits() as u128) << 32)
+            | (step as i32 as u32 as u128);
+        Some((key, grid))
+    }
+
+    /// This term's bound of a block from a block-bound table's `value` for it (see [`Self::table_key`]).
+    #[inline]
+    fn bound_from_table(&self, value: f32) -> f32 {
+        self.idf * value * TABLE_SLACK
     }
 
     #[inline]
@@ -1157,13 +1198,13 @@ impl Scorer for BoolScorer<'_> {
 
 fn term_postings<'a>(ctx: &'a Ctx<'a>, si: usize, key: &[u8]) -> Postings<'a> {
     let seg = &ctx.segs[si];
-    match ctx.terms.get(key).map_or(SegTerm::Absent, |t| t.per_seg[si]) {
-        SegTerm::Absent => Postings::Empty,
-        SegTerm::Fresh(e) => match &seg.kind {
+    match ctx.terms.get(key).map(|t| &t.per_seg[si]) {
+        None | Some(SegTerm::Absent) => Postings::Empty,
+        Some(&SegTerm::Fresh(e)) => match &seg.kind {
             SegKind::Fresh(f) => Postings::Fresh(f.postings(e, seg.visible)),
             SegKind::Image(_) => Postings::Empty,
         },
-        SegTerm::Blob(blob) => match PostingsCursor::new(blob) {
+        Some(SegTerm::Blob(blob, pin)) => match cursor(blob, pin) {
             Ok(c) => Postings::Block(Box::new(c), &ctx.err),
             Err(e) => {
                 ctx.err.borrow_mut().get_or_insert(e.into());
@@ -1630,12 +1671,31 @@ fn eval_segment(
 
 /// The cursor over a term's postings in an image segment (`None`: the term is not there).
 fn image_cursor<'a>(ctx: &'a Ctx<'a>, si: usize, key: &[u8]) -> Result<Option<PostingsCursor<'a>>> {
+    Ok(image_list(ctx, si, key)?.map(|(c, _)| c))
+}
+
+/// [`image_cursor`], with the list's DRAM part when the selective cache pins it.
+fn image_list<'a>(
+    ctx: &'a Ctx<'a>,
+    si: usize,
+    key: &[u8],
+) -> Result<Option<(PostingsCursor<'a>, Option<&'a PinnedList>)>> {
     let seg = &ctx.segs[si];
     debug_assert!(matches!(seg.kind, SegKind::Image(_)), "image segments only");
-    match ctx.terms.get(key).map_or(SegTerm::Absent, |t| t.per_seg[si]) {
-        SegTerm::Blob(blob) => PostingsCursor::new(blob).map(Some).map_err(codec_failure(seg)),
-        SegTerm::Absent | SegTerm::Fresh(_) => Ok(None),
+    match ctx.terms.get(key).map(|t| &t.per_seg[si]) {
+        Some(SegTerm::Blob(blob, pin)) => {
+            cursor(blob, pin).map(|c| Some((c, pin.as_deref()))).map_err(codec_failure(seg))
+        }
+        None | Some(SegTerm::Absent | SegTerm::Fresh(_)) => Ok(None),
     }
+}
+
+/// A cursor over `blob`, reading its pinned head from DRAM when there is one.
+fn cursor<'a>(
+    blob: &'a [u8],
+    pin: &'a Option<Arc<PinnedList>>,
+) -> std::result::Result<PostingsCursor<'a>, crate::codec::CodecError> {
+    PostingsCursor::with_pinned(blob, pin.as_ref().map_or(&[], |p| &p.head))
 }
 
 /// Turns a codec error met while reading segment `seg` into the query's error.
@@ -1721,7 +1781,7 @@ fn fresh_term_top_k(
     prune: bool,
 ) {
     let seg = &ctx.segs[si];
-    let Some(SegTerm::Fresh(e)) = ctx.terms.get(key).map(|t| t.per_seg[si]) else { return };
+    let Some(&SegTerm::Fresh(e)) = ctx.terms.get(key).map(|t| &t.per_seg[si]) else { return };
     if fresh_cannot_compete(col, prune, bm.idf) {
         return;
     }
@@ -1868,7 +1928,7 @@ fn fresh_terms<'a>(ctx: &'a Ctx<'a>, si: usize, f: &'a FreshSegment, terms: &'a 
     let seg = &ctx.segs[si];
     for (i, w) in terms.iter().enumerate() {
         let Weight::Term { key, field, bm, .. } = w else { unreachable!("the caller checks the clauses") };
-        if let Some(SegTerm::Fresh(e)) = ctx.terms.get(key.as_slice()).map(|t| t.per_seg[si]) {
+        if let Some(&SegTerm::Fresh(e)) = ctx.terms.get(key.as_slice()).map(|t| &t.per_seg[si]) {
             curs[i] = Some(f.postings(e, seg.visible));
             scoring[i] = Some((bm, norms(seg, *field)));
             // Below the watermark; a list being written to right now counts as long.
@@ -2226,38 +2286,69 @@ struct TermLists<'a> {
 }
 
 /// Each term's block bounds, computed on first use: a query reads the impacts of the blocks it reaches,
-/// not all of a long list's.
-struct BlockBounds(Vec<Vec<f32>>);
+/// not all of a long list's. A term whose list the selective cache pins takes them from the list's
+/// block-bound table instead ([`bound_table`]: a multiplication, where the impacts cost four divisions).
+struct BlockBounds {
+    lists: Vec<Vec<f32>>,
+    /// Per term, its list's block-bound table, if pinned.
+    tables: Vec<Option<Arc<BlockTable>>>,
+}
 
 impl BlockBounds {
-    /// Bounds for `curs`, in `store`'s lists (their allocations reused; [`Self::into_store`] gives them back).
-    fn new(curs: &[PostingsCursor<'_>], mut store: Vec<Vec<f32>>) -> BlockBounds {
+    /// Bounds for `curs`, in `store`'s lists (their allocations reused; [`Self::into_store`] gives them
+    /// back), with `tables` (one per cursor: a table has one value per block of its list).
+    fn new(
+        curs: &[PostingsCursor<'_>],
+        mut store: Vec<Vec<f32>>,
+        tables: Vec<Option<Arc<BlockTable>>>,
+    ) -> BlockBounds {
         reset_lists(&mut store, curs.len());
-        for (b, c) in store.iter_mut().zip(curs) {
+        assert_eq!(tables.len(), curs.len(), "a table slot per term");
+        for ((b, c), tab) in store.iter_mut().zip(curs).zip(&tables) {
             if c.block_count() > 1 {
                 b.resize(c.block_count() as usize, f32::NAN);
             }
+            assert!(tab.as_ref().is_none_or(|t| t.values.len() == b.len()), "a table value per block");
         }
-        BlockBounds(store)
+        BlockBounds { lists: store, tables }
     }
 
-    fn into_store(self) -> Vec<Vec<f32>> {
-        self.0
+    fn into_store(self) -> (Vec<Vec<f32>>, Vec<Option<Arc<BlockTable>>>) {
+        (self.lists, recycle(self.tables))
     }
 
     /// Term `t`'s bound over block `b` (`fallback` for a one-block list, which has no impacts).
     #[inline]
     fn get(&mut self, t: usize, b: u32, c: &PostingsCursor<'_>, bm: &Bm25Doc, fallback: f32) -> f32 {
-        match self.0[t].get_mut(b as usize) {
+        match self.lists[t].get_mut(b as usize) {
             None => fallback,
             Some(x) => {
                 if x.is_nan() {
-                    *x = c.bound_of_block(b, |imp| bm.impacts_bound(imp)).unwrap_or(fallback);
+                    *x = match &self.tables[t] {
+                        Some(tab) => bm.bound_from_table(tab.values[b as usize]),
+                        None => c.bound_of_block(b, |imp| bm.impacts_bound(imp)).unwrap_or(fallback),
+                    };
                 }
                 *x
             }
         }
     }
+}
+
+/// A pinned list's block-bound table for `bm`'s parameters: per block, the best BM25 of its impacts at idf
+/// 1 and at the grid average length of [`Bm25Doc::table_key`] (unreadable impacts bound nothing: infinity).
+/// Made once per list and grid cell and kept with the list in the selective cache, so repeated queries skip
+/// the impacts' divisions, and the skip table's reads, of every block they bound. `None` for a one-block
+/// list (no impacts) or no usable average length.
+fn block_table(c: &PostingsCursor<'_>, pin: Option<&PinnedList>, bm: &Bm25Doc) -> Option<Arc<BlockTable>> {
+    let pin = pin.filter(|_| c.block_count() > 1)?;
+    let (key, grid) = bm.table_key()?;
+    Some(pin.table(key, || {
+        let unit = Bm25Doc::new(1.0, bm.bm25, grid);
+        (0..c.block_count())
+            .map(|b| c.bound_of_block(b, |imp| unit.impacts_bound(imp)).unwrap_or(f32::INFINITY))
+            .collect()
+    }))
 }
 
 impl<'a> TermLists<'a> {
@@ -2275,13 +2366,19 @@ impl<'a> TermLists<'a> {
         let mut lists = TermLists {
             curs: recycle(std::mem::take(&mut s.curs)),
             scoring: recycle(std::mem::take(&mut s.scoring)),
-            bounds: BlockBounds(std::mem::take(&mut s.bounds)),
+            bounds: BlockBounds {
+                lists: std::mem::take(&mut s.bounds),
+                tables: recycle(std::mem::take(&mut s.tables)),
+            },
             ubs: std::mem::take(&mut s.ubs),
         };
         for w in terms {
             let Weight::Term { key, field, bm, .. } = w else { unreachable!("terms only") };
-            match image_cursor(ctx, si, key)? {
-                Some(c) => lists.curs.push(c),
+            match image_list(ctx, si, key)? {
+                Some((c, pin)) => {
+                    lists.bounds.tables.push(block_table(&c, pin, bm));
+                    lists.curs.push(c);
+                }
                 None if drop_empty => continue,
                 None => {
                     lists.recycle(s);
@@ -2291,7 +2388,8 @@ impl<'a> TermLists<'a> {
             lists.scoring.push((norms(seg, *field), bm));
         }
         let TermLists { curs, scoring, ubs, bounds } = &mut lists;
-        *bounds = BlockBounds::new(curs, std::mem::take(&mut bounds.0));
+        *bounds =
+            BlockBounds::new(curs, std::mem::take(&mut bounds.lists), std::mem::take(&mut bounds.tables));
         ubs.clear();
         for (c, (norms, bm)) in curs.iter_mut().zip(scoring.iter()) {
             ubs.push(if c.block_count() > 1 { bm.idf } else { list_bound(c, norms, bm) });
@@ -2303,7 +2401,7 @@ impl<'a> TermLists<'a> {
     fn recycle(self, s: &mut Scratch) {
         s.curs = recycle(self.curs);
         s.scoring = recycle(self.scoring);
-        s.bounds = self.bounds.into_store();
+        (s.bounds, s.tables) = self.bounds.into_store();
         s.ubs = self.ubs;
     }
 }
@@ -2569,10 +2667,15 @@ fn phrase_top_k(
     prune: bool,
 ) -> Result<()> {
     let mut curs: Vec<PostingsCursor<'_>> = recycle(std::mem::take(&mut s.curs));
+    // A table holds each block's impacts' BM25 at idf 1, whichever weight reads it: the phrase's serves.
+    let mut tables: Vec<Option<Arc<BlockTable>>> = recycle(std::mem::take(&mut s.tables));
     let mut r = Ok(());
     for k in keys {
-        match image_cursor(ctx, si, k) {
-            Ok(Some(c)) => curs.push(c),
+        match image_list(ctx, si, k) {
+            Ok(Some((c, pin))) => {
+                tables.push(block_table(&c, pin, bm));
+                curs.push(c);
+            }
             Ok(None) => {
                 // A term is missing: no phrase here.
                 curs.clear();
@@ -2585,11 +2688,13 @@ fn phrase_top_k(
             }
         }
     }
-    if !curs.is_empty() {
+    if curs.is_empty() {
+        s.tables = recycle(tables);
+    } else {
         // The phrase's BM25 at each term's block impacts.
-        let mut bounds = BlockBounds::new(&curs, std::mem::take(&mut s.bounds));
+        let mut bounds = BlockBounds::new(&curs, std::mem::take(&mut s.bounds), tables);
         r = phrase_docs(ctx, si, &mut curs, &mut bounds, offsets, field, bm, col, s, prune);
-        s.bounds = bounds.into_store();
+        (s.bounds, s.tables) = bounds.into_store();
     }
     s.curs = recycle(curs);
     r
@@ -3210,5 +3315,58 @@ fn work(w: &Weight, ctx: &Ctx<'_>) -> u64 {
             must.iter().chain(should).chain(must_not).chain(filter).map(|c| work(c, ctx)).sum()
         }
         Weight::DisMax(v) => v.iter().map(|c| work(c, ctx)).sum(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A block-bound table made at a grid cell's average length bounds, times the idf, every posting's
+        /// score at every average length in that cell, whatever the impacts: the tables of pinned lists
+        /// never prune a document that could compete.
+        #[test]
+        fn table_bounds_hold_across_their_grid_cell(
+            avgdl in 0.5f32..5000.0,
+            k1 in 0.0f32..3.0,
+            b in 0.0f32..1.0,
+            idf in 0.01f32..20.0,
+            imp in proptest::collection::vec((1u32..200, 1u32..100_000), 1..=IMPACTS),
+            below in 0.0f32..0.006,
+        ) {
+            let bm25 = Bm25 { k1, b };
+            let (key, grid) = Bm25Doc::new(idf, bm25, avgdl).table_key().unwrap();
+            prop_assert!(grid >= avgdl);
+            // The table's value for a block with these impacts.
+            let mut impacts: Impacts = [(0, u32::MAX); IMPACTS];
+            for (slot, &(tf, dl)) in impacts.iter_mut().zip(&imp) {
+                *slot = (tf, crate::codec::quantized_length(dl));
+            }
+            let value = Bm25Doc::new(1.0, bm25, grid).impacts_bound(&impacts);
+            // Queries at this average length and at any lower one of the same cell.
+            for a in [avgdl, avgdl * (1.0 - below)] {
+                let q = Bm25Doc::new(idf, bm25, a);
+                if q.table_key().map(|(k, _)| k) != Some(key) {
+                    continue;
+                }
+                let bound = q.bound_from_table(value);
+                for &(tf, dl) in &impacts {
+                    let s = q.score(tf as f32, encode_norm(dl));
+                    prop_assert!(tf == 0 || s <= bound, "score {s} above bound {bound} (tf {tf}, dl {dl}, avgdl {a})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn grid_cells_are_keyed_by_parameters() {
+        let bm = |k1, b, a| Bm25Doc::new(1.0, Bm25 { k1, b }, a).table_key().unwrap();
+        assert_eq!(bm(1.2, 0.75, 100.0).0, bm(1.2, 0.75, 100.1).0, "one cell");
+        assert_ne!(bm(1.2, 0.75, 100.0).0, bm(1.2, 0.75, 101.0).0, "0.54% apart");
+        assert_ne!(bm(1.2, 0.75, 100.0).0, bm(1.3, 0.75, 100.0).0);
+        assert_ne!(bm(1.2, 0.75, 100.0).0, bm(1.2, 0.7, 100.0).0);
+        assert!(Bm25Doc::new(1.0, Bm25 { k1: 1.2, b: 0.75 }, 0.0).table_key().is_none());
     }
 }

@@ -16,7 +16,9 @@
 use super::eval::{Bm25Doc, Norms, WindowBuf};
 use crate::codec::PostingsCursor;
 use crate::codec::BLOCK;
+use crate::segment::hot::BlockTable;
 use std::cell::Cell;
+use std::sync::Arc;
 
 /// A buffer whose capacity exceeds this many bytes is dropped when its scratch goes back to the pool (per
 /// buffer: the per-term lists are buffers each, so a many-term query may keep up to this much per term).
@@ -32,6 +34,8 @@ pub(super) struct Scratch {
     /// Per term: its block bounds (filled lazily) and its bound over the whole list.
     pub bounds: Vec<Vec<f32>>,
     pub ubs: Vec<f32>,
+    /// Per term: its pinned list's block-bound table (kept empty between uses, like the cursors).
+    pub tables: Vec<Option<Arc<BlockTable>>>,
     /// Per term: its bound over the current window.
     pub window_bounds: Vec<f32>,
     /// Terms in processing order.
@@ -84,9 +88,11 @@ impl Scratch {
             }
         }
         debug_assert!(self.curs.is_empty() && self.scoring.is_empty(), "cursors are recycled empty");
+        debug_assert!(self.tables.is_empty(), "tables are recycled empty");
         keep(&mut self.curs);
         keep(&mut self.scoring);
         keep(&mut self.bounds);
+        keep(&mut self.tables);
         self.bounds.iter_mut().for_each(keep);
         keep(&mut self.ubs);
         keep(&mut self.window_bounds);

@@ -6,8 +6,13 @@
 //! scattered over the heap, each checked against its crc. On persistent memory every one of those reads pays
 //! the medium's latency; on a file mapping each is at least a cache miss plus a checksum. A [`HotChains`]
 //! entry holds a term's chain *resolved*: per node its segment, df, max tf and posting list's place in the
-//! heap, verified once when it was cached. A lookup that hits costs one DRAM hash probe; its posting lists are
-//! then read where they are.
+//! heap, verified once when it was cached. A lookup that hits costs one DRAM hash probe.
+//!
+//! **Hot lists.** Each node also pins its posting list's head in DRAM ([`PinnedList`]): the skip table, and
+//! the doc and frequency blocks when they fit in [`HotChains::pin_blocks_limit`], so a hot term's query reads
+//! its skip data — and a small list's blocks — from DRAM, and only positions from the heap. Beside the copy,
+//! queries keep a table derived from the skip data (per-block score bounds, see `query::eval`), made once
+//! and reused by every query under the same scoring parameters.
 //!
 //! **Freshness.** Chains only ever grow at their head (the merger links a newer segment's node in front), and
 //! a snapshot's `merged_upto` says every segment up to it is fully linked. So an entry records the
@@ -24,24 +29,76 @@
 //! admits a term only if evicting entries of lower df makes room for it — otherwise nothing changes (a
 //! refreshed term keeps its older entry). Hits take a shared lock and count nothing but an atomic.
 //!
-//! **Budget.** The cache's bytes (keys, nodes, bookkeeping) are carved out of the shard's DRAM budget, as the
+//! **Budget.** The cache's bytes (keys, nodes, pinned heads and tables, bookkeeping) are carved out of the shard's DRAM budget, as the
 //! result cache's are: the DRAM heap is mapped that much smaller (`ShardConfig::selective_cache_bytes`).
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
-/// A resolved chain node: where the term's posting list of one merged segment is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A resolved chain node: where the term's posting list of one merged segment is, and the list's part
+/// pinned in DRAM.
+#[derive(Debug, Clone)]
 pub struct HotNode {
     pub seg_id: u32,
     pub df: u32,
     pub max_tf: u32,
     pub blob_len: u32,
     pub blob_off: u64,
+    pub pinned: Option<Arc<PinnedList>>,
+}
+
+/// A hot posting list's part held in DRAM: a copy of the head of its blob — header and skip table, and its
+/// doc and frequency blocks too when the list is small enough for [`HotChains::pin_blocks_limit`]
+/// (positions, read only by phrases, stay where they are) — and a table queries derive from the skip data
+/// (per-block score bounds under one set of BM25 parameters; see [`Self::table`]), made on first use.
+/// Queries hold an `Arc` of it while they read, so an eviction never pulls bytes from under a cursor.
+#[derive(Debug)]
+pub struct PinnedList {
+    pub head: Box<[u8]>,
+    n_blocks: u32,
+    table: Mutex<Option<Arc<BlockTable>>>,
+}
+
+/// One value per block of a list, derived from its skip data, and the key of what it was derived under.
+#[derive(Debug)]
+pub struct BlockTable {
+    pub key: u128,
+    pub values: Box<[f32]>,
+}
+
+impl PinnedList {
+    /// Pins `head` (the first bytes of a list's blob) of a list of `n_blocks` blocks.
+    pub fn new(head: &[u8], n_blocks: u32) -> PinnedList {
+        PinnedList { head: head.into(), n_blocks, table: Mutex::new(None) }
+    }
+
+    /// Bytes charged to the budget: the head, a table's worth of values (charged up front, so an entry's
+    /// charge never changes), and bookkeeping.
+    fn bytes(&self) -> usize {
+        self.head.len()
+            + 4 * self.n_blocks as usize
+            + std::mem::size_of::<PinnedList>()
+            + std::mem::size_of::<BlockTable>()
+            + 48
+    }
+
+    /// The block table made under `key`: the one held if its key is `key`, else `make()`'s (at most one
+    /// value per block), which replaces it. Queries under other parameters take turns replacing it.
+    pub fn table(&self, key: u128, make: impl FnOnce() -> Box<[f32]>) -> Arc<BlockTable> {
+        let mut slot = self.table.lock();
+        if let Some(t) = slot.as_ref().filter(|t| t.key == key) {
+            return t.clone();
+        }
+        let values = make();
+        assert!(values.len() <= self.n_blocks as usize, "a block table holds one value per block");
+        let t = Arc::new(BlockTable { key, values });
+        *slot = Some(t.clone());
+        t
+    }
 }
 
 /// A term's chain, newest first, complete for every segment id up to `upto`.
@@ -61,12 +118,18 @@ impl HotChain {
         self.nodes.iter().map(|n| n.df as u64).sum()
     }
 
-    /// Bytes charged to the budget: key, nodes, and the map's and order's bookkeeping.
+    /// Bytes charged to the budget: key, nodes, their pinned lists, and the map's and order's bookkeeping.
     fn bytes(&self) -> usize {
         self.key.len()
             + self.nodes.len() * std::mem::size_of::<HotNode>()
+            + self.nodes.iter().filter_map(|n| n.pinned.as_ref()).map(|p| p.bytes()).sum::<usize>()
             + std::mem::size_of::<HotChain>()
             + 96
+    }
+
+    /// Bytes of posting lists (heads) pinned by this entry.
+    fn pinned_bytes(&self) -> usize {
+        self.nodes.iter().filter_map(|n| n.pinned.as_ref()).map(|p| p.head.len()).sum()
     }
 }
 
@@ -76,6 +139,8 @@ pub struct HotStats {
     pub capacity_bytes: usize,
     pub used_bytes: usize,
     pub high_water_bytes: usize,
+    /// Of `used_bytes`, the posting-list heads (skip tables, and small lists' blocks) pinned in DRAM.
+    pub pinned_list_bytes: usize,
     pub entries: usize,
     /// Lookups answered by an entry alone.
     pub hits: u64,
@@ -114,6 +179,8 @@ struct Table {
     /// The dictionary the entries belong to.
     dict: u64,
     used: usize,
+    /// Bytes of posting-list heads pinned by the entries (part of `used`).
+    pinned: usize,
 }
 
 /// The DRAM cache of hot chains of one shard's merged dictionary (see the module docs).
@@ -153,6 +220,12 @@ impl HotChains {
 
     pub fn enabled(&self) -> bool {
         self.capacity > 0
+    }
+
+    /// A list whose head up to its positions fits in this many bytes is pinned with its blocks (the rest
+    /// pin their skip tables only): 1/64 of the cache, so no one list crowds the dictionary part out.
+    pub fn pin_blocks_limit(&self) -> usize {
+        self.capacity / 64
     }
 
     /// The entry of `key` (hash `h`) for dictionary `dict`.
@@ -203,6 +276,7 @@ impl HotChains {
             order.clear();
             t.dict = chain.dict;
             t.used = 0;
+            t.pinned = 0;
         }
         // The entry it replaces (a refresh, or a colliding key) frees its bytes; beyond that, room comes only
         // from entries less probable than the newcomer. Victims are chosen before anything changes: a
@@ -231,15 +305,18 @@ impl HotChains {
         if let Some(old) = t.map.remove(&h) {
             t.order.remove(&(old.weight(), h));
             t.used -= old.bytes();
+            t.pinned -= old.pinned_bytes();
         }
         for (w, v) in victims {
             t.order.remove(&(w, v));
             let old = t.map.remove(&v).expect("ordered entries are mapped");
             t.used -= old.bytes();
+            t.pinned -= old.pinned_bytes();
             self.evictions.fetch_add(1, Relaxed);
         }
         debug_assert!(t.used + bytes <= self.capacity);
         t.order.insert((weight, h));
+        t.pinned += chain.pinned_bytes();
         t.map.insert(h, Arc::new(chain));
         t.used += bytes;
         self.high_water.fetch_max(t.used, Relaxed);
@@ -254,6 +331,7 @@ impl HotChains {
             capacity_bytes: self.capacity,
             used_bytes: t.used,
             high_water_bytes: self.high_water.load(Relaxed),
+            pinned_list_bytes: t.pinned,
             entries: t.map.len(),
             hits,
             refreshes,
@@ -279,6 +357,7 @@ mod tests {
                 max_tf: 1,
                 blob_len: 8,
                 blob_off: 64 * i as u64,
+                pinned: None,
             })
             .collect();
         HotChain { key: key.as_bytes().into(), upto: 10, dict, nodes }

@@ -26,9 +26,10 @@
 //! Chains run from the newest segment to the oldest, so segment ids strictly decrease along a chain: a
 //! corrupt link can never make a loop.
 
-use super::hot::{HotChain, HotChains, HotNode, Lookup};
+use super::hot::{HotChain, HotChains, HotNode, Lookup, PinnedList};
 use super::image::ImageView;
 use super::SegmentError;
+use crate::codec::PostingsCursor;
 use crate::memory::{PersistentHeap, PersistentHeapError};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
@@ -127,12 +128,14 @@ enum Link {
 }
 
 /// One node of a term's chain.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ChainNode<'a> {
     pub seg_id: u32,
     pub df: u32,
     pub max_tf: u32,
     pub blob: &'a [u8],
+    /// The list's head pinned in DRAM, when the selective cache holds the term (resolved through it).
+    pub pinned: Option<Arc<PinnedList>>,
 }
 
 fn hash64(key: &[u8]) -> u64 {
@@ -551,7 +554,8 @@ impl MergedSegment {
                     .heap
                     .try_slice(n.blob_off, n.blob_len as usize)
                     .ok_or_else(|| self.corrupt("cached chain node points outside the heap", n.blob_off))?;
-                f(ChainNode { seg_id: n.seg_id, df: n.df, max_tf: n.max_tf, blob });
+                let pinned = n.pinned.clone();
+                f(ChainNode { seg_id: n.seg_id, df: n.df, max_tf: n.max_tf, blob, pinned });
             }
             Ok(())
         };
@@ -579,6 +583,7 @@ impl MergedSegment {
                         max_tf: node.max_tf,
                         blob_len: node.blob.len() as u32,
                         blob_off,
+                        pinned: self.pin(node.blob),
                     }),
                     None => cacheable = false,
                 }
@@ -595,6 +600,15 @@ impl MergedSegment {
             self.hot.admit(h, chain);
         }
         Ok(())
+    }
+
+    /// The DRAM copy of a list's head for the selective cache: its skip table, with its blocks when they fit
+    /// the cache's limit for one list (`None` for an unreadable header: the cursor reports it).
+    fn pin(&self, blob: &[u8]) -> Option<Arc<PinnedList>> {
+        let head = PostingsCursor::head(blob).ok()?;
+        let len =
+            if head.blocks_end <= self.hot.pin_blocks_limit() { head.blocks_end } else { head.skip_end };
+        Some(Arc::new(PinnedList::new(&blob[..len], head.n_blocks)))
     }
 
     fn chain_hashed(&self, key: &[u8], h: u64) -> Chain<'_> {
@@ -667,7 +681,7 @@ impl<'a> Iterator for Chain<'a> {
         let Some(blob) = self.ms.heap.try_slice(u48_at(&b[16..22]), u32_at(8) as usize) else {
             return corrupt("chain node points outside the heap");
         };
-        let n = ChainNode { seg_id: u32_at(0), df: u32_at(4), max_tf: u32_at(12), blob };
+        let n = ChainNode { seg_id: u32_at(0), df: u32_at(4), max_tf: u32_at(12), blob, pinned: None };
         // Chains only ever point to older segments: anything else is corruption (and could be a loop).
         if n.seg_id >= self.prev_seg {
             return corrupt("chain node out of segment order");

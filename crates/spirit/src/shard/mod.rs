@@ -233,11 +233,13 @@ impl ShardStats {
             h.capacity_bytes += e.capacity_bytes;
             h.used_bytes += e.used_bytes;
             h.high_water_bytes += e.high_water_bytes;
+            h.pinned_list_bytes += e.pinned_list_bytes;
             h.entries += e.entries;
             h.hits += e.hits;
             h.refreshes += e.refreshes;
             h.misses += e.misses;
             h.evictions += e.evictions;
+            h.rejected += e.rejected;
             h.rejected += e.rejected;
             let (q, e) = (&mut t.persistent, &p.persistent);
             q.budget += e.budget;
