@@ -579,7 +579,8 @@ pub(super) struct Bm25Doc {
     idf: f32,
     denom: Box<[f32; NORM_VALUES]>,
     bm25: Bm25,
-    avgdl: f32,
+    /// [`Self::table_key`]'s answer, computed once.
+    table: Option<(u128, f32)>,
 }
 
 /// Steps of the average-length grid of block-bound tables per doubling: tables are made at grid points,
@@ -598,7 +599,7 @@ impl Bm25Doc {
         for (n, d) in denom.iter_mut().enumerate() {
             *d = c0 + c1 * decode_norm(n as u8) as f32;
         }
-        Bm25Doc { idf, denom, bm25, avgdl }
+        Bm25Doc { idf, denom, bm25, table: Self::grid_cell(bm25, avgdl) }
     }
 
     /// The key and average length of the block-bound table ([`bound_table`]) this term's block bounds may
@@ -607,17 +608,22 @@ impl Bm25Doc {
     /// table times the idf bounds the block for every query whose average length is at most the grid point:
     /// as documents stream in, the average moves slowly and a table serves until it crosses a grid point.
     /// `None` for an average length that is not a positive number.
+    #[inline]
     fn table_key(&self) -> Option<(u128, f32)> {
-        let a = f64::from(self.avgdl);
+        self.table
+    }
+
+    fn grid_cell(bm25: Bm25, avgdl: f32) -> Option<(u128, f32)> {
+        let a = f64::from(avgdl);
         if !(a.is_finite() && a > 0.0) {
             return None;
         }
         let step = (a.log2() * AVGDL_STEPS).ceil();
         // A hair above the grid point, so that rounding to f32 never lands below an average in its cell.
         let grid = (2f64.powf(step / AVGDL_STEPS) * (1.0 + 1e-6)) as f32;
-        debug_assert!(grid >= self.avgdl);
-        let key = ((self.bm25.k1.to_bits() as u128) << 64)
-            | ((self.bm25.b.to_bits() as u128) << 32)
+        debug_assert!(grid >= avgdl);
+        let key = ((bm25.k1.to_bits() as u128) << 64)
+            | ((bm25.b.to_bits() as u128) << 32)
             | (step as i32 as u32 as u128);
         Some((key, grid))
     }
@@ -1669,12 +1675,8 @@ fn eval_segment(
     Ok(())
 }
 
-/// The cursor over a term's postings in an image segment (`None`: the term is not there).
-fn image_cursor<'a>(ctx: &'a Ctx<'a>, si: usize, key: &[u8]) -> Result<Option<PostingsCursor<'a>>> {
-    Ok(image_list(ctx, si, key)?.map(|(c, _)| c))
-}
-
-/// [`image_cursor`], with the list's DRAM part when the selective cache pins it.
+/// The cursor over a term's postings in an image segment (`None`: the term is not there), with the list's
+/// DRAM part when the selective cache pins it.
 fn image_list<'a>(
     ctx: &'a Ctx<'a>,
     si: usize,
@@ -1718,9 +1720,11 @@ fn term_top_k(
 ) -> Result<()> {
     let seg = &ctx.segs[si];
     let fail = codec_failure(seg);
-    let Some(mut c) = image_cursor(ctx, si, key)? else {
+    let Some((mut c, pin)) = image_list(ctx, si, key)? else {
         return Ok(());
     };
+    // A pinned list's block bounds are in its table (a multiplication per block).
+    let table = if prune { block_table(&c, pin, bm) } else { None };
     let norms = norms(seg, field);
     let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
     let any_deleted = del.count() > 0;
@@ -1730,9 +1734,16 @@ fn term_top_k(
         if prune && col.heap.len() >= col.cap {
             theta = col.theta();
             col.exact = false;
-            // Skip the block unless one of its impacts can reach θ (conservatively: less a margin).
-            let need = theta - theta.abs() * FILTER_SLACK;
-            if c.any_impact(b, |tf, dl| bm.may_reach(tf as f32, dl, need)) == Some(false) {
+            // Skip the block unless its bound reaches θ: from the table, or unless one of its impacts can
+            // (conservatively: less a margin).
+            let skip = match &table {
+                Some(t) => bm.bound_from_table(t.values[b as usize]) < theta,
+                None => {
+                    let need = theta - theta.abs() * FILTER_SLACK;
+                    c.any_impact(b, |tf, dl| bm.may_reach(tf as f32, dl, need)) == Some(false)
+                }
+            };
+            if skip {
                 continue;
             }
         }

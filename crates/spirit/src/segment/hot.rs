@@ -79,8 +79,13 @@ impl PinnedList {
     /// Bytes charged to the budget: the head, a table's worth of values (charged up front, so an entry's
     /// charge never changes), and bookkeeping.
     fn bytes(&self) -> usize {
-        self.head.len()
-            + 4 * self.n_blocks as usize
+        Self::charge(self.head.len(), self.n_blocks)
+    }
+
+    /// What pinning a head of `head_len` bytes of a list of `n_blocks` blocks charges (see `bytes`).
+    pub fn charge(head_len: usize, n_blocks: u32) -> usize {
+        head_len
+            + 4 * n_blocks as usize
             + std::mem::size_of::<PinnedList>()
             + std::mem::size_of::<BlockTable>()
             + 48
@@ -114,12 +119,12 @@ pub struct HotChain {
 impl HotChain {
     /// The LLA access probability: the term's df over the chain's nodes (nodes of segments retention dropped
     /// count until a compaction rebuilds the dictionary without them).
-    fn weight(&self) -> u64 {
+    pub fn weight(&self) -> u64 {
         self.nodes.iter().map(|n| n.df as u64).sum()
     }
 
     /// Bytes charged to the budget: key, nodes, their pinned lists, and the map's and order's bookkeeping.
-    fn bytes(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         self.key.len()
             + self.nodes.len() * std::mem::size_of::<HotNode>()
             + self.nodes.iter().filter_map(|n| n.pinned.as_ref()).map(|p| p.bytes()).sum::<usize>()
@@ -223,9 +228,12 @@ impl HotChains {
     }
 
     /// A list whose head up to its positions fits in this many bytes is pinned with its blocks (the rest
-    /// pin their skip tables only): 1/64 of the cache, so no one list crowds the dictionary part out.
+    /// pin their skip tables only): 1/1024 of the cache (32 KB by default). Blocks are the bulk of a list and
+    /// the least valuable per byte — a dictionary entry saves a probe and a chain walk in ~150 bytes, a
+    /// skip table and its bound table save the impacts' reads and divisions of every block bounded — so
+    /// only small lists bring theirs, and long lists never crowd entries out.
     pub fn pin_blocks_limit(&self) -> usize {
-        self.capacity / 64
+        self.capacity / 1024
     }
 
     /// The entry of `key` (hash `h`) for dictionary `dict`.
@@ -278,30 +286,10 @@ impl HotChains {
             t.used = 0;
             t.pinned = 0;
         }
-        // The entry it replaces (a refresh, or a colliding key) frees its bytes; beyond that, room comes only
-        // from entries less probable than the newcomer. Victims are chosen before anything changes: a
-        // newcomer that cannot fit leaves the cache as it was (a refreshed term keeps its older entry).
-        let old_bytes = t.map.get(&h).map_or(0, |o| o.bytes());
-        let mut free = self.capacity - (t.used - old_bytes);
-        let mut victims = Vec::new();
-        if bytes > free {
-            for &(w, v) in &t.order {
-                if w >= weight {
-                    break; // ascending: nothing after it is less probable either
-                }
-                if v != h {
-                    victims.push((w, v));
-                    free += t.map[&v].bytes();
-                    if bytes <= free {
-                        break;
-                    }
-                }
-            }
-            if bytes > free {
-                self.rejected.fetch_add(1, Relaxed);
-                return;
-            }
-        }
+        let Some(victims) = self.victims(&t, h, weight, bytes) else {
+            self.rejected.fetch_add(1, Relaxed);
+            return;
+        };
         if let Some(old) = t.map.remove(&h) {
             t.order.remove(&(old.weight(), h));
             t.used -= old.bytes();
@@ -320,6 +308,53 @@ impl HotChains {
         t.map.insert(h, Arc::new(chain));
         t.used += bytes;
         self.high_water.fetch_max(t.used, Relaxed);
+    }
+
+    /// The entries to evict to admit a chain of `weight` and `bytes` under hash `h`, or `None` if it cannot
+    /// be: the entry it replaces (a refresh, or a colliding key) frees its bytes; beyond that, room comes only
+    /// from entries less probable than the newcomer. Victims are chosen before anything changes: a newcomer
+    /// that cannot fit leaves the cache as it was (a refreshed term keeps its older entry).
+    fn victims(&self, t: &Table, h: u64, weight: u64, bytes: usize) -> Option<Vec<(u64, u64)>> {
+        let old_bytes = t.map.get(&h).map_or(0, |o| o.bytes());
+        let mut free = self.capacity - (t.used - old_bytes);
+        let mut victims = Vec::new();
+        if bytes > free {
+            for &(w, v) in &t.order {
+                if w >= weight {
+                    break; // ascending: nothing after it is less probable either
+                }
+                if v != h {
+                    victims.push((w, v));
+                    free += t.map[&v].bytes();
+                    if bytes <= free {
+                        break;
+                    }
+                }
+            }
+            if bytes > free {
+                return None;
+            }
+        }
+        Some(victims)
+    }
+
+    /// Whether [`Self::admit`] would now take a chain of dictionary `dict`, LLA `weight` and `bytes` under
+    /// hash `h` — asked before a chain's lists are copied for pinning, so a term the cache would reject
+    /// costs no copy (the answer may change before the admission: then it is only a wasted copy).
+    pub fn would_admit(&self, h: u64, dict: u64, weight: u64, bytes: usize) -> bool {
+        if !self.enabled() {
+            return false;
+        }
+        if bytes > self.capacity {
+            self.rejected.fetch_add(1, Relaxed);
+            return false;
+        }
+        let t = self.table.read();
+        let fits = dict > t.dict || (dict == t.dict && self.victims(&t, h, weight, bytes).is_some());
+        if !fits && dict == t.dict {
+            self.rejected.fetch_add(1, Relaxed);
+        }
+        fits
     }
 
     pub fn stats(&self) -> HotStats {
@@ -412,6 +447,36 @@ mod tests {
         assert!(hit(&c, 1, "eeeee") && !hit(&c, 1, "a"));
         assert_eq!(c.stats().evictions, 1);
         assert!(c.stats().used_bytes <= c.stats().capacity_bytes);
+    }
+
+    /// `would_admit` answers as `admit` would decide (and counts a refusal as a rejection), so a term the
+    /// cache would reject costs no copy of its lists.
+    #[test]
+    fn would_admit_agrees_with_admit() {
+        let small = chain("a", 1, &[1]).bytes();
+        let c = HotChains::new(2 * small + 8);
+        // Hashes are the keys' lengths, as for `hit`.
+        let ask = |c: &HotChains, key: &str, dfs: &[u32]| {
+            let ch = chain(key, 1, dfs);
+            c.would_admit(key.len() as u64, 1, ch.weight(), ch.bytes())
+        };
+        assert!(ask(&c, "a", &[1]));
+        c.admit(1, chain("a", 1, &[1]));
+        c.admit(2, chain("bb", 1, &[50]));
+        // Full: a rarer newcomer would be rejected, a more probable one would evict "a".
+        assert!(!ask(&c, "cccc", &[0]) && ask(&c, "ccc", &[60]));
+        assert_eq!(c.stats().rejected, 1);
+        // Too big for the whole cache; another dictionary's chain is never refused here.
+        let huge = chain("dddd", 1, &[1; 9]);
+        assert!(huge.bytes() > 2 * small + 8 && !c.would_admit(4, 1, huge.weight(), huge.bytes()));
+        assert!(c.would_admit(3, 2, 1, small));
+        assert_eq!((c.stats().rejected, c.stats().entries), (2, 2));
+        // PinnedList charges add up in an entry's bytes.
+        let mut pinned = chain("e", 1, &[3]);
+        let before = pinned.bytes();
+        pinned.nodes[0].pinned = Some(Arc::new(PinnedList::new(&[1, 2, 3], 1)));
+        assert_eq!(pinned.bytes(), before + PinnedList::charge(3, 1));
+        assert_eq!(pinned.pinned_bytes(), 3);
     }
 
     #[test]

@@ -566,6 +566,8 @@ impl MergedSegment {
         // Walk the chain: all of it, or down to the cached entry's nodes.
         let below = cached.as_ref().map(|e| e.upto);
         let (mut nodes, mut cacheable) = (Vec::new(), self.hot.enabled());
+        // The new nodes' posting blobs, for pinning if the cache takes the chain.
+        let mut blobs = Vec::new();
         for node in self.chain_hashed(key, h) {
             let node = node?;
             if below.is_some_and(|b| node.seg_id <= b) {
@@ -577,14 +579,17 @@ impl MergedSegment {
             if cacheable {
                 // Chain blobs are slices of the heap mapping, so this always finds their place.
                 match self.heap.offset_of(node.blob) {
-                    Some(blob_off) => nodes.push(HotNode {
-                        seg_id: node.seg_id,
-                        df: node.df,
-                        max_tf: node.max_tf,
-                        blob_len: node.blob.len() as u32,
-                        blob_off,
-                        pinned: self.pin(node.blob),
-                    }),
+                    Some(blob_off) => {
+                        nodes.push(HotNode {
+                            seg_id: node.seg_id,
+                            df: node.df,
+                            max_tf: node.max_tf,
+                            blob_len: node.blob.len() as u32,
+                            blob_off,
+                            pinned: None,
+                        });
+                        blobs.push(node.blob);
+                    }
                     None => cacheable = false,
                 }
             }
@@ -596,19 +601,28 @@ impl MergedSegment {
         }
         self.hot.record(cached.is_some(), cached.is_some());
         if cacheable {
-            let chain = HotChain { key: key.into(), upto, dict: self.uid, nodes: nodes.into() };
-            self.hot.admit(h, chain);
+            // The new nodes' lists are copied only once the cache would take the chain with them.
+            let mut chain = HotChain { key: key.into(), upto, dict: self.uid, nodes: nodes.into() };
+            let plans: Vec<Option<(usize, u32)>> = blobs.iter().map(|b| self.pin_plan(b)).collect();
+            let pins: usize = plans.iter().flatten().map(|&(len, n)| PinnedList::charge(len, n)).sum();
+            if self.hot.would_admit(h, self.uid, chain.weight(), chain.bytes() + pins) {
+                for ((node, blob), plan) in chain.nodes.iter_mut().zip(&blobs).zip(plans) {
+                    node.pinned = plan.map(|(len, n)| Arc::new(PinnedList::new(&blob[..len], n)));
+                }
+                self.hot.admit(h, chain);
+            }
         }
         Ok(())
     }
 
-    /// The DRAM copy of a list's head for the selective cache: its skip table, with its blocks when they fit
-    /// the cache's limit for one list (`None` for an unreadable header: the cursor reports it).
-    fn pin(&self, blob: &[u8]) -> Option<Arc<PinnedList>> {
+    /// How much of a list's head the selective cache pins, and its block count: the skip table, with the
+    /// blocks when they fit the cache's limit for one list (`None` for an unreadable header: the cursor
+    /// reports it).
+    fn pin_plan(&self, blob: &[u8]) -> Option<(usize, u32)> {
         let head = PostingsCursor::head(blob).ok()?;
         let len =
             if head.blocks_end <= self.hot.pin_blocks_limit() { head.blocks_end } else { head.skip_end };
-        Some(Arc::new(PinnedList::new(&blob[..len], head.n_blocks)))
+        Some((len, head.n_blocks))
     }
 
     fn chain_hashed(&self, key: &[u8], h: u64) -> Chain<'_> {
