@@ -75,6 +75,20 @@ fn child(dir: &Path, mode: &str) {
     assert_eq!(index.count("lorem").unwrap(), acked);
     // Closing may fail too (the last segment cannot be written); it must not panic or lose what is durable.
     let closed = index.close().map_err(|e| e.to_string());
+    drop(index);
+    if durability(mode) == Durability::CrashSafe {
+        // The disk is still full: the index opens all the same (recovery allocates nothing) and answers. A
+        // write is acknowledged if the heap still has room inside the file (a recycled log chunk), else
+        // refused with an error; either way nothing is half-written.
+        let index = Index::open("d", dir, cfg(durability(mode)), None, None)
+            .unwrap_or_else(|e| panic!("{mode}: reopening on the full disk: {e}"));
+        assert_eq!(index.count("lorem").unwrap(), acked, "{mode}: on the full disk");
+        let wrote = index.add(serde_json::json!({"_id": "full", "body": "zzfull"}));
+        assert_eq!(index.count("zzfull").unwrap(), wrote.is_ok() as u64, "{mode}: {wrote:?}");
+        println!("\nreopened on the full disk: {wrote:?}");
+        println!("write_on_full_disk={}", wrote.is_ok());
+        let _ = index.close();
+    }
     // On lines of their own (the test harness prints the test's name without a newline).
     println!("\nacked={acked}");
     println!("error={}", last_err.unwrap());
@@ -101,6 +115,10 @@ fn run(mode: &str) {
             .unwrap_or_else(|| panic!("{mode}: no {k} in\n{stdout}"))
     };
     let acked: u64 = field("acked=").parse().unwrap();
+    if durability(mode) == Durability::CrashSafe {
+        assert!(stdout.contains("reopened on the full disk"), "{mode}: {stdout}");
+    }
+    let full_acked = stdout.contains("write_on_full_disk=true");
     let err = field("error=");
     assert!(acked > 100, "{mode}: only {acked} documents before the file system refused");
     assert!(
@@ -113,6 +131,7 @@ fn run(mode: &str) {
     let found = index.count("lorem").unwrap();
     if durability(mode) == Durability::CrashSafe {
         assert_eq!(found, acked, "{mode}: every acknowledged document survives ({err})");
+        assert_eq!(index.count("zzfull").unwrap(), full_acked as u64, "{mode}: the write on the full disk");
         for i in (0..acked).step_by(97) {
             assert!(index.get(&format!("x{i}")).unwrap().is_some(), "{mode}: x{i}");
         }

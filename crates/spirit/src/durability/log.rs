@@ -4,14 +4,17 @@
 //! ```text
 //! chunk header (64 B): "SPIRITLG" | version u32 | kind u32 | first lsn u64 | chunk len u64 | crc u32 (of the
 //!                      above) | pad | next chunk u64 (at +56, an atomic word set when the log moves on)
-//! record:              payload len u32 | crc u32 (of len, lsn, synced, payload) | lsn u64 | synced u64 |
+//! record:              payload len u32 | crc u32 (of the log's kind, len, lsn, synced, payload; version-2
+//!                      chunks: without the kind) | lsn u64 | synced u64 |
 //!                      payload | pad to 8 B
 //! ```
 //! Records carry consecutive sequence numbers (LSNs). A scan accepts a record only if its checksum holds
 //! *and* its LSN is the next one expected, and follows a chunk's `next` only if that chunk's header is valid
 //! and starts at the expected LSN. So a torn record ends the log, and stale bytes (a recycled chunk, a tail
 //! left behind by a crash) can never be mistaken for records: their LSNs are from the past. After recovery
-//! the log continues in a new chunk, so whatever follows the valid end is never scanned again.
+//! the log continues in a new chunk (made by its first append), so whatever follows the valid end is never
+//! scanned again once that chunk is linked. Stale bytes of *another* log (space reused for a chunk) can carry
+//! higher LSNs: the kind in each record's checksum keeps them from passing for this log's.
 //!
 //! A torn tail and a corrupted record look alike — both fail their checksum — but only the last unsynced
 //! records can be torn. Each record carries `synced`, the LSN below which every record was already durable
@@ -31,7 +34,10 @@ use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"SPIRITLG";
-const LOG_VERSION: u32 = 2;
+/// Version 3 binds each record's checksum to its log's kind; version 2 chunks (no kind in the checksum)
+/// are still read.
+const LOG_VERSION: u32 = 3;
+const LOG_VERSION_UNBOUND: u32 = 2;
 const CHUNK_HEADER: u64 = 64;
 const NEXT_AT: u64 = 56;
 const RECORD_HEADER: u64 = 24;
@@ -74,6 +80,10 @@ struct State {
     next_lsn: u64,
     /// Appended ranges not yet persisted, in order.
     dirty: Vec<(u64, u64)>,
+    /// The next append starts a new chunk: set by a reopen, so that the bytes past the scanned end are never
+    /// written (nor, once the new chunk is linked, read) again. Lazily, so that an index on a full disk
+    /// opens (for reads) without room for a chunk.
+    fresh: bool,
 }
 
 /// One log.
@@ -111,8 +121,15 @@ fn pad8(n: u64) -> u64 {
     n.div_ceil(8) * 8
 }
 
-fn record_crc(lsn: u64, synced: u64, payload: &[u8]) -> u32 {
+/// A record's checksum: of its length, LSN, `synced` and payload, seeded with its log's kind (`None` in
+/// version-2 chunks). With the kind in it, a stale record another log left in reused space — possibly of a
+/// higher LSN — never passes for one of this log: not as the next record, and not as the later durable
+/// record that makes a failing one "damaged" (which would refuse to open an intact index).
+fn record_crc(kind: Option<u32>, lsn: u64, synced: u64, payload: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
+    if let Some(k) = kind {
+        h.update(&k.to_le_bytes());
+    }
     h.update(&(payload.len() as u32).to_le_bytes());
     h.update(&lsn.to_le_bytes());
     h.update(&synced.to_le_bytes());
@@ -120,8 +137,9 @@ fn record_crc(lsn: u64, synced: u64, payload: &[u8]) -> u32 {
     h.finalize()
 }
 
-/// The valid record at `pos` (ending at or before `limit`): its LSN, `synced` and end offset.
-fn record_at(heap: &PersistentHeap, pos: u64, limit: u64) -> Option<(u64, u64, u64)> {
+/// The valid record at `pos` (ending at or before `limit`) of a chunk whose records' checksums are seeded
+/// with `kind` (see [`record_crc`]): its LSN, `synced` and end offset.
+fn record_at(heap: &PersistentHeap, kind: Option<u32>, pos: u64, limit: u64) -> Option<(u64, u64, u64)> {
     if pos + RECORD_HEADER > limit {
         return None;
     }
@@ -134,7 +152,7 @@ fn record_at(heap: &PersistentHeap, pos: u64, limit: u64) -> Option<(u64, u64, u
     if end > limit || synced > lsn {
         return None;
     }
-    (record_crc(lsn, synced, heap.slice(pos + RECORD_HEADER, plen as usize)) == crc)
+    (record_crc(kind, lsn, synced, heap.slice(pos + RECORD_HEADER, plen as usize)) == crc)
         .then_some((lsn, synced, end))
 }
 
@@ -150,7 +168,13 @@ impl Log {
             heap,
             kind,
             chunk_bytes: pad8(chunk_bytes.max(4096) as u64),
-            st: Mutex::new(State { chain: VecDeque::new(), pos: 0, next_lsn: first_lsn, dirty: vec![] }),
+            st: Mutex::new(State {
+                chain: VecDeque::new(),
+                pos: 0,
+                next_lsn: first_lsn,
+                dirty: vec![],
+                fresh: false,
+            }),
             sync_lock: Mutex::new(()),
             durable: AtomicU64::new(first_lsn),
             free: Mutex::new(vec![]),
@@ -170,7 +194,8 @@ impl Log {
         let mut records = vec![];
         let mut chunks = vec![];
         let (mut chunk, mut lsn) = (from.chunk, from.lsn);
-        let (mut len, first) = Self::read_header(heap, kind, chunk).ok_or(LogError::Corrupt(chunk))?;
+        let (mut len, first, mut seed) =
+            Self::read_header(heap, kind, chunk).ok_or(LogError::Corrupt(chunk))?;
         chunks.push((chunk, len, first));
         let mut pos = from.off;
         if pos < chunk + CHUNK_HEADER || pos > chunk + len {
@@ -178,7 +203,7 @@ impl Log {
         }
         loop {
             // Records in this chunk.
-            while let Some((rlsn, _, end)) = record_at(heap, pos, chunk + len) {
+            while let Some((rlsn, _, end)) = record_at(heap, seed, pos, chunk + len) {
                 if rlsn != lsn {
                     break;
                 }
@@ -191,9 +216,10 @@ impl Log {
             // Follow the chain only into a valid chunk that starts exactly here.
             let next = heap.atomic(chunk + NEXT_AT).load(Acquire);
             match (next != 0).then(|| Self::read_header(heap, kind, next)).flatten() {
-                Some((nlen, nfirst)) if nfirst == lsn && next > 0 => {
+                Some((nlen, nfirst, nseed)) if nfirst == lsn && next > 0 => {
                     chunk = next;
                     len = nlen;
+                    seed = nseed;
                     chunks.push((chunk, len, nfirst));
                     pos = chunk + CHUNK_HEADER;
                 }
@@ -201,7 +227,7 @@ impl Log {
                     // The end. Is it a torn tail, or a damaged record that a later record says was durable?
                     let mut at = pos;
                     while at + RECORD_HEADER <= chunk + len {
-                        if let Some((rlsn, synced, _)) = record_at(heap, at, chunk + len) {
+                        if let Some((rlsn, synced, _)) = record_at(heap, seed, at, chunk + len) {
                             if rlsn > lsn && synced > lsn {
                                 return Err(LogError::Damaged { at: pos, lsn });
                             }
@@ -215,8 +241,10 @@ impl Log {
         Ok(Scan { records, chunks, end: LogPos { chunk, off: pos, lsn } })
     }
 
-    /// Re-opens a log after [`scan`](Self::scan): appends continue at the scan's end, in a fresh chunk (so
-    /// bytes after the valid end are never read again). `chunks` are the scanned chunks; `free` the recycled
+    /// Re-opens a log after [`scan`](Self::scan): appends continue after the scan's end, in a fresh chunk
+    /// made by the first of them (so bytes after the valid end are never written, and once that chunk is
+    /// linked never read, again; until then a scan from here meets them and ends the log there, as this
+    /// reopen's scan did). Reopening allocates nothing: an index on a full disk opens. `chunks` are the scanned chunks; `free` the recycled
     /// chunks recorded at the last checkpoint (any that the chain now uses are dropped from it).
     pub fn reopen(
         heap: Arc<PersistentHeap>,
@@ -246,6 +274,7 @@ impl Log {
                 pos: end.off,
                 next_lsn: end.lsn,
                 dirty: vec![],
+                fresh: true,
             }),
             sync_lock: Mutex::new(()),
             durable: AtomicU64::new(end.lsn),
@@ -253,14 +282,13 @@ impl Log {
             syncs: AtomicU64::new(0),
             sync_nanos: AtomicU64::new(0),
         };
-        {
-            let mut st = log.st.lock();
-            log.new_chunk(&mut st, 0)?;
-        }
+        assert!(!chunks.is_empty(), "a scan finds at least the chunk it starts in");
         Ok(log)
     }
 
-    fn read_header(heap: &PersistentHeap, kind: u32, at: u64) -> Option<(u64, u64)> {
+    /// A valid chunk header of this log's kind at `at`: the chunk's length, first LSN and record checksum
+    /// seed (see [`record_crc`]).
+    fn read_header(heap: &PersistentHeap, kind: u32, at: u64) -> Option<(u64, u64, Option<u32>)> {
         if !at.is_multiple_of(64) {
             return None;
         }
@@ -273,11 +301,13 @@ impl Log {
         let k = u32::from_le_bytes(h[12..16].try_into().unwrap());
         let first = u64::from_le_bytes(h[16..24].try_into().unwrap());
         let len = u64::from_le_bytes(h[24..32].try_into().unwrap());
-        (version == LOG_VERSION
-            && k == kind
-            && len >= CHUNK_HEADER
-            && heap.try_slice(at, len as usize).is_some())
-        .then_some((len, first))
+        let seed = match version {
+            LOG_VERSION => Some(kind),
+            LOG_VERSION_UNBOUND => None,
+            _ => return None,
+        };
+        (k == kind && len >= CHUNK_HEADER && heap.try_slice(at, len as usize).is_some())
+            .then_some((len, first, seed))
     }
 
     /// Moves the log to a new chunk big enough for a record of `need` bytes and links it from the current
@@ -305,6 +335,7 @@ impl Log {
         }
         st.chain.push_back(Chunk { off, len, first_lsn: st.next_lsn });
         st.pos = off + CHUNK_HEADER;
+        st.fresh = false;
         Ok(())
     }
 
@@ -322,13 +353,16 @@ impl Log {
         let need = RECORD_HEADER + pad8(plen as u64);
         let mut st = self.st.lock();
         let cur = st.chain.back().expect("a log always has a chunk");
-        if st.pos + need > cur.off + cur.len {
+        if st.fresh || st.pos + need > cur.off + cur.len {
             self.new_chunk(&mut st, need)?;
         }
         let lsn = st.next_lsn;
         // Everything below this LSN is durable now (read under the append lock: it only grows).
         let synced = self.durable.load(Acquire).min(lsn);
+        // As `record_crc` with this log's kind: appends only ever go to chunks this build made (a reopened log
+        // continues in a new chunk, made by its first append), which are of the current version.
         let mut h = crc32fast::Hasher::new();
+        h.update(&self.kind.to_le_bytes());
         h.update(&(plen as u32).to_le_bytes());
         h.update(&lsn.to_le_bytes());
         h.update(&synced.to_le_bytes());
@@ -481,12 +515,21 @@ mod tests {
         assert_eq!(end.lsn, 601);
         // Another kind of log does not read these chunks.
         assert!(Log::scan(&h, 8, start).is_err());
+        // Reopening allocates nothing (a full disk still opens); the first append starts the new chunk.
+        let used = h.stats().used;
         let log2 = Log::reopen(h.clone(), 7, 4096, &chunks, end, &[]).unwrap();
+        assert_eq!(h.stats().used, used);
+        let (at_reopen, _) = log2.position_of(601);
+        assert_eq!(Log::scan(&h, 7, at_reopen).unwrap().end.lsn, 601, "nothing after the end yet");
         assert_eq!(log2.append(b"more").unwrap(), 601);
+        assert!(h.stats().used > used);
         log2.sync_all().unwrap();
         let recs = Log::scan(&h, 7, start).unwrap().records;
         assert_eq!(recs.len(), 502);
         assert_eq!(recs[501].payload, b"more");
+        // A position taken before that append (in the old chunk) reads past the old end into the new chunk.
+        let from_reopen = Log::scan(&h, 7, at_reopen).unwrap().records;
+        assert_eq!(from_reopen.last().map(|r| (r.lsn, r.payload.as_slice())), Some((601, &b"more"[..])));
         // Recycling: chunks before a position go to the free list and are reused.
         let (pos, before) = log2.position_of(601);
         assert!(!before.is_empty());
@@ -569,5 +612,62 @@ mod tests {
         std::fs::write(&p, &bytes).unwrap();
         let (h3, _) = PersistentHeap::open(&p, 1 << 30, BarrierChoice::Auto).unwrap();
         assert_eq!(Log::scan(&h3, 1, start).unwrap().end.lsn, 49);
+    }
+
+    /// Space one log leaves behind may become another log's chunk, whose tail past its records then holds
+    /// the first log's stale records — of higher LSNs, saying they followed durable ones. They are not this
+    /// log's (record checksums are bound to the kind): the scan ends at the last record, instead of calling
+    /// it damaged and refusing to open the index. Version-2 chunks, whose checksums lack the kind, still read.
+    #[test]
+    fn another_logs_stale_records_never_pass_for_this_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = heap(dir.path(), None);
+        let other = Log::create(h.clone(), 1, 1 << 16, 1000).unwrap();
+        let mut stale = vec![];
+        for i in 0..4u64 {
+            let at = other.st.lock().pos;
+            other.append(&i.to_le_bytes()).unwrap();
+            stale.push(h.slice(at, (RECORD_HEADER + 8) as usize).to_vec());
+        }
+        other.sync_all().unwrap();
+        let log = Log::create(h.clone(), 2, 1 << 16, 5).unwrap();
+        let start = log.position_of(5).0;
+        for i in 0..3u64 {
+            log.append(&i.to_le_bytes()).unwrap();
+        }
+        log.sync_all().unwrap();
+        // The other log's records (LSNs 1000.., each durable before the next) right past this log's end, and
+        // some way further on.
+        let end = log.st.lock().pos;
+        for (k, r) in stale.iter().enumerate() {
+            h.write(end + 64 + 512 * k as u64, r);
+        }
+        h.write(end, &stale[2]);
+        let scan = Log::scan(&h, 2, start).unwrap();
+        assert_eq!((scan.records.len(), scan.end.lsn, scan.end.off), (3, 8, end));
+        // The same records read as the other log's own where they are.
+        assert_eq!(Log::scan(&h, 1, other.position_of(1000).0).unwrap().records.len(), 4);
+
+        // A version-2 chunk (kind-free checksums), as an older build wrote it, reads back.
+        let off = h.alloc(4096).unwrap();
+        let mut head = [0u8; CHUNK_HEADER as usize];
+        head[0..8].copy_from_slice(MAGIC);
+        head[8..12].copy_from_slice(&LOG_VERSION_UNBOUND.to_le_bytes());
+        head[12..16].copy_from_slice(&3u32.to_le_bytes());
+        head[16..24].copy_from_slice(&40u64.to_le_bytes());
+        head[24..32].copy_from_slice(&4096u64.to_le_bytes());
+        let crc = crc32fast::hash(&head[..40]);
+        head[40..44].copy_from_slice(&crc.to_le_bytes());
+        h.write(off, &head);
+        let payload = 7u64.to_le_bytes();
+        let mut rec = vec![0u8; RECORD_HEADER as usize];
+        rec[0..4].copy_from_slice(&8u32.to_le_bytes());
+        rec[4..8].copy_from_slice(&record_crc(None, 40, 40, &payload).to_le_bytes());
+        rec[8..16].copy_from_slice(&40u64.to_le_bytes());
+        rec[16..24].copy_from_slice(&40u64.to_le_bytes());
+        rec.extend_from_slice(&payload);
+        h.write(off + CHUNK_HEADER, &rec);
+        let v2 = Log::scan(&h, 3, LogPos { chunk: off, off: off + CHUNK_HEADER, lsn: 40 }).unwrap();
+        assert_eq!((v2.records.len(), v2.records[0].payload.as_slice(), v2.end.lsn), (1, &payload[..], 41));
     }
 }

@@ -18,7 +18,7 @@ use super::{Manifest, ManifestSegment, Shard, ShardInner, Writer, MANIFEST_FORMA
 use crate::durability::{Engraved, Log, LogError, LogPos, MergeRecord, TlogRecord, ELOG, MLOG, TLOG};
 use crate::error::{Error, Result};
 use crate::gdt::{PersistentImage, SegData, SegState, SegmentDesc, Snapshot};
-use crate::memory::{PersistentHeap, RecoveryRecord};
+use crate::memory::{PersistentHeap, PersistentHeapError, RecoveryRecord};
 use crate::segment::{DeleteBitmap, ImageView, LinkOptions, MergeError, MergedSegment};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -185,7 +185,17 @@ pub(super) fn recover(
                 progress_every: MERGE_PROGRESS_TERMS,
                 progress: None,
             };
-            merged.link(img.off, &view, &mut opts).map_err(|e| merge_err(path, e))?;
+            match merged.link(img.off, &view, &mut opts) {
+                Ok(()) => {}
+                Err(MergeError::Heap(PersistentHeapError::Budget { .. } | PersistentHeapError::Io(_))) => {
+                    // No room to finish the link now (a full disk, a spent budget): the segment stays
+                    // committed — read through its own image, its chain nodes so far ignored — and counts as
+                    // partially linked, so the merger redoes the link once there is room (and a later
+                    // recovery does, from this progress). The index opens, for reads at least.
+                    continue;
+                }
+                Err(e) => return Err(merge_err(path, e)),
+            }
         }
         let mut d = (*segs[i]).clone();
         d.state = SegState::Merged;
