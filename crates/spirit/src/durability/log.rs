@@ -125,15 +125,19 @@ fn pad8(n: u64) -> u64 {
 /// version-2 chunks). With the kind in it, a stale record another log left in reused space — possibly of a
 /// higher LSN — never passes for one of this log: not as the next record, and not as the later durable
 /// record that makes a failing one "damaged" (which would refuse to open an intact index).
-fn record_crc(kind: Option<u32>, lsn: u64, synced: u64, payload: &[u8]) -> u32 {
+/// The payload is the concatenation of `parts` (appends hash a document where it is, without a copy).
+fn record_crc(kind: Option<u32>, lsn: u64, synced: u64, parts: &[&[u8]]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     if let Some(k) = kind {
         h.update(&k.to_le_bytes());
     }
-    h.update(&(payload.len() as u32).to_le_bytes());
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    h.update(&(len as u32).to_le_bytes());
     h.update(&lsn.to_le_bytes());
     h.update(&synced.to_le_bytes());
-    h.update(payload);
+    for p in parts {
+        h.update(p);
+    }
     h.finalize()
 }
 
@@ -152,7 +156,7 @@ fn record_at(heap: &PersistentHeap, kind: Option<u32>, pos: u64, limit: u64) -> 
     if end > limit || synced > lsn {
         return None;
     }
-    (record_crc(kind, lsn, synced, heap.slice(pos + RECORD_HEADER, plen as usize)) == crc)
+    (record_crc(kind, lsn, synced, &[heap.slice(pos + RECORD_HEADER, plen as usize)]) == crc)
         .then_some((lsn, synced, end))
 }
 
@@ -359,19 +363,12 @@ impl Log {
         let lsn = st.next_lsn;
         // Everything below this LSN is durable now (read under the append lock: it only grows).
         let synced = self.durable.load(Acquire).min(lsn);
-        // As `record_crc` with this log's kind: appends only ever go to chunks this build made (a reopened log
+        // Seeded with this log's kind: appends only ever go to chunks this build made (a reopened log
         // continues in a new chunk, made by its first append), which are of the current version.
-        let mut h = crc32fast::Hasher::new();
-        h.update(&self.kind.to_le_bytes());
-        h.update(&(plen as u32).to_le_bytes());
-        h.update(&lsn.to_le_bytes());
-        h.update(&synced.to_le_bytes());
-        for p in parts {
-            h.update(p);
-        }
+        let crc = record_crc(Some(self.kind), lsn, synced, parts);
         let mut head = [0u8; RECORD_HEADER as usize];
         head[0..4].copy_from_slice(&(plen as u32).to_le_bytes());
-        head[4..8].copy_from_slice(&h.finalize().to_le_bytes());
+        head[4..8].copy_from_slice(&crc.to_le_bytes());
         head[8..16].copy_from_slice(&lsn.to_le_bytes());
         head[16..24].copy_from_slice(&synced.to_le_bytes());
         let start = st.pos;
@@ -662,7 +659,7 @@ mod tests {
         let payload = 7u64.to_le_bytes();
         let mut rec = vec![0u8; RECORD_HEADER as usize];
         rec[0..4].copy_from_slice(&8u32.to_le_bytes());
-        rec[4..8].copy_from_slice(&record_crc(None, 40, 40, &payload).to_le_bytes());
+        rec[4..8].copy_from_slice(&record_crc(None, 40, 40, &[&payload]).to_le_bytes());
         rec[8..16].copy_from_slice(&40u64.to_le_bytes());
         rec[16..24].copy_from_slice(&40u64.to_le_bytes());
         rec.extend_from_slice(&payload);

@@ -579,12 +579,17 @@ pub(super) struct Bm25Doc {
     idf: f32,
     denom: Box<[f32; NORM_VALUES]>,
     bm25: Bm25,
-    /// [`Self::table_key`]'s answer, computed once.
-    table: Option<(u128, f32)>,
+    /// The key and average length of the block-bound table ([`block_table`]) this term's block bounds may
+    /// come from: per block, the impacts' best BM25 at idf 1 and at the smallest grid point at or above this
+    /// query's average length. BM25 grows with the average length (it shrinks the length penalty), so that
+    /// table times the idf bounds the block for every query whose average length is at most the grid point:
+    /// as documents stream in, the average moves slowly and a table serves until it crosses a grid point.
+    /// `None` for an average length that is not a positive number.
+    grid_cell: Option<(u128, f32)>,
 }
 
 /// Steps of the average-length grid of block-bound tables per doubling: tables are made at grid points,
-/// 0.54% apart (see [`Bm25Doc::table_key`]).
+/// 0.54% apart (see `Bm25Doc::grid_cell`).
 const AVGDL_STEPS: f64 = 128.0;
 
 /// A bound taken from a block-bound table — `idf ×` a bound made with idf 1 at a grid average length, where
@@ -599,21 +604,11 @@ impl Bm25Doc {
         for (n, d) in denom.iter_mut().enumerate() {
             *d = c0 + c1 * decode_norm(n as u8) as f32;
         }
-        Bm25Doc { idf, denom, bm25, table: Self::grid_cell(bm25, avgdl) }
+        Bm25Doc { idf, denom, bm25, grid_cell: Self::grid_cell_of(bm25, avgdl) }
     }
 
-    /// The key and average length of the block-bound table ([`bound_table`]) this term's block bounds may
-    /// come from: per block, the impacts' best BM25 at idf 1 and at the smallest grid point at or above this
-    /// query's average length. BM25 grows with the average length (it shrinks the length penalty), so that
-    /// table times the idf bounds the block for every query whose average length is at most the grid point:
-    /// as documents stream in, the average moves slowly and a table serves until it crosses a grid point.
-    /// `None` for an average length that is not a positive number.
-    #[inline]
-    fn table_key(&self) -> Option<(u128, f32)> {
-        self.table
-    }
-
-    fn grid_cell(bm25: Bm25, avgdl: f32) -> Option<(u128, f32)> {
+    /// The grid cell of `avgdl` under `bm25` (see `grid_cell`).
+    fn grid_cell_of(bm25: Bm25, avgdl: f32) -> Option<(u128, f32)> {
         let a = f64::from(avgdl);
         if !(a.is_finite() && a > 0.0) {
             return None;
@@ -628,7 +623,7 @@ impl Bm25Doc {
         Some((key, grid))
     }
 
-    /// This term's bound of a block from a block-bound table's `value` for it (see [`Self::table_key`]).
+    /// This term's bound of a block from a block-bound table's `value` for it (see `grid_cell`).
     #[inline]
     fn bound_from_table(&self, value: f32) -> f32 {
         self.idf * value * TABLE_SLACK
@@ -2319,7 +2314,7 @@ struct TermLists<'a> {
 
 /// Each term's block bounds, computed on first use: a query reads the impacts of the blocks it reaches,
 /// not all of a long list's. A term whose list the selective cache pins takes them from the list's
-/// block-bound table instead ([`bound_table`]: a multiplication, where the impacts cost four divisions).
+/// block-bound table instead ([`block_table`]: a multiplication, where the impacts cost four divisions).
 struct BlockBounds {
     lists: Vec<Vec<f32>>,
     /// Per term, its list's block-bound table, if pinned.
@@ -2368,13 +2363,13 @@ impl BlockBounds {
 }
 
 /// A pinned list's block-bound table for `bm`'s parameters: per block, the best BM25 of its impacts at idf
-/// 1 and at the grid average length of [`Bm25Doc::table_key`] (unreadable impacts bound nothing: infinity).
+/// 1 and at the grid average length of `Bm25Doc::grid_cell` (unreadable impacts bound nothing: infinity).
 /// Made once per list and grid cell and kept with the list in the selective cache, so repeated queries skip
 /// the impacts' divisions, and the skip table's reads, of every block they bound. `None` for a one-block
 /// list (no impacts) or no usable average length.
 fn block_table(c: &PostingsCursor<'_>, pin: Option<&PinnedList>, bm: &Bm25Doc) -> Option<Arc<BlockTable>> {
     let pin = pin.filter(|_| c.block_count() > 1)?;
-    let (key, grid) = bm.table_key()?;
+    let (key, grid) = bm.grid_cell?;
     Some(pin.table(key, || {
         let unit = Bm25Doc::new(1.0, bm.bm25, grid);
         (0..c.block_count())
@@ -3369,7 +3364,7 @@ mod tests {
             below in 0.0f32..0.006,
         ) {
             let bm25 = Bm25 { k1, b };
-            let (key, grid) = Bm25Doc::new(idf, bm25, avgdl).table_key().unwrap();
+            let (key, grid) = Bm25Doc::new(idf, bm25, avgdl).grid_cell.unwrap();
             prop_assert!(grid >= avgdl);
             // The table's value for a block with these impacts.
             let mut impacts: Impacts = [(0, u32::MAX); IMPACTS];
@@ -3380,7 +3375,7 @@ mod tests {
             // Queries at this average length and at any lower one of the same cell.
             for a in [avgdl, avgdl * (1.0 - below)] {
                 let q = Bm25Doc::new(idf, bm25, a);
-                if q.table_key().map(|(k, _)| k) != Some(key) {
+                if q.grid_cell.map(|(k, _)| k) != Some(key) {
                     continue;
                 }
                 let bound = q.bound_from_table(value);
@@ -3394,11 +3389,11 @@ mod tests {
 
     #[test]
     fn grid_cells_are_keyed_by_parameters() {
-        let bm = |k1, b, a| Bm25Doc::new(1.0, Bm25 { k1, b }, a).table_key().unwrap();
+        let bm = |k1, b, a| Bm25Doc::new(1.0, Bm25 { k1, b }, a).grid_cell.unwrap();
         assert_eq!(bm(1.2, 0.75, 100.0).0, bm(1.2, 0.75, 100.1).0, "one cell");
         assert_ne!(bm(1.2, 0.75, 100.0).0, bm(1.2, 0.75, 101.0).0, "0.54% apart");
         assert_ne!(bm(1.2, 0.75, 100.0).0, bm(1.3, 0.75, 100.0).0);
         assert_ne!(bm(1.2, 0.75, 100.0).0, bm(1.2, 0.7, 100.0).0);
-        assert!(Bm25Doc::new(1.0, Bm25 { k1: 1.2, b: 0.75 }, 0.0).table_key().is_none());
+        assert!(Bm25Doc::new(1.0, Bm25 { k1: 1.2, b: 0.75 }, 0.0).grid_cell.is_none());
     }
 }

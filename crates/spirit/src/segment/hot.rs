@@ -188,6 +188,17 @@ struct Table {
     pinned: usize,
 }
 
+impl Table {
+    /// Removes the entry under `h`, with its place in the eviction order and its bytes.
+    fn remove(&mut self, h: u64) -> Option<Arc<HotChain>> {
+        let old = self.map.remove(&h)?;
+        self.order.remove(&(old.weight(), h));
+        self.used -= old.bytes();
+        self.pinned -= old.pinned_bytes();
+        Some(old)
+    }
+}
+
 /// The DRAM cache of hot chains of one shard's merged dictionary (see the module docs).
 pub struct HotChains {
     capacity: usize,
@@ -290,16 +301,9 @@ impl HotChains {
             self.rejected.fetch_add(1, Relaxed);
             return;
         };
-        if let Some(old) = t.map.remove(&h) {
-            t.order.remove(&(old.weight(), h));
-            t.used -= old.bytes();
-            t.pinned -= old.pinned_bytes();
-        }
-        for (w, v) in victims {
-            t.order.remove(&(w, v));
-            let old = t.map.remove(&v).expect("ordered entries are mapped");
-            t.used -= old.bytes();
-            t.pinned -= old.pinned_bytes();
+        t.remove(h);
+        for (_, v) in victims {
+            t.remove(v).expect("ordered entries are mapped");
             self.evictions.fetch_add(1, Relaxed);
         }
         debug_assert!(t.used + bytes <= self.capacity);
