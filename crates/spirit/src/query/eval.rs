@@ -1845,8 +1845,15 @@ fn fresh_term_top_k(
 const FRESH_MAX_TERMS: usize = 8;
 
 /// AND of terms on the fresh segment: leapfrog over its postings (walked in place, the rarest list in this
-/// segment leading), each match scored term by term in query order — the order `ConjScorer` and
-/// [`conj_top_k`] add in, so a doc scores the same on every path — and counted exactly.
+/// segment leading; `advance` passes over whole posting blocks), each match scored term by term in query
+/// order — the order `ConjScorer` and [`conj_top_k`] add in, so a doc scores the same on every path.
+///
+/// With `prune` and a full top-k it is block-max, as [`conj_top_k`] is on images: the window is the lead's
+/// current posting block, each other term bounded over it by the largest impacts bound of its blocks there
+/// (`idf` where a block carries no impacts). A sealed lead block whose bound plus the others' cannot reach
+/// θ is passed over whole, and a lead doc whose own score plus the others' bounds cannot reach it is
+/// dropped before any other list moves (the division-free test of [`keep_competitive`]). Otherwise every
+/// match is counted, exactly.
 fn fresh_conj_top_k(
     ctx: &Ctx<'_>,
     si: usize,
@@ -1863,34 +1870,82 @@ fn fresh_conj_top_k(
         // A term this segment lacks: no document here matches.
         return;
     }
-    if fresh_cannot_compete(col, prune, scoring.iter().flatten().map(|(bm, _)| bm.idf).sum()) {
+    if fresh_cannot_compete(col, prune, scoring[..n].iter().flatten().map(|(bm, _)| bm.idf).sum()) {
         return;
+    }
+    // Every term is present here (checked above).
+    fn present<'c, 'a>(c: &'c mut Option<FreshPostings<'a>>) -> &'c mut FreshPostings<'a> {
+        c.as_mut().expect("every term is present")
     }
     // The rarest list here leads.
     let lead = (0..n).min_by_key(|&i| dfs[i]).unwrap_or(0);
+    let (lbm, lnorms) = scoring[lead].expect("every term is present");
     let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
     let any_deleted = del.count() > 0;
     let mut theta = if prune { col.theta() } else { f32::NEG_INFINITY };
-    let at = |c: &Option<FreshPostings<'_>>| c.as_ref().map_or(NO_DOC, |c| c.doc());
-    let mut d = at(&curs[lead]);
+    // Block-max state: the lead block the window bounds were taken for, the others' bounds over it (added
+    // in query order), and what a lead doc must score by itself (lowered by FILTER_SLACK).
+    let (mut window, mut rest, mut need) = (usize::MAX, 0.0f32, f32::NEG_INFINITY);
+    let lowered = |theta: f32, rest: f32| theta - rest - (theta.abs() + rest.abs()) * FILTER_SLACK;
+    let mut d = present(&mut curs[lead]).doc();
     'docs: while d != NO_DOC {
+        if theta > f32::NEG_INFINITY {
+            let lc = present(&mut curs[lead]);
+            if lc.block_at() != window {
+                window = lc.block_at();
+                let end = lc.block_end();
+                let lead_bound = lc.sealed_impacts().map_or(lbm.idf, |imp| lbm.impacts_bound(&imp));
+                let (mut all, mut others) = (0.0f32, 0.0f32);
+                for t in 0..n {
+                    let x = if t == lead {
+                        lead_bound
+                    } else {
+                        let (bm, _) = scoring[t].expect("every term is present");
+                        let c = curs[t].as_ref().expect("every term is present");
+                        c.max_block_bound(d, end, |imp| bm.impacts_bound(imp), bm.idf)
+                    };
+                    all += x;
+                    if t != lead {
+                        others += x;
+                    }
+                }
+                if all < theta {
+                    // No doc of the window can reach θ: the rest of the lead's block is passed over.
+                    col.exact = false;
+                    d = present(&mut curs[lead]).skip_block();
+                    continue;
+                }
+                rest = others;
+                need = lowered(theta, rest);
+            }
+            // Score first: a lead doc that cannot reach θ with the others' bounds moves no other list.
+            if need > 0.0 {
+                let lc = present(&mut curs[lead]);
+                let tf = lc.freq() as f32;
+                if tf * (lbm.idf - need) < need * lbm.denom[lnorms.get(d) as usize] {
+                    col.exact = false;
+                    d = lc.next();
+                    continue;
+                }
+            }
+        }
         for t in 0..n {
             if t == lead {
                 continue;
             }
-            let x = curs[t].as_mut().map_or(NO_DOC, |c| c.advance(d));
+            let x = present(&mut curs[t]).advance(d);
             if x == NO_DOC {
                 break 'docs;
             }
             if x > d {
-                d = curs[lead].as_mut().map_or(NO_DOC, |c| c.advance(x));
+                d = present(&mut curs[lead]).advance(x);
                 continue 'docs;
             }
         }
         if !(any_deleted && del.is_deleted(d)) {
             col.total += 1;
             let mut score = 0.0f32;
-            for (c, sc) in curs.iter().zip(scoring) {
+            for (c, sc) in curs[..n].iter().zip(&scoring[..n]) {
                 if let (Some(c), Some((bm, norms))) = (c, sc) {
                     score += bm.score(c.freq() as f32, norms.get(d));
                 }
@@ -1900,10 +1955,11 @@ fn fresh_conj_top_k(
                 col.push_score(Entry(score, base + d));
                 if prune && col.heap.len() >= col.cap {
                     theta = col.theta();
+                    need = if window == usize::MAX { f32::NEG_INFINITY } else { lowered(theta, rest) };
                 }
             }
         }
-        d = curs[lead].as_mut().map_or(NO_DOC, |c| c.next());
+        d = present(&mut curs[lead]).next();
     }
 }
 

@@ -30,7 +30,7 @@
 //! field and total field length) at any watermark an O(1) read.
 
 use super::{FieldStats, SegmentError};
-use crate::codec::{impacts, Impacts, IMPACTS};
+use crate::codec::{impacts, Impacts, IMPACTS, NO_DOC};
 use crate::memory::{prefetch, words_of, DramBlock};
 use crate::schema::{AnalyzedDoc, MAX_FIELDS};
 use parking_lot::Mutex;
@@ -499,10 +499,44 @@ impl FreshSegment {
         None
     }
 
+    /// The first document of posting block `b`, or `NO_DOC` for none (`b` is 0, or the block is still
+    /// empty: its first posting belongs to a document being inserted, past every reader's watermark).
+    #[inline]
+    fn block_first(&self, b: usize) -> u32 {
+        if b == 0 {
+            return NO_DOC;
+        }
+        let w = self.w();
+        if w[b + 1].load(Acquire) == 0 {
+            return NO_DOC;
+        }
+        w[b + header_words(w[b].load(Relaxed) as usize)].load(Relaxed)
+    }
+
+    /// The impacts in the header of posting block `b`, which the caller knows to be sealed (large enough to
+    /// carry them, its successor linked — loaded with acquire, so they are written).
+    fn block_impacts(&self, b: usize) -> Impacts {
+        let w = self.w();
+        let at = b + BLOCK_HEADER;
+        std::array::from_fn(|k| (w[at + 2 * k].load(Relaxed), w[at + 2 * k + 1].load(Relaxed)))
+    }
+
     /// Postings of a term, limited to documents below `limit` (a watermark the caller loaded).
     pub fn postings(&self, entry: u32, limit: u32) -> FreshPostings<'_> {
         let head = self.w()[entry as usize + 2].load(Acquire) as usize;
-        let mut p = FreshPostings { seg: self, block: head, i: 0, limit, doc: 0, tf: 0, pos_at: 0 };
+        let mut p = FreshPostings {
+            seg: self,
+            block: 0,
+            base: 0,
+            at: 0,
+            end: 0,
+            limit,
+            doc: 0,
+            tf: 0,
+            pos_at: 0,
+            skip_to: NO_DOC,
+        };
+        p.enter(head);
         p.next();
         p
     }
@@ -615,12 +649,23 @@ fn store_bytes(words: &[AtomicU32], bytes: &[u8]) {
 /// A cursor over a fresh term's postings below a watermark.
 pub struct FreshPostings<'a> {
     seg: &'a FreshSegment,
+    /// The cursor's posting block (0: past the last one).
     block: usize,
-    i: usize,
+    /// Word index of the block's first posting.
+    base: usize,
+    /// Word index of the next posting to read.
+    at: usize,
+    /// Word index where the block's postings ended when its `used` was last loaded (with acquire: every
+    /// posting below it is written). Postings are read up to it without another load of `used`.
+    end: usize,
     limit: u32,
     doc: u32,
     tf: u32,
     pos_at: usize,
+    /// The first document of the block after the cursor's, as it was when the cursor entered its block
+    /// (`NO_DOC` when none was linked yet or it was still empty): `advance` jumps to that block without
+    /// walking the rest of this one when its target is there or later.
+    skip_to: u32,
 }
 
 impl FreshPostings<'_> {
@@ -635,68 +680,149 @@ impl FreshPostings<'_> {
     }
 
     #[allow(clippy::should_implement_trait)]
+    #[inline]
     pub fn next(&mut self) -> u32 {
-        use crate::codec::NO_DOC;
-        if self.doc == NO_DOC {
-            return NO_DOC;
+        if self.at < self.end {
+            let w = self.seg.w();
+            let d = w[self.at].load(Relaxed);
+            if d >= self.limit {
+                return self.finish();
+            }
+            self.tf = w[self.at + 1].load(Relaxed);
+            self.pos_at = self.at + 2;
+            self.at = self.pos_at + self.tf as usize;
+            self.doc = d;
+            return d;
         }
+        self.next_in_another_load()
+    }
+
+    /// [`next`](Self::next) past the postings known to be written: loads the block's `used` again (the
+    /// open tail block grows while it is read) or moves on to the next block.
+    #[cold]
+    fn next_in_another_load(&mut self) -> u32 {
         let w = self.seg.w();
         loop {
             if self.block == 0 {
-                self.doc = NO_DOC;
-                return NO_DOC;
+                return self.finish();
             }
-            let used = w[self.block + 1].load(Acquire) as usize;
-            if self.i < used {
-                let at = self.block + header_words(w[self.block].load(Relaxed) as usize) + self.i;
-                let d = w[at].load(Relaxed);
-                if d >= self.limit {
-                    self.doc = NO_DOC;
-                    return NO_DOC;
-                }
-                self.tf = w[at + 1].load(Relaxed);
-                self.pos_at = at + 2;
-                self.i += 2 + self.tf as usize;
-                self.doc = d;
-                return d;
+            self.end = self.base + w[self.block + 1].load(Acquire) as usize;
+            if self.at < self.end {
+                return self.next();
             }
-            self.block = w[self.block + 2].load(Acquire) as usize;
-            self.i = 0;
+            self.enter(w[self.block + 2].load(Acquire) as usize);
         }
+    }
+
+    /// Past the last posting below the limit: every later call returns `NO_DOC`.
+    fn finish(&mut self) -> u32 {
+        (self.block, self.at, self.end, self.doc) = (0, 0, 0, NO_DOC);
+        NO_DOC
+    }
+
+    /// Moves to the start of block `b` (0: past the last block) and notes where the block after it starts.
+    #[inline]
+    fn enter(&mut self, b: usize) {
+        self.block = b;
+        if b == 0 {
+            (self.base, self.at, self.end, self.skip_to) = (0, 0, 0, NO_DOC);
+            return;
+        }
+        let w = self.seg.w();
+        self.base = b + header_words(w[b].load(Relaxed) as usize);
+        (self.at, self.end) = (self.base, self.base);
+        self.skip_to = self.seg.block_first(w[b + 2].load(Acquire) as usize);
+    }
+
+    /// The offset of the cursor's block: it changes exactly when the cursor enters another block.
+    #[inline]
+    pub fn block_at(&self) -> usize {
+        self.block
+    }
+
+    /// The end (exclusive) of the documents the cursor's block may hold: the first document of the next
+    /// block, or `NO_DOC` when there is none yet (the open tail block).
+    pub fn block_end(&self) -> u32 {
+        if self.block == 0 {
+            return NO_DOC;
+        }
+        self.seg.block_first(self.seg.w()[self.block + 2].load(Acquire) as usize)
+    }
+
+    /// The largest `bound` of the impacts of the blocks, from the cursor's on, that may hold a document in
+    /// `[from, end)` — `fallback` if one of them has no impacts (the open tail block, or a small one), 0 if
+    /// none may hold one. Reads block headers only; the cursor does not move.
+    pub fn max_block_bound(
+        &self,
+        from: u32,
+        end: u32,
+        bound: impl Fn(&Impacts) -> f32,
+        fallback: f32,
+    ) -> f32 {
+        if self.doc == NO_DOC {
+            return 0.0;
+        }
+        let (seg, w) = (self.seg, self.seg.w());
+        let mut b = self.block;
+        let mut best = 0.0f32;
+        while b != 0 {
+            let next = w[b + 2].load(Acquire) as usize;
+            let next_first = seg.block_first(next);
+            // Block `b` holds documents below `next_first`.
+            if next_first > from {
+                if next == 0 || (w[b].load(Relaxed) as usize) < IMPACTS_MIN_CAP {
+                    return fallback;
+                }
+                best = best.max(bound(&seg.block_impacts(b)));
+                if next_first >= end {
+                    break;
+                }
+            }
+            b = next;
+        }
+        best
     }
 
     /// Whether the cursor is on the first posting of its block.
     #[inline]
     pub fn at_block_start(&self) -> bool {
-        self.i == 2 + self.tf as usize
+        self.pos_at == self.base + 2
     }
 
     /// The impacts of the cursor's block if it is sealed (full, its successor linked; then they bound every
     /// posting in it), else `None` — the open tail block, or a block too small to carry them.
     pub fn sealed_impacts(&self) -> Option<Impacts> {
-        if self.doc == crate::codec::NO_DOC {
+        if self.doc == NO_DOC {
             return None;
         }
         let w = self.seg.w();
         if (w[self.block].load(Relaxed) as usize) < IMPACTS_MIN_CAP || w[self.block + 2].load(Acquire) == 0 {
             return None;
         }
-        let at = self.block + BLOCK_HEADER;
-        Some(std::array::from_fn(|k| (w[at + 2 * k].load(Relaxed), w[at + 2 * k + 1].load(Relaxed))))
+        Some(self.seg.block_impacts(self.block))
     }
 
     /// Moves to the first posting of the next block (below the limit), passing over the rest of this one.
     pub fn skip_block(&mut self) -> u32 {
-        use crate::codec::NO_DOC;
         if self.doc == NO_DOC {
             return NO_DOC;
         }
-        self.block = self.seg.w()[self.block + 2].load(Acquire) as usize;
-        self.i = 0;
+        self.enter(self.seg.w()[self.block + 2].load(Acquire) as usize);
         self.next()
     }
 
+    /// The first document at or after `target`: whole blocks that end before it are passed over (the
+    /// next block's first document is known on entering a block), then postings walked one by one.
     pub fn advance(&mut self, target: u32) -> u32 {
+        if self.doc >= target {
+            return self.doc;
+        }
+        if self.skip_to <= target {
+            while self.skip_to <= target {
+                self.enter(self.seg.w()[self.block + 2].load(Acquire) as usize);
+            }
+            self.next();
+        }
         while self.doc < target {
             self.next();
         }
@@ -840,5 +966,81 @@ mod tests {
             p.skip_block();
         }
         assert!(last < starts[2]);
+    }
+
+    /// `advance` (which passes over whole blocks) lands where a plain walk does, from any position;
+    /// `block_end` is where the next block starts; `max_block_bound` bounds every posting from the cursor's
+    /// block on in the range it is asked about.
+    #[test]
+    fn advance_and_block_bounds_agree_with_a_plain_walk() {
+        let mut rng = 11u64;
+        let mut next = |m: u64| crate::rng::xorshift(&mut rng) % m;
+        let n = 3000u32;
+        let bodies: Vec<String> = (0..n)
+            .map(|_| {
+                // "x" in 70% of the docs, 1 to 6 times, in a body of 1 to 120 words.
+                let tf = if next(10) < 7 { 1 + next(6) as usize } else { 0 };
+                let len = tf.max(1) + next(115) as usize;
+                (0..len).map(|j| if j < tf { "x" } else { "y" }).collect::<Vec<_>>().join(" ")
+            })
+            .collect();
+        let (fresh, body, e) = with_bodies(&bodies, 8 << 20, 4000);
+        let value = |tf: u32, dl: u32| tf as f32 / (tf as f32 + dl as f32);
+        let bound =
+            |imp: &Impacts| imp.iter().filter(|x| x.0 > 0).map(|&(tf, dl)| value(tf, dl)).fold(0.0, f32::max);
+        // The plain walk: (doc, tf, quantized length, block start of its block).
+        let (mut p, mut all) = (fresh.postings(e, n), vec![]);
+        let mut start = 0;
+        while p.doc() != NO_DOC {
+            if p.at_block_start() {
+                start = p.doc();
+            }
+            all.push((
+                p.doc(),
+                p.freq(),
+                crate::codec::quantized_length(fresh.field_len(body, p.doc())),
+                start,
+            ));
+            p.next();
+        }
+        let starts: Vec<u32> = all.iter().filter(|x| x.0 == x.3).map(|x| x.0).collect();
+        assert!(starts.len() >= 6, "several blocks: {starts:?}");
+        let first_at_least = |t: u32| all.iter().find(|x| x.0 >= t);
+        let mut targets: Vec<u32> = starts.iter().flat_map(|&s| [s.saturating_sub(1), s, s + 1]).collect();
+        targets.extend((0..200).map(|_| next(n as u64 + 3) as u32));
+        targets.push(n + 5);
+        for &from in &targets {
+            for &t in targets.iter().filter(|&&t| t >= from).take(12) {
+                let mut p = fresh.postings(e, n);
+                p.advance(from);
+                let got = p.advance(t);
+                match first_at_least(t) {
+                    Some(&(d, tf, ..)) => assert_eq!((got, p.freq()), (d, tf), "advance {from} then {t}"),
+                    None => assert_eq!(got, NO_DOC, "advance {from} then {t}"),
+                }
+                if got == NO_DOC {
+                    continue;
+                }
+                // The cursor's block ends where the next one starts.
+                let here = first_at_least(t).unwrap().3;
+                let end = p.block_end();
+                assert_eq!(
+                    Some(&end).filter(|&&x| x != NO_DOC),
+                    starts.iter().find(|&&s| s > here),
+                    "block of {got}"
+                );
+                // Bounds over [got, until) for a few ranges.
+                for until in [got + 1, got + 50, got + 400, n] {
+                    let b = p.max_block_bound(got, until, bound, f32::INFINITY);
+                    for &(d, tf, dl, _) in all.iter().filter(|x| x.0 >= got && x.0 < until) {
+                        assert!(value(tf, dl) <= b, "doc {d} in [{got}, {until}): {} > {b}", value(tf, dl));
+                    }
+                }
+            }
+        }
+        // Past the limit: nothing, and a bound of nothing.
+        let mut p = fresh.postings(e, starts[3]);
+        assert_eq!(p.advance(starts[3]), NO_DOC);
+        assert_eq!(p.max_block_bound(0, n, bound, f32::INFINITY), 0.0);
     }
 }
