@@ -12,7 +12,7 @@
 //! term entry:     hash | key bytes | head block | tail block | (df, last doc) as one 64-bit word
 //!                 | the pair before the last posting, as one 64-bit word | key words...
 //!                 (entries start at even words so the pairs are 8-byte aligned)
-//! posting block:  capacity | used | next block | [impacts: IMPACTS × (tf, quantized length), in blocks of
+//! posting block:  capacity | used | next block | next block's first doc | [impacts: IMPACTS × (tf, quantized length), in blocks of
 //!                 IMPACTS_MIN_CAP words or more] | postings: doc, tf, positions[tf] ...
 //! text column:    norms[max_docs] | running length[max_docs] | running doc count[max_docs] | shortest length
 //! numeric column: f64 bits as two words per doc (NaN = no value)
@@ -42,7 +42,10 @@ const ENTRY_HEADER: usize = 8;
 const ENTRY_DF: usize = 4;
 /// Word offset, within a term entry, of the (df, last doc) pair as it was before the last posting.
 const ENTRY_PREV_DF: usize = 6;
-const BLOCK_HEADER: usize = 3;
+const BLOCK_HEADER: usize = 4;
+/// Word offset, in a posting block, of the first document of the block linked after it (written before
+/// the link, so a reader that sees the link sees it): cursors skip blocks without touching the next one.
+const BLOCK_NEXT_FIRST: usize = 3;
 /// Posting blocks of at least this many words carry impacts (smaller ones, the first blocks of every term,
 /// would grow by more than an eighth).
 const IMPACTS_MIN_CAP: usize = 64;
@@ -408,8 +411,9 @@ impl FreshSegment {
             if tail == 0 {
                 w[entry + 2].store(b as u32, Release);
             } else {
-                // Impacts before the link: a reader that follows it sees them.
+                // Impacts and the next block's first doc before the link: a reader that follows it sees them.
                 self.seal(st, tail, field);
+                w[tail + BLOCK_NEXT_FIRST].store(doc, Relaxed);
                 w[tail + 2].store(b as u32, Release);
             }
             w[entry + 3].store(b as u32, Relaxed);
@@ -499,18 +503,12 @@ impl FreshSegment {
         None
     }
 
-    /// The first document of posting block `b`, or `NO_DOC` for none (`b` is 0, or the block is still
-    /// empty: its first posting belongs to a document being inserted, past every reader's watermark).
+    /// The block linked after posting block `b` and its first document (`(0, NO_DOC)`: none linked yet).
     #[inline]
-    fn block_first(&self, b: usize) -> u32 {
-        if b == 0 {
-            return NO_DOC;
-        }
+    fn next_block(&self, b: usize) -> (usize, u32) {
         let w = self.w();
-        if w[b + 1].load(Acquire) == 0 {
-            return NO_DOC;
-        }
-        w[b + header_words(w[b].load(Relaxed) as usize)].load(Relaxed)
+        let next = w[b + 2].load(Acquire) as usize;
+        (next, if next == 0 { NO_DOC } else { w[b + BLOCK_NEXT_FIRST].load(Relaxed) })
     }
 
     /// The impacts in the header of posting block `b`, which the caller knows to be sealed (large enough to
@@ -663,7 +661,7 @@ pub struct FreshPostings<'a> {
     tf: u32,
     pos_at: usize,
     /// The first document of the block after the cursor's, as it was when the cursor entered its block
-    /// (`NO_DOC` when none was linked yet or it was still empty): `advance` jumps to that block without
+    /// (`NO_DOC` when none was linked yet): `advance` jumps to that block without
     /// walking the rest of this one when its target is there or later.
     skip_to: u32,
 }
@@ -731,7 +729,7 @@ impl FreshPostings<'_> {
         let w = self.seg.w();
         self.base = b + header_words(w[b].load(Relaxed) as usize);
         (self.at, self.end) = (self.base, self.base);
-        self.skip_to = self.seg.block_first(w[b + 2].load(Acquire) as usize);
+        self.skip_to = self.seg.next_block(b).1;
     }
 
     /// The offset of the cursor's block: it changes exactly when the cursor enters another block.
@@ -746,7 +744,7 @@ impl FreshPostings<'_> {
         if self.block == 0 {
             return NO_DOC;
         }
-        self.seg.block_first(self.seg.w()[self.block + 2].load(Acquire) as usize)
+        self.seg.next_block(self.block).1
     }
 
     /// The largest `bound` of the impacts of the blocks, from the cursor's on, that may hold a document in
@@ -766,8 +764,7 @@ impl FreshPostings<'_> {
         let mut b = self.block;
         let mut best = 0.0f32;
         while b != 0 {
-            let next = w[b + 2].load(Acquire) as usize;
-            let next_first = seg.block_first(next);
+            let (next, next_first) = seg.next_block(b);
             // Block `b` holds documents below `next_first`.
             if next_first > from {
                 if next == 0 || (w[b].load(Relaxed) as usize) < IMPACTS_MIN_CAP {
