@@ -4,6 +4,11 @@
 //! both engines are timed under the same machine conditions. On this shared machine the speed drifts by tens
 //! of percent within minutes, and a comparison that runs one engine's whole static run after the other's
 //! measures the drift as much as the engines.
+//!
+//! With `--fresh-docs FILE` it times the fresh segment instead: the first `--fresh-max` documents of the
+//! line file go into one fresh segment (an arena made large enough to hold them all, never flushed), and the
+//! queries run on it alone — the write-optimized postings every real-time query reads for the newest
+//! documents, measured apart from the images and from concurrent ingestion.
 
 use crate::input::load_tasks;
 use serde_json::json;
@@ -14,8 +19,15 @@ use std::time::Instant;
 #[derive(clap::Args)]
 pub struct LoopArgs {
     /// The data directory of a `spirit-bench run --mode static --index-dir DIR` run (index `bench`).
+    #[arg(long, required_unless_present = "fresh_docs", conflicts_with = "fresh_docs")]
+    index_dir: Option<PathBuf>,
+    /// Instead of an index directory: a luceneutil line file whose first `--fresh-max` documents are
+    /// indexed into one fresh segment, which the queries then run on alone.
     #[arg(long)]
-    index_dir: PathBuf,
+    fresh_docs: Option<PathBuf>,
+    /// Documents of `--fresh-docs` in the fresh segment.
+    #[arg(long, default_value_t = 50_000)]
+    fresh_max: usize,
     /// luceneutil task file.
     #[arg(long)]
     tasks: PathBuf,
@@ -37,9 +49,39 @@ pub struct LoopArgs {
 /// of each one's mean latency (issue 4's measure), and each query's mean (in the task file's order).
 pub fn run(a: LoopArgs) {
     let cats = load_tasks(&a.tasks, a.categories.as_deref(), a.queries_per_category).expect("tasks");
-    let engine = Engine::open(&a.index_dir, EngineConfig::default()).expect("open the index directory");
-    let index =
-        engine.index("bench").expect("no index `bench` in --index-dir (run a static run there first)");
+    let tmp = std::env::temp_dir().join(format!("spirit-bench-fresh-{}", std::process::id()));
+    let (engine, index) = match (&a.index_dir, &a.fresh_docs) {
+        (Some(dir), _) => {
+            let engine = Engine::open(dir, EngineConfig::default()).expect("open the index directory");
+            let index = engine
+                .index("bench")
+                .expect("no index `bench` in --index-dir (run a static run there first)");
+            (engine, index)
+        }
+        (None, Some(docs)) => {
+            let docs = crate::input::load_docs(docs, Some(a.fresh_max)).expect("docs");
+            // An arena of ~4 KiB per document holds them all (postings, positions, columns); the rings and
+            // caches around it fit a budget of 8 arenas.
+            let arena = (docs.len().max(1024) * 4096).next_power_of_two();
+            let shard = spirit::ShardConfig {
+                dram_budget: 8 * arena,
+                fresh_segment_bytes: Some(arena),
+                max_docs_per_segment: docs.len() as u32 + 1,
+                ..Default::default()
+            };
+            let _ = std::fs::remove_dir_all(&tmp);
+            let engine = Engine::open(&tmp, EngineConfig { shard, default_shards: Some(1) }).expect("open");
+            let index =
+                engine.create_index("bench", Some(&crate::input::baseline_mappings()), None).expect("create");
+            for (i, d) in docs.iter().enumerate() {
+                index.add(d.json(i)).expect("add");
+            }
+            let segs = index.stats().shard.segments;
+            assert_eq!(segs.values().sum::<usize>(), 1, "one fresh segment holds every document: {segs:?}");
+            (engine, index)
+        }
+        (None, None) => unreachable!("clap requires one"),
+    };
     index.set_default_fields(Some(vec!["body".into()])).expect("body");
     let opts = crate::run::opts(a.top_k);
     for c in &cats {
@@ -65,4 +107,5 @@ pub fn run(a: LoopArgs) {
     }
     drop(index);
     engine.close().expect("close");
+    let _ = std::fs::remove_dir_all(&tmp);
 }

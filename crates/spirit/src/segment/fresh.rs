@@ -12,8 +12,10 @@
 //! term entry:     hash | key bytes | head block | tail block | (df, last doc) as one 64-bit word
 //!                 | the pair before the last posting, as one 64-bit word | key words...
 //!                 (entries start at even words so the pairs are 8-byte aligned)
-//! posting block:  capacity | used | next block | next block's first doc | [impacts: IMPACTS × (tf, quantized length), in blocks of
-//!                 IMPACTS_MIN_CAP words or more] | postings: doc, tf, positions[tf] ...
+//! posting block:  capacity | used | next block | next block's first doc | positions' words
+//!                 | [impacts: IMPACTS × (tf, quantized length), in blocks of IMPACTS_MIN_CAP words or more]
+//!                 | postings: (doc, tf) ... | free | ... positions (the first posting's at the end; each
+//!                 posting's tf words below those of the postings before it)
 //! text column:    norms[max_docs] | running length[max_docs] | running doc count[max_docs] | shortest length
 //! numeric column: f64 bits as two words per doc (NaN = no value)
 //! ```
@@ -42,10 +44,15 @@ const ENTRY_HEADER: usize = 8;
 const ENTRY_DF: usize = 4;
 /// Word offset, within a term entry, of the (df, last doc) pair as it was before the last posting.
 const ENTRY_PREV_DF: usize = 6;
-const BLOCK_HEADER: usize = 4;
+const BLOCK_HEADER: usize = 5;
 /// Word offset, in a posting block, of the first document of the block linked after it (written before
 /// the link, so a reader that sees the link sees it): cursors skip blocks without touching the next one.
 const BLOCK_NEXT_FIRST: usize = 3;
+/// Word offset, in a posting block, of the number of words its positions take at its end (the writer's).
+const BLOCK_BACK: usize = 4;
+/// Words of a posting in its block: doc and tf; its positions lie at the block's end. A fixed stride, so a
+/// cursor's next posting never waits on the last one's frequency, and `advance` searches a block.
+const POSTING_WORDS: usize = 2;
 /// Posting blocks of at least this many words carry impacts (smaller ones, the first blocks of every term,
 /// would grow by more than an eighth).
 const IMPACTS_MIN_CAP: usize = 64;
@@ -138,7 +145,7 @@ fn bound(doc: &AnalyzedDoc, new_fields: usize, max_docs: u32) -> usize {
     let postings: usize = doc
         .terms()
         .map(|(key, pos)| {
-            let p = 2 + pos.len();
+            let p = POSTING_WORDS + pos.len();
             ENTRY_HEADER + words_for(key.len()) + 2 * (BLOCK_HEADER + IMPACT_WORDS + p.max(FIRST_BLOCK)) + p
         })
         .sum();
@@ -398,9 +405,14 @@ impl FreshSegment {
         positions: &[u32],
     ) -> Result<(), InsertError> {
         let w = self.w();
-        let need = 2 + positions.len();
+        let need = POSTING_WORDS + positions.len();
         let mut tail = w[entry + 3].load(Relaxed) as usize;
-        if tail == 0 || w[tail].load(Relaxed) as usize - (w[tail + 1].load(Relaxed) as usize) < need {
+        let room = |b: usize| {
+            w[b].load(Relaxed) as usize
+                - w[b + 1].load(Relaxed) as usize
+                - w[b + BLOCK_BACK].load(Relaxed) as usize
+        };
+        if tail == 0 || room(tail) < need {
             let cap = if tail == 0 {
                 need.max(FIRST_BLOCK)
             } else {
@@ -419,14 +431,18 @@ impl FreshSegment {
             w[entry + 3].store(b as u32, Relaxed);
             tail = b;
         }
-        let used = w[tail + 1].load(Relaxed) as usize;
-        let at = tail + header_words(w[tail].load(Relaxed) as usize) + used;
+        let (cap, used) = (w[tail].load(Relaxed) as usize, w[tail + 1].load(Relaxed) as usize);
+        let back = w[tail + BLOCK_BACK].load(Relaxed) as usize;
+        let start = tail + header_words(cap);
+        let (at, pos) = (start + used, start + cap - back - positions.len());
+        debug_assert!(at + POSTING_WORDS <= pos, "the posting and its positions fit");
+        for (i, &p) in positions.iter().enumerate() {
+            w[pos + i].store(p, Relaxed);
+        }
         w[at].store(doc, Relaxed);
         w[at + 1].store(positions.len() as u32, Relaxed);
-        for (i, &p) in positions.iter().enumerate() {
-            w[at + 2 + i].store(p, Relaxed);
-        }
-        w[tail + 1].store((used + need) as u32, Release);
+        w[tail + BLOCK_BACK].store((back + positions.len()) as u32, Relaxed);
+        w[tail + 1].store((used + POSTING_WORDS) as u32, Release);
         // (df, last doc) change together, so a reader can tell whether df counts only docs below its watermark.
         // The previous pair first: a reader that finds the current one unchanged around its read of the
         // previous one knows the previous one is at most one posting older (see `df_below`).
@@ -457,7 +473,7 @@ impl FreshSegment {
             tfs.push(tf);
             // A term field always has its column (allocated before the first posting).
             dls.push(if col == 0 { 0 } else { w[col + 1 + doc].load(Relaxed) });
-            j += 2 + tf as usize;
+            j += POSTING_WORDS;
         }
         for (k, (tf, dl)) in impacts(tfs, dls).into_iter().enumerate() {
             w[b + BLOCK_HEADER + 2 * k].store(tf, Relaxed);
@@ -531,7 +547,9 @@ impl FreshSegment {
             limit,
             doc: 0,
             tf: 0,
+            block_end: 0,
             pos_at: 0,
+            pos_sum: 0,
             skip_to: NO_DOC,
         };
         p.enter(head);
@@ -659,7 +677,12 @@ pub struct FreshPostings<'a> {
     limit: u32,
     doc: u32,
     tf: u32,
+    /// Word index just past the block's end, below which its positions lie.
+    block_end: usize,
+    /// Positions are found from frequencies: `pos_sum` is the sum of the frequencies of the block's
+    /// postings before word `pos_at`, which only moves forward (so a block's walk sums each once).
     pos_at: usize,
+    pos_sum: usize,
     /// The first document of the block after the cursor's, as it was when the cursor entered its block
     /// (`NO_DOC` when none was linked yet): `advance` jumps to that block without
     /// walking the rest of this one when its target is there or later.
@@ -687,8 +710,7 @@ impl FreshPostings<'_> {
                 return self.finish();
             }
             self.tf = w[self.at + 1].load(Relaxed);
-            self.pos_at = self.at + 2;
-            self.at = self.pos_at + self.tf as usize;
+            self.at += POSTING_WORDS;
             self.doc = d;
             return d;
         }
@@ -727,8 +749,10 @@ impl FreshPostings<'_> {
             return;
         }
         let w = self.seg.w();
-        self.base = b + header_words(w[b].load(Relaxed) as usize);
-        (self.at, self.end) = (self.base, self.base);
+        let cap = w[b].load(Relaxed) as usize;
+        self.base = b + header_words(cap);
+        (self.at, self.end, self.block_end) = (self.base, self.base, self.base + cap);
+        (self.pos_at, self.pos_sum) = (self.base, 0);
         self.skip_to = self.seg.next_block(b).1;
     }
 
@@ -783,7 +807,7 @@ impl FreshPostings<'_> {
     /// Whether the cursor is on the first posting of its block.
     #[inline]
     pub fn at_block_start(&self) -> bool {
-        self.pos_at == self.base + 2
+        self.at == self.base + POSTING_WORDS
     }
 
     /// The impacts of the cursor's block if it is sealed (full, its successor linked; then they bound every
@@ -809,7 +833,8 @@ impl FreshPostings<'_> {
     }
 
     /// The first document at or after `target`: whole blocks that end before it are passed over (the
-    /// next block's first document is known on entering a block), then postings walked one by one.
+    /// next block's first document is known on entering a block), then the block's postings known to be
+    /// written are searched (galloping from the cursor: a near target costs a compare or two).
     pub fn advance(&mut self, target: u32) -> u32 {
         if self.doc >= target {
             return self.doc;
@@ -818,18 +843,59 @@ impl FreshPostings<'_> {
             while self.skip_to <= target {
                 self.enter(self.seg.w()[self.block + 2].load(Acquire) as usize);
             }
-            self.next();
         }
+        let w = self.seg.w();
+        if self.at == self.end && self.block != 0 {
+            // A block just entered, or one read to its end as last loaded: what is written now.
+            self.end = self.base + w[self.block + 1].load(Acquire) as usize;
+        }
+        let n = (self.end - self.at) / POSTING_WORDS;
+        let doc = |k: usize| w[self.at + k * POSTING_WORDS].load(Relaxed);
+        if n > 0 && doc(n - 1) >= target {
+            // The first k with doc(k) >= target: gallop to bracket it, then bisect.
+            let (mut lo, mut hi) = (0, 1);
+            if doc(0) < target {
+                while hi < n && doc(hi) < target {
+                    lo = hi;
+                    hi = (2 * hi).min(n - 1);
+                }
+                // doc(lo) < target <= doc(hi)
+                while hi - lo > 1 {
+                    let mid = (lo + hi) / 2;
+                    if doc(mid) < target {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
+                }
+            } else {
+                hi = 0;
+            }
+            self.at += hi * POSTING_WORDS;
+            return self.next();
+        }
+        // Every posting known here is below the target: on past them (more may be written since).
+        self.at = self.end;
         while self.doc < target {
             self.next();
         }
         self.doc
     }
 
-    pub fn positions(&self, out: &mut Vec<u32>) {
+    pub fn positions(&mut self, out: &mut Vec<u32>) {
         out.clear();
+        if self.doc == NO_DOC {
+            return;
+        }
         let w = self.seg.w();
-        out.extend((0..self.tf as usize).map(|k| w[self.pos_at + k].load(Relaxed)));
+        // The frequencies of the postings before this one, from where the last call left off.
+        let here = self.at - POSTING_WORDS;
+        while self.pos_at < here {
+            self.pos_sum += w[self.pos_at + 1].load(Relaxed) as usize;
+            self.pos_at += POSTING_WORDS;
+        }
+        let pos = self.block_end - self.pos_sum - self.tf as usize;
+        out.extend((0..self.tf as usize).map(|k| w[pos + k].load(Relaxed)));
     }
 }
 
