@@ -2000,9 +2000,14 @@ fn fresh_terms<'a>(ctx: &'a Ctx<'a>, si: usize, f: &'a FreshSegment, terms: &'a 
     (curs, scoring, dfs)
 }
 
-/// OR of terms on the fresh segment: the lists merged doc by doc (walked in place), each doc counted exactly
-/// and, unless its terms' idf bounds add up below θ, scored over the terms it has in query order — the
-/// order `UnionScorer` and [`disj_top_k`] add in.
+/// OR of terms on the fresh segment: the lists merged doc by doc (walked in place), each doc scored over the
+/// terms it has in query order — the order `UnionScorer` and [`disj_top_k`] add in — unless its terms' idf
+/// bounds (a term scores below its idf) add up below θ.
+///
+/// With `prune` and a full top-k it is MaxScore (Turtle and Flood): the terms of smallest bound whose bounds
+/// add up below θ are non-essential — a doc that has only them cannot compete — so only the others' lists
+/// are merged, and the non-essential ones are advanced (galloping) to a merged doc whose bound with theirs
+/// may reach θ. Otherwise every doc is counted, exactly.
 fn fresh_disj_top_k(
     ctx: &Ctx<'_>,
     si: usize,
@@ -2015,36 +2020,59 @@ fn fresh_disj_top_k(
     let n = should.len();
     let (mut curs, scoring, _) = fresh_terms(ctx, si, f, should);
     let (curs, scoring) = (&mut curs[..n], &scoring[..n]);
-    if fresh_cannot_compete(col, prune, scoring.iter().flatten().map(|(bm, _)| bm.idf).sum()) {
+    let ub: [f32; FRESH_MAX_TERMS] =
+        std::array::from_fn(|t| scoring.get(t).copied().flatten().map_or(0.0, |(bm, _)| bm.idf));
+    if fresh_cannot_compete(col, prune, ub[..n].iter().sum()) {
         return;
     }
+    // Terms by bound, smallest first: the first `lazy` of them are non-essential.
+    let mut order: [usize; FRESH_MAX_TERMS] = std::array::from_fn(|t| t);
+    order[..n].sort_by(|&a, &b| ub[a].total_cmp(&ub[b]));
+    let (mut lazy, mut lazy_ub) = (0, 0.0f32);
     let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
     let any_deleted = del.count() > 0;
     let mut theta = if prune { col.theta() } else { f32::NEG_INFINITY };
     let mut need = theta - theta.abs() * FILTER_SLACK;
     loop {
-        let d = curs.iter().flatten().map(|c| c.doc()).min().unwrap_or(NO_DOC);
+        // With θ, the non-essential prefix grows while its bounds (inflated: they add in another order
+        // than the scores) stay below θ.
+        while prune && lazy < n && (lazy_ub + ub[order[lazy]]) * BOUND_SLACK < theta {
+            lazy_ub += ub[order[lazy]];
+            lazy += 1;
+            col.exact = false;
+        }
+        let essential = &order[lazy..n];
+        let d = essential.iter().filter_map(|&t| curs[t].as_ref()).map(|c| c.doc()).min().unwrap_or(NO_DOC);
         if d == NO_DOC {
             break;
         }
-        let counted = !(any_deleted && del.is_deleted(d));
-        // A doc whose terms' bounds (a term scores below its idf) add up below θ is counted, not scored.
-        let bound: f32 = curs
+        // The doc's bound: its essential terms' with every non-essential one's.
+        let bound: f32 = essential
             .iter()
-            .zip(scoring)
-            .filter_map(|(c, sc)| match (c, sc) {
-                (Some(c), Some((bm, _))) if c.doc() == d => Some(bm.idf),
-                _ => None,
-            })
-            .sum();
-        let scored = counted && bound >= need;
+            .filter(|&&t| curs[t].as_ref().is_some_and(|c| c.doc() == d))
+            .map(|&t| ub[t])
+            .sum::<f32>()
+            + lazy_ub;
+        let counted = !(any_deleted && del.is_deleted(d));
+        let scored = counted && bound * BOUND_SLACK >= need;
         let mut score = 0.0f32;
-        for (c, sc) in curs.iter_mut().zip(scoring) {
-            if let (Some(c), Some((bm, norms))) = (c, sc) {
-                if c.doc() == d {
-                    if scored {
+        if scored {
+            for &t in &order[..lazy] {
+                if let Some(c) = curs[t].as_mut() {
+                    c.advance(d);
+                }
+            }
+            for (c, sc) in curs.iter().zip(scoring) {
+                if let (Some(c), Some((bm, norms))) = (c, sc) {
+                    if c.doc() == d {
                         score += bm.score(c.freq() as f32, norms.get(d));
                     }
+                }
+            }
+        }
+        for &t in essential {
+            if let Some(c) = curs[t].as_mut() {
+                if c.doc() == d {
                     c.next();
                 }
             }
