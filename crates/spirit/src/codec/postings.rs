@@ -442,6 +442,46 @@ impl<'a> PostingsCursor<'a> {
         Ok(c)
     }
 
+    /// [`Self::with_pinned`] as the new last element of `into`. A cursor is over a kilobyte (its decoded
+    /// block), and one returned through `Result`s and `Option`s and then pushed was copied five times — a
+    /// tenth of the time of an AND of two rare terms over a few segments. Built in place, it is not.
+    pub fn push_with_pinned(
+        into: &mut Vec<PostingsCursor<'a>>,
+        blob: &'a [u8],
+        pinned: &'a [u8],
+    ) -> Result<(), CodecError> {
+        let Layout { n, skip_start, blocks_start, positions_start } = Layout::of(blob)?;
+        into.push(PostingsCursor {
+            blob: if pinned.len() >= positions_start { pinned } else { blob },
+            meta: if pinned.len() >= blocks_start { pinned } else { blob },
+            positions: blob,
+            n,
+            n_blocks: n.div_ceil(BLOCK as u32),
+            skip_start,
+            blocks_start,
+            positions_start,
+            block: 0,
+            docs: [NO_DOC; BLOCK + PAD],
+            tfs: [0; BLOCK],
+            len: 0,
+            i: 0,
+            doc: NO_DOC,
+            pos_cursor: 0,
+            pos_index: 0,
+            tf_at: 0,
+            tf_bits: 0,
+            tfs_ready: false,
+        });
+        let c = into.last_mut().expect("just pushed");
+        if n > 0 {
+            if let Err(e) = c.load_block(0) {
+                into.pop();
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// Number of postings in the list.
     pub fn len(&self) -> u32 {
         self.n

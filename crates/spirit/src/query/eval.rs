@@ -2485,13 +2485,17 @@ impl<'a> TermLists<'a> {
         };
         for w in terms {
             let Weight::Term { key, field, bm, .. } = w else { unreachable!("terms only") };
-            match image_list(ctx, si, key)? {
-                Some((c, pin)) => {
-                    lists.bounds.tables.push(block_table(&c, pin, bm));
-                    lists.curs.push(c);
+            match ctx.terms.get(key.as_slice()).map(|t| &t.per_seg[si]) {
+                Some(SegTerm::Blob(blob, pin)) => {
+                    // Built in place in the list (a cursor is a kilobyte).
+                    let head = pin.as_ref().map_or(&[][..], |p| &p.head);
+                    PostingsCursor::push_with_pinned(&mut lists.curs, blob, head)
+                        .map_err(codec_failure(seg))?;
+                    let c = lists.curs.last().expect("just pushed");
+                    lists.bounds.tables.push(block_table(c, pin.as_deref(), bm));
                 }
-                None if drop_empty => continue,
-                None => {
+                None | Some(SegTerm::Absent | SegTerm::Fresh(_)) if drop_empty => continue,
+                None | Some(SegTerm::Absent | SegTerm::Fresh(_)) => {
                     lists.recycle(s);
                     return Ok(None);
                 }
