@@ -1253,6 +1253,8 @@ impl ShardInner {
 
     fn merger(self: Arc<Self>, rx: Receiver<u32>) {
         let idle = Duration::from_secs(1);
+        // What was ingested at the last idle wake-up (see `ingest_stamp`).
+        let mut last_stamp = None;
         loop {
             match rx.recv_timeout(idle) {
                 Ok(id) => {
@@ -1270,6 +1272,24 @@ impl ShardInner {
                     self.notify();
                 }
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    // Ingestion paused (no document since the last idle wake-up, a second or more ago): the
+                    // engraved segments that lazy commit keeps out of the merged segment until DRAM runs
+                    // short are committed and merged now, so queries probe one merged dictionary instead of
+                    // one per segment. (Not with pure lazy commit, which asks for them to stay.)
+                    let stamp = Some(self.ingest_stamp());
+                    if stamp == last_stamp
+                        && self.cfg.commit == CommitPolicy::Lazy
+                        && self.cfg.max_unmerged.is_some()
+                        && self.failure.lock().is_none()
+                        && self.gdt.pin().segments.iter().any(|s| s.state == SegState::Engraved)
+                    {
+                        while self.commit_oldest() == Commit::Done {}
+                        if let Err(e) = self.merge_one(0).and_then(|_| self.reclaim()) {
+                            self.fail(format!("merge after ingestion paused failed: {e}"));
+                        }
+                        self.notify();
+                    }
+                    last_stamp = stamp;
                     // While nothing is ingested: resume a merge retention had to interrupt, and apply
                     // retention by age.
                     if self.cfg.retention.enabled() && self.failure.lock().is_none() {
@@ -1281,6 +1301,18 @@ impl ShardInner {
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
             }
         }
+    }
+
+    /// What has been ingested so far, as far as the merger's idle check needs: the newest segment and the
+    /// documents visible in it if it is fresh. Unchanged across an idle interval: no document came in.
+    fn ingest_stamp(&self) -> (Option<u32>, u32) {
+        let snap = self.gdt.pin();
+        let last = snap.segments.last();
+        let visible = match last.map(|s| &s.data) {
+            Some(SegData::Fresh(f)) => f.visible(),
+            _ => 0,
+        };
+        (last.map(|s| s.id), visible)
     }
 
     /// Merges committed segments in segment order, as long as the oldest unmerged one is committed. A queue
