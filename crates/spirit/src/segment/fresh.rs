@@ -839,10 +839,8 @@ impl FreshPostings<'_> {
         if self.doc >= target {
             return self.doc;
         }
-        if self.skip_to <= target {
-            while self.skip_to <= target {
-                self.enter(self.seg.w()[self.block + 2].load(Acquire) as usize);
-            }
+        while self.skip_to <= target {
+            self.enter(self.seg.w()[self.block + 2].load(Acquire) as usize);
         }
         let w = self.seg.w();
         if self.at == self.end && self.block != 0 {
