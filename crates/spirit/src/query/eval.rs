@@ -1801,12 +1801,22 @@ fn fresh_term_top_k(
     let mut p = f.postings(e, seg.visible);
     let mut d = p.doc();
     while d != NO_DOC {
-        // A sealed block whose impacts cannot reach θ is passed over whole (block-max, as on images).
-        if theta > f32::NEG_INFINITY && p.at_block_start() {
-            if let Some(imp) = p.sealed_impacts() {
+        // A sealed block whose impacts cannot reach θ is passed over whole (block-max, as on images), and so is
+        // a chunk of one whose own impacts cannot.
+        if theta > f32::NEG_INFINITY {
+            if p.at_block_start() {
+                if let Some(imp) = p.sealed_impacts() {
+                    if bm.impacts_bound(&imp) < theta {
+                        col.exact = false;
+                        d = p.skip_block();
+                        continue;
+                    }
+                }
+            }
+            if let Some(imp) = p.chunk_impacts() {
                 if bm.impacts_bound(&imp) < theta {
                     col.exact = false;
-                    d = p.skip_block();
+                    d = p.skip_chunk();
                     continue;
                 }
             }

@@ -90,13 +90,32 @@ struct WriterState {
     seal_dls: Vec<u32>,
 }
 
-/// Words before a posting block's postings: the header, and impacts in a large block.
+/// Words before a posting block's postings: the header, and in a large block its impacts and its chunks'
+/// bounds.
 #[inline]
 fn header_words(cap: usize) -> usize {
     if cap >= IMPACTS_MIN_CAP {
-        BLOCK_HEADER + IMPACT_WORDS
+        BLOCK_HEADER + IMPACT_WORDS + IMPACT_WORDS * chunks(cap)
     } else {
         BLOCK_HEADER
+    }
+}
+
+/// Postings per chunk of a large block: sealing writes each chunk's impacts too, so a single-term scan
+/// passes over a chunk that cannot compete (a block's impacts alone cover up to ~800 postings of a common
+/// term: too coarse to skip much).
+const CHUNK: usize = 128;
+
+/// Blocks of at least this many words have chunks (smaller ones hold about a chunk or less).
+const CHUNKED_MIN_CAP: usize = 512;
+
+/// Chunks a block of `cap` words may hold (every posting takes at least `POSTING_WORDS`).
+#[inline]
+fn chunks(cap: usize) -> usize {
+    if cap >= CHUNKED_MIN_CAP {
+        (cap / POSTING_WORDS).div_ceil(CHUNK)
+    } else {
+        0
     }
 }
 
@@ -475,6 +494,17 @@ impl FreshSegment {
             dls.push(if col == 0 { 0 } else { w[col + 1 + doc].load(Relaxed) });
             j += POSTING_WORDS;
         }
+        // Per chunk, its impacts.
+        if chunks(cap) > 0 {
+            let chunk_at = b + BLOCK_HEADER + IMPACT_WORDS;
+            for (c, (tf, dl)) in tfs.chunks(CHUNK).zip(dls.chunks(CHUNK)).enumerate() {
+                assert!(c < chunks(cap), "the header has room for every chunk");
+                for (k, (tf, dl)) in impacts(tf, dl).into_iter().enumerate() {
+                    w[chunk_at + IMPACT_WORDS * c + 2 * k].store(tf, Relaxed);
+                    w[chunk_at + IMPACT_WORDS * c + 2 * k + 1].store(dl, Relaxed);
+                }
+            }
+        }
         for (k, (tf, dl)) in impacts(tfs, dls).into_iter().enumerate() {
             w[b + BLOCK_HEADER + 2 * k].store(tf, Relaxed);
             w[b + BLOCK_HEADER + 2 * k + 1].store(dl, Relaxed);
@@ -823,6 +853,40 @@ impl FreshPostings<'_> {
         Some(self.seg.block_impacts(self.block))
     }
 
+    /// On the first posting of a chunk of a sealed block: the chunk's impacts, which bound every posting in
+    /// it; `None` elsewhere (inside a chunk, in the open tail block, in a block too small for chunks). One
+    /// compare off a chunk start.
+    #[inline]
+    pub fn chunk_impacts(&self) -> Option<Impacts> {
+        // The offset of the cursor's posting in its block, a multiple of a chunk's words at a chunk start.
+        let off = self.at.wrapping_sub(self.base + POSTING_WORDS);
+        if off % (CHUNK * POSTING_WORDS) != 0 || self.doc == NO_DOC {
+            return None;
+        }
+        let w = self.seg.w();
+        if chunks(w[self.block].load(Relaxed) as usize) == 0 || w[self.block + 2].load(Acquire) == 0 {
+            return None;
+        }
+        let at = self.block + BLOCK_HEADER + IMPACT_WORDS + IMPACT_WORDS * (off / (CHUNK * POSTING_WORDS));
+        Some(std::array::from_fn(|k| (w[at + 2 * k].load(Relaxed), w[at + 2 * k + 1].load(Relaxed))))
+    }
+
+    /// From the first posting of a chunk of a sealed block (see [`Self::chunk_impacts`]), moves to the first
+    /// posting of the next chunk, or of the next block.
+    pub fn skip_chunk(&mut self) -> u32 {
+        if self.doc == NO_DOC {
+            return NO_DOC;
+        }
+        let next = self.at + (CHUNK - 1) * POSTING_WORDS;
+        // A sealed block's `used` is final.
+        self.end = self.base + self.seg.w()[self.block + 1].load(Acquire) as usize;
+        if next < self.end {
+            self.at = next;
+            return self.next();
+        }
+        self.skip_block()
+    }
+
     /// Moves to the first posting of the next block (below the limit), passing over the rest of this one.
     pub fn skip_block(&mut self) -> u32 {
         if self.doc == NO_DOC {
@@ -1027,6 +1091,60 @@ mod tests {
             p.skip_block();
         }
         assert!(last < starts[2]);
+    }
+
+    /// A sealed block's chunks carry impacts that bound every posting of the chunk; `skip_chunk` lands on the
+    /// next chunk's first posting (or the next block's), exactly where a plain walk finds the next chunk start.
+    #[test]
+    fn chunk_impacts_hold_and_skip_chunk_lands_on_the_next_chunk() {
+        let mut rng = 5u64;
+        let mut next = |m: u64| crate::rng::xorshift(&mut rng) % m;
+        let n = 6000u32;
+        let bodies: Vec<String> = (0..n)
+            .map(|_| {
+                let tf = 1 + next(4) as usize;
+                let len = tf + next(200) as usize;
+                (0..len).map(|j| if j < tf { "x" } else { "y" }).collect::<Vec<_>>().join(" ")
+            })
+            .collect();
+        let (fresh, body, e) = with_bodies(&bodies, 16 << 20, 8000);
+        // The plain walk: per posting (doc, tf, quantized length); chunk starts with their impacts, and the
+        // starts of blocks without chunks (to end the chunk before them).
+        let (mut p, mut all, mut starts) = (fresh.postings(e, n), vec![], vec![]);
+        while p.doc() != NO_DOC {
+            match p.chunk_impacts() {
+                Some(imp) => starts.push((all.len(), Some(imp))),
+                None if p.at_block_start() => starts.push((all.len(), None)),
+                None => {}
+            }
+            all.push((p.doc(), p.freq(), crate::codec::quantized_length(fresh.field_len(body, p.doc()))));
+            p.next();
+        }
+        assert!(starts.iter().filter(|s| s.1.is_some()).count() >= 20, "many chunks: {}", starts.len());
+        for (i, &(at, imp)) in starts.iter().enumerate() {
+            let until = starts.get(i + 1).map_or(all.len(), |s| s.0);
+            let Some(imp) = imp else { continue };
+            assert!(until - at <= CHUNK, "a chunk holds at most {CHUNK} postings");
+            for &(d, tf, dl) in &all[at..until] {
+                assert!(
+                    imp.iter().any(|&(itf, idl)| itf > 0 && tf <= itf && dl >= idl),
+                    "doc {d} (tf {tf}, dl {dl}) not bounded by {imp:?}"
+                );
+            }
+        }
+        // skip_chunk from every chunk start lands on the next start.
+        let mut p = fresh.postings(e, n);
+        let mut visited = vec![];
+        while p.doc() != NO_DOC {
+            if p.chunk_impacts().is_some() {
+                visited.push(p.doc());
+                p.skip_chunk();
+            } else {
+                p.next();
+            }
+        }
+        let chunk_starts: Vec<u32> = starts.iter().filter(|s| s.1.is_some()).map(|s| all[s.0].0).collect();
+        assert_eq!(visited, chunk_starts);
     }
 
     /// `advance` (which passes over whole blocks) lands where a plain walk does, from any position;
