@@ -860,7 +860,7 @@ impl FreshPostings<'_> {
     pub fn chunk_impacts(&self) -> Option<Impacts> {
         // The offset of the cursor's posting in its block, a multiple of a chunk's words at a chunk start.
         let off = self.at.wrapping_sub(self.base + POSTING_WORDS);
-        if off % (CHUNK * POSTING_WORDS) != 0 || self.doc == NO_DOC {
+        if !off.is_multiple_of(CHUNK * POSTING_WORDS) || self.doc == NO_DOC {
             return None;
         }
         let w = self.seg.w();
