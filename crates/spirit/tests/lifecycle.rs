@@ -76,6 +76,25 @@ fn every_stage_answers_like_the_reference() {
     index.close().unwrap();
 }
 
+/// An index under lazy commit with `max_unmerged` and compaction off (merged segments stay one per image, so
+/// counts are exact), 30 documents in six segments, the last one sealed; with its reference.
+fn six_sealed_segments(
+    dir: &std::path::Path,
+    max: Option<usize>,
+    durability: Durability,
+) -> (Index, Reference) {
+    let compaction = CompactionPolicy { factor: 0, ..Default::default() };
+    let c = ShardConfig { max_unmerged: max, compaction, durability, ..cfg() };
+    let index = Index::open("t", dir, c, Some(&mappings()), None).unwrap();
+    let mut r = Reference::default();
+    for i in 0..30 {
+        index.add(doc(i).json()).unwrap();
+        r.add(doc(i));
+    }
+    index.shard().seal().unwrap();
+    (index, r)
+}
+
 /// Lazy commit keeps at most `max_unmerged` engraved segments out of the merged segment (older ones are
 /// committed and merged even though DRAM is plentiful); `None` keeps every one until DRAM runs short.
 #[test]
@@ -85,16 +104,7 @@ fn lazy_commit_bounds_the_unmerged_segments() {
     // bound, and `wait_idle` must not return in between.
     for (max, durability) in runs.into_iter().chain([(Some(1), Durability::CrashSafe)]) {
         let dir = tempfile::tempdir().unwrap();
-        // Compaction off: merged segments stay one per image, so the counts are exact.
-        let compaction = CompactionPolicy { factor: 0, ..Default::default() };
-        let c = ShardConfig { max_unmerged: max, compaction, durability, ..cfg() };
-        let index = Index::open("t", dir.path(), c, Some(&mappings()), None).unwrap();
-        let mut r = Reference::default();
-        for i in 0..30 {
-            index.add(doc(i).json()).unwrap();
-            r.add(doc(i));
-        }
-        index.shard().seal().unwrap();
+        let (index, r) = six_sealed_segments(dir.path(), max, durability);
         // Engraved: nothing sealed waits for the flusher or engraver, and no more than the bound is left
         // uncommitted; merges may still be running.
         index.wait_engraved().unwrap();
@@ -126,15 +136,7 @@ fn lazy_commit_bounds_the_unmerged_segments() {
 fn engraved_segments_merge_once_ingestion_pauses() {
     for max in [Some(3), None] {
         let dir = tempfile::tempdir().unwrap();
-        let compaction = CompactionPolicy { factor: 0, ..Default::default() };
-        let c = ShardConfig { max_unmerged: max, compaction, ..cfg() };
-        let index = Index::open("t", dir.path(), c, Some(&mappings()), None).unwrap();
-        let mut r = Reference::default();
-        for i in 0..30 {
-            index.add(doc(i).json()).unwrap();
-            r.add(doc(i));
-        }
-        index.shard().seal().unwrap();
+        let (index, r) = six_sealed_segments(dir.path(), max, Durability::Graceful);
         index.shard().wait_idle().unwrap();
         let t = std::time::Instant::now();
         let segs = loop {

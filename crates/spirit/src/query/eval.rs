@@ -1692,7 +1692,12 @@ fn cursor<'a>(
     blob: &'a [u8],
     pin: &'a Option<Arc<PinnedList>>,
 ) -> std::result::Result<PostingsCursor<'a>, crate::codec::CodecError> {
-    PostingsCursor::with_pinned(blob, pin.as_ref().map_or(&[], |p| &p.head))
+    PostingsCursor::with_pinned(blob, pinned_head(pin))
+}
+
+/// The DRAM copy of a list's head, if the selective cache pinned one (`&[]`: none).
+fn pinned_head(pin: &Option<Arc<PinnedList>>) -> &[u8] {
+    pin.as_ref().map_or(&[], |p| &p.head)
 }
 
 /// Turns a codec error met while reading segment `seg` into the query's error.
@@ -1880,7 +1885,7 @@ fn fresh_conj_top_k(
         // A term this segment lacks: no document here matches.
         return;
     }
-    if fresh_cannot_compete(col, prune, scoring[..n].iter().flatten().map(|(bm, _)| bm.idf).sum()) {
+    if fresh_cannot_compete(col, prune, scoring.iter().flatten().map(|(bm, _)| bm.idf).sum()) {
         return;
     }
     // Every term is present here (checked above).
@@ -1955,7 +1960,7 @@ fn fresh_conj_top_k(
         if !(any_deleted && del.is_deleted(d)) {
             col.total += 1;
             let mut score = 0.0f32;
-            for (c, sc) in curs[..n].iter().zip(&scoring[..n]) {
+            for (c, sc) in curs.iter().zip(scoring) {
                 if let (Some(c), Some((bm, norms))) = (c, sc) {
                     score += bm.score(c.freq() as f32, norms.get(d));
                 }
@@ -2498,8 +2503,7 @@ impl<'a> TermLists<'a> {
             match ctx.terms.get(key.as_slice()).map(|t| &t.per_seg[si]) {
                 Some(SegTerm::Blob(blob, pin)) => {
                     // Built in place in the list (a cursor is a kilobyte).
-                    let head = pin.as_ref().map_or(&[][..], |p| &p.head);
-                    PostingsCursor::push_with_pinned(&mut lists.curs, blob, head)
+                    PostingsCursor::push_with_pinned(&mut lists.curs, blob, pinned_head(pin))
                         .map_err(codec_failure(seg))?;
                     let c = lists.curs.last().expect("just pushed");
                     lists.bounds.tables.push(block_table(c, pin.as_deref(), bm));

@@ -1014,6 +1014,11 @@ mod tests {
         (fresh, body, e)
     }
 
+    /// A body of "x" `tf` times then "y" up to `len` words.
+    fn x_body(tf: usize, len: usize) -> String {
+        (0..len.max(tf)).map(|j| if j < tf { "x" } else { "y" }).collect::<Vec<_>>().join(" ")
+    }
+
     /// `df_below` is exact whenever it answers: in O(1) when at most the term's last posting is at or past
     /// the limit, `None` (count the postings) when more are.
     #[test]
@@ -1047,8 +1052,7 @@ mod tests {
             .map(|_| {
                 // "x" 1 to 6 times in a body of 1 to 120 words.
                 let tf = 1 + next(6) as usize;
-                let len = tf + next(115) as usize;
-                (0..len).map(|j| if j < tf { "x" } else { "y" }).collect::<Vec<_>>().join(" ")
+                x_body(tf, tf + next(115) as usize)
             })
             .collect();
         let (fresh, body, e) = with_bodies(&bodies, 4 << 20, 3000);
@@ -1103,8 +1107,7 @@ mod tests {
         let bodies: Vec<String> = (0..n)
             .map(|_| {
                 let tf = 1 + next(4) as usize;
-                let len = tf + next(200) as usize;
-                (0..len).map(|j| if j < tf { "x" } else { "y" }).collect::<Vec<_>>().join(" ")
+                x_body(tf, tf + next(200) as usize)
             })
             .collect();
         let (fresh, body, e) = with_bodies(&bodies, 16 << 20, 8000);
@@ -1159,8 +1162,7 @@ mod tests {
             .map(|_| {
                 // "x" in 70% of the docs, 1 to 6 times, in a body of 1 to 120 words.
                 let tf = if next(10) < 7 { 1 + next(6) as usize } else { 0 };
-                let len = tf.max(1) + next(115) as usize;
-                (0..len).map(|j| if j < tf { "x" } else { "y" }).collect::<Vec<_>>().join(" ")
+                x_body(tf, tf.max(1) + next(115) as usize)
             })
             .collect();
         let (fresh, body, e) = with_bodies(&bodies, 8 << 20, 4000);
