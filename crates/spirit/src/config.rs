@@ -119,17 +119,32 @@ pub struct ShardConfig {
 /// grouped into size levels (a level spans a factor of `factor` in image bytes); once `factor` consecutive
 /// segments share a level they are rewritten as one image with one contiguous posting list per term, and the
 /// merged dictionary is rebuilt without their chain nodes. A query then visits O(factor × levels) segments.
+///
+/// With `on_pause`, idle time is spent on queries' behalf too: once ingestion pauses (the merger finds no new
+/// document for two idle wake-ups, a second apart), the newest merged segments are compacted into one — as
+/// many as fit `max_image_bytes`, leaving out an oldest one larger than `factor` times the others together
+/// (so a document is rewritten a bounded number of times however often ingestion pauses: each rewrite of the
+/// large segment grows it by at least 1/`factor`). A query after a burst then visits one segment where the
+/// level policy would leave up to `factor - 1` per level (measured: +11% on the windowed real-time
+/// benchmark's queries, 2 merged segments against 1).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct CompactionPolicy {
-    /// Segments compacted together (at least 2); 0 turns compaction off.
+    /// Segments compacted together (at least 2); 0 turns compaction off (also on pauses).
     pub factor: u32,
     /// No compaction writes an image larger than this (the image is built in process memory first).
     pub max_image_bytes: u64,
+    /// Compact the newest merged segments into one when ingestion pauses (default: on).
+    #[serde(default = "default_on_pause")]
+    pub on_pause: bool,
+}
+
+fn default_on_pause() -> bool {
+    true
 }
 
 impl Default for CompactionPolicy {
     fn default() -> Self {
-        CompactionPolicy { factor: 4, max_image_bytes: 256 << 20 }
+        CompactionPolicy { factor: 4, max_image_bytes: 256 << 20, on_pause: default_on_pause() }
     }
 }
 

@@ -14,6 +14,9 @@ fn cfg() -> ShardConfig {
         fresh_segment_bytes: Some(256 << 10),
         max_docs_per_segment: 5,
         commit: CommitPolicy::Lazy,
+        // Segment counts are checked exactly at each stage: no compaction when a slow run pauses between
+        // them (`merged_segments_compact_once_ingestion_pauses` turns it on).
+        compaction: CompactionPolicy { on_pause: false, ..Default::default() },
         ..Default::default()
     }
 }
@@ -152,6 +155,46 @@ fn engraved_segments_merge_once_ingestion_pauses() {
         }
         check_all(&index, &r, &format!("max_unmerged {max:?}, ingestion paused"));
         index.close().unwrap();
+    }
+}
+
+/// Once ingestion pauses, the newest merged segments are compacted into one (`CompactionPolicy::on_pause`),
+/// on top of what the level policy left; with `on_pause` off they stay as the level policy left them.
+#[test]
+fn merged_segments_compact_once_ingestion_pauses() {
+    for on_pause in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let compaction = CompactionPolicy { factor: 4, on_pause, ..Default::default() };
+        let c = ShardConfig { max_unmerged: Some(0), compaction, ..cfg() };
+        let index = Index::open("t", dir.path(), c, Some(&mappings()), None).unwrap();
+        let mut r = Reference::default();
+        for i in 0..30 {
+            index.add(doc(i).json()).unwrap();
+            r.add(doc(i));
+        }
+        index.shard().seal().unwrap();
+        index.shard().wait_idle().unwrap();
+        // Six segments of five documents, committed and merged at once (`max_unmerged: Some(0)`); the level
+        // policy compacts the first four, leaving three merged segments.
+        let merged = || index.stats().shard.segments[&SegState::Merged];
+        let t = std::time::Instant::now();
+        while merged() != 1 && t.elapsed().as_secs_f64() < 5.0 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let st = index.stats().shard;
+        if on_pause {
+            assert_eq!(merged(), 1, "{st:?}");
+        } else {
+            assert_eq!(merged(), 3, "{st:?}");
+        }
+        assert_eq!(st.segments.values().sum::<usize>(), merged(), "{st:?}");
+        check_all(&index, &r, &format!("on_pause {on_pause}, ingestion paused"));
+        assert!(index.shard().check().problems.is_empty(), "{:?}", index.shard().check().problems);
+        index.close().unwrap();
+        drop(index);
+        // The compacted segment is what a reopen finds.
+        let index = Index::open("t", dir.path(), cfg(), Some(&mappings()), None).unwrap();
+        check_all(&index, &r, &format!("on_pause {on_pause}, reopened"));
     }
 }
 

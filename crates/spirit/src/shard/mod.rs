@@ -1276,16 +1276,22 @@ impl ShardInner {
                     // engraved segments that lazy commit keeps out of the merged segment until DRAM runs
                     // short are committed and merged now, so queries probe one merged dictionary instead of
                     // one per segment. (Not with pure lazy commit, which asks for them to stay.)
+                    // Then the newest merged segments are compacted into one (`CompactionPolicy::on_pause`).
                     let stamp = Some(self.ingest_stamp());
-                    if stamp == last_stamp
-                        && self.cfg.commit == CommitPolicy::Lazy
-                        && self.cfg.max_unmerged.is_some()
-                        && self.failure.lock().is_none()
-                        && self.gdt.pin().segments.iter().any(|s| s.state == SegState::Engraved)
-                    {
-                        while self.commit_oldest() == Commit::Done {}
-                        if let Err(e) = self.merge_one(0).and_then(|_| self.reclaim()) {
-                            self.fail(format!("merge after ingestion paused failed: {e}"));
+                    if stamp == last_stamp && self.failure.lock().is_none() {
+                        if self.cfg.commit == CommitPolicy::Lazy
+                            && self.cfg.max_unmerged.is_some()
+                            && self.gdt.pin().segments.iter().any(|s| s.state == SegState::Engraved)
+                        {
+                            while self.commit_oldest() == Commit::Done {}
+                            if let Err(e) = self.merge_one(0).and_then(|_| self.reclaim()) {
+                                self.fail(format!("merge after ingestion paused failed: {e}"));
+                            }
+                        }
+                        if self.failure.lock().is_none() {
+                            if let Err(e) = self.compact_on_pause() {
+                                self.fail(format!("compaction after ingestion paused failed: {e}"));
+                            }
                         }
                         self.notify();
                     }

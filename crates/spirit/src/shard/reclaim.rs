@@ -71,6 +71,25 @@ fn merged_prefix(snap: &Snapshot) -> Vec<Arc<SegmentDesc>> {
         .collect()
 }
 
+/// The segments a compaction on pause rewrites, of merged segments given as (image bytes, documents), oldest
+/// first: the longest newest run within `max` bytes (and below `u32::MAX` documents), without its oldest
+/// segments while each is more than `factor` times the rest of the run. Fewer than two: nothing to do.
+fn pause_run(segs: &[(u64, u64)], max: u64, factor: u64) -> std::ops::Range<usize> {
+    let (mut start, mut bytes, mut docs) = (segs.len(), 0u64, 0u64);
+    while start > 0 {
+        let (b, d) = (bytes + segs[start - 1].0, docs + segs[start - 1].1);
+        if b > max || d >= u32::MAX as u64 {
+            break;
+        }
+        (bytes, docs, start) = (b, d, start - 1);
+    }
+    while segs.len() - start >= 2 && segs[start].0 > (bytes - segs[start].0).saturating_mul(factor) {
+        bytes -= segs[start].0;
+        start += 1;
+    }
+    start..segs.len()
+}
+
 impl ShardInner {
     /// Every heap extent the shard's current state refers to.
     fn live_extents(&self) -> Result<Vec<(u64, u64)>> {
@@ -166,11 +185,7 @@ impl ShardInner {
             let units = (image_len(s).max(LEVEL_FLOOR) / LEVEL_FLOOR) as f64;
             (units.ln() / (p.factor as f64).ln()).floor() as u32
         };
-        // Retention drops whole segments: keep them small against its size bound (and, with retention on,
-        // against the budget, since a compaction briefly holds both copies).
-        let r = self.cfg.retention;
-        let budget = if r.enabled() { self.heap.stats().budget / 16 } else { u64::MAX };
-        let max = p.max_image_bytes.min(r.max_bytes.map_or(u64::MAX, |m| m / 8)).min(budget);
+        let max = self.compaction_max_bytes();
         let mut i = 0;
         while i < merged.len() {
             let l = level(&merged[i]);
@@ -189,6 +204,34 @@ impl ShardInner {
             i = j;
         }
         None
+    }
+
+    /// The largest image a compaction may write: the policy's bound, and with retention on, small against
+    /// its size bound (retention drops whole segments) and against the budget (a compaction briefly holds
+    /// both copies).
+    fn compaction_max_bytes(&self) -> u64 {
+        let r = self.cfg.retention;
+        let budget = if r.enabled() { self.heap.stats().budget / 16 } else { u64::MAX };
+        self.cfg.compaction.max_image_bytes.min(r.max_bytes.map_or(u64::MAX, |m| m / 8)).min(budget)
+    }
+
+    /// Compaction on a pause in ingestion (`CompactionPolicy::on_pause`, merger thread): the newest merged
+    /// segments that fit the size bound together become one, unless the oldest of them is more than
+    /// `factor` times the others together (then it stays out, and the rest go if at least two). Returns
+    /// whether a compaction ran.
+    pub(super) fn compact_on_pause(&self) -> Result<bool> {
+        let p = self.cfg.compaction;
+        if p.factor < 2 || !p.on_pause {
+            return Ok(false);
+        }
+        let mut st = self.reclaim.lock();
+        let merged = merged_prefix(&self.gdt.pin());
+        let sizes: Vec<(u64, u64)> = merged.iter().map(|s| (image_len(s), s.doc_count as u64)).collect();
+        let run = pause_run(&sizes, self.compaction_max_bytes(), p.factor as u64);
+        if run.len() < 2 {
+            return Ok(false);
+        }
+        self.compact(&mut st, &merged[run])
     }
 
     /// Builds a merged dictionary linking every merged segment of `snap`, with the segments of `replace.0`
@@ -448,5 +491,32 @@ impl ShardInner {
             std::thread::sleep(Duration::from_millis(5));
         }
         Err(Error::ResourceExhausted(format!("{last} (retention could not free enough in 30 s)")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pause_run;
+
+    #[test]
+    fn pause_run_takes_the_newest_segments_that_fit_and_leaves_out_a_dominant_oldest() {
+        let mb = |v: &[u64]| v.iter().map(|&m| (m << 20, m * 1000)).collect::<Vec<_>>();
+        // All fit, none dominates: all of them.
+        assert_eq!(pause_run(&mb(&[40, 30, 10]), 256 << 20, 4), 0..3);
+        // The size bound cuts the run at the newest that fit together.
+        assert_eq!(pause_run(&mb(&[200, 40, 30, 10]), 100 << 20, 4), 1..4);
+        // An oldest segment more than factor times the rest stays out (bounded rewriting); at exactly
+        // factor times it goes in.
+        assert_eq!(pause_run(&mb(&[100, 10, 10]), 256 << 20, 4), 1..3);
+        assert_eq!(pause_run(&mb(&[80, 10, 10]), 256 << 20, 4), 0..3);
+        // Dropping one dominant segment can make the next one dominant in turn.
+        assert_eq!(pause_run(&mb(&[200, 40, 1, 1]), 256 << 20, 4), 2..4);
+        // One segment, none, or one that alone exceeds the bound: nothing to do.
+        assert!(pause_run(&mb(&[50]), 256 << 20, 4).len() < 2);
+        assert!(pause_run(&[], 256 << 20, 4).is_empty());
+        assert!(pause_run(&mb(&[300, 10]), 256 << 20, 4).len() < 2);
+        // Documents: a run stays below u32::MAX of them.
+        let big = [(1, 3_000_000_000), (1, 3_000_000_000), (1, 1)];
+        assert_eq!(pause_run(&big, 256 << 20, 4), 1..3);
     }
 }
