@@ -1554,7 +1554,10 @@ fn eval_segment(
                         && filter.is_empty()
                         && must.iter().all(|w| matches!(w, Weight::Term { .. })) =>
                 {
-                    fresh_conj_top_k(ctx, si, f, must, col, prune);
+                    // Only the batch rows of the scratch (taking the whole of it costs as much as a cheap AND).
+                    let mut rows = (col.scratch.window.take(), std::mem::take(&mut col.scratch.tf_rows));
+                    fresh_conj_top_k(ctx, si, f, must, col, (&mut rows.0, &mut rows.1), prune);
+                    (col.scratch.window, col.scratch.tf_rows) = rows;
                     return Ok(());
                 }
                 Weight::Bool { must, should, must_not, filter }
@@ -1859,22 +1862,25 @@ fn fresh_term_top_k(
 /// Most terms [`fresh_conj_top_k`] takes (more go through the scorer tree).
 const FRESH_MAX_TERMS: usize = 8;
 
-/// AND of terms on the fresh segment: leapfrog over its postings (walked in place, the rarest list in this
-/// segment leading; `advance` passes over whole posting blocks), each match scored term by term in query
-/// order — the order `ConjScorer` and [`conj_top_k`] add in, so a doc scores the same on every path.
+/// AND of terms on the fresh segment, batch by batch as [`conj_top_k`] goes on images: up to a block's
+/// worth of the lead's postings (the rarest list in this segment leads) are copied out of the segment,
+/// filtered, looked up in the other lists (rarest first, [`FreshPostings::probe`]: galloping forward from
+/// each list's cursor), and the matches scored term by term in query order — the order `ConjScorer` and
+/// [`conj_top_k`] add in, so a doc scores the same on every path.
 ///
-/// With `prune` and a full top-k it is block-max, as [`conj_top_k`] is on images: the window is the lead's
-/// current posting block, each other term bounded over it by the largest impacts bound of its blocks there
-/// (`idf` where a block carries no impacts). A sealed lead block whose bound plus the others' cannot reach
-/// θ is passed over whole, and a lead doc whose own score plus the others' bounds cannot reach it is
-/// dropped before any other list moves (the division-free test of [`keep_competitive`]). Otherwise every
-/// match is counted, exactly.
+/// With `prune` it is block-max: a window is the lead's chunk of 128 postings in a sealed block that has
+/// chunks, else the lead's posting block, and each other term is bounded over it by the largest impacts
+/// bound of its chunks or blocks there (`idf` where a block carries no impacts). Once the top-k is full, a
+/// window whose bounds cannot reach θ together is passed over whole, and a lead doc whose own score plus
+/// the others' bounds cannot reach it is dropped before any other list moves ([`keep_competitive`]:
+/// branch-free, where testing doc by doc mispredicted). Otherwise every match is counted, exactly.
 fn fresh_conj_top_k(
     ctx: &Ctx<'_>,
     si: usize,
     f: &FreshSegment,
     must: &[Weight],
     col: &mut Collector,
+    (window, tf_rows): (&mut Option<Box<WindowBuf>>, &mut Vec<[u32; BLOCK_LEN]>),
     prune: bool,
 ) {
     let seg = &ctx.segs[si];
@@ -1892,89 +1898,142 @@ fn fresh_conj_top_k(
     fn present<'c, 'a>(c: &'c mut Option<FreshPostings<'a>>) -> &'c mut FreshPostings<'a> {
         c.as_mut().expect("every term is present")
     }
-    // The rarest list here leads.
-    let lead = (0..n).min_by_key(|&i| dfs[i]).unwrap_or(0);
+    // Terms by document frequency here: the rarest leads, the others are probed in that order.
+    let mut order: [usize; FRESH_MAX_TERMS] = std::array::from_fn(|t| t);
+    order[..n].sort_by_key(|&t| dfs[t]);
+    let (lead, others) = (order[0], &order[1..n]);
     let (lbm, lnorms) = scoring[lead].expect("every term is present");
     let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
     let any_deleted = del.count() > 0;
-    let mut theta = if prune { col.theta() } else { f32::NEG_INFINITY };
-    // Block-max state: the lead block the window bounds were taken for, the others' bounds over it (added
-    // in query order), and what a lead doc must score by itself (lowered by FILTER_SLACK).
-    let (mut window, mut rest, mut need) = (usize::MAX, 0.0f32, f32::NEG_INFINITY);
-    let lowered = |theta: f32, rest: f32| theta - rest - (theta.abs() + rest.abs()) * FILTER_SLACK;
-    let mut d = present(&mut curs[lead]).doc();
-    'docs: while d != NO_DOC {
-        if theta > f32::NEG_INFINITY {
+    // A batch (fixed-size rows of the scratch, as `conj_top_k`'s): the candidates and their scores, per term
+    // their frequencies, and the lead's postings taken.
+    let win = &mut **window.get_or_insert_with(Box::default);
+    let (cands, scores) = (&mut win.docs, &mut win.scores);
+    let (tfs, taken) = block_rows(tf_rows, n + 2).split_at_mut(n);
+    let [taken, taken_tfs] = taken else { unreachable!("two rows") };
+    // Block-max state (with `prune`): where the current window ends (exclusive; `None` before the first),
+    // the sum of every term's bound over it and the others' (added in query order).
+    let (mut window, mut all, mut rest) = (None, f32::INFINITY, 0.0f32);
+    loop {
+        let d = present(&mut curs[lead]).doc();
+        if d == NO_DOC {
+            return;
+        }
+        if prune && window.is_none_or(|end| d >= end) {
             let lc = present(&mut curs[lead]);
-            if lc.block_at() != window {
-                window = lc.block_at();
-                let end = lc.block_end();
-                let lead_bound = lc.sealed_impacts().map_or(lbm.idf, |imp| lbm.impacts_bound(&imp));
-                let (mut all, mut others) = (0.0f32, 0.0f32);
-                for t in 0..n {
-                    let x = if t == lead {
-                        lead_bound
-                    } else {
-                        let (bm, _) = scoring[t].expect("every term is present");
-                        let c = curs[t].as_ref().expect("every term is present");
-                        c.max_block_bound(d, end, |imp| bm.impacts_bound(imp), bm.idf)
-                    };
-                    all += x;
-                    if t != lead {
-                        others += x;
+            let (lead_bound, end) = match lc.chunk_window() {
+                Some((imp, end)) => (lbm.impacts_bound(&imp), end),
+                None => (lc.sealed_impacts().map_or(lbm.idf, |imp| lbm.impacts_bound(&imp)), lc.block_end()),
+            };
+            window = Some(end);
+            (all, rest) = (0.0, 0.0);
+            for t in 0..n {
+                let x = if t == lead {
+                    lead_bound
+                } else {
+                    let (bm, _) = scoring[t].expect("every term is present");
+                    let c = curs[t].as_ref().expect("every term is present");
+                    c.max_block_bound(d, end, |imp| bm.impacts_bound(imp), bm.idf)
+                };
+                all += x;
+                if t != lead {
+                    rest += x;
+                }
+            }
+        }
+        let full = prune && col.heap.len() >= col.cap;
+        let theta = if full { col.theta() } else { f32::NEG_INFINITY };
+        let end = window.unwrap_or(NO_DOC);
+        if full && all < theta {
+            // No doc of the window can reach θ: the rest of it is passed over.
+            col.exact = false;
+            let lc = present(&mut curs[lead]);
+            if end == NO_DOC {
+                lc.skip_block();
+            } else {
+                lc.advance(end);
+            }
+            continue;
+        }
+        let got = present(&mut curs[lead]).take_below(end, taken, taken_tfs);
+        debug_assert!(got > 0, "the lead's doc is below the window's end");
+        let mut m = if full {
+            // Score first: a lead doc that cannot reach θ with the others' bounds moves no other list.
+            let m = keep_competitive(
+                (lbm, &lnorms),
+                (&taken[..got], &taken_tfs[..got]),
+                (theta, rest),
+                (cands, &mut tfs[lead]),
+                0,
+            );
+            if m < got {
+                col.exact = false;
+            }
+            m
+        } else {
+            cands[..got].copy_from_slice(&taken[..got]);
+            tfs[lead][..got].copy_from_slice(&taken_tfs[..got]);
+            got
+        };
+        let mut exhausted = false;
+        for (i, &t) in others.iter().enumerate() {
+            if m == 0 {
+                break;
+            }
+            let c = present(&mut curs[t]);
+            c.probe(&cands[..m], &mut tfs[t][..m]);
+            exhausted |= c.doc() == NO_DOC;
+            // Keep the candidates found, with the frequencies of the terms done so far (as `conj_top_k`).
+            let mut w = 0;
+            for j in 0..m {
+                let tf = tfs[t][j];
+                cands[w] = cands[j];
+                tfs[lead][w] = tfs[lead][j];
+                for &u in &others[..i] {
+                    tfs[u][w] = tfs[u][j];
+                }
+                tfs[t][w] = tf;
+                w += (tf != 0) as usize;
+            }
+            m = w;
+        }
+        if any_deleted {
+            let mut w = 0;
+            for j in 0..m {
+                if !del.is_deleted(cands[j]) {
+                    cands[w] = cands[j];
+                    for row in tfs.iter_mut() {
+                        row[w] = row[j];
+                    }
+                    w += 1;
+                }
+            }
+            m = w;
+        }
+        col.total += m as u64;
+        if m > 0 {
+            // Score term by term over the batch, adding in query order.
+            let scores = &mut scores[..m];
+            scores.fill(0.0);
+            for (t, sc) in scoring.iter().enumerate() {
+                let (bm, norms) = sc.expect("every term is present");
+                add_scores(bm, &norms, &cands[..m], &tfs[t][..m], scores);
+            }
+            let mut theta = theta;
+            for (&s, &d) in scores.iter().zip(&cands[..m]) {
+                // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
+                if s >= theta {
+                    col.push_score(Entry(s, base + d));
+                    if prune && col.heap.len() >= col.cap {
+                        theta = col.theta();
                     }
                 }
-                if all < theta {
-                    // No doc of the window can reach θ: the rest of the lead's block is passed over.
-                    col.exact = false;
-                    d = present(&mut curs[lead]).skip_block();
-                    continue;
-                }
-                rest = others;
-                need = lowered(theta, rest);
-            }
-            // Score first: a lead doc that cannot reach θ with the others' bounds moves no other list.
-            if need > 0.0 {
-                let lc = present(&mut curs[lead]);
-                let tf = lc.freq() as f32;
-                if tf * (lbm.idf - need) < need * lbm.denom[lnorms.get(d) as usize] {
-                    col.exact = false;
-                    d = lc.next();
-                    continue;
-                }
             }
         }
-        for t in 0..n {
-            if t == lead {
-                continue;
-            }
-            let x = present(&mut curs[t]).advance(d);
-            if x == NO_DOC {
-                break 'docs;
-            }
-            if x > d {
-                d = present(&mut curs[lead]).advance(x);
-                continue 'docs;
-            }
+        if exhausted {
+            // Another list has nothing after its last candidate: no match from here on.
+            return;
         }
-        if !(any_deleted && del.is_deleted(d)) {
-            col.total += 1;
-            let mut score = 0.0f32;
-            for (c, sc) in curs.iter().zip(scoring) {
-                if let (Some(c), Some((bm, norms))) = (c, sc) {
-                    score += bm.score(c.freq() as f32, norms.get(d));
-                }
-            }
-            // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
-            if score >= theta {
-                col.push_score(Entry(score, base + d));
-                if prune && col.heap.len() >= col.cap {
-                    theta = col.theta();
-                    need = if window == usize::MAX { f32::NEG_INFINITY } else { lowered(theta, rest) };
-                }
-            }
-        }
-        d = present(&mut curs[lead]).next();
     }
 }
 

@@ -105,6 +105,8 @@ fn header_words(cap: usize) -> usize {
 /// passes over a chunk that cannot compete (a block's impacts alone cover up to ~800 postings of a common
 /// term: too coarse to skip much).
 const CHUNK: usize = 128;
+/// Posting words of a full chunk.
+const CHUNK_WORDS: usize = CHUNK * POSTING_WORDS;
 
 /// Blocks of at least this many words have chunks (smaller ones hold about a chunk or less).
 const CHUNKED_MIN_CAP: usize = 512;
@@ -565,6 +567,13 @@ impl FreshSegment {
         std::array::from_fn(|k| (w[at + 2 * k].load(Relaxed), w[at + 2 * k + 1].load(Relaxed)))
     }
 
+    /// The impacts of chunk `k` of posting block `b`, which the caller knows to be sealed and to have chunks.
+    fn chunk_impacts(&self, b: usize, k: usize) -> Impacts {
+        let w = self.w();
+        let at = b + BLOCK_HEADER + IMPACT_WORDS + IMPACT_WORDS * k;
+        std::array::from_fn(|j| (w[at + 2 * j].load(Relaxed), w[at + 2 * j + 1].load(Relaxed)))
+    }
+
     /// Postings of a term, limited to documents below `limit` (a watermark the caller loaded).
     pub fn postings(&self, entry: u32, limit: u32) -> FreshPostings<'_> {
         let head = self.w()[entry as usize + 2].load(Acquire) as usize;
@@ -786,12 +795,6 @@ impl FreshPostings<'_> {
         self.skip_to = self.seg.next_block(b).1;
     }
 
-    /// The offset of the cursor's block: it changes exactly when the cursor enters another block.
-    #[inline]
-    pub fn block_at(&self) -> usize {
-        self.block
-    }
-
     /// The end (exclusive) of the documents the cursor's block may hold: the first document of the next
     /// block, or `NO_DOC` when there is none yet (the open tail block).
     pub fn block_end(&self) -> u32 {
@@ -802,8 +805,9 @@ impl FreshPostings<'_> {
     }
 
     /// The largest `bound` of the impacts of the blocks, from the cursor's on, that may hold a document in
-    /// `[from, end)` — `fallback` if one of them has no impacts (the open tail block, or a small one), 0 if
-    /// none may hold one. Reads block headers only; the cursor does not move.
+    /// `[from, end)` — of their chunks that may, in blocks with chunks — or `fallback` if one of them has no
+    /// impacts (the open tail block, or a small one), 0 if none may hold one. Reads block headers and chunk
+    /// starts only; the cursor does not move.
     pub fn max_block_bound(
         &self,
         from: u32,
@@ -821,10 +825,34 @@ impl FreshPostings<'_> {
             let (next, next_first) = seg.next_block(b);
             // Block `b` holds documents below `next_first`.
             if next_first > from {
-                if next == 0 || (w[b].load(Relaxed) as usize) < IMPACTS_MIN_CAP {
+                let cap = w[b].load(Relaxed) as usize;
+                if next == 0 || cap < IMPACTS_MIN_CAP {
                     return fallback;
                 }
-                best = best.max(bound(&seg.block_impacts(b)));
+                let base = b + header_words(cap);
+                // A block inside the range whole is bounded by its own impacts (they bound its chunks').
+                if chunks(cap) == 0 || (next_first <= end && w[base].load(Relaxed) >= from) {
+                    best = best.max(bound(&seg.block_impacts(b)));
+                } else {
+                    // Chunk k holds the postings from word `base + k * CHUNK_WORDS` on, so documents from the
+                    // first one there to the next chunk's first (the next block's, for the last chunk). The
+                    // block is sealed: its `used` is final.
+                    let n = (w[b + 1].load(Acquire) as usize / POSTING_WORDS).div_ceil(CHUNK);
+                    for k in 0..n {
+                        let chunk_end = if k + 1 < n {
+                            w[base + (k + 1) * CHUNK_WORDS].load(Relaxed)
+                        } else {
+                            next_first
+                        };
+                        if chunk_end <= from {
+                            continue;
+                        }
+                        if w[base + k * CHUNK_WORDS].load(Relaxed) >= end {
+                            break;
+                        }
+                        best = best.max(bound(&seg.chunk_impacts(b, k)));
+                    }
+                }
                 if next_first >= end {
                     break;
                 }
@@ -832,6 +860,28 @@ impl FreshPostings<'_> {
             b = next;
         }
         best
+    }
+
+    /// In a sealed block with chunks: the impacts of the chunk holding the cursor's posting, and the end
+    /// (exclusive) of the documents the chunk may hold — the next chunk's first document, or the next
+    /// block's. `None` elsewhere (the open tail block, a block too small for chunks, past the end).
+    pub fn chunk_window(&self) -> Option<(Impacts, u32)> {
+        if self.doc == NO_DOC {
+            return None;
+        }
+        let w = self.seg.w();
+        if chunks(w[self.block].load(Relaxed) as usize) == 0 || w[self.block + 2].load(Acquire) == 0 {
+            return None;
+        }
+        // `at` is just past the cursor's posting.
+        let k = ((self.at - self.base) / POSTING_WORDS - 1) / CHUNK;
+        let next = self.base + (k + 1) * CHUNK_WORDS;
+        let end = if next < self.base + w[self.block + 1].load(Acquire) as usize {
+            w[next].load(Relaxed)
+        } else {
+            self.seg.next_block(self.block).1
+        };
+        Some((self.seg.chunk_impacts(self.block, k), end))
     }
 
     /// Whether the cursor is on the first posting of its block.
@@ -860,15 +910,14 @@ impl FreshPostings<'_> {
     pub fn chunk_impacts(&self) -> Option<Impacts> {
         // The offset of the cursor's posting in its block, a multiple of a chunk's words at a chunk start.
         let off = self.at.wrapping_sub(self.base + POSTING_WORDS);
-        if !off.is_multiple_of(CHUNK * POSTING_WORDS) || self.doc == NO_DOC {
+        if !off.is_multiple_of(CHUNK_WORDS) || self.doc == NO_DOC {
             return None;
         }
         let w = self.seg.w();
         if chunks(w[self.block].load(Relaxed) as usize) == 0 || w[self.block + 2].load(Acquire) == 0 {
             return None;
         }
-        let at = self.block + BLOCK_HEADER + IMPACT_WORDS + IMPACT_WORDS * (off / (CHUNK * POSTING_WORDS));
-        Some(std::array::from_fn(|k| (w[at + 2 * k].load(Relaxed), w[at + 2 * k + 1].load(Relaxed))))
+        Some(self.seg.chunk_impacts(self.block, off / CHUNK_WORDS))
     }
 
     /// From the first posting of a chunk of a sealed block (see [`Self::chunk_impacts`]), moves to the first
@@ -877,7 +926,7 @@ impl FreshPostings<'_> {
         if self.doc == NO_DOC {
             return NO_DOC;
         }
-        let next = self.at + (CHUNK - 1) * POSTING_WORDS;
+        let next = self.at + CHUNK_WORDS - POSTING_WORDS;
         // A sealed block's `used` is final.
         self.end = self.base + self.seg.w()[self.block + 1].load(Acquire) as usize;
         if next < self.end {
@@ -942,6 +991,30 @@ impl FreshPostings<'_> {
             self.next();
         }
         self.doc
+    }
+
+    /// Copies the postings from the cursor's on whose documents are below `end`, at most `docs.len()` of
+    /// them, into `docs` and `tfs`, and moves the cursor onto the first one not taken. Returns how many.
+    pub fn take_below(&mut self, end: u32, docs: &mut [u32], tfs: &mut [u32]) -> usize {
+        let cap = docs.len().min(tfs.len());
+        let mut m = 0;
+        // `NO_DOC` is at least any `end`: past the last posting nothing is taken.
+        while m < cap && self.doc < end {
+            (docs[m], tfs[m]) = (self.doc, self.tf);
+            m += 1;
+            self.next();
+        }
+        m
+    }
+
+    /// Looks sorted candidates up from the cursor's document on: `out[k]` becomes the frequency of
+    /// `cands[k]` here, or 0 where the list does not have it (a posting's frequency is at least 1). The
+    /// cursor ends on the first document at or after the last candidate (`NO_DOC` if none).
+    pub fn probe(&mut self, cands: &[u32], out: &mut [u32]) {
+        for (&c, o) in cands.iter().zip(out) {
+            let x = self.advance(c);
+            *o = if x == c { self.tf } else { 0 };
+        }
     }
 
     pub fn positions(&mut self, out: &mut Vec<u32>) {
@@ -1148,6 +1221,82 @@ mod tests {
         }
         let chunk_starts: Vec<u32> = starts.iter().filter(|s| s.1.is_some()).map(|s| all[s.0].0).collect();
         assert_eq!(visited, chunk_starts);
+        // `chunk_window` from any posting of a chunk: the chunk's impacts and where the next chunk or block
+        // starts; `max_block_bound` over exactly a chunk of a block with several is the chunk's bound.
+        let value = |tf: u32, dl: u32| tf as f32 / (tf as f32 + dl as f32);
+        let bound =
+            |imp: &Impacts| imp.iter().filter(|x| x.0 > 0).map(|&(tf, dl)| value(tf, dl)).fold(0.0, f32::max);
+        let mut checked = 0;
+        for (i, &(at, imp)) in starts.iter().enumerate() {
+            let until = starts.get(i + 1).map_or(all.len(), |s| s.0);
+            let end = all.get(until).map_or(NO_DOC, |x| x.0);
+            for k in [at, at + (until - at) / 2, until - 1] {
+                let mut p = fresh.postings(e, n);
+                p.advance(all[k].0);
+                match (imp, p.chunk_window()) {
+                    (Some(imp), Some(got)) => assert_eq!(got, (imp, end), "chunk of doc {}", all[k].0),
+                    (None, got) => assert_eq!(got, None, "doc {} is in a block without chunks", all[k].0),
+                    (Some(_), None) => panic!("doc {} is in a chunk", all[k].0),
+                }
+            }
+            let Some(imp) = imp else { continue };
+            if end != NO_DOC {
+                let mut p = fresh.postings(e, n);
+                p.advance(all[at].0);
+                assert_eq!(p.max_block_bound(all[at].0, end, bound, f32::INFINITY), bound(&imp));
+                checked += 1;
+            }
+        }
+        assert!(checked >= 10, "{checked} chunks checked");
+    }
+
+    /// `take_below` copies the postings below a doc from the cursor's on, leaving the cursor on the first one
+    /// not taken; `probe` finds each candidate's frequency (0: absent) as a plain walk does.
+    #[test]
+    fn take_below_and_probe_agree_with_a_plain_walk() {
+        let mut rng = 17u64;
+        let mut next = |m: u64| crate::rng::xorshift(&mut rng) % m;
+        let n = 4000u32;
+        let bodies: Vec<String> = (0..n)
+            .map(|_| {
+                let tf = if next(10) < 6 { 1 + next(5) as usize } else { 0 };
+                x_body(tf, tf.max(1) + next(60) as usize)
+            })
+            .collect();
+        let (fresh, _, e) = with_bodies(&bodies, 8 << 20, 5000);
+        let (mut p, mut all) = (fresh.postings(e, n), vec![]);
+        while p.doc() != NO_DOC {
+            all.push((p.doc(), p.freq()));
+            p.next();
+        }
+        let tf_of = |d: u32| all.iter().find(|x| x.0 == d).map_or(0, |x| x.1);
+        for _ in 0..200 {
+            let from = next(n as u64) as u32;
+            let end = from + next(600) as u32;
+            let cap = 1 + next(200) as usize;
+            let mut p = fresh.postings(e, n);
+            p.advance(from);
+            let (mut docs, mut tfs) = (vec![0; cap], vec![0; cap]);
+            let got = p.take_below(end, &mut docs, &mut tfs);
+            let want: Vec<(u32, u32)> =
+                all.iter().copied().filter(|x| x.0 >= from && x.0 < end).take(cap).collect();
+            let taken: Vec<(u32, u32)> =
+                docs[..got].iter().copied().zip(tfs[..got].iter().copied()).collect();
+            assert_eq!(taken, want, "take_below({end}) from {from}, at most {cap}");
+            let after = all.iter().filter(|x| x.0 >= from).nth(got).map_or(NO_DOC, |x| x.0);
+            assert_eq!(p.doc(), after);
+            // Sorted candidates from the cursor's doc on, present or not.
+            let mut cands: Vec<u32> = (0..1 + next(40)).map(|_| p.doc().min(n) + next(300) as u32).collect();
+            cands.sort_unstable();
+            cands.dedup();
+            let mut out = vec![u32::MAX; cands.len()];
+            p.probe(&cands, &mut out);
+            for (&c, &tf) in cands.iter().zip(&out) {
+                assert_eq!(tf, tf_of(c), "probe of {c}");
+            }
+            let last = *cands.last().unwrap();
+            assert_eq!(p.doc(), all.iter().find(|x| x.0 >= last).map_or(NO_DOC, |x| x.0));
+        }
     }
 
     /// `advance` (which passes over whole blocks) lands where a plain walk does, from any position;
