@@ -1983,52 +1983,15 @@ fn fresh_conj_top_k(
             let c = present(&mut curs[t]);
             c.probe(&cands[..m], &mut tfs[t][..m]);
             exhausted |= c.doc() == NO_DOC;
-            // Keep the candidates found, with the frequencies of the terms done so far (as `conj_top_k`).
-            let mut w = 0;
-            for j in 0..m {
-                let tf = tfs[t][j];
-                cands[w] = cands[j];
-                tfs[lead][w] = tfs[lead][j];
-                for &u in &others[..i] {
-                    tfs[u][w] = tfs[u][j];
-                }
-                tfs[t][w] = tf;
-                w += (tf != 0) as usize;
-            }
-            m = w;
+            m = keep_found(cands, tfs, &order[..i + 2], m);
         }
         if any_deleted {
-            let mut w = 0;
-            for j in 0..m {
-                if !del.is_deleted(cands[j]) {
-                    cands[w] = cands[j];
-                    for row in tfs.iter_mut() {
-                        row[w] = row[j];
-                    }
-                    w += 1;
-                }
-            }
-            m = w;
+            m = drop_deleted(del, cands, tfs, m);
         }
         col.total += m as u64;
         if m > 0 {
-            // Score term by term over the batch, adding in query order.
-            let scores = &mut scores[..m];
-            scores.fill(0.0);
-            for (t, sc) in scoring.iter().enumerate() {
-                let (bm, norms) = sc.expect("every term is present");
-                add_scores(bm, &norms, &cands[..m], &tfs[t][..m], scores);
-            }
-            let mut theta = theta;
-            for (&s, &d) in scores.iter().zip(&cands[..m]) {
-                // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
-                if s >= theta {
-                    col.push_score(Entry(s, base + d));
-                    if prune && col.heap.len() >= col.cap {
-                        theta = col.theta();
-                    }
-                }
-            }
+            let terms = scoring.iter().map(|sc| sc.expect("every term is present"));
+            collect_batch(col, terms, (&cands[..m], &tfs[..]), &mut scores[..m], theta, base);
         }
         if exhausted {
             // Another list has nothing after its last candidate: no match from here on.
@@ -2349,57 +2312,85 @@ fn conj_top_k(
                 break;
             }
             other(before, after, lead, t).probe(&win.docs[..m], &mut tfs[t][..m]).map_err(fail)?;
-            // Keep the candidates found, with the frequencies of the terms done so far: branch-free (always
-            // write, advance past a hit), in place (w <= j never overwrites one still to move).
-            let mut w = 0;
-            for j in 0..m {
-                let tf = tfs[t][j];
-                win.docs[w] = win.docs[j];
-                for &u in &order[..i] {
-                    tfs[u][w] = tfs[u][j];
-                }
-                tfs[t][w] = tf;
-                w += (tf != 0) as usize;
-            }
-            m = w;
+            m = keep_found(&mut win.docs, tfs, &order[..=i], m);
         }
         // Drop what the reader cannot see (past its snapshot, deleted), then count.
         m = win.docs[..m].partition_point(|&d| d < visible);
         if any_deleted {
-            let mut w = 0;
-            for j in 0..m {
-                if !del.is_deleted(win.docs[j]) {
-                    win.docs[w] = win.docs[j];
-                    for row in tfs.iter_mut() {
-                        row[w] = row[j];
-                    }
-                    w += 1;
-                }
-            }
-            m = w;
+            m = drop_deleted(del, &mut win.docs, tfs, m);
         }
         col.total += m as u64;
         let competes = !full || bnd.iter().sum::<f32>() >= theta;
         if m > 0 && competes {
-            // Score term by term over the batch (tight loops), adding in query order.
-            let (cand, scores) = (&win.docs[..m], &mut win.scores[..m]);
-            scores.fill(0.0);
-            for (t, (norms, bm)) in scoring.iter().enumerate() {
-                add_scores(bm, norms, cand, &tfs[t][..m], scores);
-            }
-            let mut theta = theta;
-            for (&s, &d) in scores.iter().zip(cand) {
-                // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
-                if s >= theta {
-                    col.push_score(Entry(s, base + d));
-                    if col.heap.len() >= col.cap {
-                        theta = col.theta();
-                    }
-                }
-            }
+            let terms = scoring.iter().map(|(norms, bm)| (*bm, *norms));
+            collect_batch(col, terms, (&win.docs[..m], &tfs[..]), &mut win.scores[..m], theta, base);
         }
     }
     Ok(())
+}
+
+/// A batch of conjunction candidates after term `done.last()` was looked up (its frequencies in its row, 0
+/// where it lacks the candidate): keeps the candidates it has, with the frequencies of every term in `done`,
+/// and returns how many. Branch-free (always write, advance past a hit) and in place (`w <= j` never
+/// overwrites a row entry still to move).
+fn keep_found(cands: &mut [u32; BLOCK_LEN], tfs: &mut [[u32; BLOCK_LEN]], done: &[usize], m: usize) -> usize {
+    let (&t, before) = done.split_last().expect("the term just looked up");
+    let mut w = 0;
+    for j in 0..m {
+        let tf = tfs[t][j];
+        cands[w] = cands[j];
+        for &u in before {
+            tfs[u][w] = tfs[u][j];
+        }
+        tfs[t][w] = tf;
+        w += (tf != 0) as usize;
+    }
+    w
+}
+
+/// Drops the deleted among a batch's `m` candidates (with their rows of frequencies); returns how many stay.
+fn drop_deleted(
+    del: &crate::segment::DeleteBitmap,
+    cands: &mut [u32; BLOCK_LEN],
+    tfs: &mut [[u32; BLOCK_LEN]],
+    m: usize,
+) -> usize {
+    let mut w = 0;
+    for j in 0..m {
+        if !del.is_deleted(cands[j]) {
+            cands[w] = cands[j];
+            for row in tfs.iter_mut() {
+                row[w] = row[j];
+            }
+            w += 1;
+        }
+    }
+    w
+}
+
+/// Scores a batch of conjunction matches term by term (tight loops), adding in query order as `ConjScorer`
+/// does, and offers those at or above θ (equal may enter: the newer doc wins the tie) to the collector,
+/// raising θ as it fills. `docs` are segment-local, `base` makes them global.
+fn collect_batch<'n>(
+    col: &mut Collector,
+    terms: impl Iterator<Item = (&'n Bm25Doc, Norms<'n>)>,
+    (docs, tfs): (&[u32], &[[u32; BLOCK_LEN]]),
+    scores: &mut [f32],
+    mut theta: f32,
+    base: u32,
+) {
+    scores.fill(0.0);
+    for ((bm, norms), row) in terms.zip(tfs) {
+        add_scores(bm, &norms, docs, &row[..docs.len()], scores);
+    }
+    for (&s, &d) in scores.iter().zip(docs) {
+        if s >= theta {
+            col.push_score(Entry(s, base + d));
+            if col.heap.len() >= col.cap {
+                theta = col.theta();
+            }
+        }
+    }
 }
 
 /// The index of the first of sorted `docs` at or after `x`. Windows mostly start at a block's first doc, so
