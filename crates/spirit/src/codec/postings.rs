@@ -391,6 +391,23 @@ fn lower_bound_block(docs: &[u32; BLOCK + PAD], x: u32) -> usize {
     base + (docs[base & (BLOCK - 1)] < x) as usize
 }
 
+/// [`lower_bound_block`] for four targets at once, step by step in lockstep (four independent chains of
+/// loads in flight: AndMedMed -5% on the enwiki index, alternated loops; eight lanes were slower on
+/// AndHighHigh, whose windows have fewer candidates).
+#[inline]
+fn lower_bound_block4(docs: &[u32; BLOCK + PAD], x: [u32; 4]) -> [usize; 4] {
+    let mut base = [0usize; 4];
+    let mut half = BLOCK / 2;
+    while half > 0 {
+        for j in 0..4 {
+            let b = base[j];
+            base[j] = std::hint::select_unpredictable(docs[(b + half - 1) & (BLOCK - 1)] < x[j], b + half, b);
+        }
+        half /= 2;
+    }
+    std::array::from_fn(|j| base[j] + (docs[base[j] & (BLOCK - 1)] < x[j]) as usize)
+}
+
 impl<'a> PostingsCursor<'a> {
     /// Opens a cursor positioned on the first posting (or exhausted for an empty list).
     pub fn new(blob: &'a [u8]) -> Result<PostingsCursor<'a>, CodecError> {
@@ -983,8 +1000,24 @@ impl<'a> PostingsCursor<'a> {
             let last = self.docs[self.len - 1];
             let n = cands[k..].partition_point(|&x| x <= last);
             let mut at = self.i;
-            for (&c, o) in cands[k..k + n].iter().zip(&mut out[k..k + n]) {
-                // `last >= c`, so the search ends inside the block.
+            // Four searches in lockstep (independent chains of loads, so their latencies overlap), then the
+            // rest one by one. `last >= c` for each, so every search ends inside the block.
+            let (cs, os) = (&cands[k..k + n], &mut out[k..k + n]);
+            let mut q = 0;
+            while q + 4 <= n {
+                let ats = lower_bound_block4(&self.docs, [cs[q], cs[q + 1], cs[q + 2], cs[q + 3]]);
+                for (j, &a) in ats.iter().enumerate() {
+                    debug_assert!(a < self.len);
+                    os[q + j] = std::hint::select_unpredictable(
+                        self.docs[a] == cs[q + j],
+                        self.tfs[a & (BLOCK - 1)],
+                        0,
+                    );
+                }
+                at = ats[3];
+                q += 4;
+            }
+            for (&c, o) in cs[q..].iter().zip(&mut os[q..]) {
                 at = lower_bound_block(&self.docs, c);
                 debug_assert!(at < self.len);
                 *o = std::hint::select_unpredictable(self.docs[at] == c, self.tfs[at & (BLOCK - 1)], 0);
