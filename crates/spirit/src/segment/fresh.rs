@@ -1092,6 +1092,27 @@ mod tests {
         (0..len.max(tf)).map(|j| if j < tf { "x" } else { "y" }).collect::<Vec<_>>().join(" ")
     }
 
+    /// `n` random [`x_body`]s: "x" in `present` tenths of them (all: no draw), 1 to `max_tf` times, in a
+    /// body of that many words (at least one) plus fewer than `pad`.
+    fn random_x_bodies(rng: &mut u64, n: u32, present: u64, max_tf: u64, pad: u64) -> Vec<String> {
+        let mut next = |m: u64| crate::rng::xorshift(rng) % m;
+        (0..n)
+            .map(|_| {
+                let tf = if present >= 10 || next(10) < present { 1 + next(max_tf) as usize } else { 0 };
+                x_body(tf, tf.max(1) + next(pad) as usize)
+            })
+            .collect()
+    }
+
+    /// The BM25 shape `tf / (tf + dl)` the bound tests compare with, and its largest value over impacts.
+    fn value(tf: u32, dl: u32) -> f32 {
+        tf as f32 / (tf as f32 + dl as f32)
+    }
+
+    fn bound(imp: &Impacts) -> f32 {
+        imp.iter().filter(|x| x.0 > 0).map(|&(tf, dl)| value(tf, dl)).fold(0.0, f32::max)
+    }
+
     /// `df_below` is exact whenever it answers: in O(1) when at most the term's last posting is at or past
     /// the limit, `None` (count the postings) when more are.
     #[test]
@@ -1119,15 +1140,9 @@ mod tests {
     #[test]
     fn sealed_blocks_carry_impacts_that_bound_their_postings() {
         let mut rng = 7u64;
-        let mut next = |m: u64| crate::rng::xorshift(&mut rng) % m;
         let n = 2000u32;
-        let bodies: Vec<String> = (0..n)
-            .map(|_| {
-                // "x" 1 to 6 times in a body of 1 to 120 words.
-                let tf = 1 + next(6) as usize;
-                x_body(tf, tf + next(115) as usize)
-            })
-            .collect();
+        // "x" 1 to 6 times in a body of 1 to 120 words.
+        let bodies = random_x_bodies(&mut rng, n, 10, 6, 115);
         let (fresh, body, e) = with_bodies(&bodies, 4 << 20, 3000);
         let (mut p, mut starts, mut sealed, mut seen) = (fresh.postings(e, n), vec![], 0, 0u32);
         let mut block: Option<Option<Impacts>> = None;
@@ -1175,14 +1190,8 @@ mod tests {
     #[test]
     fn chunk_impacts_hold_and_skip_chunk_lands_on_the_next_chunk() {
         let mut rng = 5u64;
-        let mut next = |m: u64| crate::rng::xorshift(&mut rng) % m;
         let n = 6000u32;
-        let bodies: Vec<String> = (0..n)
-            .map(|_| {
-                let tf = 1 + next(4) as usize;
-                x_body(tf, tf + next(200) as usize)
-            })
-            .collect();
+        let bodies = random_x_bodies(&mut rng, n, 10, 4, 200);
         let (fresh, body, e) = with_bodies(&bodies, 16 << 20, 8000);
         // The plain walk: per posting (doc, tf, quantized length); chunk starts with their impacts, and the
         // starts of blocks without chunks (to end the chunk before them).
@@ -1222,10 +1231,7 @@ mod tests {
         let chunk_starts: Vec<u32> = starts.iter().filter(|s| s.1.is_some()).map(|s| all[s.0].0).collect();
         assert_eq!(visited, chunk_starts);
         // `chunk_window` from any posting of a chunk: the chunk's impacts and where the next chunk or block
-        // starts; `max_block_bound` over exactly a chunk of a block with several is the chunk's bound.
-        let value = |tf: u32, dl: u32| tf as f32 / (tf as f32 + dl as f32);
-        let bound =
-            |imp: &Impacts| imp.iter().filter(|x| x.0 > 0).map(|&(tf, dl)| value(tf, dl)).fold(0.0, f32::max);
+        // starts; `max_block_bound` over exactly a chunk is the chunk's bound.
         let mut checked = 0;
         for (i, &(at, imp)) in starts.iter().enumerate() {
             let until = starts.get(i + 1).map_or(all.len(), |s| s.0);
@@ -1255,14 +1261,9 @@ mod tests {
     #[test]
     fn take_below_and_probe_agree_with_a_plain_walk() {
         let mut rng = 17u64;
-        let mut next = |m: u64| crate::rng::xorshift(&mut rng) % m;
         let n = 4000u32;
-        let bodies: Vec<String> = (0..n)
-            .map(|_| {
-                let tf = if next(10) < 6 { 1 + next(5) as usize } else { 0 };
-                x_body(tf, tf.max(1) + next(60) as usize)
-            })
-            .collect();
+        let bodies = random_x_bodies(&mut rng, n, 6, 5, 60);
+        let mut next = |m: u64| crate::rng::xorshift(&mut rng) % m;
         let (fresh, _, e) = with_bodies(&bodies, 8 << 20, 5000);
         let (mut p, mut all) = (fresh.postings(e, n), vec![]);
         while p.doc() != NO_DOC {
@@ -1305,19 +1306,11 @@ mod tests {
     #[test]
     fn advance_and_block_bounds_agree_with_a_plain_walk() {
         let mut rng = 11u64;
-        let mut next = |m: u64| crate::rng::xorshift(&mut rng) % m;
         let n = 3000u32;
-        let bodies: Vec<String> = (0..n)
-            .map(|_| {
-                // "x" in 70% of the docs, 1 to 6 times, in a body of 1 to 120 words.
-                let tf = if next(10) < 7 { 1 + next(6) as usize } else { 0 };
-                x_body(tf, tf.max(1) + next(115) as usize)
-            })
-            .collect();
+        // "x" in 70% of the docs, 1 to 6 times, in a body of 1 to 120 words.
+        let bodies = random_x_bodies(&mut rng, n, 7, 6, 115);
+        let mut next = |m: u64| crate::rng::xorshift(&mut rng) % m;
         let (fresh, body, e) = with_bodies(&bodies, 8 << 20, 4000);
-        let value = |tf: u32, dl: u32| tf as f32 / (tf as f32 + dl as f32);
-        let bound =
-            |imp: &Impacts| imp.iter().filter(|x| x.0 > 0).map(|&(tf, dl)| value(tf, dl)).fold(0.0, f32::max);
         // The plain walk: (doc, tf, quantized length, block start of its block).
         let (mut p, mut all) = (fresh.postings(e, n), vec![]);
         let mut start = 0;
