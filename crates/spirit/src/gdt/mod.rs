@@ -9,6 +9,7 @@
 //! one mutex and never wait for readers.
 
 use crate::memory::{DramBlock, Extent, PersistentHeap};
+use crate::segment::image::SealedImage;
 use crate::segment::{DeleteBitmap, FreshSegment, ImageView, MergedSegment, SegmentError};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -42,10 +43,12 @@ pub struct DramImage {
 }
 
 impl DramImage {
-    pub fn new(mut block: DramBlock, bytes: &[u8]) -> DramImage {
-        assert!(bytes.len() <= block.len());
-        block.as_mut_slice()[..bytes.len()].copy_from_slice(bytes);
-        DramImage { block, len: bytes.len() }
+    /// Writes a sealed image straight into `block` (its previous bytes all overwritten).
+    pub(crate) fn write(mut block: DramBlock, image: &SealedImage) -> DramImage {
+        let len = image.len();
+        assert!(len <= block.len());
+        image.write_into(&mut block.as_mut_slice()[..len]);
+        DramImage { block, len }
     }
     pub fn bytes(&self) -> &[u8] {
         &self.block.as_slice()[..self.len]

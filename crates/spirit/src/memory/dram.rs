@@ -19,6 +19,16 @@ pub enum RingKind {
     LongTerm,
 }
 
+/// What a new block holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fill {
+    /// Zeros (fresh segments' arenas: their tables start empty).
+    Zeroed,
+    /// Whatever the ring's memory last held: for a caller that writes every byte it will read (an image
+    /// written whole), which saves a pass over the block.
+    Overwritten,
+}
+
 /// Usage of the DRAM heap, for `stats` and metrics.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct DramStats {
@@ -69,6 +79,11 @@ impl DramHeap {
 
     /// Allocates a zero-filled block, or `None` when the ring has no room now.
     pub fn try_alloc(self: &Arc<Self>, kind: RingKind, len: usize) -> Option<DramBlock> {
+        self.try_alloc_filled(kind, len, Fill::Zeroed)
+    }
+
+    /// Allocates a block filled as `fill` says, or `None` when the ring has no room now.
+    pub fn try_alloc_filled(self: &Arc<Self>, kind: RingKind, len: usize, fill: Fill) -> Option<DramBlock> {
         let mut rings = self.rings.lock();
         let (off, rounded) = rings[Self::idx(kind)].alloc(len)?;
         let used = rings[0].used() + rings[1].used();
@@ -77,23 +92,31 @@ impl DramHeap {
         let base = if kind == RingKind::ShortTerm { 0 } else { self.short_cap };
         let block =
             DramBlock { heap: self.clone(), kind, offset: base + off, ring_offset: off, len: rounded };
-        // SAFETY: the ring never hands out overlapping ranges, so this block is the only owner of
-        // [offset, offset+len) until it is dropped; zeroing it races with nobody.
-        unsafe { std::ptr::write_bytes(self.map.as_ptr().add(block.offset), 0, rounded) };
+        if fill == Fill::Zeroed {
+            // SAFETY: the ring never hands out overlapping ranges, so this block is the only owner of
+            // [offset, offset+len) until it is dropped; zeroing it races with nobody.
+            unsafe { std::ptr::write_bytes(self.map.as_ptr().add(block.offset), 0, rounded) };
+        }
         Some(block)
     }
 
     /// Allocates, waiting up to `timeout` for space to be freed. `None` on time-out.
-    pub fn alloc_wait(self: &Arc<Self>, kind: RingKind, len: usize, timeout: Duration) -> Option<DramBlock> {
+    pub fn alloc_wait(
+        self: &Arc<Self>,
+        kind: RingKind,
+        len: usize,
+        timeout: Duration,
+        fill: Fill,
+    ) -> Option<DramBlock> {
         let deadline = std::time::Instant::now() + timeout;
         loop {
-            if let Some(b) = self.try_alloc(kind, len) {
+            if let Some(b) = self.try_alloc_filled(kind, len, fill) {
                 return Some(b);
             }
             let mut rings = self.rings.lock();
             if self.freed.wait_until(&mut rings, deadline).timed_out() {
                 drop(rings);
-                return self.try_alloc(kind, len);
+                return self.try_alloc_filled(kind, len, fill);
             }
         }
     }
@@ -184,7 +207,9 @@ mod tests {
         let heap = DramHeap::new(1 << 20, 1 << 18).unwrap();
         let a = heap.try_alloc(RingKind::LongTerm, 500_000).unwrap();
         assert!(heap.try_alloc(RingKind::LongTerm, 500_000).is_none());
-        assert!(heap.alloc_wait(RingKind::LongTerm, 500_000, Duration::from_millis(10)).is_none());
+        assert!(heap
+            .alloc_wait(RingKind::LongTerm, 500_000, Duration::from_millis(10), Fill::Zeroed)
+            .is_none());
         drop(a);
         let mut b = heap.try_alloc(RingKind::LongTerm, 500_000).unwrap();
         assert!(b.as_mut_slice().iter().all(|&x| x == 0));

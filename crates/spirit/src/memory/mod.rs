@@ -22,7 +22,7 @@ mod persistent;
 mod ring;
 mod space;
 
-pub use dram::{DramBlock, DramHeap, DramStats, RingKind};
+pub use dram::{DramBlock, DramHeap, DramStats, Fill, RingKind};
 pub(crate) use mapping::words_of;
 pub use persist::{Barrier, FlushKind, SimDomain};
 pub use persistent::{

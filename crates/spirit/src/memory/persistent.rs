@@ -421,6 +421,17 @@ impl PersistentHeap {
         }
     }
 
+    /// Lets `fill` write an allocated, not yet published range of `len` bytes in place (a large structure
+    /// written where it lives, with no buffer to copy it from).
+    pub fn write_with(&self, off: u64, len: usize, fill: impl FnOnce(&mut [u8])) {
+        assert!(off + len as u64 <= *self.head.lock(), "write beyond the allocated heap");
+        assert!(off as usize + len <= self.mapped.load(Ordering::Acquire), "write beyond the file");
+        // SAFETY: as in `write`: the range is allocated and mapped (asserted), and unpublished, so nothing
+        // else reads or writes it while `fill` holds the only reference.
+        let out = unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr().add(off as usize), len) };
+        fill(out);
+    }
+
     /// A published range, read-only.
     pub fn slice(&self, off: u64, len: usize) -> &[u8] {
         assert!(off as usize + len <= self.mapped.load(Ordering::Acquire), "read beyond the mapped heap");

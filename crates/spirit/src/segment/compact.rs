@@ -14,7 +14,7 @@
 //! under a fresh, valid checksum), and anything that does not decode into a well-formed list is a
 //! [`SegmentError`], never a panic.
 
-use super::image::{norm_at, ImageWriter, TermPostings};
+use super::image::{norm_at, ImageWriter, SealedImage, TermPostings};
 use super::{FieldStats, ImageView, SegmentError};
 use crate::codec::{decode_norm, FieldCodecs, PostingsCursor, NO_DOC};
 use std::cmp::Reverse;
@@ -34,6 +34,16 @@ pub fn compact_images(
     seg_id: u32,
     codecs: &FieldCodecs,
 ) -> Result<Vec<u8>, SegmentError> {
+    Ok(seal_compacted(parts, seg_id, codecs)?.to_vec())
+}
+
+/// [`compact_images`], laid out but not yet written (see [`ImageWriter::seal`]): compaction writes it
+/// straight into the persistent heap.
+pub(crate) fn seal_compacted(
+    parts: &[ImageView<'_>],
+    seg_id: u32,
+    codecs: &FieldCodecs,
+) -> Result<SealedImage, SegmentError> {
     let first = parts.first().ok_or_else(|| err("no images to compact"))?;
     let base = first.base_doc();
     // Offset of each part's local doc ids in the compacted image.
@@ -60,7 +70,7 @@ pub fn compact_images(
     for (i, p) in parts.iter().enumerate() {
         w.append_stored(p).map_err(|e| err(format_args!("image {i} (segment {}): {}", p.seg_id(), e.0)))?;
     }
-    Ok(w.finish(seg_id, base))
+    Ok(w.seal(seg_id, base))
 }
 
 /// Merges the parts' dictionaries in key order and writes each term's concatenated postings.
@@ -437,6 +447,33 @@ mod tests {
             assert_eq!(got.iter().collect::<Vec<_>>(), want, "prefix {field}:{prefix}");
         }
         multi_block
+    }
+
+    /// A sealed image writes every byte of its destination: written over garbage (as into a recycled DRAM
+    /// block or reused heap space) it is the image written into zeros, and it verifies.
+    #[test]
+    fn sealed_images_overwrite_every_byte() {
+        let schema = schema();
+        let (images, all) = parts(&schema);
+        let parts = views(&images);
+        let heap = DramHeap::new(20 << 20, 17 << 20).unwrap();
+        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 16 << 20).unwrap(), 10_000);
+        for (id, d) in &all {
+            fresh.insert(&analyze_document(&schema, id.clone(), d).unwrap()).unwrap();
+        }
+        let sealed = [
+            ImageBuilder::seal_fresh(&fresh, 9, BASE, &FieldCodecs::default()).unwrap(),
+            seal_compacted(&parts, 9, &FieldCodecs::default()).unwrap(),
+        ];
+        for image in &sealed {
+            let clean = image.to_vec();
+            for garbage in [0xffu8, 0x5a] {
+                let mut out = vec![garbage; image.len()];
+                image.write_into(&mut out);
+                assert!(out == clean, "bytes left from before the write");
+                ImageView::parse(&out).unwrap().verify().unwrap();
+            }
+        }
     }
 
     #[test]

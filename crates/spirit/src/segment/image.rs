@@ -69,6 +69,16 @@ impl ImageBuilder {
         base_doc: u32,
         codecs: &FieldCodecs,
     ) -> Result<Vec<u8>, SegmentError> {
+        Ok(Self::seal_fresh(fresh, seg_id, base_doc, codecs)?.to_vec())
+    }
+
+    /// [`from_fresh`](Self::from_fresh), laid out but not yet written (see [`ImageWriter::seal`]).
+    pub(crate) fn seal_fresh(
+        fresh: &FreshSegment,
+        seg_id: u32,
+        base_doc: u32,
+        codecs: &FieldCodecs,
+    ) -> Result<SealedImage, SegmentError> {
         let n = fresh.visible();
         // Keys back to back in one buffer (no allocation per term), sorted through (offset, length, entry).
         let mut arena: Vec<u8> = vec![];
@@ -114,7 +124,7 @@ impl ImageBuilder {
             let id = std::str::from_utf8(&id).map_err(|_| SegmentError("stored _id is not UTF-8".into()))?;
             w.add_doc(id, &src);
         }
-        Ok(w.finish(seg_id, base_doc))
+        Ok(w.seal(seg_id, base_doc))
     }
 }
 
@@ -146,7 +156,7 @@ impl TermPostings {
 }
 
 /// Writes an image section by section: terms in key order, then columns in field order, then every document
-/// in doc order; [`finish`](Self::finish) adds the hash and id sections and assembles the bytes. The one
+/// in doc order; [`seal`](Self::seal) adds the hash and id sections and lays the bytes out. The one
 /// place the image layout is written (flush and compaction both use it).
 #[derive(Default)]
 pub(crate) struct ImageWriter {
@@ -280,8 +290,12 @@ impl ImageWriter {
         self.block_first = self.n_docs;
     }
 
-    /// Assembles the image (its doc count is the number of documents added).
-    pub fn finish(mut self, seg_id: u32, base_doc: u32) -> Vec<u8> {
+    /// Completes the sections (the hash and id sections, the doc store's directory) and lays them out: the
+    /// image's length is then known, and [`SealedImage::write_into`] writes its bytes straight into their
+    /// destination — the flusher's DRAM block, compaction's persistent extent — with no intermediate copy
+    /// (an image is tens of MB; assembling it in a buffer of its own cost a second copy and the kernel's
+    /// zero-filling of the buffer's fresh pages).
+    pub fn seal(mut self, seg_id: u32, base_doc: u32) -> SealedImage {
         self.flush_doc_block();
         let cap = (2 * self.key_hashes.len()).next_power_of_two().max(2);
         let mut slots = vec![0u32; cap];
@@ -312,48 +326,95 @@ impl ImageWriter {
             ids.extend_from_slice(&d.to_le_bytes());
             ids.extend_from_slice(&0u32.to_le_bytes());
         }
-
-        // Assemble, sections in the order of their indices (TERMS .. HASH).
-        let sections: [&[&[u8]]; N_SECTIONS] = [
-            &[&self.terms],
-            &[&self.keys],
-            &[&self.postings],
-            &[&self.fields],
-            &[&self.columns],
-            &[&ds_dir, &self.doc_data],
-            &[&ids],
-            &[&hash],
-        ];
-        let total: usize =
-            PREFIX + sections.iter().flat_map(|s| s.iter()).map(|p| p.len() + 8).sum::<usize>();
-        let mut out = Vec::with_capacity(total);
-        out.resize(PREFIX, 0);
-        let mut table = [(0u64, 0u64); N_SECTIONS];
-        for (s, pieces) in table.iter_mut().zip(sections) {
-            while !out.len().is_multiple_of(8) {
-                out.push(0);
-            }
-            let start = out.len();
-            for p in pieces {
-                out.extend_from_slice(p);
-            }
-            *s = (start as u64, (out.len() - start) as u64);
+        let mut sealed = SealedImage {
+            table: [(0, 0); N_SECTIONS],
+            len: 0,
+            seg_id,
+            base_doc,
+            n_docs: self.n_docs,
+            n_terms: self.key_hashes.len() as u32,
+            n_fields: self.n_fields,
+            sections: [
+                vec![self.terms],
+                vec![self.keys],
+                vec![self.postings],
+                vec![self.fields],
+                vec![self.columns],
+                vec![ds_dir, self.doc_data],
+                vec![ids],
+                vec![hash],
+            ],
+        };
+        // Sections in the order of their indices (TERMS .. HASH), each 8-byte aligned.
+        let mut at = PREFIX;
+        for (s, pieces) in sealed.table.iter_mut().zip(&sealed.sections) {
+            at = at.next_multiple_of(8);
+            let len: usize = pieces.iter().map(Vec::len).sum();
+            *s = (at as u64, len as u64);
+            at += len;
         }
+        sealed.len = at;
+        sealed
+    }
+}
+
+/// An image laid out but not yet written: see [`ImageWriter::seal`].
+pub(crate) struct SealedImage {
+    /// Offset and length of each section.
+    table: [(u64, u64); N_SECTIONS],
+    len: usize,
+    seg_id: u32,
+    base_doc: u32,
+    n_docs: u32,
+    n_terms: u32,
+    n_fields: u32,
+    /// Each section's bytes, in pieces written back to back.
+    sections: [Vec<Vec<u8>>; N_SECTIONS],
+}
+
+impl SealedImage {
+    /// The image's length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Writes the image into `out`, exactly [`len`](Self::len) bytes whatever they held before: every byte
+    /// is written, padding included, then the checksum over them.
+    pub fn write_into(&self, out: &mut [u8]) {
+        assert_eq!(out.len(), self.len, "an image is written into exactly its length");
+        let mut at = PREFIX;
+        for ((off, len), pieces) in self.table.iter().zip(&self.sections) {
+            let off = *off as usize;
+            out[at..off].fill(0);
+            at = off;
+            for p in pieces {
+                out[at..at + p.len()].copy_from_slice(p);
+                at += p.len();
+            }
+            debug_assert_eq!(at, off + *len as usize);
+        }
+        debug_assert_eq!(at, self.len);
+        out[..PREFIX].fill(0);
         out[..8].copy_from_slice(MAGIC);
         out[8..12].copy_from_slice(&VERSION.to_le_bytes());
         out[12..16].copy_from_slice(&self.n_docs.to_le_bytes());
-        out[16..20].copy_from_slice(&seg_id.to_le_bytes());
-        out[20..24].copy_from_slice(&base_doc.to_le_bytes());
-        out[24..28].copy_from_slice(&(self.key_hashes.len() as u32).to_le_bytes());
+        out[16..20].copy_from_slice(&self.seg_id.to_le_bytes());
+        out[20..24].copy_from_slice(&self.base_doc.to_le_bytes());
+        out[24..28].copy_from_slice(&self.n_terms.to_le_bytes());
         out[28..32].copy_from_slice(&self.n_fields.to_le_bytes());
-        let total = out.len() as u64;
-        out[40..48].copy_from_slice(&total.to_le_bytes());
-        for (i, (o, l)) in table.iter().enumerate() {
+        out[40..48].copy_from_slice(&(self.len as u64).to_le_bytes());
+        for (i, (o, l)) in self.table.iter().enumerate() {
             out[HEADER + i * 16..HEADER + i * 16 + 8].copy_from_slice(&o.to_le_bytes());
             out[HEADER + i * 16 + 8..HEADER + i * 16 + 16].copy_from_slice(&l.to_le_bytes());
         }
-        let crc = image_crc(&out);
+        let crc = image_crc(out);
         out[32..36].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// The image in a buffer of its own.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = vec![0u8; self.len];
+        self.write_into(&mut out);
         out
     }
 }

@@ -26,10 +26,10 @@ use crate::codec::FieldCodecs;
 use crate::config::{CommitPolicy, Durability, ShardConfig};
 use crate::error::{Error, Result};
 use crate::gdt::{DramImage, Gdt, PersistentImage, SegData, SegState, SegmentDesc, Snapshot};
-use crate::memory::{DramHeap, DramStats, PersistentHeap, PersistentStats, RecoveryRecord, RingKind};
+use crate::memory::{DramHeap, DramStats, Fill, PersistentHeap, PersistentStats, RecoveryRecord, RingKind};
 use crate::schema::AnalyzedDoc;
 use crate::segment::hot::{HotChains, HotStats};
-use crate::segment::image::id_hash;
+use crate::segment::image::{id_hash, SealedImage};
 use crate::segment::{DeleteBitmap, FreshSegment, ImageBuilder, ImageView, InsertError, MergedSegment};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
@@ -1050,7 +1050,9 @@ impl ShardInner {
         let bytes = if w.bulk_loads > 0 { self.cfg.bulk_fresh_bytes() } else { self.cfg.fresh_bytes() };
         // Back-pressure: wait for the short-term ring (the flusher frees arenas as it goes).
         let block = loop {
-            if let Some(b) = self.dram.alloc_wait(RingKind::ShortTerm, bytes, Duration::from_millis(100)) {
+            if let Some(b) =
+                self.dram.alloc_wait(RingKind::ShortTerm, bytes, Duration::from_millis(100), Fill::Zeroed)
+            {
                 break b;
             }
             if let Some(f) = self.failure.lock().clone() {
@@ -1096,25 +1098,23 @@ impl ShardInner {
         drop(snap);
         let SegData::Fresh(fresh) = &seg.data else { return Ok(()) };
         let codecs = self.codecs.lock().clone();
-        let bytes =
-            ImageBuilder::from_fresh(fresh, id, seg.base_doc, &codecs).map_err(|e| Error::Format(e.0))?;
+        let image =
+            ImageBuilder::seal_fresh(fresh, id, seg.base_doc, &codecs).map_err(|e| Error::Format(e.0))?;
         let doc_count = fresh.visible();
-        let dram = self.alloc_image(bytes.len())?;
-        let data = match dram {
+        let data = match self.alloc_image(image.len())? {
             Some(block) => {
-                SegData::Image { dram: Some(Arc::new(DramImage::new(block, &bytes))), persistent: None }
+                SegData::Image { dram: Some(Arc::new(DramImage::write(block, &image))), persistent: None }
             }
             None => {
                 // Larger than the whole long-term ring: engrave directly and read it from the persistent tier.
-                let off =
-                    self.heap.alloc_copy(&bytes).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
+                let (off, len) = (self.write_persistent(&image)?, image.len());
                 if self.cfg.durability == Durability::CrashSafe {
-                    self.heap.persist(off, bytes.len()).map_err(|e| Error::io(self.heap.path(), e))?;
-                    self.log_engraved(&seg, off, bytes.len())?;
+                    self.heap.persist(off, len).map_err(|e| Error::io(self.heap.path(), e))?;
+                    self.log_engraved(&seg, off, len)?;
                 }
                 SegData::Image {
                     dram: None,
-                    persistent: Some(PersistentImage::new(self.heap.clone(), off, bytes.len())),
+                    persistent: Some(PersistentImage::new(self.heap.clone(), off, len)),
                 }
             }
         };
@@ -1142,23 +1142,34 @@ impl ShardInner {
         Ok(())
     }
 
-    /// A block in the long-term ring for a new image, committing the oldest engraved segments to make room.
-    /// `None` if the image can never fit the ring.
+    /// Writes an image into a new extent of the persistent heap; its offset.
+    fn write_persistent(&self, image: &SealedImage) -> Result<u64> {
+        let off = self.heap.alloc(image.len()).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
+        self.heap.write_with(off, image.len(), |out| image.write_into(out));
+        Ok(off)
+    }
+
+    /// A block in the long-term ring for a new image (its bytes unspecified: the image overwrites them),
+    /// committing the oldest engraved segments to make room. `None` if the image can never fit the ring.
     fn alloc_image(&self, len: usize) -> Result<Option<crate::memory::DramBlock>> {
         if len > self.dram.capacity(RingKind::LongTerm) {
             return Ok(None);
         }
         let deadline = Instant::now() + Duration::from_secs(600);
         loop {
-            if let Some(b) = self.dram.try_alloc(RingKind::LongTerm, len) {
+            if let Some(b) = self.dram.try_alloc_filled(RingKind::LongTerm, len, Fill::Overwritten) {
                 return Ok(Some(b));
             }
             match self.commit_oldest() {
                 Commit::Done => continue,
                 Commit::Wait | Commit::Nothing => {
                     // Wait for the engraver to finish, or for readers of old epochs to release DRAM copies.
-                    if let Some(b) = self.dram.alloc_wait(RingKind::LongTerm, len, Duration::from_millis(20))
-                    {
+                    if let Some(b) = self.dram.alloc_wait(
+                        RingKind::LongTerm,
+                        len,
+                        Duration::from_millis(20),
+                        Fill::Overwritten,
+                    ) {
                         return Ok(Some(b));
                     }
                 }

@@ -22,7 +22,7 @@
 use super::{ShardInner, Writer};
 use crate::error::{Error, Result};
 use crate::gdt::{now_millis, PersistentImage, SegData, SegState, SegmentDesc, Snapshot};
-use crate::segment::compact::compact_images;
+use crate::segment::compact::seal_compacted;
 use crate::segment::{DeleteBitmap, ImageView, LinkOptions, MergedSegment};
 use parking_lot::MutexGuard;
 use std::sync::atomic::Ordering::Relaxed;
@@ -292,14 +292,15 @@ impl ShardInner {
         }
         let last = run.last().expect("a run has segments");
         let codecs = self.codecs.lock().clone();
-        let bytes = compact_images(&views, last.id, &codecs).map_err(|e| Error::corrupt(path, 0, e.0))?;
+        let image = seal_compacted(&views, last.id, &codecs).map_err(|e| Error::corrupt(path, 0, e.0))?;
         drop(views);
-        let Ok(off) = self.heap.alloc_copy(&bytes) else {
+        let len = image.len();
+        let Ok(off) = self.heap.alloc(len) else {
             return Ok(false);
         };
-        let img = PersistentImage::new(self.heap.clone(), off, bytes.len());
-        let len = bytes.len();
-        drop(bytes);
+        self.heap.write_with(off, len, |out| image.write_into(out));
+        drop(image);
+        let img = PersistentImage::new(self.heap.clone(), off, len);
         if self.logs.is_some() {
             if let Err(e) = self.heap.persist(off, len) {
                 img.retire();
