@@ -2130,6 +2130,11 @@ fn fresh_disj_top_k(
 
 /// A block-max window of [`conj_top_k`] spans at most this many blocks of a denser list.
 const WINDOW_BLOCKS: u32 = 16;
+/// [`conj_top_k`] warm-starts (evaluates its best lead block first) on lead lists of at least this many
+/// blocks.
+const WARM_MIN_BLOCKS: u32 = 4;
+/// How many lead blocks [`conj_top_k`]'s warm start evaluates.
+const WARM_BLOCKS: usize = 3;
 /// [`conj_top_k`]'s lead filter follows the other terms' blocks for up to this many of them (more: the
 /// window's bounds).
 const FILTER_TERMS: usize = 4;
@@ -2169,8 +2174,7 @@ fn conj_top_k(
     order.extend(0..n);
     order.sort_by_key(|&t| curs[t].len());
     let lead = order[0];
-    let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
-    let any_deleted = del.count() > 0;
+    let visible = seg.visible;
     // The lead's cursor apart from the others', so its decoded block is read in place while they move.
     let (before, rest) = curs.split_at_mut(lead);
     let (lc, after) = rest.split_first_mut().expect("the lead is a term");
@@ -2178,6 +2182,42 @@ fn conj_top_k(
     // per term their frequencies (compacted together).
     let win = &mut **s.window.get_or_insert_with(Box::default);
     let tfs = block_rows(&mut s.tf_rows, n);
+    // Warm start: with pruning and a top-k still empty, the lead block of the highest bound is evaluated
+    // first, whole, so θ starts near where it ends and the pass in doc order skips (and filters) far more
+    // from its first window on. The collector orders (score, doc) totally, so the order in which documents
+    // are offered never changes the top-k; the pass skips the block, so nothing is offered or counted twice.
+    let mut warm = [u32::MAX; WARM_BLOCKS];
+    if prune && col.heap.len() < col.cap && lc.block_count() >= WARM_MIN_BLOCKS {
+        // The WARM_BLOCKS lead blocks of the highest bounds (an insertion into a short sorted list).
+        let mut best = [(f32::NEG_INFINITY, u32::MAX); WARM_BLOCKS];
+        for b in 0..lc.block_count() {
+            let x = bounds.get(lead, b, lc, scoring[lead].1, ubs[lead]);
+            if x > best[WARM_BLOCKS - 1].0 {
+                best[WARM_BLOCKS - 1] = (x, b);
+                best.sort_unstable_by(|p, q| q.0.total_cmp(&p.0));
+            }
+        }
+        for (w, &(_, b)) in warm.iter_mut().zip(&best) {
+            *w = b;
+        }
+        // In doc order: probes only look forward.
+        warm.sort_unstable();
+        for &b in warm.iter().filter(|&&b| b != u32::MAX) {
+            lc.seek_block(b).map_err(fail)?;
+            let (docs, ftf) = lc.block_postings().map_err(fail)?;
+            let m = docs.len();
+            win.docs[..m].copy_from_slice(docs);
+            tfs[lead][..m].copy_from_slice(ftf);
+            let lists = (&mut *before, &mut *after, lead, &order[..]);
+            let theta = col.theta();
+            finish_window(seg, lists, (&mut *win, &mut *tfs, m), scoring, col, (theta, true))?;
+        }
+        // Back to the start for the pass in doc order.
+        for c in before.iter_mut().chain(after.iter_mut()) {
+            c.seek_block(0).map_err(fail)?;
+        }
+        lc.seek_block(0).map_err(fail)?;
+    }
     // Per term, its bound over the current window.
     let bnd = &mut s.window_bounds;
     bnd.clear();
@@ -2188,6 +2228,12 @@ fn conj_top_k(
     let mut doc = 0u32;
     while doc < visible {
         let lb = lc.shallow_block_from(reached[lead].max(lc.block_index()), doc);
+        if warm.contains(&lb) {
+            // Evaluated whole by the warm start.
+            reached[lead] = lb + 1;
+            doc = lc.last_doc_of(lb).saturating_add(1);
+            continue;
+        }
         reached[lead] = lb;
         if lb >= lc.block_count() {
             break;
@@ -2307,24 +2353,41 @@ fn conj_top_k(
             tfs[lead][..m].copy_from_slice(ftf);
         }
         doc = end.saturating_add(1);
-        for (i, &t) in order.iter().enumerate().skip(1) {
-            if m == 0 {
-                break;
-            }
-            other(before, after, lead, t).probe(&win.docs[..m], &mut tfs[t][..m]).map_err(fail)?;
-            m = keep_found(&mut win.docs, tfs, &order[..=i], m);
-        }
-        // Drop what the reader cannot see (past its snapshot, deleted), then count.
-        m = win.docs[..m].partition_point(|&d| d < visible);
-        if any_deleted {
-            m = drop_deleted(del, &mut win.docs, tfs, m);
-        }
-        col.total += m as u64;
         let competes = !full || bnd.iter().sum::<f32>() >= theta;
-        if m > 0 && competes {
-            let terms = scoring.iter().map(|(norms, bm)| (*bm, *norms));
-            collect_batch(col, terms, (&win.docs[..m], &tfs[..]), &mut win.scores[..m], theta, base);
+        let lists = (&mut *before, &mut *after, lead, &order[..]);
+        finish_window(seg, lists, (win, tfs, m), scoring, col, (theta, competes))?;
+    }
+    Ok(())
+}
+
+/// The end of a [`conj_top_k`] window whose `m` lead candidates (and their lead frequencies) are in
+/// `win.docs` and the lead's row: probes them in the other lists, rarest first (`order`), drops what the
+/// reader cannot see (past its snapshot, deleted), counts the matches and, when the window `competes`,
+/// scores them and offers those at or above `theta` to the collector.
+fn finish_window<'a>(
+    seg: &Seg<'_>,
+    (before, after, lead, order): (&mut [PostingsCursor<'a>], &mut [PostingsCursor<'a>], usize, &[usize]),
+    (win, tfs, mut m): (&mut WindowBuf, &mut [[u32; BLOCK_LEN]], usize),
+    scoring: &[(Norms<'_>, &Bm25Doc)],
+    col: &mut Collector,
+    (theta, competes): (f32, bool),
+) -> Result<()> {
+    let fail = codec_failure(seg);
+    for (i, &t) in order.iter().enumerate().skip(1) {
+        if m == 0 {
+            break;
         }
+        other(before, after, lead, t).probe(&win.docs[..m], &mut tfs[t][..m]).map_err(fail)?;
+        m = keep_found(&mut win.docs, tfs, &order[..=i], m);
+    }
+    m = win.docs[..m].partition_point(|&d| d < seg.visible);
+    if seg.desc.deletes.count() > 0 {
+        m = drop_deleted(&seg.desc.deletes, &mut win.docs, tfs, m);
+    }
+    col.total += m as u64;
+    if m > 0 && competes {
+        let terms = scoring.iter().map(|(norms, bm)| (*bm, *norms));
+        collect_batch(col, terms, (&win.docs[..m], tfs), &mut win.scores[..m], theta, seg.desc.base_doc);
     }
     Ok(())
 }
