@@ -410,11 +410,7 @@ impl FreshSegment {
         if w[e].load(Relaxed) != h || w[e + 1].load(Relaxed) as usize != key.len() {
             return false;
         }
-        key.chunks(4).enumerate().all(|(i, c)| {
-            let mut b = [0u8; 4];
-            b[..c.len()].copy_from_slice(c);
-            w[e + ENTRY_HEADER + i].load(Relaxed) == u32::from_le_bytes(b)
-        })
+        key.chunks(4).enumerate().all(|(i, c)| w[e + ENTRY_HEADER + i].load(Relaxed) == le_word(c))
     }
 
     fn append_posting(
@@ -695,9 +691,21 @@ impl FreshSegment {
 
 fn store_bytes(words: &[AtomicU32], bytes: &[u8]) {
     for (i, c) in bytes.chunks(4).enumerate() {
-        let mut b = [0u8; 4];
-        b[..c.len()].copy_from_slice(c);
-        words[i].store(u32::from_le_bytes(b), Relaxed);
+        words[i].store(le_word(c), Relaxed);
+    }
+}
+
+/// Up to four bytes as a little-endian word, zero-padded: how keys and stored bytes sit in the arena's
+/// words. Written out per length (a `copy_from_slice` of a variable length into a padded array is a
+/// `memcpy` call per chunk, which was most of a term lookup's key comparison on ingest).
+#[inline(always)]
+fn le_word(c: &[u8]) -> u32 {
+    match *c {
+        [a, b, x, y, ..] => u32::from_le_bytes([a, b, x, y]),
+        [a, b, x] => u32::from_le_bytes([a, b, x, 0]),
+        [a, b] => u32::from_le_bytes([a, b, 0, 0]),
+        [a] => a as u32,
+        [] => 0,
     }
 }
 
@@ -1040,6 +1048,33 @@ mod tests {
     use crate::memory::{DramHeap, RingKind};
     use crate::schema::{analyze_document, Schema};
     use serde_json::json;
+
+    /// Keys and stored bytes go into words zero-padded little-endian, whatever their length; `entry_is`
+    /// tells a stored key from every key that differs in one byte or in length.
+    #[test]
+    fn le_words_pad_and_keys_compare_exactly() {
+        for len in 0..=4 {
+            let c: Vec<u8> = (1..=len as u8).map(|x| x * 37).collect();
+            let mut b = [0u8; 4];
+            b[..len].copy_from_slice(&c);
+            assert_eq!(le_word(&c), u32::from_le_bytes(b), "length {len}");
+        }
+        let heap = DramHeap::new(4 << 20, 3 << 20).unwrap();
+        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 2 << 20).unwrap(), 1000);
+        let mut st = fresh.writer.lock();
+        for len in 0..=13usize {
+            let key: Vec<u8> = (0..len as u8).map(|x| x.wrapping_mul(73).wrapping_add(5)).collect();
+            let e = fresh.find_or_insert(&mut st, &key, hash_key(&key)).unwrap();
+            assert!(fresh.entry_is(e, hash_key(&key), &key));
+            for i in 0..len {
+                let mut other = key.clone();
+                other[i] ^= 1;
+                assert!(!fresh.entry_is(e, hash_key(&key), &other), "byte {i} of {len}");
+            }
+            let longer = [key.as_slice(), &[0]].concat();
+            assert!(!fresh.entry_is(e, hash_key(&key), &longer), "a zero byte more, length {len}");
+        }
+    }
 
     /// The shortest length of a text field is a bound over every document written (and only over documents
     /// that have the field); a field no document has bounds nothing.
