@@ -77,6 +77,16 @@ impl AnalyzedDoc {
     pub fn postings_words(&self) -> usize {
         2 * self.terms.len() + self.positions.len()
     }
+
+    /// Bytes of all the term keys together.
+    pub fn key_bytes(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Positions of all the terms together.
+    pub fn position_count(&self) -> usize {
+        self.positions.len()
+    }
 }
 
 /// Gathers a document's distinct terms and their positions with no allocation per term: keys go back to back
