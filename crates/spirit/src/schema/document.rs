@@ -1,7 +1,7 @@
 //! Turning one JSON document into what the index stores: the analyzed terms with positions, the field
 //! lengths (BM25 norms), the numeric column values, the `_id` and the `_source`.
 
-use super::{parse_date_millis, term_key, FieldDef, FieldType, Schema};
+use super::{parse_date_millis, FieldDef, FieldType, Schema};
 use crate::codec::DocCodec;
 use crate::error::{Error, Result};
 use serde_json::Value;
@@ -115,9 +115,22 @@ thread_local! {
     static COLLECTOR: std::cell::RefCell<TermCollector> = std::cell::RefCell::default();
 }
 
-fn key_hash(key: &[u8]) -> u64 {
-    use std::hash::BuildHasher;
-    rustc_hash::FxBuildHasher.hash_one(key)
+/// Hash of the term key of token `tok` in field `fid` (a key is the field's two big-endian bytes, then the
+/// token): the field and the token are hashed apart, so a token is hashed, and looked up, without its key
+/// being built.
+fn key_hash(fid: u16, tok: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = rustc_hash::FxBuildHasher.build_hasher();
+    h.write_u16(fid);
+    h.write(tok);
+    h.finish()
+}
+
+/// Whether two byte strings are equal, compared inline when short (most tokens): a slice comparison is a
+/// `memcmp` call per lookup.
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && if a.len() <= 16 { a.iter().zip(b).all(|(x, y)| x == y) } else { a == b }
 }
 
 impl TermCollector {
@@ -133,22 +146,27 @@ impl TermCollector {
         self.source.clear();
     }
 
-    fn add(&mut self, key: &[u8], pos: u32) {
-        let h = key_hash(key);
+    /// Records an occurrence of token `tok` of field `fid` at `pos` (its term key: `schema::term_key`).
+    fn add(&mut self, fid: u16, tok: &[u8], pos: u32) {
+        let h = key_hash(fid, tok);
         let TermCollector { table, keys, spans, occ, .. } = self;
+        let field = fid.to_be_bytes();
         let found = table.find(h, |&t| {
             let (o, l) = spans[t as usize];
-            &keys[o as usize..(o + l) as usize] == key
+            let key = &keys[o as usize..(o + l) as usize];
+            key.len() == tok.len() + 2 && key[..2] == field && same_bytes(&key[2..], tok)
         });
         let t = match found {
             Some(&t) => t,
             None => {
                 let t = spans.len() as u32;
-                spans.push((keys.len() as u32, key.len() as u32));
-                keys.extend_from_slice(key);
+                spans.push((keys.len() as u32, tok.len() as u32 + 2));
+                keys.extend_from_slice(&field);
+                keys.extend_from_slice(tok);
                 table.insert_unique(h, t, |&x| {
                     let (o, l) = spans[x as usize];
-                    key_hash(&keys[o as usize..(o + l) as usize])
+                    let key = &keys[o as usize..(o + l) as usize];
+                    key_hash(super::key_field(key), &key[2..])
                 });
                 t
             }
@@ -312,7 +330,6 @@ fn analyze_with(
     walk("", doc, &mut leaves);
     let mut lens: Vec<(u16, u32, u32)> = vec![]; // (field, tokens, next position), few fields per document
     let mut numerics: Vec<(u16, f64)> = vec![];
-    let mut key = Vec::new();
     for (name, v) in leaves {
         let Some(fid) = schema.field_id(&name) else { continue };
         let def = schema.field(fid);
@@ -339,15 +356,13 @@ fn analyze_with(
                 let entry = &mut lens[at];
                 let start = if entry.2 == 0 { 0 } else { entry.2 + POSITION_GAP };
                 if def.ty == FieldType::Keyword {
-                    term_key(fid, text, &mut key);
-                    terms.add(&key, start);
+                    terms.add(fid, text.as_bytes(), start);
                     entry.1 += 1;
                     entry.2 = start + 1;
                 } else {
                     let mut count = 0;
                     let used = schema.analyzer(fid).analyze(text, &mut |tok, pos| {
-                        term_key(fid, tok, &mut key);
-                        terms.add(&key, start + pos);
+                        terms.add(fid, tok.as_bytes(), start + pos);
                         count += 1;
                     });
                     entry.1 += count;
@@ -390,7 +405,46 @@ fn analyze_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::term_key;
     use serde_json::json;
+
+    /// The collector keeps one term per (field, token): the same token in two fields is two terms, tokens
+    /// that differ in their last byte (short, or past the inline comparison's 16 bytes) or only in length
+    /// are different terms, and each term's positions are its own.
+    #[test]
+    fn terms_are_told_apart_by_field_and_every_byte() {
+        let s = Schema::from_mappings(&json!({"properties": {"a": {"type": "text"}, "b": {"type": "text"}}}))
+            .unwrap();
+        let long = "x".repeat(20);
+        let text = format!("ab abc ab abd {long}1 {long}2 {long}1 {long} ab");
+        let doc = analyze_document(&s, "1".into(), &json!({"a": text, "b": "ab abc"})).unwrap();
+        let (a, b) = (s.field_id("a").unwrap(), s.field_id("b").unwrap());
+        let positions = |f: u16, t: &str| {
+            let mut k = vec![];
+            term_key(f, t, &mut k);
+            doc.terms().find(|x| x.0 == &k[..]).map(|x| x.1.to_vec())
+        };
+        assert_eq!(positions(a, "ab"), Some(vec![0, 2, 8]));
+        assert_eq!(positions(a, "abc"), Some(vec![1]));
+        assert_eq!(positions(a, "abd"), Some(vec![3]));
+        assert_eq!(positions(a, &format!("{long}1")), Some(vec![4, 6]));
+        assert_eq!(positions(a, &format!("{long}2")), Some(vec![5]));
+        assert_eq!(positions(a, &long), Some(vec![7]));
+        assert_eq!(positions(b, "ab"), Some(vec![0]));
+        assert_eq!(positions(b, "abc"), Some(vec![1]));
+        assert_eq!(doc.term_count(), 8);
+        // The comparison itself (the table calls it only on hash collisions): every byte counts.
+        for len in 0..40usize {
+            let x: Vec<u8> = (0..len as u8).collect();
+            assert!(same_bytes(&x, &x.clone()));
+            assert!(!same_bytes(&x, &[x.as_slice(), &[0]].concat()), "length {len}");
+            for i in 0..len {
+                let mut y = x.clone();
+                y[i] ^= 0x80;
+                assert!(!same_bytes(&x, &y), "byte {i} of {len}");
+            }
+        }
+    }
 
     #[test]
     fn dynamic_mapping_and_analysis() {
