@@ -406,6 +406,34 @@ fn out_of_persistent_space_refuses_writes_and_keeps_acknowledged_data() {
     assert_eq!(index.count("lorem").unwrap(), acked + 1);
 }
 
+/// An add whose tLog append failed (out of space) went into the fresh segment and was deleted again,
+/// unacknowledged, without a record; later adds that were logged name the doc ids after it. Replaying such a
+/// log puts a deleted placeholder in each doc id without a record, so every logged add keeps its doc id
+/// (recovery used to stop at the first gap, calling the log corrupt: seen in CI on
+/// `out_of_persistent_space_refuses_writes_and_keeps_acknowledged_data` under load).
+#[test]
+fn replay_keeps_doc_ids_across_adds_whose_log_append_failed() {
+    use spirit::schema::{analyze_document, Schema};
+    use spirit::shard::Shard;
+    let dir = tempfile::tempdir().unwrap();
+    let (shard, _, _) = Shard::open(dir.path(), cfg(BarrierChoice::Auto)).unwrap();
+    let schema =
+        Schema::from_mappings(&serde_json::json!({"properties": {"body": {"type": "text"}}})).unwrap();
+    let doc = |id: &str, body: &str| {
+        analyze_document(&schema, id.into(), &serde_json::json!({"body": body})).unwrap()
+    };
+    shard.replay_add(1, &doc("a", "alpha"), 0, None).unwrap();
+    // Doc ids 1 and 2 failed their appends; 3 and then 5 (after one more failure) were logged.
+    shard.replay_add(2, &doc("b", "alpha beta"), 3, None).unwrap();
+    shard.replay_add(3, &doc("c", "beta"), 5, Some(0)).unwrap();
+    assert_eq!(shard.next_doc(), 6);
+    // Replaying the same records again (recovery is idempotent) changes nothing.
+    shard.replay_add(2, &doc("b", "alpha beta"), 3, None).unwrap();
+    assert_eq!(shard.next_doc(), 6);
+    let st = shard.stats();
+    assert_eq!((st.docs, st.deleted), (2, 4), "live: b and c; deleted: three placeholders and a");
+}
+
 /// Recycled tLog chunks survive restarts with one owner: a reopened shard's first checkpoints must not hand
 /// the chunks its log took back (into its chain or free list) to the heap as well, or an image and the log
 /// would overwrite each other. Several sessions of ingest, each ending in a close, each start checked.
