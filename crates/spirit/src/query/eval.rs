@@ -2130,7 +2130,7 @@ fn fresh_disj_top_k(
 
 /// A block-max window of [`conj_top_k`] spans at most this many blocks of a denser list.
 const WINDOW_BLOCKS: u32 = 16;
-/// [`conj_top_k`] warm-starts (evaluates its best lead block first) on lead lists of at least this many
+/// [`conj_top_k`] warm-starts (evaluates its best lead blocks first) on lead lists of at least this many
 /// blocks.
 const WARM_MIN_BLOCKS: u32 = 4;
 /// How many lead blocks [`conj_top_k`]'s warm start evaluates.
@@ -2182,10 +2182,11 @@ fn conj_top_k(
     // per term their frequencies (compacted together).
     let win = &mut **s.window.get_or_insert_with(Box::default);
     let tfs = block_rows(&mut s.tf_rows, n);
-    // Warm start: with pruning and a top-k still empty, the lead block of the highest bound is evaluated
-    // first, whole, so θ starts near where it ends and the pass in doc order skips (and filters) far more
-    // from its first window on. The collector orders (score, doc) totally, so the order in which documents
-    // are offered never changes the top-k; the pass skips the block, so nothing is offered or counted twice.
+    // Warm start: with pruning and a top-k still empty, the WARM_BLOCKS lead blocks of the highest bounds are
+    // evaluated first, whole, so θ starts near where it ends and the pass in doc order skips (and filters)
+    // far more from its first window on. The collector orders (score, doc) totally, so the order in which
+    // documents are offered never changes the top-k; the pass skips those blocks, so nothing is offered or
+    // counted twice.
     let mut warm = [u32::MAX; WARM_BLOCKS];
     if prune && col.heap.len() < col.cap && lc.block_count() >= WARM_MIN_BLOCKS {
         // The WARM_BLOCKS lead blocks of the highest bounds (an insertion into a short sorted list).

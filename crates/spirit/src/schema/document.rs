@@ -154,7 +154,8 @@ impl TermCollector {
         let found = table.find(h, |&t| {
             let (o, l) = spans[t as usize];
             let key = &keys[o as usize..(o + l) as usize];
-            key.len() == tok.len() + 2 && key[..2] == field && same_bytes(&key[2..], tok)
+            // Every key starts with its field's two bytes.
+            key[..2] == field && same_bytes(&key[2..], tok)
         });
         let t = match found {
             Some(&t) => t,

@@ -315,7 +315,7 @@ impl Shard {
         if let Some(r) = replaces {
             self.inner.delete_doc(r, None);
         }
-        let mut next = w.fresh_base + w.fresh.visible();
+        let next = w.fresh_base + w.fresh.visible();
         if expected < next {
             return Ok(());
         }
@@ -324,11 +324,10 @@ impl Shard {
         // (`log_add`) — nothing of them was acknowledged, but later records name the doc ids after them. Each
         // gets a deleted, empty placeholder, as the doc was before the crash. (Records are checksummed and
         // read in order, so a gap says no more than that.)
-        while next < expected {
+        for gap in next..expected {
             let placeholder = self.add_locked(&mut w, &crate::schema::AnalyzedDoc::default())?;
-            debug_assert_eq!(placeholder, next);
+            debug_assert_eq!(placeholder, gap);
             self.inner.delete_doc(placeholder, Some(""));
-            next += 1;
         }
         let got = self.add_locked(&mut w, doc)?;
         debug_assert_eq!(got, expected);
