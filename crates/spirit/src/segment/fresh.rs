@@ -31,12 +31,12 @@
 //! the fresh segment; the open tail block has no impacts and is always read). Per-document running sums make the exact BM25 statistics (documents with the
 //! field and total field length) at any watermark an O(1) read.
 
+use super::image::id_hash;
 use super::{FieldStats, SegmentError};
 use crate::codec::{impacts, Impacts, IMPACTS, NO_DOC};
 use crate::memory::{prefetch, words_of, DramBlock};
 use crate::schema::{AnalyzedDoc, MAX_FIELDS};
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering::*};
 
 const ENTRY_HEADER: usize = 8;
@@ -81,7 +81,9 @@ struct WriterState {
     terms: usize,
     /// Term fields with a column block, for the per-document running sums.
     term_fields: Vec<u16>,
-    ids: HashMap<String, u32>,
+    /// The live `_id`s: (xxh3 of the id, local doc), the id itself read back from the doc's stored record,
+    /// so an add allocates nothing here (a `HashMap<String, u32>` cloned every id and SipHashed it).
+    ids: hashbrown::HashTable<(u64, u32)>,
     /// Per-document scratch: term hashes, then term entries.
     hashes: Vec<u32>,
     entries: Vec<u32>,
@@ -207,7 +209,7 @@ impl FreshSegment {
                 cursor,
                 terms: 0,
                 term_fields: vec![],
-                ids: HashMap::new(),
+                ids: hashbrown::HashTable::new(),
                 hashes: vec![],
                 entries: vec![],
                 seal_tfs: vec![],
@@ -243,7 +245,8 @@ impl FreshSegment {
 
     /// Local doc of a live `_id` in this segment (writer side).
     pub fn lookup_id(&self, id: &str) -> Option<u32> {
-        self.writer.lock().ids.get(id).copied()
+        let h = id_hash(id);
+        self.writer.lock().ids.find(h, |&(x, l)| x == h && self.stored_id_is(l, id)).map(|e| e.1)
     }
 
     /// Whether an empty segment of an `arena_bytes` arena (and `max_docs`, as [`Self::new`] takes them) could
@@ -377,7 +380,13 @@ impl FreshSegment {
         store_bytes(&w[id_at..], doc.id.as_bytes());
         store_bytes(&w[id_at + words_for(doc.id.len())..], &doc.source);
         w[self.doc_table + local as usize].store(rec as u32, Relaxed);
-        st.ids.insert(doc.id.clone(), local);
+        let h = id_hash(&doc.id);
+        match st.ids.find_mut(h, |&(x, l)| x == h && self.stored_id_is(l, &doc.id)) {
+            Some(e) => e.1 = local,
+            None => {
+                st.ids.insert_unique(h, (h, local), |e| e.0);
+            }
+        }
         // Publish the whole document at once.
         self.watermark.store(local + 1, Release);
         Ok(local)
@@ -385,7 +394,19 @@ impl FreshSegment {
 
     /// Forgets an `_id` (after a delete), so a later lookup does not find the deleted doc.
     pub fn forget_id(&self, id: &str) {
-        self.writer.lock().ids.remove(id);
+        let h = id_hash(id);
+        let mut st = self.writer.lock();
+        if let Ok(e) = st.ids.find_entry(h, |&(x, l)| x == h && self.stored_id_is(l, id)) {
+            e.remove();
+        }
+    }
+
+    /// Whether the stored record of local doc `local` (below the writer's cursor) has `_id` `id`.
+    fn stored_id_is(&self, local: u32, id: &str) -> bool {
+        let w = self.w();
+        let rec = w[self.doc_table + local as usize].load(Relaxed) as usize;
+        w[rec].load(Relaxed) as usize == id.len()
+            && id.as_bytes().chunks(4).enumerate().all(|(i, c)| w[rec + 2 + i].load(Relaxed) == le_word(c))
     }
 
     fn bump(&self, st: &mut WriterState, words: usize) -> Result<usize, InsertError> {
@@ -1127,6 +1148,34 @@ mod tests {
             let longer = [key.as_slice(), &[0]].concat();
             assert!(!fresh.entry_is(e, hash_key(&key), &longer), "a zero byte more, length {len}");
         }
+    }
+
+    /// The `_id` table finds each live id's latest document, tells ids apart that differ in one byte or in
+    /// length (a zero byte more included: stored ids are zero-padded), and forgets exactly the id it is told.
+    #[test]
+    fn ids_map_to_their_latest_document() {
+        let schema = Schema::from_mappings(&json!({"properties": {"body": {"type": "text"}}})).unwrap();
+        let heap = DramHeap::new(4 << 20, 3 << 20).unwrap();
+        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 2 << 20).unwrap(), 1000);
+        let ids = ["", "a", "ab", "abc", "abcd", "abcde", "abcd\0", "abce", "bbcd", "x".repeat(40).leak()];
+        let add =
+            |id: &str| fresh.insert(&analyze_document(&schema, id.into(), &json!({"body": "w"})).unwrap());
+        for id in ids {
+            assert_eq!(add(id).unwrap(), fresh.visible() - 1);
+        }
+        for (local, id) in ids.iter().enumerate() {
+            assert_eq!(fresh.lookup_id(id), Some(local as u32), "{id:?}");
+        }
+        assert_eq!(fresh.lookup_id("abcd\0\0"), None);
+        assert_eq!(fresh.lookup_id("abc\0"), None);
+        // A replacement in the same segment: the id now names the new document.
+        let again = add("abc").unwrap();
+        assert_eq!(fresh.lookup_id("abc"), Some(again));
+        fresh.forget_id("abc");
+        assert_eq!(fresh.lookup_id("abc"), None);
+        assert_eq!(fresh.lookup_id("abcd"), Some(4), "forgetting one id keeps its neighbours");
+        fresh.forget_id("never added");
+        assert_eq!(fresh.lookup_id("abcde"), Some(5));
     }
 
     /// The shortest length of a text field is a bound over every document written (and only over documents

@@ -419,6 +419,47 @@ impl SealedImage {
     }
 }
 
+/// Interpolation probes [`id_lower_bound`] makes before it bisects what is left.
+const ID_PROBES: usize = 4;
+
+/// The first entry of an IDS section (16-byte entries sorted by their leading u64 hash) whose hash is at
+/// least `hash`. The hashes are xxh3 values, uniform over u64, so the entry's position is interpolated from
+/// its hash: a 100k-entry table takes about three probes (each usually a cache miss) where a binary search
+/// takes seventeen, and every add with an explicit `_id` looks its id up in each image. After
+/// [`ID_PROBES`] probes the rest of the range is bisected, so skewed hashes cost at most a few probes more
+/// than a binary search, and an unsorted (corrupt) table still ends, at some index.
+fn id_lower_bound(ids: &[u8], hash: u64) -> usize {
+    let key = |i: usize| u64_at(ids, i * 16);
+    // Every entry below `lo` hashes below `hash`, every entry from `hi` on at or above it; in a sorted
+    // table the hashes of [lo, hi) lie in [lo_key, hi_key].
+    let (mut lo, mut hi) = (0usize, ids.len() / 16);
+    let (mut lo_key, mut hi_key) = (0u64, u64::MAX);
+    for _ in 0..ID_PROBES {
+        if hi - lo <= 8 {
+            break;
+        }
+        let span = hi_key.saturating_sub(lo_key) as u128 + 1;
+        // (Not `clamp`: in a corrupt table `lo_key` may exceed `hi_key`.)
+        let frac = hash.saturating_sub(lo_key).min(hi_key.saturating_sub(lo_key)) as u128;
+        let pos = (lo + (frac * (hi - lo) as u128 / span) as usize).min(hi - 1);
+        let k = key(pos);
+        if k < hash {
+            (lo, lo_key) = (pos + 1, k);
+        } else {
+            (hi, hi_key) = (pos, k);
+        }
+    }
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if key(mid) < hash {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
 }
@@ -760,18 +801,7 @@ impl<'a> ImageView<'a> {
     pub fn docs_with_id_hash(&self, hash: u64) -> impl Iterator<Item = u32> + 'a {
         let ids = self.section(IDS);
         let n = ids.len() / 16;
-        let start = {
-            let (mut lo, mut hi) = (0, n);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if u64_at(ids, mid * 16) < hash {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            lo
-        };
+        let start = id_lower_bound(ids, hash);
         (start..n).take_while(move |&i| u64_at(ids, i * 16) == hash).map(move |i| u32_at(ids, i * 16 + 8))
     }
 
@@ -792,4 +822,63 @@ pub fn norm_at(col: &[u8], doc: u32) -> u8 {
 pub fn number_at(col: &[u8], doc: u32) -> Option<f64> {
     let x = f64::from_le_bytes(col.get(doc as usize * 8..doc as usize * 8 + 8)?.try_into().unwrap());
     (!x.is_nan()).then_some(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(hashes: &[u64]) -> Vec<u8> {
+        hashes
+            .iter()
+            .enumerate()
+            .flat_map(|(d, &h)| [h.to_le_bytes(), (d as u64).to_le_bytes()])
+            .flatten()
+            .collect()
+    }
+
+    fn bisect(hashes: &[u64], hash: u64) -> usize {
+        hashes.partition_point(|&h| h < hash)
+    }
+
+    /// The interpolated search finds exactly what a binary search finds: in uniform tables (its case), in
+    /// skewed ones (all hashes in a narrow band, runs of equal hashes, extremes 0 and u64::MAX), for hashes
+    /// present, absent, below and above every entry.
+    #[test]
+    fn id_lower_bound_is_the_binary_searchs_answer() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut tables: Vec<Vec<u64>> = vec![vec![], vec![0], vec![u64::MAX], vec![0, u64::MAX]];
+        for n in [1usize, 7, 8, 9, 100, 1000, 100_000] {
+            let uniform: Vec<u64> = (0..n).map(|_| crate::rng::xorshift(&mut seed)).collect();
+            let band: Vec<u64> = (0..n).map(|_| 1 << 40 | crate::rng::xorshift(&mut seed) % 1000).collect();
+            let runs: Vec<u64> = (0..n).map(|i| (i as u64 / 5) << 50).collect();
+            let mut skewed: Vec<u64> = (0..n).map(|i| (i as u64).saturating_pow(4)).collect();
+            skewed.push(u64::MAX);
+            tables.extend([uniform, band, runs, skewed]);
+        }
+        for mut hashes in tables {
+            hashes.sort_unstable();
+            let bytes = table(&hashes);
+            let mut probes: Vec<u64> =
+                hashes.iter().flat_map(|&h| [h, h.wrapping_add(1), h.wrapping_sub(1)]).collect();
+            probes.extend([0, 1, u64::MAX, u64::MAX - 1, 1 << 63]);
+            probes.extend((0..200).map(|_| crate::rng::xorshift(&mut seed)));
+            for h in probes {
+                assert_eq!(id_lower_bound(&bytes, h), bisect(&hashes, h), "n {} hash {h:#x}", hashes.len());
+            }
+        }
+    }
+
+    /// A corrupt, unsorted table gives some index in range, without panicking or looping.
+    #[test]
+    fn id_lower_bound_ends_on_unsorted_tables() {
+        let mut seed = 42u64;
+        for n in [2usize, 9, 50, 5000] {
+            let hashes: Vec<u64> = (0..n).map(|_| crate::rng::xorshift(&mut seed)).collect();
+            let bytes = table(&hashes);
+            for _ in 0..500 {
+                assert!(id_lower_bound(&bytes, crate::rng::xorshift(&mut seed)) <= n);
+            }
+        }
+    }
 }
