@@ -22,10 +22,11 @@ pub enum RingKind {
 /// What a new block holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fill {
-    /// Zeros (fresh segments' arenas: their tables start empty).
+    /// Zeros.
     Zeroed,
     /// Whatever the ring's memory last held: for a caller that writes every byte it will read (an image
-    /// written whole), which saves a pass over the block.
+    /// written whole; a fresh segment, which zeroes what it uses as it uses it), which saves a pass over the
+    /// block.
     Overwritten,
 }
 

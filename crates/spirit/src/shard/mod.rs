@@ -426,7 +426,7 @@ impl Shard {
         }
 
         let fresh_block = dram
-            .try_alloc(RingKind::ShortTerm, cfg.fresh_bytes())
+            .try_alloc_filled(RingKind::ShortTerm, cfg.fresh_bytes(), Fill::Overwritten)
             .ok_or_else(|| Error::ResourceExhausted("DRAM budget too small for one fresh segment".into()))?;
         let fresh = Arc::new(FreshSegment::new(fresh_block, cfg.max_docs_per_segment));
         let fresh_deletes = Arc::new(DeleteBitmap::new(fresh.max_docs()));
@@ -1051,7 +1051,13 @@ impl ShardInner {
         // Back-pressure: wait for the short-term ring (the flusher frees arenas as it goes).
         let block = loop {
             if let Some(b) =
-                self.dram.alloc_wait(RingKind::ShortTerm, bytes, Duration::from_millis(100), Fill::Zeroed)
+                // Not zeroed: the fresh segment zeroes what it uses as it goes.
+                self.dram.alloc_wait(
+                    RingKind::ShortTerm,
+                    bytes,
+                    Duration::from_millis(100),
+                    Fill::Overwritten,
+                )
             {
                 break b;
             }
