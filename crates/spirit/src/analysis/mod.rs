@@ -45,6 +45,12 @@ pub use self::tokenizer::{tokenize, tokenize_with_buffer};
 /// position.
 pub const MAX_TOKEN_BYTES: usize = 255;
 
+thread_local! {
+    /// The buffer tokens are lowercased into, reused by every analysis on the thread (a new one per field
+    /// value was an allocation and a few reallocations per document on ingest).
+    static TOKEN_BUF: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
 /// Which optional stages an [`Analyzer`] runs. Tokenizing and lowercasing always happen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct AnalyzerConfig {
@@ -98,11 +104,24 @@ impl Analyzer {
     /// a multi-valued field continues (add a gap to it to keep phrases from spanning values).
     /// Positions saturate at `u32::MAX`.
     pub fn analyze_from(&self, text: &str, first_position: u32, sink: &mut dyn FnMut(&str, u32)) -> u32 {
+        TOKEN_BUF.with(|b| match b.try_borrow_mut() {
+            Ok(mut buf) => self.analyze_with_buffer(text, first_position, &mut buf, sink),
+            // Re-entered from a sink on this thread: a buffer of its own.
+            Err(_) => self.analyze_with_buffer(text, first_position, &mut String::new(), sink),
+        })
+    }
+
+    fn analyze_with_buffer(
+        &self,
+        text: &str,
+        first_position: u32,
+        buf: &mut String,
+        sink: &mut dyn FnMut(&str, u32),
+    ) -> u32 {
         let mut pos = first_position;
-        let mut buf = String::new();
         let stop_words = self.config.stop_words;
         let stemmer = self.stemmer.as_ref();
-        tokenizer::for_each_token(text, &mut buf, &mut |token: &str| {
+        tokenizer::for_each_token(text, buf, &mut |token: &str| {
             let p = pos;
             pos = pos.saturating_add(1);
             if token.len() > MAX_TOKEN_BYTES || (stop_words && is_stop_word(token)) {

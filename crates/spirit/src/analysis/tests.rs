@@ -396,3 +396,26 @@ proptest! {
         }
     }
 }
+
+/// The thread's reused lowercasing buffer carries nothing from one analysis to the next (nor into one
+/// re-entered from a sink): every text analyzes as it does with a buffer of its own.
+#[test]
+fn the_reused_token_buffer_carries_nothing_over() {
+    let a = Analyzer::new(AnalyzerConfig::simple());
+    let texts = ["LONGUPPERCASEWORD Ab", "x", "ÉTÉ Ωmega straße", "a", "MiXeD CaSe wOrDs", ""];
+    let own = |t: &str| {
+        let mut out = vec![];
+        a.analyze_with_buffer(t, 0, &mut String::new(), &mut |tok, p| out.push((tok.to_string(), p)));
+        out
+    };
+    for _ in 0..2 {
+        for t in texts {
+            assert_eq!(a.analyze_to_vec(t), own(t), "{t:?}");
+        }
+    }
+    // A sink that analyzes again on the same thread.
+    let mut nested = vec![];
+    a.analyze("OUTER Words", &mut |tok, _| nested.push((tok.to_string(), a.analyze_to_vec("INNER Ünïcode"))));
+    let inner = own("INNER Ünïcode");
+    assert_eq!(nested, vec![("outer".to_string(), inner.clone()), ("words".to_string(), inner)]);
+}
