@@ -150,6 +150,42 @@ pub fn encode_postings_with(
     dls: &[u32],
     out: &mut Vec<u8>,
 ) -> PostingsMeta {
+    assert_eq!(docs.len(), tfs.len());
+    let (mut stream, mut starts) = (Vec::new(), Vec::with_capacity(docs.len().div_ceil(BLOCK)));
+    let mut pos_i = 0usize;
+    for (k, &tf) in tfs.iter().enumerate() {
+        if k % BLOCK == 0 {
+            starts.push(stream.len() as u32);
+        }
+        write_positions(&mut stream, &positions[pos_i..pos_i + tf as usize]);
+        pos_i += tf as usize;
+    }
+    assert_eq!(pos_i, positions.len(), "positions do not match term frequencies");
+    encode_postings_encoded(codec, docs, tfs, (&stream, &starts), dls, out)
+}
+
+/// Appends one posting's positions (increasing) as the positions stream holds them: VByte gaps, the first
+/// absolute.
+pub fn write_positions(stream: &mut Vec<u8>, positions: &[u32]) {
+    let mut last = 0;
+    for (j, &p) in positions.iter().enumerate() {
+        write_vbyte(stream, if j == 0 { p } else { p - last });
+        last = p;
+    }
+}
+
+/// [`encode_postings_with`] with the positions already in the blob's form: `positions.0` the stream (each
+/// posting's [`write_positions`], back to back), `positions.1` where each block of [`BLOCK`] postings
+/// starts in it. Compaction copies each posting's positions bytes from its part's blob
+/// ([`PostingsCursor::positions_bytes`]) instead of decoding and re-encoding them.
+pub fn encode_postings_encoded(
+    codec: DocCodec,
+    docs: &[u32],
+    tfs: &[u32],
+    (positions_stream, block_starts): (&[u8], &[u32]),
+    dls: &[u32],
+    out: &mut Vec<u8>,
+) -> PostingsMeta {
     assert_eq!(docs.len(), dls.len());
     assert_eq!(docs.len(), tfs.len());
     assert!(!docs.is_empty(), "empty posting list");
@@ -158,9 +194,8 @@ pub fn encode_postings_with(
     let n_blocks = n.div_ceil(BLOCK);
     let mut skip = vec![0u8; if n_blocks > 1 { n_blocks * SKIP } else { 0 }];
     let mut blocks: Vec<u8> = Vec::new();
+    assert_eq!(block_starts.len(), n_blocks, "a positions start per block");
     let bp = BitPacker4x::new();
-    let mut positions_stream = Vec::new();
-    let mut pos_i = 0usize;
     let mut prev: Option<u32> = None;
     let mut meta = PostingsMeta { df: n as u32, ..Default::default() };
     let mut packed = [0u8; 4 * BLOCK];
@@ -170,18 +205,12 @@ pub fn encode_postings_with(
         let lo = b * BLOCK;
         let hi = (lo + BLOCK).min(n);
         let block_off = blocks.len();
-        let pos_off = positions_stream.len();
+        let pos_off = block_starts[b];
         let mut max_tf = 0;
         for &tf in &tfs[lo..hi] {
             assert!(tf >= 1);
             max_tf = max_tf.max(tf);
             meta.total_tf += tf as u64;
-            let mut last = 0;
-            for (j, &p) in positions[pos_i..pos_i + tf as usize].iter().enumerate() {
-                write_vbyte(&mut positions_stream, if j == 0 { p } else { p - last });
-                last = p;
-            }
-            pos_i += tf as usize;
         }
         meta.max_tf = meta.max_tf.max(max_tf);
         if hi - lo == BLOCK {
@@ -233,14 +262,13 @@ pub fn encode_postings_with(
             let s = b * SKIP;
             skip[s..s + 4].copy_from_slice(&last_doc.to_le_bytes());
             skip[s + 4..s + 8].copy_from_slice(&(block_off as u32).to_le_bytes());
-            skip[s + 8..s + 12].copy_from_slice(&(pos_off as u32).to_le_bytes());
+            skip[s + 8..s + 12].copy_from_slice(&pos_off.to_le_bytes());
             for (j, (tf, dl)) in impacts(&tfs[lo..hi], &dls[lo..hi]).into_iter().enumerate() {
                 skip[s + 12 + 8 * j..s + 16 + 8 * j].copy_from_slice(&tf.to_le_bytes());
                 skip[s + 16 + 8 * j..s + 20 + 8 * j].copy_from_slice(&dl.to_le_bytes());
             }
         }
     }
-    assert_eq!(pos_i, positions.len(), "positions do not match term frequencies");
     write_vbyte(out, n as u32);
     write_vbyte(out, blocks.len() as u32);
     out.extend_from_slice(&skip);
@@ -355,6 +383,8 @@ pub struct PostingsCursor<'a> {
     /// Byte offset in the positions stream of the positions of posting `pos_index` of the current block.
     pos_cursor: usize,
     pos_index: usize,
+    /// Byte offset in the positions stream of the current block's first posting's positions.
+    pos_block: usize,
     /// Where the current block's term frequencies are (`tf_bits` = [`TF_VBYTE`] for a partial block) and
     /// whether `tfs` holds them: they are decoded on first use, so counting, filtering and newest-first
     /// queries never decode frequencies.
@@ -449,6 +479,7 @@ impl<'a> PostingsCursor<'a> {
             doc: NO_DOC,
             pos_cursor: 0,
             pos_index: 0,
+            pos_block: 0,
             tf_at: 0,
             tf_bits: 0,
             tfs_ready: false,
@@ -487,6 +518,7 @@ impl<'a> PostingsCursor<'a> {
             doc: NO_DOC,
             pos_cursor: 0,
             pos_index: 0,
+            pos_block: 0,
             tf_at: 0,
             tf_bits: 0,
             tfs_ready: false,
@@ -757,8 +789,8 @@ impl<'a> PostingsCursor<'a> {
         self.len = len;
         self.i = 0;
         self.doc = self.docs[0];
-        self.pos_cursor = self.positions_start + pos_off;
-        self.pos_index = 0;
+        self.pos_block = self.positions_start + pos_off;
+        (self.pos_cursor, self.pos_index) = (self.pos_block, 0);
         Ok(())
     }
 
@@ -1033,7 +1065,45 @@ impl<'a> PostingsCursor<'a> {
     /// Decodes the positions of the current posting into `out` (cleared first).
     pub fn positions(&mut self, out: &mut Vec<u32>) -> Result<(), CodecError> {
         out.clear();
+        let mut at = self.seek_positions()?;
+        let mut p = 0u32;
+        for j in 0..self.tfs[self.i] {
+            let g = read_vbyte(self.positions, &mut at)?;
+            p = if j == 0 { g } else { p.wrapping_add(g) };
+            out.push(p);
+        }
+        Ok(())
+    }
+
+    /// The current posting's positions as the stream holds them (see [`write_positions`]), undecoded: its
+    /// `tf` VByte values, found by their last bytes (below 0x80). Compaction copies them as they are.
+    pub fn positions_bytes(&mut self) -> Result<&'a [u8], CodecError> {
+        let start = self.seek_positions()?;
+        let (bytes, mut n, mut at) = (self.positions, self.tfs[self.i], start);
+        while n > 0 {
+            let Some(&b) = bytes.get(at) else {
+                return Err(CodecError { what: "positions (truncated)", offset: at });
+            };
+            n -= (b < 0x80) as u32;
+            at += 1;
+        }
+        // A value takes at most 5 bytes, so every tf values at most 5 tf; more means a value overflows u32.
+        if at - start > 5 * self.tfs[self.i] as usize {
+            return Err(CodecError { what: "positions (overlong)", offset: start });
+        }
+        // The next posting's positions start here.
+        (self.pos_cursor, self.pos_index) = (at, self.i + 1);
+        Ok(&bytes[start..at])
+    }
+
+    /// Byte offset in the positions stream where the current posting's positions start (skipping those of
+    /// the postings since the last call without decoding them).
+    fn seek_positions(&mut self) -> Result<usize, CodecError> {
         self.decode_tfs()?;
+        if self.pos_index > self.i {
+            // `positions_bytes` left the stream past this posting: from the block's start again.
+            (self.pos_cursor, self.pos_index) = (self.pos_block, 0);
+        }
         if self.pos_index < self.i {
             // Skip the positions of the postings in between without decoding them: a VByte value ends at the
             // first byte below 0x80, so skipping n values means finding n such bytes.
@@ -1066,14 +1136,7 @@ impl<'a> PostingsCursor<'a> {
             self.pos_cursor = at;
             self.pos_index = self.i;
         }
-        let mut at = self.pos_cursor;
-        let mut p = 0u32;
-        for j in 0..self.tfs[self.i] {
-            let g = read_vbyte(self.positions, &mut at)?;
-            p = if j == 0 { g } else { p.wrapping_add(g) };
-            out.push(p);
-        }
-        Ok(())
+        Ok(self.pos_cursor)
     }
 }
 
@@ -1165,6 +1228,34 @@ mod tests {
             }
         }
         assert_eq!(meta.df as usize, docs.len());
+        // Compaction's path: every posting's positions bytes, copied, re-encode to the same blob; reading them
+        // leaves the cursor's decoded positions right (before and after, on the same posting too).
+        let mut c = PostingsCursor::new(&blob).unwrap();
+        let (mut stream, mut starts, mut out, mut pi) = (vec![], vec![], vec![], 0);
+        for (k, &tf) in tfs.iter().enumerate() {
+            if k % BLOCK == 0 {
+                starts.push(stream.len() as u32);
+            }
+            if k % 7 == 3 {
+                c.positions(&mut out).unwrap();
+                assert_eq!(&out[..], &pos[pi..pi + tf as usize]);
+            }
+            let bytes = c.positions_bytes().unwrap();
+            let mut own = vec![];
+            write_positions(&mut own, &pos[pi..pi + tf as usize]);
+            assert_eq!(bytes, &own[..], "posting {k}");
+            stream.extend_from_slice(bytes);
+            if k % 5 == 2 {
+                c.positions(&mut out).unwrap();
+                assert_eq!(&out[..], &pos[pi..pi + tf as usize], "positions after their bytes, posting {k}");
+            }
+            pi += tf as usize;
+            c.next().unwrap();
+        }
+        let mut again = vec![];
+        let meta_again = encode_postings_encoded(codec, &docs, &tfs, (&stream, &starts), &dls, &mut again);
+        assert_eq!(again, blob);
+        assert_eq!(meta_again, meta);
     }
 
     fn check_reads<'a>(
@@ -1287,6 +1378,7 @@ mod tests {
                 for _ in 0..2000 {
                     if c.doc() == NO_DOC { break; }
                     let _ = c.positions(&mut out);
+                    let _ = c.positions_bytes();
                     if c.next().is_err() { break; }
                 }
             }

@@ -20,7 +20,10 @@
 //! code as the DRAM copy. The body checksum is verified by `spirit check` and on demand.
 
 use super::{FieldStats, FreshSegment, SegmentError};
-use crate::codec::{encode_norm, encode_postings_with, read_vbyte, write_vbyte, FieldCodecs, PostingsCursor};
+use crate::codec::{
+    encode_norm, encode_postings_encoded, read_vbyte, write_positions, write_vbyte, FieldCodecs,
+    PostingsCursor, BLOCK,
+};
 
 const MAGIC: &[u8; 8] = b"SPSEG001";
 /// 2: one-byte norms (1 had u32 lengths).
@@ -128,12 +131,17 @@ impl ImageBuilder {
     }
 }
 
-/// The decoded postings of one term, as [`encode_postings`] takes them (flush and compaction fill it).
+/// The postings of one term, as [`encode_postings_encoded`] takes them (flush and compaction fill it): docs
+/// and frequencies decoded, positions already in the blob's form, so compaction copies each posting's
+/// positions bytes from its part instead of decoding and re-encoding them.
 #[derive(Default)]
 pub(crate) struct TermPostings {
     pub docs: Vec<u32>,
     pub tfs: Vec<u32>,
-    pub positions: Vec<u32>,
+    /// Each posting's positions as the blob stores them ([`write_positions`]), back to back.
+    positions: Vec<u8>,
+    /// Where each block of [`BLOCK`] postings starts in `positions`.
+    block_starts: Vec<u32>,
     /// The field length of each doc (for the blocks' impacts).
     pub dls: Vec<u32>,
 }
@@ -143,15 +151,34 @@ impl TermPostings {
         self.docs.clear();
         self.tfs.clear();
         self.positions.clear();
+        self.block_starts.clear();
         self.dls.clear();
     }
 
-    /// Appends one posting (`positions.len()` must be `tf`).
+    /// Appends one posting (`positions.len()` must be `tf`, increasing).
     pub fn push(&mut self, doc: u32, tf: u32, positions: &[u32], dl: u32) {
+        debug_assert_eq!(positions.len(), tf as usize);
+        self.start_posting();
+        write_positions(&mut self.positions, positions);
         self.docs.push(doc);
         self.tfs.push(tf);
-        self.positions.extend_from_slice(positions);
         self.dls.push(dl);
+    }
+
+    /// Appends one posting whose positions are `tf` values in the blob's form (from
+    /// [`PostingsCursor::positions_bytes`](crate::codec::PostingsCursor::positions_bytes)).
+    pub fn push_encoded(&mut self, doc: u32, tf: u32, positions: &[u8], dl: u32) {
+        self.start_posting();
+        self.positions.extend_from_slice(positions);
+        self.docs.push(doc);
+        self.tfs.push(tf);
+        self.dls.push(dl);
+    }
+
+    fn start_posting(&mut self) {
+        if self.docs.len().is_multiple_of(BLOCK) {
+            self.block_starts.push(self.positions.len() as u32);
+        }
     }
 }
 
@@ -191,7 +218,8 @@ impl ImageWriter {
         let post_off = self.postings.len() as u64;
         let codec =
             if key.len() >= 2 { self.codecs.get(crate::schema::key_field(key)) } else { Default::default() };
-        let meta = encode_postings_with(codec, &p.docs, &p.tfs, &p.positions, &p.dls, &mut self.postings);
+        let positions = (&p.positions[..], &p.block_starts[..]);
+        let meta = encode_postings_encoded(codec, &p.docs, &p.tfs, positions, &p.dls, &mut self.postings);
         let post_len = self.postings.len() as u64 - post_off;
         let t = &mut self.terms;
         t.extend_from_slice(&(self.keys.len() as u32).to_le_bytes());
