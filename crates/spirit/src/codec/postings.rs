@@ -176,8 +176,8 @@ pub fn write_positions(stream: &mut Vec<u8>, positions: &[u32]) {
 
 /// [`encode_postings_with`] with the positions already in the blob's form: `positions.0` the stream (each
 /// posting's [`write_positions`], back to back), `positions.1` where each block of [`BLOCK`] postings
-/// starts in it. Compaction copies each posting's positions bytes from its part's blob
-/// ([`PostingsCursor::positions_bytes`]) instead of decoding and re-encoding them.
+/// starts in it. Compaction copies its parts' streams whole ([`PostingsCursor::positions_stream`]) instead of
+/// decoding and re-encoding every position.
 pub fn encode_postings_encoded(
     codec: DocCodec,
     docs: &[u32],
@@ -383,8 +383,6 @@ pub struct PostingsCursor<'a> {
     /// Byte offset in the positions stream of the positions of posting `pos_index` of the current block.
     pos_cursor: usize,
     pos_index: usize,
-    /// Byte offset in the positions stream of the current block's first posting's positions.
-    pos_block: usize,
     /// Where the current block's term frequencies are (`tf_bits` = [`TF_VBYTE`] for a partial block) and
     /// whether `tfs` holds them: they are decoded on first use, so counting, filtering and newest-first
     /// queries never decode frequencies.
@@ -479,7 +477,6 @@ impl<'a> PostingsCursor<'a> {
             doc: NO_DOC,
             pos_cursor: 0,
             pos_index: 0,
-            pos_block: 0,
             tf_at: 0,
             tf_bits: 0,
             tfs_ready: false,
@@ -518,7 +515,6 @@ impl<'a> PostingsCursor<'a> {
             doc: NO_DOC,
             pos_cursor: 0,
             pos_index: 0,
-            pos_block: 0,
             tf_at: 0,
             tf_bits: 0,
             tfs_ready: false,
@@ -789,8 +785,8 @@ impl<'a> PostingsCursor<'a> {
         self.len = len;
         self.i = 0;
         self.doc = self.docs[0];
-        self.pos_block = self.positions_start + pos_off;
-        (self.pos_cursor, self.pos_index) = (self.pos_block, 0);
+        self.pos_cursor = self.positions_start + pos_off;
+        self.pos_index = 0;
         Ok(())
     }
 
@@ -1075,35 +1071,21 @@ impl<'a> PostingsCursor<'a> {
         Ok(())
     }
 
-    /// The current posting's positions as the stream holds them (see [`write_positions`]), undecoded: its
-    /// `tf` VByte values, found by their last bytes (below 0x80). Compaction copies them as they are.
-    pub fn positions_bytes(&mut self) -> Result<&'a [u8], CodecError> {
-        let start = self.seek_positions()?;
-        let (bytes, mut n, mut at) = (self.positions, self.tfs[self.i], start);
-        while n > 0 {
-            let Some(&b) = bytes.get(at) else {
-                return Err(CodecError { what: "positions (truncated)", offset: at });
-            };
-            n -= (b < 0x80) as u32;
-            at += 1;
-        }
-        // A value takes at most 5 bytes, so every tf values at most 5 tf; more means a value overflows u32.
-        if at - start > 5 * self.tfs[self.i] as usize {
-            return Err(CodecError { what: "positions (overlong)", offset: start });
-        }
-        // The next posting's positions start here.
-        (self.pos_cursor, self.pos_index) = (at, self.i + 1);
-        Ok(&bytes[start..at])
+    /// The list's whole positions stream: every posting's positions, in posting order (see
+    /// [`write_positions`]). Compaction, which keeps every posting, copies it whole.
+    pub fn positions_stream(&self) -> &'a [u8] {
+        &self.positions[self.positions_start..]
+    }
+
+    /// Where the current posting's positions start in [`positions_stream`](Self::positions_stream).
+    pub fn positions_offset(&mut self) -> Result<usize, CodecError> {
+        Ok(self.seek_positions()? - self.positions_start)
     }
 
     /// Byte offset in the positions stream where the current posting's positions start (skipping those of
     /// the postings since the last call without decoding them).
     fn seek_positions(&mut self) -> Result<usize, CodecError> {
         self.decode_tfs()?;
-        if self.pos_index > self.i {
-            // `positions_bytes` left the stream past this posting: from the block's start again.
-            (self.pos_cursor, self.pos_index) = (self.pos_block, 0);
-        }
         if self.pos_index < self.i {
             // Skip the positions of the postings in between without decoding them: a VByte value ends at the
             // first byte below 0x80, so skipping n values means finding n such bytes.
@@ -1228,30 +1210,35 @@ mod tests {
             }
         }
         assert_eq!(meta.df as usize, docs.len());
-        // Compaction's path: every posting's positions bytes, copied, re-encode to the same blob; reading them
-        // leaves the cursor's decoded positions right (before and after, on the same posting too).
+        // Compaction's path: the positions stream copied whole, with each block's start from the cursor,
+        // re-encodes to the same blob; asking where a posting's positions start leaves their decoding right.
+        let (mut own, mut offsets, mut pi) = (vec![], vec![], 0);
+        for &tf in &tfs {
+            offsets.push(own.len());
+            write_positions(&mut own, &pos[pi..pi + tf as usize]);
+            pi += tf as usize;
+        }
         let mut c = PostingsCursor::new(&blob).unwrap();
-        let (mut stream, mut starts, mut out, mut pi) = (vec![], vec![], vec![], 0);
+        let (mut starts, mut out, mut pi) = (vec![], vec![], 0);
         for (k, &tf) in tfs.iter().enumerate() {
-            if k % BLOCK == 0 {
-                starts.push(stream.len() as u32);
-            }
             if k % 7 == 3 {
                 c.positions(&mut out).unwrap();
                 assert_eq!(&out[..], &pos[pi..pi + tf as usize]);
             }
-            let bytes = c.positions_bytes().unwrap();
-            let mut own = vec![];
-            write_positions(&mut own, &pos[pi..pi + tf as usize]);
-            assert_eq!(bytes, &own[..], "posting {k}");
-            stream.extend_from_slice(bytes);
-            if k % 5 == 2 {
+            if k % BLOCK == 0 || k % 5 == 2 {
+                let at = c.positions_offset().unwrap();
+                assert_eq!(at, offsets[k], "posting {k}");
+                if k % BLOCK == 0 {
+                    starts.push(at as u32);
+                }
                 c.positions(&mut out).unwrap();
-                assert_eq!(&out[..], &pos[pi..pi + tf as usize], "positions after their bytes, posting {k}");
+                assert_eq!(&out[..], &pos[pi..pi + tf as usize], "positions after their offset, posting {k}");
             }
             pi += tf as usize;
             c.next().unwrap();
         }
+        let stream = c.positions_stream().to_vec();
+        assert_eq!(stream, own);
         let mut again = vec![];
         let meta_again = encode_postings_encoded(codec, &docs, &tfs, (&stream, &starts), &dls, &mut again);
         assert_eq!(again, blob);
@@ -1378,7 +1365,7 @@ mod tests {
                 for _ in 0..2000 {
                     if c.doc() == NO_DOC { break; }
                     let _ = c.positions(&mut out);
-                    let _ = c.positions_bytes();
+                    let _ = c.positions_offset();
                     if c.next().is_err() { break; }
                 }
             }

@@ -132,9 +132,9 @@ fn merge_terms(parts: &[ImageView<'_>], offsets: &[u32], w: &mut ImageWriter) ->
 
 /// Appends the postings of one part's blob (local docs shifted by `offset`) to `out`, with each doc's field
 /// length from the part's norms column; returns how many there were. Checks what the encoder relies on:
-/// docs strictly increasing and in range, tf ≥ 1, each posting's tf positions present. Positions are copied
-/// as bytes, undecoded (a posting's first is absolute, so they need no rebasing): they were ~40% of a
-/// merger's samples decoded and re-encoded.
+/// docs strictly increasing and in range, tf ≥ 1, as many positions as the frequencies add up to. The
+/// positions stream is copied whole, undecoded (each posting's first position is absolute, so nothing needs
+/// rebasing): decoding and re-encoding every position was ~40% of a merger's samples.
 fn append_postings(
     p: &ImageView<'_>,
     offset: u32,
@@ -144,7 +144,7 @@ fn append_postings(
 ) -> Result<u32, SegmentError> {
     let norms = p.norms(field);
     let mut c = PostingsCursor::new(blob)?;
-    let (mut n, mut last, mut n_positions) = (0u32, None, 0usize);
+    let (mut n, mut last, mut total_tf) = (0u32, None, 0u64);
     while c.doc() != NO_DOC {
         let d = c.doc();
         if d >= p.doc_count() || last.is_some_and(|l| l >= d) {
@@ -154,18 +154,22 @@ fn append_postings(
         if tf == 0 {
             return Err(SegmentError(format!("posting doc {d} has tf 0")));
         }
-        // Copied as the blob holds them: every value found, none longer than a u32 takes (the merged
-        // image's readers check the rest).
-        let positions = c.positions_bytes()?;
-        n_positions += positions.len();
-        if n_positions > blob.len() {
-            return Err(SegmentError(format!("positions of doc {d} corrupt")));
-        }
-        out.push_encoded(offset + d, tf, positions, norms.map_or(0, |col| decode_norm(norm_at(col, d))));
+        total_tf += tf as u64;
+        let dl = norms.map_or(0, |col| decode_norm(norm_at(col, d)));
+        out.push_positionless(offset + d, tf, dl, || c.positions_offset())?;
         last = Some(d);
         n += 1;
         c.next()?;
     }
+    // The positions stream, copied whole: it must hold exactly the frequencies' worth of values (a value
+    // ends at a byte below 0x80), ending with one; values too long for a u32 are left to the merged image's
+    // readers, which refuse them.
+    let stream = c.positions_stream();
+    let ends = stream.iter().filter(|&&b| b < 0x80).count() as u64;
+    if ends != total_tf || stream.last().is_some_and(|&b| b >= 0x80) {
+        return Err(SegmentError(format!("positions stream holds {ends} values for {total_tf} positions")));
+    }
+    out.push_positions_stream(stream);
     Ok(n)
 }
 

@@ -165,14 +165,30 @@ impl TermPostings {
         self.dls.push(dl);
     }
 
-    /// Appends one posting whose positions are `tf` values in the blob's form (from
-    /// [`PostingsCursor::positions_bytes`](crate::codec::PostingsCursor::positions_bytes)).
-    pub fn push_encoded(&mut self, doc: u32, tf: u32, positions: &[u8], dl: u32) {
-        self.start_posting();
-        self.positions.extend_from_slice(positions);
+    /// Appends one posting of a list whose whole positions stream follows, copied undecoded by
+    /// [`push_positions_stream`](Self::push_positions_stream) once all of the list's postings are pushed
+    /// (compaction's path: every posting of a part is kept, in order). `stream_offset` tells where this
+    /// posting's positions start in that stream; it is asked at block boundaries only.
+    pub fn push_positionless(
+        &mut self,
+        doc: u32,
+        tf: u32,
+        dl: u32,
+        stream_offset: impl FnOnce() -> Result<usize, crate::codec::CodecError>,
+    ) -> Result<(), crate::codec::CodecError> {
+        if self.docs.len().is_multiple_of(BLOCK) {
+            self.block_starts.push((self.positions.len() + stream_offset()?) as u32);
+        }
         self.docs.push(doc);
         self.tfs.push(tf);
         self.dls.push(dl);
+        Ok(())
+    }
+
+    /// Appends the positions stream of the postings pushed with
+    /// [`push_positionless`](Self::push_positionless) since the last stream.
+    pub fn push_positions_stream(&mut self, stream: &[u8]) {
+        self.positions.extend_from_slice(stream);
     }
 
     fn start_posting(&mut self) {
