@@ -201,11 +201,10 @@ pub fn encode_postings_encoded(
     let mut packed = [0u8; 4 * BLOCK];
     let mut tf_minus = [0u32; BLOCK];
     let mut gaps = [0u32; BLOCK];
-    for b in 0..n_blocks {
+    for (b, &pos_off) in block_starts.iter().enumerate() {
         let lo = b * BLOCK;
         let hi = (lo + BLOCK).min(n);
         let block_off = blocks.len();
-        let pos_off = block_starts[b];
         let mut max_tf = 0;
         for &tf in &tfs[lo..hi] {
             assert!(tf >= 1);
@@ -273,7 +272,7 @@ pub fn encode_postings_encoded(
     write_vbyte(out, blocks.len() as u32);
     out.extend_from_slice(&skip);
     out.extend_from_slice(&blocks);
-    out.extend_from_slice(&positions_stream);
+    out.extend_from_slice(positions_stream);
     meta
 }
 

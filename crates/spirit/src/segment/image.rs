@@ -894,7 +894,8 @@ mod tests {
         let mut tables: Vec<Vec<u64>> = vec![vec![], vec![0], vec![u64::MAX], vec![0, u64::MAX]];
         for n in [1usize, 7, 8, 9, 100, 1000, 100_000] {
             let uniform: Vec<u64> = (0..n).map(|_| crate::rng::xorshift(&mut seed)).collect();
-            let band: Vec<u64> = (0..n).map(|_| 1 << 40 | crate::rng::xorshift(&mut seed) % 1000).collect();
+            let band: Vec<u64> =
+                (0..n).map(|_| (1 << 40) | (crate::rng::xorshift(&mut seed) % 1000)).collect();
             let runs: Vec<u64> = (0..n).map(|i| (i as u64 / 5) << 50).collect();
             let mut skewed: Vec<u64> = (0..n).map(|i| (i as u64).saturating_pow(4)).collect();
             skewed.push(u64::MAX);
