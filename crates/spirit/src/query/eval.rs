@@ -1788,13 +1788,18 @@ fn term_top_k(
             offer(&mut c, b, col, &mut theta)?;
         }
     }
+    // In doc order (unused places last), so the newest-first pass meets them from the end, one comparison
+    // per block.
+    warm.sort_unstable();
+    let mut warm_left = warm.iter().take_while(|&&b| b != u32::MAX).count();
     // Newest block first: a document scoring exactly θ enters only if it is newer than the k-th best (the
     // newer doc wins a tie), so once the top-k is full of documents newer than every block still to come, a
     // block whose best score is θ itself cannot contribute either. Common terms tie a lot at the top (BM25
     // saturates and lengths are quantized): `the` in the enwiki index has 338 of its 1,932 blocks at θ,
     // which the pass in doc order had to decode.
     for b in (0..c.block_count()).rev() {
-        if warm.contains(&b) {
+        if warm_left > 0 && warm[warm_left - 1] == b {
+            warm_left -= 1;
             continue;
         }
         if prune && col.heap.len() >= col.cap {
