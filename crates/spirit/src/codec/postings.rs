@@ -292,9 +292,10 @@ pub fn impacts(tfs: &[u32], dls: &[u32]) -> [(u32, u32); IMPACTS] {
         best[c] = best[c].max(tf);
         seen[c >> 6] |= 1 << (c & 63);
     }
-    // The frontier in length order (= tf order, ascending).
-    let mut asc = [(0u32, 0u32); 256];
-    let (mut n, mut top) = (0, 0);
+    // The frontier in length order (= tf order, ascending): only its last IMPACTS pairs and its shortest
+    // length are kept.
+    let mut last = [(0u32, 0u32); IMPACTS];
+    let (mut n, mut top, mut shortest) = (0, 0, 0);
     for (w, &word) in seen.iter().enumerate() {
         let mut bits = word;
         while bits != 0 {
@@ -302,18 +303,22 @@ pub fn impacts(tfs: &[u32], dls: &[u32]) -> [(u32, u32); IMPACTS] {
             bits &= bits - 1;
             if best[c] > top {
                 top = best[c];
-                asc[n] = (top, decode_norm(c as u8));
+                let dl = decode_norm(c as u8);
+                if n == 0 {
+                    shortest = dl;
+                }
+                last[n % IMPACTS] = (top, dl);
                 n += 1;
             }
         }
     }
     let mut out = [(0, u32::MAX); IMPACTS];
     for (k, o) in out.iter_mut().enumerate().take(n) {
-        *o = asc[n - 1 - k];
+        *o = last[(n - 1 - k) % IMPACTS];
     }
     if n > IMPACTS {
         // The tail's shortest length is the frontier's shortest.
-        out[IMPACTS - 1].1 = asc[0].1;
+        out[IMPACTS - 1].1 = shortest;
     }
     out
 }

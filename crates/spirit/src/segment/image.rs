@@ -466,42 +466,83 @@ impl SealedImage {
 /// Interpolation probes [`id_lower_bound`] makes before it bisects what is left.
 const ID_PROBES: usize = 4;
 
+/// Most IDS tables [`id_lower_bounds`] searches at once.
+pub const ID_LOCKSTEP: usize = 8;
+
 /// The first entry of an IDS section (16-byte entries sorted by their leading u64 hash) whose hash is at
 /// least `hash`. The hashes are xxh3 values, uniform over u64, so the entry's position is interpolated from
 /// its hash: a 100k-entry table takes about three probes (each usually a cache miss) where a binary search
 /// takes seventeen, and every add with an explicit `_id` looks its id up in each image. After
 /// [`ID_PROBES`] probes the rest of the range is bisected, so skewed hashes cost at most a few probes more
 /// than a binary search, and an unsorted (corrupt) table still ends, at some index.
+#[cfg(test)]
 fn id_lower_bound(ids: &[u8], hash: u64) -> usize {
-    let key = |i: usize| u64_at(ids, i * 16);
-    // Every entry below `lo` hashes below `hash`, every entry from `hi` on at or above it; in a sorted
-    // table the hashes of [lo, hi) lie in [lo_key, hi_key].
-    let (mut lo, mut hi) = (0usize, ids.len() / 16);
-    let (mut lo_key, mut hi_key) = (0u64, u64::MAX);
+    let mut out = [0];
+    id_lower_bounds(&[ids], hash, &mut out);
+    out[0]
+}
+
+/// [`id_lower_bound`] of one hash in up to [`ID_LOCKSTEP`] tables (`out[t]` for `tables[t]`), in lockstep:
+/// each round computes every table's next probe, then reads them all, then narrows every range, so the
+/// tables' cache misses overlap instead of queueing one after another (an add with an `_id` new to the
+/// shard searches every image's table).
+pub fn id_lower_bounds(tables: &[&[u8]], hash: u64, out: &mut [usize]) {
+    const NONE: usize = usize::MAX;
+    let n = tables.len();
+    assert!(n <= ID_LOCKSTEP && out.len() == n, "lockstep of {n} tables");
+    let key = |t: usize, i: usize| u64_at(tables[t], i * 16);
+    // Per table: every entry below `lo` hashes below `hash`, every entry from `hi` on at or above it; in a
+    // sorted table the hashes of [lo, hi) lie in [lo_key, hi_key].
+    let (mut lo, mut hi) = ([0usize; ID_LOCKSTEP], [0usize; ID_LOCKSTEP]);
+    let (mut lo_key, mut hi_key) = ([0u64; ID_LOCKSTEP], [u64::MAX; ID_LOCKSTEP]);
+    let (mut pos, mut k) = ([NONE; ID_LOCKSTEP], [0u64; ID_LOCKSTEP]);
+    for t in 0..n {
+        hi[t] = tables[t].len() / 16;
+    }
     for _ in 0..ID_PROBES {
-        if hi - lo <= 8 {
+        let mut any = false;
+        for t in 0..n {
+            pos[t] = NONE;
+            if hi[t] - lo[t] <= 8 {
+                continue;
+            }
+            let span = hi_key[t].saturating_sub(lo_key[t]) as u128 + 1;
+            // (Not `clamp`: in a corrupt table `lo_key` may exceed `hi_key`.)
+            let frac = hash.saturating_sub(lo_key[t]).min(hi_key[t].saturating_sub(lo_key[t])) as u128;
+            pos[t] = (lo[t] + (frac * (hi[t] - lo[t]) as u128 / span) as usize).min(hi[t] - 1);
+            any = true;
+        }
+        if !any {
             break;
         }
-        let span = hi_key.saturating_sub(lo_key) as u128 + 1;
-        // (Not `clamp`: in a corrupt table `lo_key` may exceed `hi_key`.)
-        let frac = hash.saturating_sub(lo_key).min(hi_key.saturating_sub(lo_key)) as u128;
-        let pos = (lo + (frac * (hi - lo) as u128 / span) as usize).min(hi - 1);
-        let k = key(pos);
-        if k < hash {
-            (lo, lo_key) = (pos + 1, k);
-        } else {
-            (hi, hi_key) = (pos, k);
+        for t in 0..n {
+            if pos[t] != NONE {
+                k[t] = key(t, pos[t]);
+            }
+        }
+        for t in 0..n {
+            if pos[t] == NONE {
+                continue;
+            }
+            if k[t] < hash {
+                (lo[t], lo_key[t]) = (pos[t] + 1, k[t]);
+            } else {
+                (hi[t], hi_key[t]) = (pos[t], k[t]);
+            }
         }
     }
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if key(mid) < hash {
-            lo = mid + 1;
-        } else {
-            hi = mid;
+    for t in 0..n {
+        let (mut l, mut h) = (lo[t], hi[t]);
+        while l < h {
+            let mid = (l + h) / 2;
+            if key(t, mid) < hash {
+                l = mid + 1;
+            } else {
+                h = mid;
+            }
         }
+        out[t] = l;
     }
-    lo
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -843,9 +884,21 @@ impl<'a> ImageView<'a> {
 
     /// Docs whose `_id` hashes to `hash`.
     pub fn docs_with_id_hash(&self, hash: u64) -> impl Iterator<Item = u32> + 'a {
+        let mut start = [0];
+        id_lower_bounds(&[self.ids()], hash, &mut start);
+        self.docs_with_id_hash_from(hash, start[0])
+    }
+
+    /// The IDS section, for [`id_lower_bounds`] over several images.
+    pub fn ids(&self) -> &'a [u8] {
+        self.section(IDS)
+    }
+
+    /// Docs whose `_id` hashes to `hash`, given the section's lower bound of `hash` (from
+    /// [`id_lower_bounds`]).
+    pub fn docs_with_id_hash_from(&self, hash: u64, start: usize) -> impl Iterator<Item = u32> + 'a {
         let ids = self.section(IDS);
         let n = ids.len() / 16;
-        let start = id_lower_bound(ids, hash);
         (start..n).take_while(move |&i| u64_at(ids, i * 16) == hash).map(move |i| u32_at(ids, i * 16 + 8))
     }
 
@@ -910,6 +963,40 @@ mod tests {
             probes.extend((0..200).map(|_| crate::rng::xorshift(&mut seed)));
             for h in probes {
                 assert_eq!(id_lower_bound(&bytes, h), bisect(&hashes, h), "n {} hash {h:#x}", hashes.len());
+            }
+        }
+    }
+
+    /// Searched in lockstep, several tables of different sizes and skews each give the binary search's
+    /// answer, whatever their number (1 to `ID_LOCKSTEP`) and order.
+    #[test]
+    fn id_lower_bounds_in_lockstep_answer_each_table() {
+        let mut seed = 0x1234_5678_9abc_def0u64;
+        let mut tables: Vec<Vec<u64>> = vec![vec![], vec![7]];
+        for n in [5usize, 9, 300, 20_000] {
+            tables.push((0..n).map(|_| crate::rng::xorshift(&mut seed)).collect());
+            tables.push((0..n).map(|i| (i as u64 / 3) << 40).collect());
+        }
+        for t in tables.iter_mut() {
+            t.sort_unstable();
+        }
+        let bytes: Vec<Vec<u8>> = tables.iter().map(|t| table(t)).collect();
+        for round in 0..300 {
+            let k = 1 + round % ID_LOCKSTEP;
+            let pick: Vec<usize> =
+                (0..k).map(|_| crate::rng::xorshift(&mut seed) as usize % tables.len()).collect();
+            let h = match round % 3 {
+                0 => crate::rng::xorshift(&mut seed),
+                _ => {
+                    let t = &tables[pick[0]];
+                    t.get(round % t.len().max(1)).copied().unwrap_or(0).wrapping_add((round % 2) as u64)
+                }
+            };
+            let refs: Vec<&[u8]> = pick.iter().map(|&i| &bytes[i][..]).collect();
+            let mut out = vec![0; k];
+            id_lower_bounds(&refs, h, &mut out);
+            for (j, &i) in pick.iter().enumerate() {
+                assert_eq!(out[j], bisect(&tables[i], h), "table {i} hash {h:#x}");
             }
         }
     }

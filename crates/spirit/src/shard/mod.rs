@@ -29,7 +29,7 @@ use crate::gdt::{DramImage, Gdt, PersistentImage, SegData, SegState, SegmentDesc
 use crate::memory::{DramHeap, DramStats, Fill, PersistentHeap, PersistentStats, RecoveryRecord, RingKind};
 use crate::schema::AnalyzedDoc;
 use crate::segment::hot::{HotChains, HotStats};
-use crate::segment::image::{id_hash, SealedImage};
+use crate::segment::image::{id_hash, id_lower_bounds, SealedImage, ID_LOCKSTEP};
 use crate::segment::{DeleteBitmap, FreshSegment, ImageBuilder, ImageView, InsertError, MergedSegment};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
@@ -618,9 +618,35 @@ impl Shard {
     pub fn find_id(&self, id: &str) -> Option<(Arc<SegmentDesc>, u32)> {
         let snap = self.inner.gdt.pin();
         let h = id_hash(id);
+        // Images are searched in groups of up to ID_LOCKSTEP, newest first, their tables in lockstep
+        // (`id_lower_bounds`); a fresh segment first ends the group before it, so segments are still
+        // answered newest first.
+        let mut group: [Option<(&Arc<SegmentDesc>, ImageView<'_>)>; ID_LOCKSTEP] = [None; ID_LOCKSTEP];
+        let mut len = 0;
+        let search = |group: &[Option<(&Arc<SegmentDesc>, ImageView<'_>)>]| {
+            let mut tables = [&[][..]; ID_LOCKSTEP];
+            for (t, (_, v)) in tables.iter_mut().zip(group.iter().flatten()) {
+                *t = v.ids();
+            }
+            let mut starts = [0usize; ID_LOCKSTEP];
+            id_lower_bounds(&tables[..group.len()], h, &mut starts[..group.len()]);
+            group.iter().flatten().zip(starts).find_map(|((s, v), start)| {
+                v.docs_with_id_hash_from(h, start)
+                    .find(|&local| {
+                        !s.deletes.is_deleted(local) && v.stored(local).is_ok_and(|(sid, _)| sid == id)
+                    })
+                    .map(|local| (Arc::clone(s), local))
+            })
+        };
         for s in snap.segments.iter().rev() {
             match &s.data {
                 SegData::Fresh(f) => {
+                    if len > 0 {
+                        if let Some(hit) = search(&group[..len]) {
+                            return Some(hit);
+                        }
+                        len = 0;
+                    }
                     if let Some(local) = f.lookup_id(id) {
                         if !s.deletes.is_deleted(local) {
                             return Some((s.clone(), local));
@@ -628,14 +654,21 @@ impl Shard {
                     }
                 }
                 SegData::Image { .. } => {
-                    let Some(Ok(v)) = s.image() else { continue };
-                    for local in v.docs_with_id_hash(h) {
-                        if !s.deletes.is_deleted(local) && v.stored(local).is_ok_and(|(sid, _)| sid == id) {
-                            return Some((s.clone(), local));
+                    if let Some(Ok(v)) = s.image() {
+                        group[len] = Some((s, v));
+                        len += 1;
+                        if len == ID_LOCKSTEP {
+                            if let Some(hit) = search(&group[..len]) {
+                                return Some(hit);
+                            }
+                            len = 0;
                         }
                     }
                 }
             }
+        }
+        if len > 0 {
+            return search(&group[..len]);
         }
         None
     }
