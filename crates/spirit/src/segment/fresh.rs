@@ -68,6 +68,8 @@ const IMPACTS_MIN_CAP: usize = 64;
 /// Words of a block's impacts.
 const IMPACT_WORDS: usize = 2 * IMPACTS;
 const FIRST_BLOCK: usize = 6;
+/// Terms between the stages of an insert's pipeline (slot, entry, tail block, append).
+const INSERT_PIPELINE: usize = 4;
 const MAX_BLOCK: usize = 4096;
 const KIND_TEXT: u32 = 1;
 const KIND_NUMERIC: u32 = 2;
@@ -308,45 +310,50 @@ impl FreshSegment {
                 w[self.field_dir + f as usize].store(at as u32, Release);
             }
         }
-        // Postings, in passes so the cache misses of different terms overlap: hash every term and prefetch
-        // its table slot; prefetch the entries the slots hold; resolve slots to entries and prefetch each
-        // tail block; then append.
+        // Postings, software-pipelined so the cache misses of different terms overlap: term i's table slot is
+        // prefetched 3·D terms before its posting is appended, the slot's entry 2·D before, and the entry's
+        // tail block D before (each load of a stage hit what the stage before prefetched).
+        const D: usize = INSERT_PIPELINE;
         let mask = self.table_cap - 1;
         let mut hashes = std::mem::take(&mut st.hashes);
         let mut entries = std::mem::take(&mut st.entries);
         hashes.clear();
         entries.clear();
-        for (key, _) in doc.terms() {
-            let h = hash_key(key);
-            prefetch(&w[1 + (h as usize & mask)]);
-            hashes.push(h);
-        }
-        // Each home slot's entry (a term seen before, usually): prefetched before any key is compared, so the
-        // entries' cache misses overlap too.
-        for &h in hashes.iter() {
-            let e = w[1 + (h as usize & mask)].load(Relaxed) as usize;
-            if e != 0 {
-                prefetch(&w[e]);
-                prefetch(&w[e + ENTRY_HEADER]);
-            }
-        }
+        hashes.extend(doc.terms().map(|(key, _)| hash_key(key)));
+        let n = hashes.len();
+        let (mut resolve, mut append) = (doc.terms(), doc.terms());
         let mut result = Ok(());
-        for ((key, _), &h) in doc.terms().zip(&hashes) {
-            match self.find_or_insert(&mut st, key, h) {
-                Ok(e) => {
-                    prefetch(&w[w[e + 3].load(Relaxed) as usize]);
-                    entries.push(e as u32);
-                }
-                Err(err) => {
-                    result = Err(err);
-                    break;
+        for i in 0..n + 3 * D {
+            if i < n {
+                prefetch(&w[1 + (hashes[i] as usize & mask)]);
+            }
+            if (D..n + D).contains(&i) {
+                // Each home slot's entry (a term seen before, usually), before any key is compared.
+                let e = w[1 + (hashes[i - D] as usize & mask)].load(Relaxed) as usize;
+                if e != 0 {
+                    prefetch(&w[e]);
+                    prefetch(&w[e + ENTRY_HEADER]);
                 }
             }
-        }
-        if result.is_ok() {
-            for ((key, positions), &e) in doc.terms().zip(&entries) {
+            if (2 * D..n + 2 * D).contains(&i) {
+                let (key, _) = resolve.next().expect("one term per hash");
+                match self.find_or_insert(&mut st, key, hashes[i - 2 * D]) {
+                    Ok(e) => {
+                        prefetch(&w[w[e + 3].load(Relaxed) as usize]);
+                        entries.push(e as u32);
+                    }
+                    Err(err) => {
+                        result = Err(err);
+                        break;
+                    }
+                }
+            }
+            if i >= 3 * D {
+                let (key, positions) = append.next().expect("one term per entry");
                 let field = crate::schema::key_field(key);
-                if let Err(err) = self.append_posting(&mut st, e as usize, field, local, positions) {
+                if let Err(err) =
+                    self.append_posting(&mut st, entries[i - 3 * D] as usize, field, local, positions)
+                {
                     result = Err(err);
                     break;
                 }
