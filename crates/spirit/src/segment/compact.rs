@@ -467,7 +467,7 @@ mod tests {
             fresh.insert(&analyze_document(&schema, id.clone(), d).unwrap()).unwrap();
         }
         let sealed = [
-            ImageBuilder::seal_fresh(&fresh, 9, BASE, &FieldCodecs::default()).unwrap(),
+            ImageBuilder::seal_fresh(&fresh, 9, BASE, &FieldCodecs::default(), false).unwrap(),
             seal_compacted(&parts, 9, &FieldCodecs::default()).unwrap(),
         ];
         for image in &sealed {

@@ -1193,7 +1193,7 @@ mod tests {
     /// A fresh segment laid out in an arena full of junk (the ring hands arenas back unzeroed) holds and
     /// answers exactly what one in a zeroed arena does: the same image when flushed, and to a reader the
     /// same postings, positions, block and chunk impacts, document frequencies, lengths, numbers and stored
-    /// records — with a text field that first appears late (its column zeroed for the documents before),
+    /// records (and the same image, flushed serially or in parallel) — with a text field that first appears late (its column zeroed for the documents before),
     /// numbers in some documents only, terms common enough for sealed blocks with chunks.
     #[test]
     fn a_junk_arena_answers_as_a_zeroed_one() {
@@ -1235,6 +1235,9 @@ mod tests {
         let zeroed = build(None);
         let codecs = crate::codec::FieldCodecs::default();
         let image = crate::segment::ImageBuilder::from_fresh(&zeroed, 1, 0, &codecs).unwrap();
+        // A parallel flush (terms encoded in two halves, then joined) writes the same bytes.
+        let parallel = crate::segment::ImageBuilder::seal_fresh(&zeroed, 1, 0, &codecs, true).unwrap();
+        assert_eq!(parallel.to_vec(), image);
         let fields = [schema.field_id("body").unwrap(), schema.field_id("title").unwrap()];
         let n = schema.field_id("n").unwrap();
         let mut keys = vec![];

@@ -50,6 +50,8 @@ const HASH: usize = 7;
 const KIND_NORMS: u32 = 1;
 const KIND_NUMERIC: u32 = 2;
 const DOC_BLOCK_BYTES: usize = 16 * 1024;
+/// Fewest terms for which a parallel flush splits the encoding in two (tests split small segments too).
+const PARALLEL_FLUSH_TERMS: usize = if cfg!(test) { 2 } else { 4096 };
 
 fn key_hash(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
@@ -72,15 +74,18 @@ impl ImageBuilder {
         base_doc: u32,
         codecs: &FieldCodecs,
     ) -> Result<Vec<u8>, SegmentError> {
-        Ok(Self::seal_fresh(fresh, seg_id, base_doc, codecs)?.to_vec())
+        Ok(Self::seal_fresh(fresh, seg_id, base_doc, codecs, false)?.to_vec())
     }
 
-    /// [`from_fresh`](Self::from_fresh), laid out but not yet written (see [`ImageWriter::seal`]).
+    /// [`from_fresh`](Self::from_fresh), laid out but not yet written (see [`ImageWriter::seal`]). With
+    /// `parallel`, the terms' postings are encoded in two halves of the key order on the rayon pool (a bulk
+    /// load's large segments: the last ones are flushed while the loader's threads have nothing left to do).
     pub(crate) fn seal_fresh(
         fresh: &FreshSegment,
         seg_id: u32,
         base_doc: u32,
         codecs: &FieldCodecs,
+        parallel: bool,
     ) -> Result<SealedImage, SegmentError> {
         let n = fresh.visible();
         // Keys back to back in one buffer (no allocation per term), sorted through (offset, length, entry).
@@ -93,21 +98,32 @@ impl ImageBuilder {
         let key_of = |&(o, l, _): &(u32, u32, u32)| &arena[o as usize..(o + l) as usize];
         keys.sort_unstable_by(|a, b| key_of(a).cmp(key_of(b)));
 
-        let mut w = ImageWriter::with_codecs(codecs.clone());
-        let mut post = TermPostings::default();
-        let mut p = vec![];
-        for k in &keys {
-            let (key, e) = (key_of(k), &k.2);
-            post.clear();
-            let field = crate::schema::key_field(key);
-            let mut c = fresh.postings(*e, n);
-            while c.doc() != crate::codec::NO_DOC {
-                c.positions(&mut p);
-                post.push(c.doc(), c.freq(), &p, fresh.field_len(field, c.doc()));
-                c.next();
+        let terms = |keys: &[(u32, u32, u32)]| {
+            let mut w = ImageWriter::with_codecs(codecs.clone());
+            let mut post = TermPostings::default();
+            let mut p = vec![];
+            for k in keys {
+                let (key, e) = (key_of(k), &k.2);
+                post.clear();
+                let field = crate::schema::key_field(key);
+                let mut c = fresh.postings(*e, n);
+                while c.doc() != crate::codec::NO_DOC {
+                    c.positions(&mut p);
+                    post.push(c.doc(), c.freq(), &p, fresh.field_len(field, c.doc()));
+                    c.next();
+                }
+                w.add_term(key, &post);
             }
-            w.add_term(key, &post);
-        }
+            w
+        };
+        let mut w = if parallel && keys.len() >= PARALLEL_FLUSH_TERMS {
+            let (a, b) = keys.split_at(keys.len() / 2);
+            let (mut w, second) = rayon::join(|| terms(a), || terms(b));
+            w.append_terms(second);
+            w
+        } else {
+            terms(&keys)
+        };
         for (f, is_text) in fresh.column_fields() {
             let stats = if is_text { fresh.field_stats(f, n) } else { FieldStats::default() };
             w.add_column(f, is_text, stats, |col| {
@@ -246,6 +262,23 @@ impl ImageWriter {
         t.extend_from_slice(&post_len.to_le_bytes());
         self.keys.extend_from_slice(key);
         self.key_hashes.push(key_hash(key));
+    }
+
+    /// Appends the terms of `next`, a writer that holds only terms, all after this one's in key order (the
+    /// second half of a parallel flush): its dictionary entries are moved with their key and postings offsets
+    /// shifted past this writer's.
+    pub fn append_terms(&mut self, next: ImageWriter) {
+        debug_assert!(next.n_fields == 0 && next.n_docs == 0, "a writer of terms only");
+        let (key_base, post_base) = (self.keys.len() as u32, self.postings.len() as u64);
+        for e in next.terms.chunks_exact(32) {
+            self.terms.extend_from_slice(&(u32_at(e, 0) + key_base).to_le_bytes());
+            self.terms.extend_from_slice(&e[4..16]);
+            self.terms.extend_from_slice(&(u64_at(e, 16) + post_base).to_le_bytes());
+            self.terms.extend_from_slice(&e[24..32]);
+        }
+        self.keys.extend_from_slice(&next.keys);
+        self.postings.extend_from_slice(&next.postings);
+        self.key_hashes.extend_from_slice(&next.key_hashes);
     }
 
     /// Adds the next field's column (fields increasing): `fill` appends a one-byte norm (text) or an f64 (numeric,

@@ -1137,8 +1137,11 @@ impl ShardInner {
         drop(snap);
         let SegData::Fresh(fresh) = &seg.data else { return Ok(()) };
         let codecs = self.codecs.lock().clone();
-        let image =
-            ImageBuilder::seal_fresh(fresh, id, seg.base_doc, &codecs).map_err(|e| Error::Format(e.0))?;
+        // A bulk arena's segment is encoded on two threads: the last ones of a load are flushed while the
+        // loader's threads have nothing left to do.
+        let parallel = fresh.dram_bytes() > self.cfg.fresh_bytes();
+        let image = ImageBuilder::seal_fresh(fresh, id, seg.base_doc, &codecs, parallel)
+            .map_err(|e| Error::Format(e.0))?;
         let doc_count = fresh.visible();
         let data = match self.alloc_image(image.len())? {
             Some(block) => {
