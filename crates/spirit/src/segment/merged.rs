@@ -35,6 +35,8 @@ use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
 
+/// Terms between the stages of a link's pipeline (slot prefetch, key record prefetch, probe).
+const LINK_PIPELINE: u64 = 8;
 const SLOT: u64 = 32;
 /// Region chunk: header bytes and the smallest chunk.
 const CHUNK_HEADER: u64 = 32;
@@ -393,10 +395,36 @@ impl MergedSegment {
             let nodes = self.alloc(((end - i) * NODE) as usize)?;
             let mut plan = Vec::with_capacity((end - i) as usize);
             let mut keys = Vec::new();
+            // Software-pipelined: term j's table slot is prefetched 2·D terms ahead and, once there, the key
+            // record it points to D terms ahead, so the probes' cache misses overlap (a bulk load's last link
+            // ran alone on one core, bound by them).
+            const D: u64 = LINK_PIPELINE;
+            let mut ahead = [None; 2 * LINK_PIPELINE as usize];
+            let slot_of = |j: u64, ahead: &mut [Option<u64>]| {
+                if let Ok(key) = view.key_at(j as usize) {
+                    let h = hash64(key);
+                    ahead[(j % (2 * D)) as usize] = Some(h);
+                    crate::memory::prefetch(self.heap.atomic(Self::slot(t, h & (cap - 1))));
+                }
+            };
+            for j in i..end.min(i + 2 * D) {
+                slot_of(j, &mut ahead);
+            }
             for j in i..end {
+                // Term j's hash out of the ring before term j + 2·D takes its place.
+                let ahead_h = ahead[(j % (2 * D)) as usize].take();
+                if j + 2 * D < end {
+                    slot_of(j + 2 * D, &mut ahead);
+                }
+                if let Some(h) = ahead[((j + D) % (2 * D)) as usize].filter(|_| j + D < end) {
+                    let key_ref = self.heap.atomic(Self::slot(t, h & (cap - 1))).load(Relaxed);
+                    if let Some(r) = self.heap.try_slice(key_ref, 1) {
+                        crate::memory::prefetch(&r[0]);
+                    }
+                }
                 let key = view.key_at(j as usize)?;
                 let info = view.term_at(j as usize)?;
-                let h = hash64(key);
+                let h = ahead_h.unwrap_or_else(|| hash64(key));
                 let (s, found) =
                     if opts.redo { self.probe_key(t, cap, key) } else { self.probe(t, cap, key, h)? };
                 let head = if found { self.heap.atomic(s + 16).load(Relaxed) } else { 0 };
