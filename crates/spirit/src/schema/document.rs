@@ -36,6 +36,10 @@ struct TermSpan {
     key_len: u32,
     pos_off: u32,
     pos_len: u32,
+    /// The key's hash in the fresh segment's term table (`segment::fresh::hash_key`), taken during analysis
+    /// so the insert, which runs under the shard's writer lock (and in a bulk load, one block at a time),
+    /// does not hash.
+    fresh_hash: u32,
 }
 
 impl AnalyzedDoc {
@@ -47,6 +51,11 @@ impl AnalyzedDoc {
                 &self.positions[t.pos_off as usize..(t.pos_off + t.pos_len) as usize],
             )
         })
+    }
+
+    /// Each distinct term's hash in the fresh segment's term table, in the order of [`terms`](Self::terms).
+    pub fn fresh_hashes(&self) -> impl ExactSizeIterator<Item = u32> + '_ {
+        self.terms.iter().map(|t| t.fresh_hash)
     }
 
     /// The document as the tLog records it (crash-safe mode): all of it, so recovery indexes every field
@@ -188,7 +197,9 @@ impl TermCollector {
         let mut off = 0;
         for (&(key_off, key_len), n) in spans.iter().zip(counts.iter_mut()) {
             let pos_len = *n;
-            terms.push(TermSpan { key_off, key_len, pos_off: off, pos_len });
+            let key = &keys[key_off as usize..(key_off + key_len) as usize];
+            let fresh_hash = crate::segment::fresh::hash_key(key);
+            terms.push(TermSpan { key_off, key_len, pos_off: off, pos_len, fresh_hash });
             *n = off; // from here on: where the term's next position goes
             off += pos_len;
         }

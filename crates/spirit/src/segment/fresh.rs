@@ -319,7 +319,8 @@ impl FreshSegment {
         let mut entries = std::mem::take(&mut st.entries);
         hashes.clear();
         entries.clear();
-        hashes.extend(doc.terms().map(|(key, _)| hash_key(key)));
+        hashes.extend(doc.fresh_hashes());
+        debug_assert!(doc.terms().zip(&hashes).all(|((key, _), &h)| hash_key(key) == h));
         let n = hashes.len();
         let (mut resolve, mut append) = (doc.terms(), doc.terms());
         let mut result = Ok(());
