@@ -1137,18 +1137,22 @@ impl ShardInner {
         drop(snap);
         let SegData::Fresh(fresh) = &seg.data else { return Ok(()) };
         let codecs = self.codecs.lock().clone();
-        // A bulk arena's segment is encoded on two threads: the last ones of a load are flushed while the
-        // loader's threads have nothing left to do.
-        let parallel = fresh.dram_bytes() > self.cfg.fresh_bytes();
-        let image = ImageBuilder::seal_fresh(fresh, id, seg.base_doc, &codecs, parallel)
+        // A bulk arena's segment is encoded on two threads (the last ones of a load are flushed while the
+        // loader's threads have nothing left to do) and written straight into the persistent tier: a DRAM copy
+        // in the long-term ring would be one more copy of ~100 MB per segment, in pages the kernel zeroes on
+        // first touch, for a load that few queries read meanwhile.
+        let bulk = fresh.dram_bytes() > self.cfg.fresh_bytes();
+        let image = ImageBuilder::seal_fresh(fresh, id, seg.base_doc, &codecs, bulk)
             .map_err(|e| Error::Format(e.0))?;
         let doc_count = fresh.visible();
-        let data = match self.alloc_image(image.len())? {
+        let block = if bulk { None } else { self.alloc_image(image.len())? };
+        let data = match block {
             Some(block) => {
                 SegData::Image { dram: Some(Arc::new(DramImage::write(block, &image))), persistent: None }
             }
             None => {
-                // Larger than the whole long-term ring: engrave directly and read it from the persistent tier.
+                // A bulk segment, or larger than the whole long-term ring: engrave directly and read it from the
+                // persistent tier.
                 let (off, len) = (self.write_persistent(&image)?, image.len());
                 if self.cfg.durability == Durability::CrashSafe {
                     self.heap.persist(off, len).map_err(|e| Error::io(self.heap.path(), e))?;
