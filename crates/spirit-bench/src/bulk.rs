@@ -81,6 +81,8 @@ fn spirit_run(args: &BulkArgs, threads: usize, shards: usize) -> Result<Value, B
         shard.bulk_segment_bytes = Some(b);
     }
     let cfg = EngineConfig { shard, default_shards: Some(shards) };
+    // Each configuration's own peak, not the process's over the runs before it.
+    crate::input::reset_peak_rss();
     let t0 = Instant::now();
     let engine = Engine::open(dir.path(), cfg)?;
     let index = engine.create_index("bulk", Some(&crate::input::baseline_mappings()), None)?;

@@ -156,6 +156,12 @@ pub fn load_tasks(
     }
 }
 
+/// Restarts this process's peak RSS ([`peak_rss`]) from its current RSS (Linux: `clear_refs` 5), so a run
+/// that follows others in the same process reports its own peak; a no-op where that is not available.
+pub fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
 /// VmHWM of this process in bytes.
 pub fn peak_rss() -> u64 {
     std::fs::read_to_string("/proc/self/status")
