@@ -289,3 +289,54 @@ fn updates_of_just_sealed_documents_do_not_hold_the_ring() {
         }
     }
 }
+
+/// An add's `_id` lookup searches the images' id tables in lockstep groups of 8
+/// (`segment::image::ID_LOCKSTEP`), newest first, with fresh segments in between: with more images than
+/// one group (compaction off, five documents per segment), updates and deletes of documents in every
+/// segment — the oldest, the newest, both sides of a group boundary, one updated twice — each replace
+/// exactly the live version, merged or not.
+#[test]
+fn updates_find_their_id_among_many_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let compaction = CompactionPolicy { factor: 0, on_pause: false, ..Default::default() };
+    let index =
+        Index::open("t", dir.path(), ShardConfig { compaction, ..cfg() }, Some(&mappings()), None).unwrap();
+    let mut r = Reference::default();
+    for i in 0..100 {
+        index.add(doc(i).json()).unwrap();
+        r.add(doc(i));
+    }
+    index.shard().seal().unwrap();
+    index.shard().wait_idle().unwrap();
+    let images = index
+        .stats()
+        .shard
+        .segments
+        .iter()
+        .filter(|(s, _)| **s != SegState::Fresh)
+        .map(|(_, n)| n)
+        .sum::<usize>();
+    assert!(images > 16, "{images} image segments");
+    for (round, i) in [0, 4, 5, 39, 40, 44, 45, 57, 99, 40, 0].into_iter().enumerate() {
+        let mut d = doc(500 + round);
+        d.id = format!("d{i}");
+        index.add(d.json()).unwrap();
+        r.add(d);
+        check_all(&index, &r, &format!("after update {round} of d{i}"));
+    }
+    for i in [1, 41, 98] {
+        assert!(index.delete(&format!("d{i}")).unwrap());
+        assert!(r.delete(&format!("d{i}")));
+        assert!(index.get(&format!("d{i}")).unwrap().is_none());
+    }
+    check_all(&index, &r, "after the deletes");
+    index.shard().commit_and_merge_all().unwrap();
+    for (round, i) in [2, 40, 97].into_iter().enumerate() {
+        let mut d = doc(600 + round);
+        d.id = format!("d{i}");
+        index.add(d.json()).unwrap();
+        r.add(d);
+    }
+    check_all(&index, &r, "after updates of merged documents");
+    index.close().unwrap();
+}
