@@ -227,6 +227,11 @@ impl ShardConfig {
         want.min(room).min(self.dram_budget / 4).max(f) / 64 * 64
     }
 
+    /// Whether a fresh segment's arena of `arena_bytes` is a bulk arena (only ever larger than a real-time one).
+    pub fn is_bulk_arena(&self, arena_bytes: usize) -> bool {
+        arena_bytes > self.fresh_bytes()
+    }
+
     /// This configuration with bulk arenas on (see [`Self::bulk_arenas`]): for a process that loads files in
     /// bulk. Sizes follow each shard's share of the budget.
     pub fn with_bulk_arenas(self) -> ShardConfig {

@@ -87,10 +87,14 @@ fn six_sealed_segments(
     durability: Durability,
 ) -> (Index, Reference) {
     let compaction = CompactionPolicy { factor: 0, ..Default::default() };
-    let c = ShardConfig { max_unmerged: max, compaction, durability, ..cfg() };
+    sealed_index(dir, ShardConfig { max_unmerged: max, compaction, durability, ..cfg() }, 30)
+}
+
+/// An index of `docs` documents (`doc(0..docs)`), the last segment sealed; with its reference.
+fn sealed_index(dir: &std::path::Path, c: ShardConfig, docs: usize) -> (Index, Reference) {
     let index = Index::open("t", dir, c, Some(&mappings()), None).unwrap();
     let mut r = Reference::default();
-    for i in 0..30 {
+    for i in 0..docs {
         index.add(doc(i).json()).unwrap();
         r.add(doc(i));
     }
@@ -166,13 +170,7 @@ fn merged_segments_compact_once_ingestion_pauses() {
         let dir = tempfile::tempdir().unwrap();
         let compaction = CompactionPolicy { factor: 4, on_pause, ..Default::default() };
         let c = ShardConfig { max_unmerged: Some(0), compaction, ..cfg() };
-        let index = Index::open("t", dir.path(), c, Some(&mappings()), None).unwrap();
-        let mut r = Reference::default();
-        for i in 0..30 {
-            index.add(doc(i).json()).unwrap();
-            r.add(doc(i));
-        }
-        index.shard().seal().unwrap();
+        let (index, r) = sealed_index(dir.path(), c, 30);
         index.shard().wait_idle().unwrap();
         // Six segments of five documents, committed and merged at once (`max_unmerged: Some(0)`); the level
         // policy compacts the first four, leaving three merged segments.
@@ -299,14 +297,7 @@ fn updates_of_just_sealed_documents_do_not_hold_the_ring() {
 fn updates_find_their_id_among_many_images() {
     let dir = tempfile::tempdir().unwrap();
     let compaction = CompactionPolicy { factor: 0, on_pause: false, ..Default::default() };
-    let index =
-        Index::open("t", dir.path(), ShardConfig { compaction, ..cfg() }, Some(&mappings()), None).unwrap();
-    let mut r = Reference::default();
-    for i in 0..100 {
-        index.add(doc(i).json()).unwrap();
-        r.add(doc(i));
-    }
-    index.shard().seal().unwrap();
+    let (index, mut r) = sealed_index(dir.path(), ShardConfig { compaction, ..cfg() }, 100);
     index.shard().wait_idle().unwrap();
     let images = index
         .stats()

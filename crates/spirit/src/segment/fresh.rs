@@ -95,8 +95,7 @@ struct WriterState {
     /// The live `_id`s: (xxh3 of the id, local doc), the id itself read back from the doc's stored record,
     /// so an add allocates nothing here (a `HashMap<String, u32>` cloned every id and SipHashed it).
     ids: hashbrown::HashTable<(u64, u32)>,
-    /// Per-document scratch: term hashes, then term entries.
-    hashes: Vec<u32>,
+    /// Per-document scratch: term entries.
     entries: Vec<u32>,
     /// A block being sealed: its postings' frequencies and field lengths.
     seal_tfs: Vec<u32>,
@@ -223,7 +222,6 @@ impl FreshSegment {
                 terms: 0,
                 term_fields: vec![],
                 ids: hashbrown::HashTable::new(),
-                hashes: vec![],
                 entries: vec![],
                 seal_tfs: vec![],
                 seal_dls: vec![],
@@ -315,30 +313,28 @@ impl FreshSegment {
         // tail block D before (each load of a stage hit what the stage before prefetched).
         const D: usize = INSERT_PIPELINE;
         let mask = self.table_cap - 1;
-        let mut hashes = std::mem::take(&mut st.hashes);
         let mut entries = std::mem::take(&mut st.entries);
-        hashes.clear();
         entries.clear();
-        hashes.extend(doc.fresh_hashes());
-        debug_assert!(doc.terms().zip(&hashes).all(|((key, _), &h)| hash_key(key) == h));
-        let n = hashes.len();
-        let (mut resolve, mut append) = (doc.terms(), doc.terms());
+        debug_assert!(doc.terms().zip(doc.fresh_hashes()).all(|((key, _), h)| hash_key(key) == h));
+        let n = doc.term_count();
+        let (mut slot_hashes, mut entry_hashes) = (doc.fresh_hashes(), doc.fresh_hashes());
+        let (mut resolve, mut append) = (doc.terms().zip(doc.fresh_hashes()), doc.terms());
         let mut result = Ok(());
         for i in 0..n + 3 * D {
-            if i < n {
-                prefetch(&w[1 + (hashes[i] as usize & mask)]);
+            if let Some(h) = slot_hashes.next() {
+                prefetch(&w[1 + (h as usize & mask)]);
             }
-            if (D..n + D).contains(&i) {
+            if let Some(h) = if i >= D { entry_hashes.next() } else { None } {
                 // Each home slot's entry (a term seen before, usually), before any key is compared.
-                let e = w[1 + (hashes[i - D] as usize & mask)].load(Relaxed) as usize;
+                let e = w[1 + (h as usize & mask)].load(Relaxed) as usize;
                 if e != 0 {
                     prefetch(&w[e]);
                     prefetch(&w[e + ENTRY_HEADER]);
                 }
             }
             if (2 * D..n + 2 * D).contains(&i) {
-                let (key, _) = resolve.next().expect("one term per hash");
-                match self.find_or_insert(&mut st, key, hashes[i - 2 * D]) {
+                let ((key, _), h) = resolve.next().expect("one hash per term");
+                match self.find_or_insert(&mut st, key, h) {
                     Ok(e) => {
                         prefetch(&w[w[e + 3].load(Relaxed) as usize]);
                         entries.push(e as u32);
@@ -360,7 +356,6 @@ impl FreshSegment {
                 }
             }
         }
-        st.hashes = hashes;
         st.entries = entries;
         result?;
         // Norms and running sums of every term field of the segment.
@@ -1194,8 +1189,9 @@ mod tests {
     /// A fresh segment laid out in an arena full of junk (the ring hands arenas back unzeroed) holds and
     /// answers exactly what one in a zeroed arena does: the same image when flushed, and to a reader the
     /// same postings, positions, block and chunk impacts, document frequencies, lengths, numbers and stored
-    /// records (and the same image, flushed serially or in parallel) — with a text field that first appears late (its column zeroed for the documents before),
-    /// numbers in some documents only, terms common enough for sealed blocks with chunks.
+    /// records (and the same image, flushed serially or in parallel) — with a text field that first appears
+    /// late (its column zeroed for the documents before), numbers in some documents only, terms common
+    /// enough for sealed blocks with chunks.
     #[test]
     fn a_junk_arena_answers_as_a_zeroed_one() {
         let schema = Schema::from_mappings(&json!({"properties": {

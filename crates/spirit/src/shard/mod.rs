@@ -762,8 +762,7 @@ impl Shard {
         let mut w = self.inner.writer.lock();
         debug_assert!(w.bulk_loads > 0, "end_bulk without begin_bulk");
         w.bulk_loads = w.bulk_loads.saturating_sub(1);
-        // A bulk arena is larger than a real-time one (`bulk_fresh_bytes` is only ever above `fresh_bytes`).
-        let bulk_arena = w.fresh.dram_bytes() > self.inner.cfg.fresh_bytes();
+        let bulk_arena = self.inner.cfg.is_bulk_arena(w.fresh.dram_bytes());
         if w.bulk_loads == 0 && bulk_arena && w.fresh.visible() > 0 && self.inner.check_open(&w).is_ok() {
             self.inner.seal(&mut w)?;
         }
@@ -1141,7 +1140,7 @@ impl ShardInner {
         // loader's threads have nothing left to do) and written straight into the persistent tier: a DRAM copy
         // in the long-term ring would be one more copy of ~100 MB per segment, in pages the kernel zeroes on
         // first touch, for a load that few queries read meanwhile.
-        let bulk = fresh.dram_bytes() > self.cfg.fresh_bytes();
+        let bulk = self.cfg.is_bulk_arena(fresh.dram_bytes());
         let image = ImageBuilder::seal_fresh(fresh, id, seg.base_doc, &codecs, bulk)
             .map_err(|e| Error::Format(e.0))?;
         let doc_count = fresh.visible();
