@@ -27,7 +27,7 @@ use std::sync::Arc;
 pub const SUPERBLOCK_BYTES: usize = 4096;
 const MAGIC: &[u8; 8] = b"SPIRITPH";
 /// Version of the persistent format. Bump on any incompatible change of any persistent structure.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// Offsets of the two recovery-record slots.
 const SLOTS: [usize; 2] = [64, 128];
 const SLOT_BYTES: usize = 64;

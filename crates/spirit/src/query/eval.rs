@@ -689,7 +689,7 @@ impl Bm25Doc {
 
     /// The best score over a block's impacts — each bit for bit what [`Self::score`] gives a posting with
     /// that (tf, quantized length), so no posting of the block scores above it. The length terms are looked
-    /// up first, so the four divisions are independent and pipeline; an unused entry (tf 0) scores 0, or NaN
+    /// up first, so the divisions are independent and pipeline; an unused entry (tf 0) scores 0, or NaN
     /// when the length term is 0 too (k1 = 0), which `max` passes over.
     #[inline]
     fn impacts_bound(&self, imp: &Impacts) -> f32 {
@@ -2583,7 +2583,7 @@ struct TermLists<'a> {
 
 /// Each term's block bounds, computed on first use: a query reads the impacts of the blocks it reaches,
 /// not all of a long list's. A term whose list the selective cache pins takes them from the list's
-/// block-bound table instead ([`block_table`]: a multiplication, where the impacts cost four divisions).
+/// block-bound table instead ([`block_table`]: a multiplication, where the impacts cost a division each).
 struct BlockBounds {
     lists: Vec<Vec<f32>>,
     /// Per term, its list's block-bound table, if pinned.

@@ -13,7 +13,7 @@
 //!                 | the pair before the last posting, as one 64-bit word | key words...
 //!                 (entries start at even words so the pairs are 8-byte aligned)
 //! posting block:  capacity | used | next block | next block's first doc | positions' words
-//!                 | [impacts: IMPACTS × (tf, quantized length), in blocks of IMPACTS_MIN_CAP words or more]
+//!                 | [impacts: IMPACTS words (`codec::pack_impact`), in blocks of IMPACTS_MIN_CAP words or more]
 //!                 | postings: (doc, tf) ... | free | ... positions (the first posting's at the end; each
 //!                 posting's tf words below those of the postings before it)
 //! text column:    norms[max_docs] | running length[max_docs] | running doc count[max_docs] | shortest length
@@ -40,7 +40,7 @@
 
 use super::image::id_hash;
 use super::{FieldStats, SegmentError};
-use crate::codec::{impacts, Impacts, IMPACTS, NO_DOC};
+use crate::codec::{impacts, pack_impact, unpack_impact, Impacts, IMPACTS, NO_DOC};
 use crate::memory::{prefetch, words_of, DramBlock};
 use crate::schema::{AnalyzedDoc, MAX_FIELDS};
 use parking_lot::Mutex;
@@ -65,8 +65,8 @@ const POSTING_WORDS: usize = 2;
 /// Posting blocks of at least this many words carry impacts (smaller ones, the first blocks of every term,
 /// would grow by more than an eighth).
 const IMPACTS_MIN_CAP: usize = 64;
-/// Words of a block's impacts.
-const IMPACT_WORDS: usize = 2 * IMPACTS;
+/// Words of a block's impacts, one per impact.
+const IMPACT_WORDS: usize = IMPACTS;
 const FIRST_BLOCK: usize = 6;
 /// Terms between the stages of an insert's pipeline (slot, entry, tail block, append).
 const INSERT_PIPELINE: usize = 4;
@@ -574,15 +574,13 @@ impl FreshSegment {
             let chunk_at = b + BLOCK_HEADER + IMPACT_WORDS;
             for (c, (tf, dl)) in tfs.chunks(CHUNK).zip(dls.chunks(CHUNK)).enumerate() {
                 assert!(c < chunks(cap), "the header has room for every chunk");
-                for (k, (tf, dl)) in impacts(tf, dl).into_iter().enumerate() {
-                    w[chunk_at + IMPACT_WORDS * c + 2 * k].store(tf, Relaxed);
-                    w[chunk_at + IMPACT_WORDS * c + 2 * k + 1].store(dl, Relaxed);
+                for (k, imp) in impacts(tf, dl).into_iter().enumerate() {
+                    w[chunk_at + IMPACT_WORDS * c + k].store(pack_impact(imp), Relaxed);
                 }
             }
         }
-        for (k, (tf, dl)) in impacts(tfs, dls).into_iter().enumerate() {
-            w[b + BLOCK_HEADER + 2 * k].store(tf, Relaxed);
-            w[b + BLOCK_HEADER + 2 * k + 1].store(dl, Relaxed);
+        for (k, imp) in impacts(tfs, dls).into_iter().enumerate() {
+            w[b + BLOCK_HEADER + k].store(pack_impact(imp), Relaxed);
         }
     }
 
@@ -637,14 +635,14 @@ impl FreshSegment {
     fn block_impacts(&self, b: usize) -> Impacts {
         let w = self.w();
         let at = b + BLOCK_HEADER;
-        std::array::from_fn(|k| (w[at + 2 * k].load(Relaxed), w[at + 2 * k + 1].load(Relaxed)))
+        std::array::from_fn(|k| unpack_impact(w[at + k].load(Relaxed)))
     }
 
     /// The impacts of chunk `k` of posting block `b`, which the caller knows to be sealed and to have chunks.
     fn chunk_impacts(&self, b: usize, k: usize) -> Impacts {
         let w = self.w();
         let at = b + BLOCK_HEADER + IMPACT_WORDS + IMPACT_WORDS * k;
-        std::array::from_fn(|j| (w[at + 2 * j].load(Relaxed), w[at + 2 * j + 1].load(Relaxed)))
+        std::array::from_fn(|j| unpack_impact(w[at + j].load(Relaxed)))
     }
 
     /// Postings of a term, limited to documents below `limit` (a watermark the caller loaded).
