@@ -237,3 +237,46 @@ fn fresh_segment_paths_equal_the_image_paths_under_other_bm25() {
         assert_eq!(run(&index), fresh, "k1 {k1} b {b}");
     }
 }
+
+/// A fresh segment large enough for single terms' warm start (the parts of the best impact bounds evaluated
+/// first, then passed over by the walk) and for batches of whole chunks: with deletes among them, and with
+/// the top-k filled or not by the time a part is reached, every answer equals the reference's, and pruning
+/// visits fewer postings than there are matches.
+#[test]
+fn fresh_single_terms_with_warm_start_match_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ShardConfig {
+        dram_budget: 256 << 20,
+        fresh_segment_bytes: Some(64 << 20),
+        max_docs_per_segment: 50_000,
+        ..Default::default()
+    };
+    let index = Index::open("c", dir.path(), cfg, Some(&mappings()), None).unwrap();
+    let mut r = Reference::default();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || xorshift(&mut x);
+    for i in 0..9000 {
+        let d = random_doc(i, false, &mut next);
+        index.add(d.json()).unwrap();
+        r.add(d);
+        if i % 17 == 3 {
+            let victim = (i / 3).to_string();
+            if r.docs.iter().any(|d| d.id == victim && d.live) {
+                assert!(index.delete(&victim).unwrap());
+                r.delete(&victim);
+            }
+        }
+    }
+    assert_eq!(index.stats().shard.segments.values().sum::<usize>(), 1, "only the fresh segment");
+    let (mut all, mut visited) = (0, 0);
+    for t in [0, 1, 2, 4, 9, 25, 80] {
+        let q = format!("body:{}", word(t));
+        check(&index, &r, &q, "fresh, warm start");
+        let exact =
+            index.search(&q, &SearchOptions { limit: 10, cache: false, ..Default::default() }).unwrap();
+        let o = SearchOptions { limit: 10, track_total: false, cache: false, ..Default::default() };
+        all += exact.total;
+        visited += index.search(&q, &o).unwrap().total;
+    }
+    assert!(visited < all, "pruning passed over no part: visited {visited} of {all}");
+}

@@ -18,6 +18,7 @@ use crate::codec::{
 };
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, SegState, SegmentDesc, Snapshot};
+use crate::segment::fresh::{MAX_PART, WHOLE_BLOCK};
 use crate::segment::hot::{BlockTable, PinnedList};
 use crate::segment::image::{norm_at, number_at};
 use crate::segment::{FieldStats, FreshPostings, FreshSegment, ImageView, SegmentError};
@@ -670,21 +671,6 @@ impl Bm25Doc {
     #[inline]
     fn may_reach_norm(&self, tf: f32, norm: u8, need: f32) -> bool {
         tf * (self.idf - need) >= need * self.denom[norm as usize]
-    }
-
-    /// An integer frequency threshold for [`Self::may_reach_norm`] over documents no shorter than `norm`:
-    /// no posting with a smaller frequency may score `need` (rounded down, so conservative; 0 when any may,
-    /// `u32::MAX` when none may).
-    fn min_tf(&self, norm: u8, need: f32) -> u32 {
-        if need.is_nan() || need <= 0.0 {
-            return 0;
-        }
-        let gap = self.idf - need;
-        if gap <= 0.0 {
-            return u32::MAX;
-        }
-        // `as` saturates: a huge quotient means no frequency may reach it.
-        (need * self.denom[norm as usize] / gap).floor() as u32
     }
 
     /// The best score over a block's impacts — each bit for bit what [`Self::score`] gives a posting with
@@ -1833,10 +1819,14 @@ fn term_top_k(
 }
 
 /// Top-k of a single term on the fresh segment, whose postings (written while read, no skip data) are
-/// walked once in place: each posting's length comes from the segment's length column and, once the top-k
-/// is full, a posting is scored only if the division-free bound says it may reach θ, and with `prune` a
-/// sealed posting block whose impacts cannot reach θ is passed over whole. Same documents, scores and ties
-/// as the generic scorer path; counts are exact unless a block was passed over.
+/// walked once, a batch at a time — a chunk of a sealed block, else up to a block's worth: each posting's
+/// length comes from the segment's length column and, once the top-k is full, a posting is scored only if
+/// the division-free bound says it may reach θ ([`keep_competitive`], branch-free), and with `prune` a
+/// sealed posting block or chunk whose impacts cannot reach θ is passed over whole, after a warm start on
+/// the parts of the best bounds. Same documents, scores and ties as the generic scorer path; counts are
+/// exact unless a part was passed over. On one fresh segment of 50,000 enwiki documents
+/// (`spirit-bench loop --fresh-docs`), against walking posting by posting without the warm start: HighTerm
+/// 38 -> 20 µs, MedTerm 10 -> 7 µs (geometric means).
 #[allow(clippy::too_many_arguments)]
 fn fresh_term_top_k(
     ctx: &Ctx<'_>,
@@ -1854,15 +1844,71 @@ fn fresh_term_top_k(
         return;
     }
     let norms = norms(seg, field);
-    // No document here is shorter: a posting whose frequency is below `min_tf` cannot reach θ even there, so
-    // it is passed over on one integer comparison, its length not even read.
-    let shortest = encode_norm(f.shortest_length(field));
     let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
     let any_deleted = del.count() > 0;
-    let (mut theta, mut need, mut min_tf) = (f32::NEG_INFINITY, f32::NEG_INFINITY, 0);
+    let mut theta = f32::NEG_INFINITY;
     let mut p = f.postings(e, seg.visible);
+    // Warm start, as `term_top_k`'s on images: with pruning and a top-k not yet full, the parts (chunks, or
+    // sealed blocks without chunks) of the highest impact bounds — as many as the top-k has places — are
+    // evaluated first, so θ starts near where it ends and the walk in doc order passes over far more of
+    // them. The walk skips these parts, so nothing is offered or counted twice.
+    let mut warm = [(f32::NEG_INFINITY, 0usize, 0usize); TERM_WARM_BLOCKS];
+    let n_warm = if prune { col.cap.saturating_sub(col.heap.len()).min(TERM_WARM_BLOCKS) } else { 0 };
+    let mut warm_left = 0;
+    if n_warm > 0 {
+        let best = &mut warm[..n_warm];
+        let mut parts = 0;
+        p.for_each_part(|b, k, imp| {
+            parts += 1;
+            let x = bm.impacts_bound(imp);
+            if x > best[n_warm - 1].0 {
+                // An insertion into a short sorted list.
+                let mut i = n_warm - 1;
+                while i > 0 && best[i - 1].0 < x {
+                    best[i] = best[i - 1];
+                    i -= 1;
+                }
+                best[i] = (x, b, k);
+            }
+        });
+        if parts >= 2 * n_warm {
+            // Block 0 never names a part: an unused place.
+            warm_left = best.iter().filter(|w| w.1 != 0).count();
+            let (mut docs, mut tfs) = ([0u32; MAX_PART], [0u32; MAX_PART]);
+            for &(_, b, k) in best[..warm_left].iter() {
+                let m = p.part_postings(b, k, &mut docs, &mut tfs);
+                for (&d, &tf) in docs[..m].iter().zip(&tfs[..m]) {
+                    if any_deleted && del.is_deleted(d) {
+                        continue;
+                    }
+                    col.total += 1;
+                    let score = bm.score(tf as f32, norms.get(d));
+                    if score >= theta {
+                        col.push_score(Entry(score, base + d));
+                        if col.heap.len() >= col.cap {
+                            theta = col.theta();
+                        }
+                    }
+                }
+            }
+        } else {
+            warm = [(f32::NEG_INFINITY, 0, 0); TERM_WARM_BLOCKS];
+        }
+    }
+    let (mut docs, mut tfs) = ([0u32; BLOCK_LEN], [0u32; BLOCK_LEN]);
+    let (mut kd, mut kt) = ([0u32; BLOCK_LEN], [0u32; BLOCK_LEN]);
     let mut d = p.doc();
     while d != NO_DOC {
+        // A warm part is passed over (it was evaluated).
+        if warm_left > 0 && (p.at_block_start() || p.chunk_impacts().is_some()) {
+            let part = p.part();
+            if let Some(w) = warm.iter_mut().find(|w| w.1 != 0 && (w.1, w.2) == part) {
+                w.1 = 0;
+                warm_left -= 1;
+                d = if part.1 == WHOLE_BLOCK { p.skip_block() } else { p.skip_chunk() };
+                continue;
+            }
+        }
         // A sealed block whose impacts cannot reach θ is passed over whole (block-max, as on images), and so is
         // a chunk of one whose own impacts cannot.
         if theta > f32::NEG_INFINITY {
@@ -1883,33 +1929,44 @@ fn fresh_term_top_k(
                 }
             }
         }
-        if !(any_deleted && del.is_deleted(d)) {
-            col.total += 1;
-            if prune && theta == f32::NEG_INFINITY && col.heap.len() >= col.cap {
-                theta = col.theta();
-                need = theta - theta.abs() * FILTER_SLACK;
-                min_tf = bm.min_tf(shortest, need);
+        // A batch: the postings up to the end of the cursor's chunk (else its block), at most a block's
+        // worth; deleted ones are neither counted nor offered.
+        let end = p.chunk_window().map_or_else(|| p.block_end(), |(_, end)| end);
+        let mut n = p.take_below(end, &mut docs, &mut tfs);
+        if any_deleted {
+            let mut kept = 0;
+            for i in 0..n {
+                if !del.is_deleted(docs[i]) {
+                    (docs[kept], tfs[kept]) = (docs[i], tfs[i]);
+                    kept += 1;
+                }
             }
-            let tf = p.freq();
-            if tf >= min_tf {
-                let tf = tf as f32;
-                let norm = norms.get(d);
-                // Below the k-th best nothing enters (equal may: the newer doc wins the tie). (Without θ
-                // every posting may; the test is skipped, as −∞ · 0 would make it fail when k1 = 0.)
-                if need == f32::NEG_INFINITY || bm.may_reach_norm(tf, norm, need) {
-                    let score = bm.score(tf, norm);
-                    if score >= theta {
-                        col.push_score(Entry(score, base + d));
-                        if prune && col.heap.len() >= col.cap {
-                            theta = col.theta();
-                            need = theta - theta.abs() * FILTER_SLACK;
-                            min_tf = bm.min_tf(shortest, need);
-                        }
-                    }
+            n = kept;
+        }
+        col.total += n as u64;
+        if prune && theta == f32::NEG_INFINITY && col.heap.len() >= col.cap {
+            theta = col.theta();
+        }
+        // Without θ every posting may enter; with it, only those whose own score may reach it (branch-free,
+        // as on images: testing posting by posting mispredicted).
+        let (bd, bt, k) = if theta == f32::NEG_INFINITY {
+            (&docs, &tfs, n)
+        } else {
+            let k =
+                keep_competitive((bm, &norms), (&docs[..n], &tfs[..n]), (theta, 0.0), (&mut kd, &mut kt), 0);
+            (&kd, &kt, k)
+        };
+        for (&d, &tf) in bd[..k].iter().zip(&bt[..k]) {
+            let score = bm.score(tf as f32, norms.get(d));
+            // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
+            if score >= theta {
+                col.push_score(Entry(score, base + d));
+                if prune && col.heap.len() >= col.cap {
+                    theta = col.theta();
                 }
             }
         }
-        d = p.next();
+        d = p.doc();
     }
 }
 

@@ -123,6 +123,13 @@ const CHUNK_WORDS: usize = CHUNK * POSTING_WORDS;
 /// Blocks of at least this many words have chunks (smaller ones hold about a chunk or less).
 const CHUNKED_MIN_CAP: usize = 512;
 
+/// The chunk [`FreshPostings::for_each_part`] gives a sealed block with impacts but no chunks: the part is
+/// the whole block.
+pub const WHOLE_BLOCK: usize = usize::MAX;
+
+/// Most postings a part (a chunk, or a whole block without chunks) holds.
+pub const MAX_PART: usize = CHUNKED_MIN_CAP / POSTING_WORDS;
+
 /// Chunks a block of `cap` words may hold (every posting takes at least `POSTING_WORDS`).
 #[inline]
 fn chunks(cap: usize) -> usize {
@@ -965,6 +972,80 @@ impl FreshPostings<'_> {
             self.seg.next_block(self.block).1
         };
         Some((self.seg.chunk_impacts(self.block, k), end))
+    }
+
+    /// Each part of the list that has impacts, from the cursor's block on, in list order: `f(block, chunk,
+    /// impacts)` for every chunk of a sealed block with chunks, and `(block, WHOLE_BLOCK, impacts)` for a
+    /// sealed block with impacts but no chunks. Small blocks and the open tail block have none and are not
+    /// reported. Reads block headers only; the cursor does not move. A warm start picks its parts so.
+    pub fn for_each_part(&self, mut f: impl FnMut(usize, usize, &Impacts)) {
+        if self.doc == NO_DOC {
+            return;
+        }
+        let (seg, w) = (self.seg, self.seg.w());
+        let mut b = self.block;
+        while b != 0 {
+            let next = w[b + 2].load(Acquire) as usize;
+            if next == 0 {
+                break;
+            }
+            let cap = w[b].load(Relaxed) as usize;
+            if cap >= IMPACTS_MIN_CAP {
+                if chunks(cap) == 0 {
+                    f(b, WHOLE_BLOCK, &seg.block_impacts(b));
+                } else {
+                    // Sealed: `used` is final.
+                    let n = (w[b + 1].load(Acquire) as usize / POSTING_WORDS).div_ceil(CHUNK);
+                    for k in 0..n {
+                        f(b, k, &seg.chunk_impacts(b, k));
+                    }
+                }
+            }
+            b = next;
+        }
+    }
+
+    /// The postings of a part [`Self::for_each_part`] reported whose documents are below the cursor's limit,
+    /// copied into `docs` and `tfs` (room for [`MAX_PART`]); returns how many. The cursor does not move.
+    pub fn part_postings(
+        &self,
+        b: usize,
+        k: usize,
+        docs: &mut [u32; MAX_PART],
+        tfs: &mut [u32; MAX_PART],
+    ) -> usize {
+        let w = self.seg.w();
+        let cap = w[b].load(Relaxed) as usize;
+        let base = b + header_words(cap);
+        let used = base + w[b + 1].load(Acquire) as usize;
+        let (from, to) = if k == WHOLE_BLOCK {
+            (base, used)
+        } else {
+            (base + k * CHUNK_WORDS, used.min(base + (k + 1) * CHUNK_WORDS))
+        };
+        assert!(to - from <= MAX_PART * POSTING_WORDS, "a part holds at most MAX_PART postings");
+        let mut m = 0;
+        for at in (from..to).step_by(POSTING_WORDS) {
+            let d = w[at].load(Relaxed);
+            if d >= self.limit {
+                break;
+            }
+            (docs[m], tfs[m]) = (d, w[at + 1].load(Relaxed));
+            m += 1;
+        }
+        m
+    }
+
+    /// The part of the cursor's posting as [`Self::for_each_part`] names it: (block, chunk), the chunk being
+    /// `WHOLE_BLOCK` in a block without chunks. Meaningful where the block has impacts.
+    #[inline]
+    pub fn part(&self) -> (usize, usize) {
+        let cap = self.seg.w()[self.block].load(Relaxed) as usize;
+        if chunks(cap) == 0 {
+            return (self.block, WHOLE_BLOCK);
+        }
+        // `at` is just past the cursor's posting.
+        (self.block, ((self.at - self.base) / POSTING_WORDS - 1) / CHUNK)
     }
 
     /// Whether the cursor is on the first posting of its block.
