@@ -63,10 +63,22 @@ pub fn pack_impact((tf, dl): (u32, u32)) -> u32 {
 /// The impact [`pack_impact`] stored: a saturated tf reads back as `u32::MAX`, which bounds any real one.
 #[inline]
 pub fn unpack_impact(w: u32) -> (u32, u32) {
-    match w >> 8 {
+    match packed_tf(w) {
         0 => (0, u32::MAX),
-        IMPACT_TF_MAX => (u32::MAX, decode_norm(w as u8)),
         tf => (tf, decode_norm(w as u8)),
+    }
+}
+
+/// A block's impacts as stored, one [`pack_impact`] word each: scoring reads the norm code and the tf
+/// ([`packed_tf`]) straight from them.
+pub type PackedImpacts = [u32; IMPACTS];
+
+/// The tf of a packed impact (`u32::MAX` for a saturated one, 0 for an unused entry).
+#[inline]
+pub fn packed_tf(w: u32) -> u32 {
+    match w >> 8 {
+        IMPACT_TF_MAX => u32::MAX,
+        tf => tf,
     }
 }
 

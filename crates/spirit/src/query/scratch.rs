@@ -13,7 +13,7 @@
 //! The pool keeps one scratch per thread (a nested query on the same thread gets a fresh one), and drops
 //! buffers that grew past [`KEEP_BYTES`] each, so a rare huge query does not pin its memory in a thread forever.
 
-use super::eval::{Bm25Doc, Norms, WindowBuf};
+use super::eval::{Bm25Doc, FreshRegion, Norms, WindowBuf};
 use crate::codec::PostingsCursor;
 use crate::codec::BLOCK;
 use crate::segment::hot::BlockTable;
@@ -62,6 +62,8 @@ pub(super) struct Scratch {
     /// `mem::take` leaves one, allocates nothing), and per term the candidates' frequencies.
     pub window: Option<Box<WindowBuf>>,
     pub tf_rows: Vec<[u32; BLOCK]>,
+    /// A fresh term's regions (its chunks and blocks, with their bounds).
+    pub fresh_regions: Vec<FreshRegion>,
 }
 
 thread_local! {
@@ -100,6 +102,7 @@ impl Scratch {
         keep(&mut self.reached);
         keep(&mut self.essential);
         keep(&mut self.tf_rows);
+        keep(&mut self.fresh_regions);
         keep(&mut self.cand);
         keep(&mut self.lists);
         self.lists.iter_mut().for_each(keep);

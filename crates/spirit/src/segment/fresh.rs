@@ -40,7 +40,7 @@
 
 use super::image::id_hash;
 use super::{FieldStats, SegmentError};
-use crate::codec::{impacts, pack_impact, unpack_impact, Impacts, IMPACTS, NO_DOC};
+use crate::codec::{impacts, pack_impact, unpack_impact, Impacts, PackedImpacts, IMPACTS, NO_DOC};
 use crate::memory::{prefetch, words_of, DramBlock};
 use crate::schema::{AnalyzedDoc, MAX_FIELDS};
 use parking_lot::Mutex;
@@ -123,11 +123,10 @@ const CHUNK_WORDS: usize = CHUNK * POSTING_WORDS;
 /// Blocks of at least this many words have chunks (smaller ones hold about a chunk or less).
 const CHUNKED_MIN_CAP: usize = 512;
 
-/// The chunk [`FreshPostings::for_each_part`] gives a sealed block with impacts but no chunks: the part is
-/// the whole block.
+/// The chunk [`FreshPostings::for_each_region`] gives a block without chunks: the region is the whole block.
 pub const WHOLE_BLOCK: usize = usize::MAX;
 
-/// Most postings a part (a chunk, or a whole block without chunks) holds.
+/// Most postings a region (a chunk, or a whole block without chunks) holds.
 pub const MAX_PART: usize = CHUNKED_MIN_CAP / POSTING_WORDS;
 
 /// Chunks a block of `cap` words may hold (every posting takes at least `POSTING_WORDS`).
@@ -645,6 +644,14 @@ impl FreshSegment {
         std::array::from_fn(|k| unpack_impact(w[at + k].load(Relaxed)))
     }
 
+    /// The impacts of block `b` (as [`Self::block_impacts`]) or of its chunk `k` (as [`Self::chunk_impacts`])
+    /// as stored, packed.
+    fn packed_impacts(&self, b: usize, k: usize) -> PackedImpacts {
+        let w = self.w();
+        let at = b + BLOCK_HEADER + if k == WHOLE_BLOCK { 0 } else { IMPACT_WORDS + IMPACT_WORDS * k };
+        std::array::from_fn(|j| w[at + j].load(Relaxed))
+    }
+
     /// The impacts of chunk `k` of posting block `b`, which the caller knows to be sealed and to have chunks.
     fn chunk_impacts(&self, b: usize, k: usize) -> Impacts {
         let w = self.w();
@@ -974,11 +981,12 @@ impl FreshPostings<'_> {
         Some((self.seg.chunk_impacts(self.block, k), end))
     }
 
-    /// Each part of the list that has impacts, from the cursor's block on, in list order: `f(block, chunk,
-    /// impacts)` for every chunk of a sealed block with chunks, and `(block, WHOLE_BLOCK, impacts)` for a
-    /// sealed block with impacts but no chunks. Small blocks and the open tail block have none and are not
-    /// reported. Reads block headers only; the cursor does not move. A warm start picks its parts so.
-    pub fn for_each_part(&self, mut f: impl FnMut(usize, usize, &Impacts)) {
+    /// Every region of the list from the cursor's block on, in list order: `f(block, chunk, impacts)` for each
+    /// chunk of a block with chunks, `(block, WHOLE_BLOCK, impacts)` for a block without; the impacts (packed,
+    /// as stored) are `Some` where they bound the region — a sealed block's (per chunk where it has chunks) — and `None` in
+    /// small blocks and in the open tail block (whose chunks are those of its postings written so far).
+    /// Reads block headers only; the cursor does not move. A term's top-k walks the regions newest first.
+    pub fn for_each_region(&self, mut f: impl FnMut(usize, usize, Option<&PackedImpacts>)) {
         if self.doc == NO_DOC {
             return;
         }
@@ -986,28 +994,36 @@ impl FreshPostings<'_> {
         let mut b = self.block;
         while b != 0 {
             let next = w[b + 2].load(Acquire) as usize;
-            if next == 0 {
-                break;
-            }
             let cap = w[b].load(Relaxed) as usize;
-            if cap >= IMPACTS_MIN_CAP {
-                if chunks(cap) == 0 {
-                    f(b, WHOLE_BLOCK, &seg.block_impacts(b));
-                } else {
-                    // Sealed: `used` is final.
-                    let n = (w[b + 1].load(Acquire) as usize / POSTING_WORDS).div_ceil(CHUNK);
-                    for k in 0..n {
-                        f(b, k, &seg.chunk_impacts(b, k));
-                    }
+            // Once the successor is linked (acquire) the block is sealed: `used` and its impacts are final.
+            let sealed = next != 0 && cap >= IMPACTS_MIN_CAP;
+            if chunks(cap) == 0 {
+                f(b, WHOLE_BLOCK, sealed.then(|| seg.packed_impacts(b, WHOLE_BLOCK)).as_ref());
+            } else {
+                let n = (w[b + 1].load(Acquire) as usize / POSTING_WORDS).div_ceil(CHUNK);
+                for k in 0..n {
+                    f(b, k, sealed.then(|| seg.packed_impacts(b, k)).as_ref());
                 }
             }
             b = next;
         }
     }
 
-    /// The postings of a part [`Self::for_each_part`] reported whose documents are below the cursor's limit,
-    /// copied into `docs` and `tfs` (room for [`MAX_PART`]); returns how many. The cursor does not move.
-    pub fn part_postings(
+    /// The words `[from, to)` holding the postings of region (`b`, `k`) written so far.
+    fn region_words(&self, b: usize, k: usize) -> (usize, usize) {
+        let w = self.seg.w();
+        let base = b + header_words(w[b].load(Relaxed) as usize);
+        let used = base + w[b + 1].load(Acquire) as usize;
+        if k == WHOLE_BLOCK {
+            (base, used)
+        } else {
+            ((base + k * CHUNK_WORDS).min(used), used.min(base + (k + 1) * CHUNK_WORDS))
+        }
+    }
+
+    /// The postings of a region [`Self::for_each_region`] reported whose documents are below the cursor's
+    /// limit, copied into `docs` and `tfs`; returns how many. The cursor does not move.
+    pub fn region_postings(
         &self,
         b: usize,
         k: usize,
@@ -1015,15 +1031,8 @@ impl FreshPostings<'_> {
         tfs: &mut [u32; MAX_PART],
     ) -> usize {
         let w = self.seg.w();
-        let cap = w[b].load(Relaxed) as usize;
-        let base = b + header_words(cap);
-        let used = base + w[b + 1].load(Acquire) as usize;
-        let (from, to) = if k == WHOLE_BLOCK {
-            (base, used)
-        } else {
-            (base + k * CHUNK_WORDS, used.min(base + (k + 1) * CHUNK_WORDS))
-        };
-        assert!(to - from <= MAX_PART * POSTING_WORDS, "a part holds at most MAX_PART postings");
+        let (from, to) = self.region_words(b, k);
+        assert!(to - from <= MAX_PART * POSTING_WORDS, "a region holds at most MAX_PART postings");
         let mut m = 0;
         for at in (from..to).step_by(POSTING_WORDS) {
             let d = w[at].load(Relaxed);
@@ -1036,16 +1045,14 @@ impl FreshPostings<'_> {
         m
     }
 
-    /// The part of the cursor's posting as [`Self::for_each_part`] names it: (block, chunk), the chunk being
-    /// `WHOLE_BLOCK` in a block without chunks. Meaningful where the block has impacts.
-    #[inline]
-    pub fn part(&self) -> (usize, usize) {
-        let cap = self.seg.w()[self.block].load(Relaxed) as usize;
-        if chunks(cap) == 0 {
-            return (self.block, WHOLE_BLOCK);
+    /// The last document of a region [`Self::for_each_region`] reported (`NO_DOC` if it has none), below the
+    /// limit or not.
+    pub fn region_last_doc(&self, b: usize, k: usize) -> u32 {
+        let (from, to) = self.region_words(b, k);
+        if to <= from {
+            return NO_DOC;
         }
-        // `at` is just past the cursor's posting.
-        (self.block, ((self.at - self.base) / POSTING_WORDS - 1) / CHUNK)
+        self.seg.w()[to - POSTING_WORDS].load(Relaxed)
     }
 
     /// Whether the cursor is on the first posting of its block.
