@@ -16,7 +16,7 @@
 //!                 | [impacts: IMPACTS words (`codec::pack_impact`), in blocks of IMPACTS_MIN_CAP words or more]
 //!                 | postings: (doc, tf) ... | free | ... positions (the first posting's at the end; each
 //!                 posting's tf words below those of the postings before it)
-//! text column:    norms[max_docs] | running length[max_docs] | running doc count[max_docs] | shortest length
+//! text column:    kind | norms[max_docs] | running length[max_docs] | running doc count[max_docs]
 //! numeric column: f64 bits as two words per doc (NaN = no value)
 //! ```
 //!
@@ -73,8 +73,8 @@ const INSERT_PIPELINE: usize = 4;
 const MAX_BLOCK: usize = 4096;
 const KIND_TEXT: u32 = 1;
 const KIND_NUMERIC: u32 = 2;
-/// Words of a text column besides its three per-document arrays: the kind and the shortest length.
-const TEXT_COLUMN_EXTRA: usize = 2;
+/// Words of a text column besides its three per-document arrays: the kind.
+const TEXT_COLUMN_EXTRA: usize = 1;
 
 /// A fresh segment. Shared (`Arc`) between its writer and any number of readers.
 pub struct FreshSegment {
@@ -296,7 +296,6 @@ impl FreshSegment {
                 // Zeroed whole: the documents before this one read as not having the field.
                 let at = self.bump_zeroed(&mut st, TEXT_COLUMN_EXTRA + 3 * self.max_docs as usize)?;
                 w[at].store(KIND_TEXT, Relaxed);
-                w[at + 1 + 3 * self.max_docs as usize].store(u32::MAX, Relaxed);
                 w[self.field_dir + f as usize].store(at as u32, Release);
                 st.term_fields.push(f);
             }
@@ -380,12 +379,6 @@ impl FreshSegment {
             w[col + 1 + local as usize].store(len.unwrap_or(0), Relaxed);
             w[col + 1 + md + local as usize].store(prev_len + len.unwrap_or(0), Relaxed);
             w[col + 1 + 2 * md + local as usize].store(prev_cnt + len.is_some() as u32, Relaxed);
-            if let Some(len) = len {
-                let shortest = &w[col + 1 + 3 * md];
-                if len < shortest.load(Relaxed) {
-                    shortest.store(len, Relaxed);
-                }
-            }
         }
         for &(f, x) in &doc.numerics {
             let col = w[self.field_dir + f as usize].load(Relaxed) as usize;
@@ -718,14 +711,6 @@ impl FreshSegment {
     /// Field length (tokens) of `doc` in a term field.
     pub fn field_len(&self, field: u16, doc: u32) -> u32 {
         self.column(field, KIND_TEXT).map_or(0, |c| self.w()[c + doc as usize].load(Relaxed))
-    }
-
-    /// A lower bound on the length (tokens) of the field in every document of the segment that has it — the
-    /// shortest written so far, which may already count a document past a reader's watermark (only ever
-    /// lower, so still a bound); `u32::MAX` when no document has the field.
-    pub fn shortest_length(&self, field: u16) -> u32 {
-        let md = self.max_docs as usize;
-        self.column(field, KIND_TEXT).map_or(u32::MAX, |c| self.w()[c + 3 * md].load(Relaxed))
     }
 
     /// Every document's length (tokens) in a term field, indexed by local doc (empty when no document of
@@ -1074,39 +1059,6 @@ impl FreshPostings<'_> {
         Some(self.seg.block_impacts(self.block))
     }
 
-    /// On the first posting of a chunk of a sealed block: the chunk's impacts, which bound every posting in
-    /// it; `None` elsewhere (inside a chunk, in the open tail block, in a block too small for chunks). One
-    /// compare off a chunk start.
-    #[inline]
-    pub fn chunk_impacts(&self) -> Option<Impacts> {
-        // The offset of the cursor's posting in its block, a multiple of a chunk's words at a chunk start.
-        let off = self.at.wrapping_sub(self.base + POSTING_WORDS);
-        if !off.is_multiple_of(CHUNK_WORDS) || self.doc == NO_DOC {
-            return None;
-        }
-        let w = self.seg.w();
-        if chunks(w[self.block].load(Relaxed) as usize) == 0 || w[self.block + 2].load(Acquire) == 0 {
-            return None;
-        }
-        Some(self.seg.chunk_impacts(self.block, off / CHUNK_WORDS))
-    }
-
-    /// From the first posting of a chunk of a sealed block (see [`Self::chunk_impacts`]), moves to the first
-    /// posting of the next chunk, or of the next block.
-    pub fn skip_chunk(&mut self) -> u32 {
-        if self.doc == NO_DOC {
-            return NO_DOC;
-        }
-        let next = self.at + CHUNK_WORDS - POSTING_WORDS;
-        // A sealed block's `used` is final.
-        self.end = self.base + self.seg.w()[self.block + 1].load(Acquire) as usize;
-        if next < self.end {
-            self.at = next;
-            return self.next();
-        }
-        self.skip_block()
-    }
-
     /// Moves to the first posting of the next block (below the limit), passing over the rest of this one.
     pub fn skip_block(&mut self) -> u32 {
         if self.doc == NO_DOC {
@@ -1349,7 +1301,7 @@ mod tests {
                     pb.positions(&mut xb);
                     assert_eq!(xa, xb);
                     assert_eq!(pa.sealed_impacts(), pb.sealed_impacts());
-                    assert_eq!(pa.chunk_impacts(), pb.chunk_impacts());
+                    assert_eq!(pa.chunk_window(), pb.chunk_window());
                     sealed += pa.sealed_impacts().is_some() as usize;
                     let bound = |i: &Impacts| i.iter().map(|&(tf, dl)| tf as f32 / (1.0 + dl as f32)).sum();
                     assert_eq!(
@@ -1359,7 +1311,6 @@ mod tests {
                 }
             }
             for f in fields {
-                assert_eq!(zeroed.shortest_length(f), fresh.shortest_length(f));
                 assert_eq!(zeroed.field_stats(f, limit), fresh.field_stats(f, limit));
             }
             for d in 0..limit {
@@ -1397,35 +1348,6 @@ mod tests {
         assert_eq!(fresh.lookup_id("abcd"), Some(4), "forgetting one id keeps its neighbours");
         fresh.forget_id("never added");
         assert_eq!(fresh.lookup_id("abcde"), Some(5));
-    }
-
-    /// The shortest length of a text field is a bound over every document written (and only over documents
-    /// that have the field); a field no document has bounds nothing.
-    #[test]
-    fn shortest_length_bounds_every_document() {
-        let schema = Schema::from_mappings(
-            &json!({"properties": {"body": {"type": "text"}, "title": {"type": "text"}, "tag": {"type": "text"}}}),
-        )
-        .unwrap();
-        let heap = DramHeap::new(4 << 20, 3 << 20).unwrap();
-        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 2 << 20).unwrap(), 1000);
-        let body = schema.field_id("body").unwrap();
-        let title = schema.field_id("title").unwrap();
-        let tag = schema.field_id("tag").unwrap();
-        let docs = [
-            json!({"body": "a b c d e", "title": "x y"}),
-            json!({"body": "a b c"}),
-            json!({"body": "a b c d e f g", "title": "x y z"}),
-        ];
-        for (i, d) in docs.iter().enumerate() {
-            fresh.insert(&analyze_document(&schema, format!("d{i}"), d).unwrap()).unwrap();
-        }
-        assert_eq!(fresh.shortest_length(body), 3);
-        assert_eq!(fresh.shortest_length(title), 2, "documents without the field do not count");
-        assert_eq!(fresh.shortest_length(tag), u32::MAX);
-        for d in 0..3 {
-            assert!(fresh.field_len(body, d) >= fresh.shortest_length(body));
-        }
     }
 
     /// A fresh segment (arena of `arena` bytes) with one document per body in its text field `body`; returns
@@ -1543,51 +1465,51 @@ mod tests {
         assert!(last < starts[2]);
     }
 
-    /// A sealed block's chunks carry impacts that bound every posting of the chunk; `skip_chunk` lands on the
-    /// next chunk's first posting (or the next block's), exactly where a plain walk finds the next chunk start.
+    /// `for_each_region` cuts the list into its chunks and blocks, in order: their postings (`region_postings`)
+    /// are the plain walk's, a region's last document is `region_last_doc`, and a sealed block's chunks carry
+    /// impacts that bound every posting of the chunk (packed as stored, they read back as `chunk_window`'s).
     #[test]
-    fn chunk_impacts_hold_and_skip_chunk_lands_on_the_next_chunk() {
+    fn regions_cover_the_list_and_chunk_impacts_hold() {
         let mut rng = 5u64;
         let n = 6000u32;
         let bodies = random_x_bodies(&mut rng, n, 10, 4, 200);
         let (fresh, body, e) = with_bodies(&bodies, 16 << 20, 8000);
-        // The plain walk: per posting (doc, tf, quantized length); chunk starts with their impacts, and the
-        // starts of blocks without chunks (to end the chunk before them).
-        let (mut p, mut all, mut starts) = (fresh.postings(e, n), vec![], vec![]);
+        // The plain walk: per posting (doc, tf, quantized length).
+        let (mut p, mut all) = (fresh.postings(e, n), vec![]);
         while p.doc() != NO_DOC {
-            match p.chunk_impacts() {
-                Some(imp) => starts.push((all.len(), Some(imp))),
-                None if p.at_block_start() => starts.push((all.len(), None)),
-                None => {}
-            }
             all.push((p.doc(), p.freq(), crate::codec::quantized_length(fresh.field_len(body, p.doc()))));
             p.next();
         }
-        assert!(starts.iter().filter(|s| s.1.is_some()).count() >= 20, "many chunks: {}", starts.len());
-        for (i, &(at, imp)) in starts.iter().enumerate() {
-            let until = starts.get(i + 1).map_or(all.len(), |s| s.0);
-            let Some(imp) = imp else { continue };
-            assert!(until - at <= CHUNK, "a chunk holds at most {CHUNK} postings");
-            for &(d, tf, dl) in &all[at..until] {
-                assert!(
-                    imp.iter().any(|&(itf, idl)| itf > 0 && tf <= itf && dl >= idl),
-                    "doc {d} (tf {tf}, dl {dl}) not bounded by {imp:?}"
-                );
-            }
-        }
-        // skip_chunk from every chunk start lands on the next start.
-        let mut p = fresh.postings(e, n);
-        let mut visited = vec![];
-        while p.doc() != NO_DOC {
-            if p.chunk_impacts().is_some() {
-                visited.push(p.doc());
-                p.skip_chunk();
+        // The regions, each with where its postings start in the walk and its impacts (chunks only).
+        let p = fresh.postings(e, n);
+        let (mut regions, mut starts) = (vec![], vec![]);
+        p.for_each_region(|b, k, imp| regions.push((b, k, imp.map(|i| i.map(crate::codec::unpack_impact)))));
+        let (mut docs, mut tfs) = ([0u32; MAX_PART], [0u32; MAX_PART]);
+        let mut at = 0;
+        for &(b, k, imp) in &regions {
+            let m = p.region_postings(b, k, &mut docs, &mut tfs);
+            assert!(m > 0, "no empty region");
+            let want: Vec<(u32, u32)> = all[at..at + m].iter().map(|x| (x.0, x.1)).collect();
+            assert_eq!(docs[..m].iter().copied().zip(tfs[..m].iter().copied()).collect::<Vec<_>>(), want);
+            assert_eq!(p.region_last_doc(b, k), docs[m - 1]);
+            if k == WHOLE_BLOCK {
+                starts.push((at, None));
             } else {
-                p.next();
+                assert!(m <= CHUNK, "a chunk holds at most {CHUNK} postings");
+                starts.push((at, imp));
             }
+            if let Some(imp) = imp {
+                for &(d, tf, dl) in &all[at..at + m] {
+                    assert!(
+                        imp.iter().any(|&(itf, idl)| itf > 0 && tf <= itf && dl >= idl),
+                        "doc {d} (tf {tf}, dl {dl}) not bounded by {imp:?}"
+                    );
+                }
+            }
+            at += m;
         }
-        let chunk_starts: Vec<u32> = starts.iter().filter(|s| s.1.is_some()).map(|s| all[s.0].0).collect();
-        assert_eq!(visited, chunk_starts);
+        assert_eq!(at, all.len(), "the regions hold every posting");
+        assert!(starts.iter().filter(|s| s.1.is_some()).count() >= 20, "many chunks: {}", starts.len());
         // `chunk_window` from any posting of a chunk: the chunk's impacts and where the next chunk or block
         // starts; `max_block_bound` over exactly a chunk is the chunk's bound.
         let mut checked = 0;
