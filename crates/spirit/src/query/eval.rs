@@ -2028,8 +2028,8 @@ fn fresh_conj_top_k(
         if prune && window.is_none_or(|end| d >= end) {
             let lc = present(&mut curs[lead]);
             let (lead_bound, end) = match lc.chunk_window() {
-                Some((imp, end)) => (lbm.impacts_bound(&imp), end),
-                None => (lc.sealed_impacts().map_or(lbm.idf, |imp| lbm.impacts_bound(&imp)), lc.block_end()),
+                Some((imp, end)) => (lbm.packed_bound(&imp), end),
+                None => (lc.sealed_impacts().map_or(lbm.idf, |imp| lbm.packed_bound(&imp)), lc.block_end()),
             };
             window = Some(end);
             (all, rest) = (0.0, 0.0);
@@ -2039,7 +2039,7 @@ fn fresh_conj_top_k(
                 } else {
                     let (bm, _) = scoring[t].expect("every term is present");
                     let c = curs[t].as_ref().expect("every term is present");
-                    c.max_block_bound(d, end, |imp| bm.impacts_bound(imp), bm.idf)
+                    c.max_block_bound(d, end, |imp| bm.packed_bound(imp), bm.idf)
                 };
                 all += x;
                 if t != lead {

@@ -40,7 +40,7 @@
 
 use super::image::id_hash;
 use super::{FieldStats, SegmentError};
-use crate::codec::{impacts, pack_impact, unpack_impact, Impacts, PackedImpacts, IMPACTS, NO_DOC};
+use crate::codec::{impacts, pack_impact, PackedImpacts, IMPACTS, NO_DOC};
 use crate::memory::{prefetch, words_of, DramBlock};
 use crate::schema::{AnalyzedDoc, MAX_FIELDS};
 use parking_lot::Mutex;
@@ -629,27 +629,13 @@ impl FreshSegment {
         (next, if next == 0 { NO_DOC } else { w[b + BLOCK_NEXT_FIRST].load(Relaxed) })
     }
 
-    /// The impacts in the header of posting block `b`, which the caller knows to be sealed (large enough to
-    /// carry them, its successor linked — loaded with acquire, so they are written).
-    fn block_impacts(&self, b: usize) -> Impacts {
-        let w = self.w();
-        let at = b + BLOCK_HEADER;
-        std::array::from_fn(|k| unpack_impact(w[at + k].load(Relaxed)))
-    }
-
-    /// The impacts of block `b` (as [`Self::block_impacts`]) or of its chunk `k` (as [`Self::chunk_impacts`])
-    /// as stored, packed.
+    /// The impacts, as stored (packed), of posting block `b` (`k` = `WHOLE_BLOCK`) or of its chunk `k`, which
+    /// the caller knows to be sealed (large enough to carry them — and chunks, for a chunk — its successor
+    /// linked: loaded with acquire, so they are written).
     fn packed_impacts(&self, b: usize, k: usize) -> PackedImpacts {
         let w = self.w();
         let at = b + BLOCK_HEADER + if k == WHOLE_BLOCK { 0 } else { IMPACT_WORDS + IMPACT_WORDS * k };
         std::array::from_fn(|j| w[at + j].load(Relaxed))
-    }
-
-    /// The impacts of chunk `k` of posting block `b`, which the caller knows to be sealed and to have chunks.
-    fn chunk_impacts(&self, b: usize, k: usize) -> Impacts {
-        let w = self.w();
-        let at = b + BLOCK_HEADER + IMPACT_WORDS + IMPACT_WORDS * k;
-        std::array::from_fn(|j| unpack_impact(w[at + j].load(Relaxed)))
     }
 
     /// Postings of a term, limited to documents below `limit` (a watermark the caller loaded).
@@ -894,7 +880,7 @@ impl FreshPostings<'_> {
         &self,
         from: u32,
         end: u32,
-        bound: impl Fn(&Impacts) -> f32,
+        bound: impl Fn(&PackedImpacts) -> f32,
         fallback: f32,
     ) -> f32 {
         if self.doc == NO_DOC {
@@ -914,7 +900,7 @@ impl FreshPostings<'_> {
                 let base = b + header_words(cap);
                 // A block inside the range whole is bounded by its own impacts (they bound its chunks').
                 if chunks(cap) == 0 || (next_first <= end && w[base].load(Relaxed) >= from) {
-                    best = best.max(bound(&seg.block_impacts(b)));
+                    best = best.max(bound(&seg.packed_impacts(b, WHOLE_BLOCK)));
                 } else {
                     // Chunk k holds the postings from word `base + k * CHUNK_WORDS` on, so documents from the
                     // first one there to the next chunk's first (the next block's, for the last chunk). The
@@ -932,7 +918,7 @@ impl FreshPostings<'_> {
                         if w[base + k * CHUNK_WORDS].load(Relaxed) >= end {
                             break;
                         }
-                        best = best.max(bound(&seg.chunk_impacts(b, k)));
+                        best = best.max(bound(&seg.packed_impacts(b, k)));
                     }
                 }
                 if next_first >= end {
@@ -944,10 +930,10 @@ impl FreshPostings<'_> {
         best
     }
 
-    /// In a sealed block with chunks: the impacts of the chunk holding the cursor's posting, and the end
+    /// In a sealed block with chunks: the impacts (packed) of the chunk holding the cursor's posting, and the end
     /// (exclusive) of the documents the chunk may hold — the next chunk's first document, or the next
     /// block's. `None` elsewhere (the open tail block, a block too small for chunks, past the end).
-    pub fn chunk_window(&self) -> Option<(Impacts, u32)> {
+    pub fn chunk_window(&self) -> Option<(PackedImpacts, u32)> {
         if self.doc == NO_DOC {
             return None;
         }
@@ -963,7 +949,7 @@ impl FreshPostings<'_> {
         } else {
             self.seg.next_block(self.block).1
         };
-        Some((self.seg.chunk_impacts(self.block, k), end))
+        Some((self.seg.packed_impacts(self.block, k), end))
     }
 
     /// Every region of the list from the cursor's block on, in list order: `f(block, chunk, impacts)` for each
@@ -1046,9 +1032,9 @@ impl FreshPostings<'_> {
         self.at == self.base + POSTING_WORDS
     }
 
-    /// The impacts of the cursor's block if it is sealed (full, its successor linked; then they bound every
+    /// The impacts (packed) of the cursor's block if it is sealed (full, its successor linked; then they bound every
     /// posting in it), else `None` — the open tail block, or a block too small to carry them.
-    pub fn sealed_impacts(&self) -> Option<Impacts> {
+    pub fn sealed_impacts(&self) -> Option<PackedImpacts> {
         if self.doc == NO_DOC {
             return None;
         }
@@ -1056,7 +1042,7 @@ impl FreshPostings<'_> {
         if (w[self.block].load(Relaxed) as usize) < IMPACTS_MIN_CAP || w[self.block + 2].load(Acquire) == 0 {
             return None;
         }
-        Some(self.seg.block_impacts(self.block))
+        Some(self.seg.packed_impacts(self.block, WHOLE_BLOCK))
     }
 
     /// Moves to the first posting of the next block (below the limit), passing over the rest of this one.
@@ -1120,11 +1106,23 @@ impl FreshPostings<'_> {
     /// them, into `docs` and `tfs`, and moves the cursor onto the first one not taken. Returns how many.
     pub fn take_below(&mut self, end: u32, docs: &mut [u32], tfs: &mut [u32]) -> usize {
         let cap = docs.len().min(tfs.len());
+        let (w, stop) = (self.seg.w(), end.min(self.limit));
         let mut m = 0;
         // `NO_DOC` is at least any `end`: past the last posting nothing is taken.
         while m < cap && self.doc < end {
             (docs[m], tfs[m]) = (self.doc, self.tf);
             m += 1;
+            // The rest of the block's postings known to be written, copied straight from its words.
+            while m < cap && self.at < self.end {
+                let d = w[self.at].load(Relaxed);
+                if d >= stop {
+                    break;
+                }
+                (docs[m], tfs[m]) = (d, w[self.at + 1].load(Relaxed));
+                m += 1;
+                self.at += POSTING_WORDS;
+            }
+            // Onto the first posting not taken (past the limit: `NO_DOC`).
             self.next();
         }
         m
@@ -1160,6 +1158,7 @@ impl FreshPostings<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::{unpack_impact, Impacts};
     use crate::memory::{DramHeap, RingKind};
     use crate::schema::{analyze_document, Schema};
     use serde_json::json;
@@ -1303,7 +1302,9 @@ mod tests {
                     assert_eq!(pa.sealed_impacts(), pb.sealed_impacts());
                     assert_eq!(pa.chunk_window(), pb.chunk_window());
                     sealed += pa.sealed_impacts().is_some() as usize;
-                    let bound = |i: &Impacts| i.iter().map(|&(tf, dl)| tf as f32 / (1.0 + dl as f32)).sum();
+                    let bound = |i: &PackedImpacts| {
+                        i.map(unpack_impact).iter().map(|&(tf, dl)| tf as f32 / (1.0 + dl as f32)).sum()
+                    };
                     assert_eq!(
                         pa.max_block_bound(da, da + 50, bound, -1.0),
                         pb.max_block_bound(da, da + 50, bound, -1.0)
@@ -1389,8 +1390,8 @@ mod tests {
         tf as f32 / (tf as f32 + dl as f32)
     }
 
-    fn bound(imp: &Impacts) -> f32 {
-        imp.iter().filter(|x| x.0 > 0).map(|&(tf, dl)| value(tf, dl)).fold(0.0, f32::max)
+    fn bound(imp: &PackedImpacts) -> f32 {
+        imp.map(unpack_impact).iter().filter(|x| x.0 > 0).map(|&(tf, dl)| value(tf, dl)).fold(0.0, f32::max)
     }
 
     /// `df_below` is exact whenever it answers: in O(1) when at most the term's last posting is at or past
@@ -1429,7 +1430,7 @@ mod tests {
         while p.doc() != crate::codec::NO_DOC {
             if p.at_block_start() {
                 starts.push(p.doc());
-                block = Some(p.sealed_impacts());
+                block = Some(p.sealed_impacts().map(|i| i.map(unpack_impact)));
                 sealed += block.unwrap().is_some() as usize;
             }
             let (tf, dl) = (p.freq(), crate::codec::quantized_length(fresh.field_len(body, p.doc())));
@@ -1483,7 +1484,7 @@ mod tests {
         // The regions, each with where its postings start in the walk and its impacts (chunks only).
         let p = fresh.postings(e, n);
         let (mut regions, mut starts) = (vec![], vec![]);
-        p.for_each_region(|b, k, imp| regions.push((b, k, imp.map(|i| i.map(crate::codec::unpack_impact)))));
+        p.for_each_region(|b, k, imp| regions.push((b, k, imp.copied())));
         let (mut docs, mut tfs) = ([0u32; MAX_PART], [0u32; MAX_PART]);
         let mut at = 0;
         for &(b, k, imp) in &regions {
@@ -1498,7 +1499,7 @@ mod tests {
                 assert!(m <= CHUNK, "a chunk holds at most {CHUNK} postings");
                 starts.push((at, imp));
             }
-            if let Some(imp) = imp {
+            if let Some(imp) = imp.map(|i| i.map(unpack_impact)) {
                 for &(d, tf, dl) in &all[at..at + m] {
                     assert!(
                         imp.iter().any(|&(itf, idl)| itf > 0 && tf <= itf && dl >= idl),
