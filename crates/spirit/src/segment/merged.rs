@@ -37,6 +37,8 @@ use std::sync::Arc;
 
 /// Terms between the stages of a link's pipeline (slot prefetch, key record prefetch, probe).
 const LINK_PIPELINE: u64 = 8;
+/// Terms per batch of [`MergedSegment::link`] when its options ask for no progress reports.
+const LINK_BATCH: u64 = 1 << 16;
 const SLOT: u64 = 32;
 /// Region chunk: header bytes and the smallest chunk.
 const CHUNK_HEADER: u64 = 32;
@@ -118,7 +120,8 @@ pub struct LinkOptions<'a> {
     pub redo: bool,
     /// First term (in the image's order) to link.
     pub from_term: u32,
-    /// Terms per batch; after each durable batch `progress` is called with the number of terms done.
+    /// Terms per batch (0: [`LINK_BATCH`]); after each durable batch `progress` is called with the number of
+    /// terms done.
     pub progress_every: u32,
     pub progress: Option<&'a mut dyn FnMut(u32) -> Result<(), MergeError>>,
 }
@@ -387,7 +390,9 @@ impl MergedSegment {
                 self.heap.persist(t, (TABLE_HEADER + cap * SLOT) as usize)?;
             }
         }
-        let batch = opts.progress_every.max(1) as u64;
+        // Without progress to report, terms go in batches of LINK_BATCH: a batch allocates its nodes and key
+        // records at once and pipelines its probes, where a term at a time did neither.
+        let batch = if opts.progress_every == 0 { LINK_BATCH } else { opts.progress_every as u64 };
         let mut i = opts.from_term as u64;
         while i < n {
             let end = n.min(i + batch);
