@@ -279,6 +279,16 @@ fn fresh_single_terms_with_warm_start_match_the_reference() {
         visited += index.search(&q, &o).unwrap().total;
     }
     assert!(visited < all, "pruning passed over no part: visited {visited} of {all}");
+    // Disjunctions there: MaxScore, block-max over a sole essential list.
+    for q in [
+        "body:w0 body:w1",
+        "body:w0 body:w30",
+        "body:w2 body:w9",
+        "body:w1 body:w3 body:w40",
+        "body:w0 body:w500",
+    ] {
+        check(&index, &r, q, "fresh, disjunction");
+    }
 }
 
 /// Ties everywhere: every document has the term once in a body of the same length, so every posting scores

@@ -2144,13 +2144,15 @@ fn fresh_terms<'a>(ctx: &'a Ctx<'a>, si: usize, f: &'a FreshSegment, terms: &'a 
 }
 
 /// OR of terms on the fresh segment: the lists merged doc by doc (walked in place), each doc scored over the
-/// terms it has in query order — the order `UnionScorer` and [`disj_top_k`] add in — unless its terms' idf
-/// bounds (a term scores below its idf) add up below θ.
+/// terms it has in query order — the order `UnionScorer` and [`disj_top_k`] add in.
 ///
-/// With `prune` and a full top-k it is MaxScore (Turtle and Flood): the terms of smallest bound whose bounds
-/// add up below θ are non-essential — a doc that has only them cannot compete — so only the others' lists
-/// are merged, and the non-essential ones are advanced (galloping) to a merged doc whose bound with theirs
-/// may reach θ. Otherwise every doc is counted, exactly.
+/// With `prune` and a full top-k it is MaxScore (Turtle and Flood): the terms of smallest bound (idf: a term
+/// scores below it) whose bounds add up below θ are non-essential — a doc that has only them cannot compete
+/// — so only the others' lists are merged, and the non-essential ones are advanced (galloping) to a merged
+/// doc whose essential terms' scores, with the non-essential terms' bounds, may reach θ. With one essential
+/// list left (two-term queries, once θ rises), it is block-max too: a chunk or sealed block of that list
+/// whose impacts cannot reach θ with the others' bounds is passed over. Otherwise every doc is counted,
+/// exactly.
 fn fresh_disj_top_k(
     ctx: &Ctx<'_>,
     si: usize,
@@ -2176,6 +2178,8 @@ fn fresh_disj_top_k(
     let any_deleted = del.count() > 0;
     let mut theta = if prune { col.theta() } else { f32::NEG_INFINITY };
     let mut need = theta - theta.abs() * FILTER_SLACK;
+    // Where the sole essential list's current chunk (or block) ends: its bound was checked up to there.
+    let mut window_end = 0;
     loop {
         // With θ, the non-essential prefix grows while its bounds (inflated: they add in another order
         // than the scores) stay below θ.
@@ -2189,11 +2193,32 @@ fn fresh_disj_top_k(
         if d == NO_DOC {
             break;
         }
-        // The doc's bound: its essential terms' with every non-essential one's.
+        // Block-max over a sole essential list: a chunk (or sealed block) of it whose impacts, with every
+        // non-essential term's bound, cannot reach θ holds no competitive doc and is passed over.
+        if let (true, [t]) = (prune && lazy > 0 && d >= window_end, essential) {
+            let (bm, _) = scoring[*t].expect("an essential term is present");
+            let c = curs[*t].as_mut().expect("an essential term is present");
+            let (x, end) = match c.chunk_window() {
+                Some((imp, end)) => (bm.packed_bound(&imp), end),
+                None => {
+                    (c.sealed_impacts().map_or(f32::INFINITY, |imp| bm.packed_bound(&imp)), c.block_end())
+                }
+            };
+            window_end = end;
+            if (x + lazy_ub) * BOUND_SLACK < need {
+                col.exact = false;
+                c.advance(end);
+                continue;
+            }
+        }
+        // The doc's bound: its essential terms' scores with every non-essential term's bound.
         let bound: f32 = essential
             .iter()
-            .filter(|&&t| curs[t].as_ref().is_some_and(|c| c.doc() == d))
-            .map(|&t| ub[t])
+            .filter_map(|&t| {
+                let c = curs[t].as_ref().filter(|c| c.doc() == d)?;
+                let (bm, norms) = scoring[t].as_ref()?;
+                Some(bm.score(c.freq() as f32, norms.get(d)))
+            })
             .sum::<f32>()
             + lazy_ub;
         let counted = !(any_deleted && del.is_deleted(d));
