@@ -238,12 +238,9 @@ fn fresh_segment_paths_equal_the_image_paths_under_other_bm25() {
     }
 }
 
-/// A fresh segment large enough for single terms' warm start (the parts of the best impact bounds evaluated
-/// first, then passed over by the walk) and for batches of whole chunks: with deletes among them, and with
-/// the top-k filled or not by the time a part is reached, every answer equals the reference's, and pruning
-/// visits fewer postings than there are matches.
-#[test]
-fn fresh_single_terms_with_warm_start_match_the_reference() {
+/// An index whose fresh segment holds tens of thousands of documents (one 64 MiB arena), so its common terms
+/// have many sealed chunks.
+fn large_fresh_index() -> (tempfile::TempDir, Index) {
     let dir = tempfile::tempdir().unwrap();
     let cfg = ShardConfig {
         dram_budget: 256 << 20,
@@ -252,6 +249,16 @@ fn fresh_single_terms_with_warm_start_match_the_reference() {
         ..Default::default()
     };
     let index = Index::open("c", dir.path(), cfg, Some(&mappings()), None).unwrap();
+    (dir, index)
+}
+
+/// A fresh segment large enough for single terms' warm start (the regions of the best impact bounds
+/// evaluated first, then passed over by the newest-first walk) and for chunks passed over: with deletes among
+/// them, and with the top-k filled or not by the time a region is reached, every answer equals the
+/// reference's, and pruning visits fewer postings than there are matches.
+#[test]
+fn fresh_single_terms_with_warm_start_match_the_reference() {
+    let (_dir, index) = large_fresh_index();
     let mut r = Reference::default();
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = || xorshift(&mut x);
@@ -278,7 +285,7 @@ fn fresh_single_terms_with_warm_start_match_the_reference() {
         all += exact.total;
         visited += index.search(&q, &o).unwrap().total;
     }
-    assert!(visited < all, "pruning passed over no part: visited {visited} of {all}");
+    assert!(visited < all, "pruning passed over no region: visited {visited} of {all}");
     // Disjunctions there: MaxScore, block-max over a sole essential list.
     for q in [
         "body:w0 body:w1",
@@ -297,14 +304,7 @@ fn fresh_single_terms_with_warm_start_match_the_reference() {
 /// bounds) and the open tail block left in the top-k.
 #[test]
 fn fresh_single_terms_that_all_tie_keep_the_newest() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = ShardConfig {
-        dram_budget: 256 << 20,
-        fresh_segment_bytes: Some(64 << 20),
-        max_docs_per_segment: 50_000,
-        ..Default::default()
-    };
-    let index = Index::open("c", dir.path(), cfg, Some(&mappings()), None).unwrap();
+    let (_dir, index) = large_fresh_index();
     let mut r = Reference::default();
     for i in 0..7000 {
         // The same length and the same frequency of `w0` in every body; `w1` in every third.
