@@ -296,6 +296,12 @@ fn fresh_single_terms_with_warm_start_match_the_reference() {
     ] {
         check(&index, &r, q, "fresh, disjunction");
     }
+    // Phrases there: each posting's positions found from the sum of its block's frequencies before it.
+    for q in
+        [r#"body:"w0 w1""#, r#"body:"w1 w0""#, r#"body:"w0 w0""#, r#"body:"w2 w0 w1""#, r#"body:"w9 w3""#]
+    {
+        check(&index, &r, q, "fresh, phrase");
+    }
 }
 
 /// Ties everywhere: every document has the term once in a body of the same length, so every posting scores
