@@ -1740,7 +1740,10 @@ fn term_top_k(
             let m = docs.partition_point(|&d| d < visible);
             bm.score_batch(&norms, &docs[..m], &tfs[..m], &mut scores);
             let mut counted = m as u64;
-            for (&d, &score) in docs[..m].iter().zip(&scores) {
+            // Newest first, as the blocks go: a document tying the k-th best at θ then meets only newer ones
+            // in the top-k from this segment and stays out, where in doc order each such tie replaced the
+            // worst (a sift of the heap; LowTerm's top-k is full of ties).
+            for (&d, &score) in docs[..m].iter().zip(&scores[..m]).rev() {
                 if any_deleted && del.is_deleted(d) {
                     counted -= 1;
                     continue;
@@ -1890,7 +1893,8 @@ fn fresh_term_top_k(
             n = kept;
         }
         col.total += n as u64;
-        for (cd, ct) in docs[..n].chunks(BLOCK_LEN).zip(tfs[..n].chunks(BLOCK_LEN)) {
+        // Newest first, as the regions go (see `term_top_k`: ties at θ then stay out instead of replacing).
+        for (cd, ct) in docs[..n].chunks(BLOCK_LEN).zip(tfs[..n].chunks(BLOCK_LEN)).rev() {
             if prune && *theta == f32::NEG_INFINITY && col.heap.len() >= col.cap {
                 *theta = col.theta();
             }
@@ -1901,7 +1905,7 @@ fn fresh_term_top_k(
                 let k = keep_competitive((bm, &norms), (cd, ct), (*theta, 0.0), (&mut kd, &mut kt), 0);
                 (&kd[..], &kt[..], k)
             };
-            for (&d, &tf) in bd[..k].iter().zip(&bt[..k]) {
+            for (&d, &tf) in bd[..k].iter().zip(&bt[..k]).rev() {
                 let score = bm.score(tf as f32, norms.get(d));
                 // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
                 if score >= *theta {
