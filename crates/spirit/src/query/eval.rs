@@ -19,7 +19,7 @@ use crate::codec::{
 };
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, SegState, SegmentDesc, Snapshot};
-use crate::segment::fresh::MAX_PART;
+use crate::segment::fresh::MAX_REGION;
 use crate::segment::hot::{BlockTable, PinnedList};
 use crate::segment::image::{norm_at, number_at};
 use crate::segment::{FieldStats, FreshPostings, FreshSegment, ImageView, SegmentError};
@@ -1876,7 +1876,7 @@ fn fresh_term_top_k(
         };
         regions.push(FreshRegion { block: b, chunk: k, bound, done: false });
     });
-    let (mut docs, mut tfs) = ([0u32; MAX_PART], [0u32; MAX_PART]);
+    let (mut docs, mut tfs) = ([0u32; MAX_REGION], [0u32; MAX_REGION]);
     let (mut kd, mut kt) = ([0u32; BLOCK_LEN], [0u32; BLOCK_LEN]);
     let mut theta = f32::NEG_INFINITY;
     // Scores region `r`'s postings (below the reader's snapshot, not deleted) and offers those at or above θ.

@@ -127,7 +127,7 @@ const CHUNKED_MIN_CAP: usize = 512;
 pub const WHOLE_BLOCK: usize = usize::MAX;
 
 /// Most postings a region (a chunk, or a whole block without chunks) holds.
-pub const MAX_PART: usize = CHUNKED_MIN_CAP / POSTING_WORDS;
+pub const MAX_REGION: usize = CHUNKED_MIN_CAP / POSTING_WORDS;
 
 /// Chunks a block of `cap` words may hold (every posting takes at least `POSTING_WORDS`).
 #[inline]
@@ -998,12 +998,12 @@ impl FreshPostings<'_> {
         &self,
         b: usize,
         k: usize,
-        docs: &mut [u32; MAX_PART],
-        tfs: &mut [u32; MAX_PART],
+        docs: &mut [u32; MAX_REGION],
+        tfs: &mut [u32; MAX_REGION],
     ) -> usize {
         let w = self.seg.w();
         let (from, to) = self.region_words(b, k);
-        assert!(to - from <= MAX_PART * POSTING_WORDS, "a region holds at most MAX_PART postings");
+        assert!(to - from <= MAX_REGION * POSTING_WORDS, "a region holds at most MAX_REGION postings");
         let mut m = 0;
         for at in (from..to).step_by(POSTING_WORDS) {
             let d = w[at].load(Relaxed);
@@ -1491,7 +1491,7 @@ mod tests {
         let p = fresh.postings(e, n);
         let (mut regions, mut starts) = (vec![], vec![]);
         p.for_each_region(|b, k, imp| regions.push((b, k, imp.copied())));
-        let (mut docs, mut tfs) = ([0u32; MAX_PART], [0u32; MAX_PART]);
+        let (mut docs, mut tfs) = ([0u32; MAX_REGION], [0u32; MAX_REGION]);
         let mut at = 0;
         for &(b, k, imp) in &regions {
             let m = p.region_postings(b, k, &mut docs, &mut tfs);
