@@ -29,7 +29,7 @@ fn from_int4(i: u32) -> u32 {
 
 /// The one-byte norm of a field of `len` tokens — `FREE + to_int4(len - FREE)` from `FREE` on. Lengths
 /// below [`SMALL_LENGTHS`] (nearly all fields) read a table; longer ones compute it ([`encode_norm_computed`]).
-/// Block bounds encode the four lengths of each block's impacts for every block a query reaches, where the
+/// Block bounds from unpacked impacts encode each impact's length for every block a query reaches, where the
 /// computation was a third of a conjunction's bound work.
 #[inline]
 pub fn encode_norm(len: u32) -> u8 {

@@ -665,13 +665,7 @@ impl Bm25Doc {
     /// [`FILTER_SLACK`] first, so float rounding never makes it reject a posting whose score reaches it.
     #[inline]
     fn may_reach(&self, tf: f32, dl: u32, need: f32) -> bool {
-        self.may_reach_norm(tf, encode_norm(dl), need)
-    }
-
-    /// [`Self::may_reach`] at a norm (an encoded length).
-    #[inline]
-    fn may_reach_norm(&self, tf: f32, norm: u8, need: f32) -> bool {
-        tf * (self.idf - need) >= need * self.denom[norm as usize]
+        tf * (self.idf - need) >= need * self.denom[encode_norm(dl) as usize]
     }
 
     /// [`Self::impacts_bound`] of packed impacts, read as stored (the norm code indexes the length terms
@@ -1537,7 +1531,7 @@ fn eval_segment(
         return newest_backwards(ctx, w, si, col);
     }
     // Top-k without exact counts: scorers may skip what cannot beat the k-th best score so far (a doc with an
-    // equal score still can: ties go to the newer doc, and documents arrive in id order).
+    // equal score still can: ties go to the newer doc, whatever order the documents are offered in).
     let prune = opts.sort == Sort::Score && !opts.track_total && col.cap > 0;
     if let (SegKind::Fresh(f), Sort::Score) = (&seg.kind, opts.sort) {
         if col.cap > 0 {
@@ -1942,7 +1936,9 @@ fn fresh_term_top_k(
     for r in regions.iter().rev().filter(|r| !r.done) {
         if prune && col.heap.len() >= col.cap {
             theta = col.theta();
-            if r.bound < theta {
+            // Below θ, less a margin for rounding (a computed score is not exactly monotone in tf when tf
+            // is in the thousands), as `term_top_k` tests an image block.
+            if r.bound < theta - theta.abs() * FILTER_SLACK {
                 col.exact = false;
                 continue;
             }

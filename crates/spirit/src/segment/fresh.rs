@@ -952,7 +952,8 @@ impl FreshPostings<'_> {
         Some((self.seg.packed_impacts(self.block, k), end))
     }
 
-    /// Every region of the list from the cursor's block on, in list order: `f(block, chunk, impacts)` for each
+    /// Every region of the list from the cursor's block on (whole: a region holds its postings before the
+    /// cursor too, so a walk starts from a fresh cursor), in list order: `f(block, chunk, impacts)` for each
     /// chunk of a block with chunks, `(block, WHOLE_BLOCK, impacts)` for a block without; the impacts (packed,
     /// as stored) are `Some` where they bound the region — a sealed block's (per chunk where it has chunks) — and `None` in
     /// small blocks and in the open tail block (whose chunks are those of its postings written so far).
@@ -1026,9 +1027,9 @@ impl FreshPostings<'_> {
         self.seg.w()[to - POSTING_WORDS].load(Relaxed)
     }
 
-    /// Whether the cursor is on the first posting of its block.
-    #[inline]
-    pub fn at_block_start(&self) -> bool {
+    /// Whether the cursor is on the first posting of its block (tests walk blocks with it).
+    #[cfg(test)]
+    fn at_block_start(&self) -> bool {
         self.at == self.base + POSTING_WORDS
     }
 
@@ -1516,6 +1517,20 @@ mod tests {
             at += m;
         }
         assert_eq!(at, all.len(), "the regions hold every posting");
+        // Below a watermark mid-list (a reader's snapshot while the writer goes on): the regions' postings
+        // stop at it; a region's last document may lie past it.
+        let limit = n / 2;
+        let p = fresh.postings(e, limit);
+        let mut below = vec![];
+        let mut past_limit = 0;
+        p.for_each_region(|b, k, _| {
+            let m = p.region_postings(b, k, &mut docs, &mut tfs);
+            below.extend(docs[..m].iter().copied());
+            past_limit += (p.region_last_doc(b, k) >= limit) as usize;
+        });
+        let want: Vec<u32> = all.iter().map(|x| x.0).filter(|&d| d < limit).collect();
+        assert_eq!(below, want);
+        assert!(past_limit >= 1, "some region reaches past the watermark");
         assert!(starts.iter().filter(|s| s.1.is_some()).count() >= 20, "many chunks: {}", starts.len());
         // `chunk_window` from any posting of a chunk: the chunk's impacts and where the next chunk or block
         // starts; `max_block_bound` over exactly a chunk is the chunk's bound.

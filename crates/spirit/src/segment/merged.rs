@@ -120,7 +120,7 @@ pub struct LinkOptions<'a> {
     pub redo: bool,
     /// First term (in the image's order) to link.
     pub from_term: u32,
-    /// Terms per batch (0: [`LINK_BATCH`]); after each durable batch `progress` is called with the number of
+    /// Terms per batch (0: 65,536); after each durable batch `progress` is called with the number of
     /// terms done.
     pub progress_every: u32,
     pub progress: Option<&'a mut dyn FnMut(u32) -> Result<(), MergeError>>,

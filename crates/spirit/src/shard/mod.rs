@@ -494,6 +494,10 @@ impl Shard {
         }
         // Free space = the heap minus everything the recovered state refers to.
         inner.rebuild_free_space()?;
+        // The global rayon pool (a bulk arena's flush halves, a multi-shard query's fan-out) is made now, from
+        // the opening thread: made lazily from a pipeline thread, its workers would inherit that thread's
+        // background priority (`SCHED_IDLE`), and every multi-shard query would then run at idle priority.
+        let _ = rayon::current_num_threads();
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             // A bug that panics a pipeline thread fails the shard (writes refused with the message) instead
             // of leaving callers waiting for a stage that is gone.
