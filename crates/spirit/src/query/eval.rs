@@ -1767,15 +1767,7 @@ fn term_top_k(
                 Some(t) => bm.bound_from_table(t.values[b as usize]),
                 None => c.bound_of_block(b, |imp| bm.impacts_bound(imp)).unwrap_or(f32::INFINITY),
             };
-            if x > best[n_warm - 1].0 {
-                // An insertion into a short sorted list.
-                let mut i = n_warm - 1;
-                while i > 0 && best[i - 1].0 < x {
-                    best[i] = best[i - 1];
-                    i -= 1;
-                }
-                best[i] = (x, b);
-            }
+            keep_best(best, x, b);
         }
         for (w, &(_, b)) in warm.iter_mut().zip(best.iter()) {
             *w = b;
@@ -1918,14 +1910,8 @@ fn fresh_term_top_k(
         let mut best = [(f32::NEG_INFINITY, usize::MAX); TERM_WARM_BLOCKS];
         let best = &mut best[..n_warm];
         for (i, r) in regions.iter().enumerate() {
-            if r.bound.is_finite() && r.bound > best[n_warm - 1].0 {
-                // An insertion into a short sorted list.
-                let mut j = n_warm - 1;
-                while j > 0 && best[j - 1].0 < r.bound {
-                    best[j] = best[j - 1];
-                    j -= 1;
-                }
-                best[j] = (r.bound, i);
+            if r.bound.is_finite() {
+                keep_best(best, r.bound, i);
             }
         }
         for &(_, i) in best.iter().filter(|b| b.1 != usize::MAX) {
@@ -1953,6 +1939,21 @@ fn fresh_term_top_k(
         offer(r, col, &mut theta);
     }
     col.scratch.fresh_regions = regions;
+}
+
+/// Keeps in `best` (sorted by bound, highest first; at most its length) the items of the highest bounds seen:
+/// `item` goes in if its bound `x` beats the last one kept — an insertion into a short sorted list. The warm
+/// starts pick their blocks and regions so.
+fn keep_best<T: Copy>(best: &mut [(f32, T)], x: f32, item: T) {
+    let Some(last) = best.len().checked_sub(1) else { return };
+    if x > best[last].0 {
+        let mut i = last;
+        while i > 0 && best[i - 1].0 < x {
+            best[i] = best[i - 1];
+            i -= 1;
+        }
+        best[i] = (x, item);
+    }
 }
 
 /// A region of a fresh term's postings for [`fresh_term_top_k`]: (block, chunk) as
