@@ -121,6 +121,33 @@ impl Mapping {
         self.ptr
     }
 
+    /// Has the kernel back the whole pages inside `[offset, offset+len)` of an anonymous mapping with
+    /// written-to memory now (`MADV_POPULATE_WRITE`, Linux 5.14+): what the first store to each page would
+    /// do, without changing any byte, so it may run while other threads write the same pages. `false` when
+    /// the kernel refuses (an older kernel, another OS): the pages are then faulted in on first touch.
+    pub(crate) fn populate_write(&self, offset: usize, len: usize) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            let page = page_size();
+            let start = offset.div_ceil(page) * page;
+            let end = (offset.saturating_add(len)).min(self.len) / page * page;
+            if end <= start {
+                return true;
+            }
+            // SAFETY: the range is inside this mapping (clamped to its length) and page aligned; populating
+            // leaves every byte as it was, so it races with no reader or writer of those pages.
+            let rc = unsafe {
+                libc::madvise(self.ptr.add(start) as *mut libc::c_void, end - start, libc::MADV_POPULATE_WRITE)
+            };
+            rc == 0
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (offset, len);
+            false
+        }
+    }
+
     /// `msync(MS_SYNC)` of the pages covering `[offset, offset+len)`.
     pub(crate) fn sync(&self, offset: usize, len: usize) -> io::Result<()> {
         if len == 0 {

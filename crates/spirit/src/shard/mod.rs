@@ -1101,6 +1101,10 @@ impl ShardInner {
                 return Err(Error::ResourceExhausted(f));
             }
         };
+        if w.bulk_loads > 0 {
+            // Filled at full speed by the bulk load: its pages are faulted in ahead of the writer.
+            block.prefault_in_background();
+        }
         let fresh = Arc::new(FreshSegment::new(block, self.cfg.max_docs_per_segment));
         let deletes = Arc::new(DeleteBitmap::new(fresh.max_docs()));
         let id = w.next_seg;
