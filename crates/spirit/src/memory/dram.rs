@@ -44,7 +44,7 @@ pub struct DramStats {
 
 /// The DRAM heap. Shared by every segment of one shard.
 pub struct DramHeap {
-    map: Mapping,
+    map: Arc<Mapping>,
     short_cap: usize,
     rings: Mutex<[Ring; 2]>,
     freed: Condvar,
@@ -55,7 +55,7 @@ impl DramHeap {
     /// Maps `budget` bytes; `short_term` of them form the short-term ring, the rest the long-term ring.
     pub fn new(budget: usize, short_term: usize) -> io::Result<Arc<DramHeap>> {
         assert!(short_term < budget, "short-term ring must leave room for the long-term ring");
-        let map = Mapping::anonymous(budget)?;
+        let map = Arc::new(Mapping::anonymous(budget)?);
         let short_cap = short_term / 64 * 64;
         Ok(Arc::new(DramHeap {
             map,
@@ -193,35 +193,15 @@ impl DramBlock {
     }
 }
 
-/// Bytes [`DramBlock::prefault_in_background`] populates per step (a transparent huge page): between steps
-/// it lets go of the heap, so a heap dropped meanwhile is unmapped at once.
-const PREFAULT_STEP: usize = 2 << 20;
-
 impl DramBlock {
-    /// Has the kernel back this block's pages ahead of its writer, front to back, on a short-lived thread at
-    /// background priority ([`super::run_in_background`]). For a large arena about to be filled at full
-    /// speed (a bulk load's fresh segment, hundreds of MiB): its first touch of each page is a fault in which
-    /// the kernel (and, under a hypervisor, the host) zeroes the page — 12% of a two-thread bulk load's CPU
-    /// samples, all of it inside the insert stage that bulk workers take turns at (perf, enwiki file). Done
-    /// here, it runs on whatever CPU time the pipeline leaves idle. Contents are unchanged
-    /// ([`Mapping::populate_write`]), so the writer may fill the block meanwhile; a block freed and handed
-    /// out again meanwhile only finds its pages already there. Best effort: no thread, or a kernel without
-    /// the advice, leaves the faults to the writer.
+    /// Has the kernel back this block's pages ahead of its writer ([`Mapping::populate_in_background`]):
+    /// for a large arena about to be filled at full speed (a bulk load's fresh segment, hundreds of MiB),
+    /// whose first touch of each page is a fault in which the page is zeroed — 12% of a two-thread bulk
+    /// load's CPU samples, all of it inside the insert stage that bulk workers take turns at (perf, enwiki
+    /// file). Contents are unchanged, so the writer may fill the block meanwhile; a block freed and handed
+    /// out again meanwhile only finds its pages already there.
     pub fn prefault_in_background(&self) {
-        let heap = Arc::downgrade(&self.heap);
-        let (offset, len) = (self.offset, self.len);
-        let _ = std::thread::Builder::new().name("spirit-prefault".into()).spawn(move || {
-            super::run_in_background();
-            let mut at = 0;
-            while at < len {
-                let Some(heap) = heap.upgrade() else { return };
-                let step = PREFAULT_STEP.min(len - at);
-                if !heap.map.populate_write(offset + at, step) {
-                    return;
-                }
-                at += step;
-            }
-        });
+        Mapping::populate_in_background(&self.heap.map, self.offset, self.len);
     }
 }
 

@@ -137,7 +137,11 @@ impl Mapping {
             // SAFETY: the range is inside this mapping (clamped to its length) and page aligned; populating
             // leaves every byte as it was, so it races with no reader or writer of those pages.
             let rc = unsafe {
-                libc::madvise(self.ptr.add(start) as *mut libc::c_void, end - start, libc::MADV_POPULATE_WRITE)
+                libc::madvise(
+                    self.ptr.add(start) as *mut libc::c_void,
+                    end - start,
+                    libc::MADV_POPULATE_WRITE,
+                )
             };
             rc == 0
         }
@@ -146,6 +150,29 @@ impl Mapping {
             let _ = (offset, len);
             false
         }
+    }
+
+    /// [`populate_write`](Self::populate_write) of `[offset, offset+len)` front to back on a short-lived
+    /// thread at background priority ([`super::run_in_background`]), a huge page's worth at a time: the pages
+    /// an owner is about to fill at full speed are faulted in (zeroed by the kernel — and, under a
+    /// hypervisor, backed by the host) on CPU time the pipeline leaves idle rather than on the writer's. The
+    /// thread holds the mapping only during a step, so a mapping dropped meanwhile is unmapped right after.
+    /// Best effort: no thread, or a kernel without the advice, leaves the faults to the writer.
+    pub(crate) fn populate_in_background(map: &std::sync::Arc<Mapping>, offset: usize, len: usize) {
+        const STEP: usize = 2 << 20;
+        let map = std::sync::Arc::downgrade(map);
+        let _ = std::thread::Builder::new().name("spirit-prefault".into()).spawn(move || {
+            super::run_in_background();
+            let mut at = 0;
+            while at < len {
+                let Some(map) = map.upgrade() else { return };
+                let step = STEP.min(len - at);
+                if !map.populate_write(offset + at, step) {
+                    return;
+                }
+                at += step;
+            }
+        });
     }
 
     /// `msync(MS_SYNC)` of the pages covering `[offset, offset+len)`.
@@ -212,4 +239,45 @@ pub(crate) fn words_of(words: &[AtomicU32], byte_len: usize, out: &mut Vec<u8>) 
         out.extend_from_slice(&w.load(Relaxed).to_le_bytes());
     }
     out.truncate(byte_len);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Populating leaves every byte as it was — pages written before, pages never touched (zeros), a range
+    /// that is not page aligned or runs past the end — on the caller's thread and on the background one,
+    /// while the owner writes.
+    #[test]
+    fn populating_changes_no_byte() {
+        let page = page_size();
+        let len = 64 * page;
+        let map = Arc::new(Mapping::anonymous(len).unwrap());
+        let bytes = |m: &Mapping| {
+            // SAFETY: the whole mapping, read between this thread's writes (the background thread only
+            // populates, which writes nothing).
+            unsafe { std::slice::from_raw_parts(m.as_ptr(), len) }.to_vec()
+        };
+        let write = |i: usize, v: u8| {
+            assert!(i < len);
+            // SAFETY: in bounds (asserted); this thread is the only writer.
+            unsafe { map.as_ptr().add(i).write(v) }
+        };
+        for i in 0..8 * page {
+            write(i, (i % 251) as u8 + 1);
+        }
+        let mut expected = bytes(&map);
+        // Best effort: a kernel without the advice (before 5.14) refuses, which changes nothing either.
+        let _ = map.populate_write(page / 2, 20 * page);
+        assert_eq!(bytes(&map), expected);
+        Mapping::populate_in_background(&map, 3, len - 3);
+        // The owner goes on writing meanwhile.
+        write(0, 0);
+        expected[0] = 0;
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(bytes(&map), expected);
+        let _ = map.populate_write(len - page, 10 * page);
+        assert_eq!(bytes(&map), expected);
+    }
 }
