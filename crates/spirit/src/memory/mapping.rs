@@ -121,10 +121,11 @@ impl Mapping {
         self.ptr
     }
 
-    /// Has the kernel back the whole pages inside `[offset, offset+len)` of an anonymous mapping with
-    /// written-to memory now (`MADV_POPULATE_WRITE`, Linux 5.14+): what the first store to each page would
-    /// do, without changing any byte, so it may run while other threads write the same pages. `false` when
-    /// the kernel refuses (an older kernel, another OS): the pages are then faulted in on first touch.
+    /// Has the kernel back the whole pages inside `[offset, offset+len)` with written-to memory now
+    /// (`MADV_POPULATE_WRITE`, Linux 5.14+; anonymous memory or a shared file mapping): what the first store
+    /// to each page would do, without changing any byte, so it may run while other threads write the same
+    /// pages. `false` when the kernel refuses (an older kernel, another OS, a range it cannot back — an
+    /// error, never a `SIGBUS`): the pages are then faulted in on first touch.
     pub(crate) fn populate_write(&self, offset: usize, len: usize) -> bool {
         #[cfg(target_os = "linux")]
         {
