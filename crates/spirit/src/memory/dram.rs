@@ -194,14 +194,16 @@ impl DramBlock {
 }
 
 impl DramBlock {
-    /// Has the kernel back this block's pages ahead of its writer ([`Mapping::populate_in_background`]):
-    /// for a large arena about to be filled at full speed (a bulk load's fresh segment, hundreds of MiB),
-    /// whose first touch of each page is a fault in which the page is zeroed — 12% of a two-thread bulk
-    /// load's CPU samples, all of it inside the insert stage that bulk workers take turns at (perf, enwiki
-    /// file). Contents are unchanged, so the writer may fill the block meanwhile; a block freed and handed
-    /// out again meanwhile only finds its pages already there.
-    pub fn prefault_in_background(&self) {
-        Mapping::populate_in_background(&self.heap.map, self.offset, self.len);
+    /// Has the kernel back this block's pages ahead of its writer, up to `reach` bytes from its start as
+    /// `reach` says when asked ([`Mapping::populate_in_background`]; `None` stops): for a large arena filled
+    /// at full speed (a bulk load's fresh segment, hundreds of MiB), whose first touch of each page is a fault
+    /// in which the page is zeroed — 12% of a two-thread bulk load's CPU samples, all of it inside the insert
+    /// stage that bulk workers take turns at (perf, enwiki file). Contents are unchanged, so the writer fills
+    /// the block meanwhile; a block freed and handed out again meanwhile only finds its pages already there.
+    pub fn prefault_in_background(&self, reach: impl Fn() -> Option<usize> + Send + 'static) {
+        // Not joined: the thread ends once `reach` says stop (the segment is gone), and the anonymous
+        // mapping it may hold a step longer locks nothing.
+        let _ = Mapping::populate_in_background(&self.heap.map, self.offset, self.len, reach);
     }
 }
 

@@ -154,26 +154,43 @@ impl Mapping {
     }
 
     /// [`populate_write`](Self::populate_write) of `[offset, offset+len)` front to back on a short-lived
-    /// thread at background priority ([`super::run_in_background`]), a huge page's worth at a time: the pages
-    /// an owner is about to fill at full speed are faulted in (zeroed by the kernel — and, under a
-    /// hypervisor, backed by the host) on CPU time the pipeline leaves idle rather than on the writer's. The
-    /// thread holds the mapping only during a step, so a mapping dropped meanwhile is unmapped right after.
-    /// Best effort: no thread, or a kernel without the advice, leaves the faults to the writer.
-    pub(crate) fn populate_in_background(map: &std::sync::Arc<Mapping>, offset: usize, len: usize) {
+    /// thread at background priority ([`super::run_in_background`]), a huge page's worth at a time, never past
+    /// what `reach` says is wanted by now (bytes from `offset`; it is asked again when the thread catches up,
+    /// every 2 ms; `None` stops the thread): the pages an owner is about to fill at full speed are faulted in
+    /// (zeroed by the kernel — and, under a hypervisor, backed by the host) on CPU time the pipeline leaves
+    /// idle rather than on the writer's. The thread holds the mapping only during a step, so a mapping dropped
+    /// meanwhile is unmapped right after. Best effort: no thread, or a kernel without the advice, leaves the
+    /// faults to the writer. Returns the thread, for an owner that must see it gone (a file mapping keeps the
+    /// file's `flock` while it lives).
+    pub(crate) fn populate_in_background(
+        map: &std::sync::Arc<Mapping>,
+        offset: usize,
+        len: usize,
+        reach: impl Fn() -> Option<usize> + Send + 'static,
+    ) -> Option<std::thread::JoinHandle<()>> {
         const STEP: usize = 2 << 20;
         let map = std::sync::Arc::downgrade(map);
-        let _ = std::thread::Builder::new().name("spirit-prefault".into()).spawn(move || {
-            super::run_in_background();
-            let mut at = 0;
-            while at < len {
-                let Some(map) = map.upgrade() else { return };
-                let step = STEP.min(len - at);
-                if !map.populate_write(offset + at, step) {
-                    return;
+        std::thread::Builder::new()
+            .name("spirit-prefault".into())
+            .spawn(move || {
+                super::run_in_background();
+                let mut at = 0;
+                while at < len {
+                    let Some(want) = reach() else { return };
+                    let want = want.min(len);
+                    if at >= want {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                        continue;
+                    }
+                    let Some(map) = map.upgrade() else { return };
+                    let step = STEP.min(want - at);
+                    if !map.populate_write(offset + at, step) {
+                        return;
+                    }
+                    at += step;
                 }
-                at += step;
-            }
-        });
+            })
+            .ok()
     }
 
     /// `msync(MS_SYNC)` of the pages covering `[offset, offset+len)`.
@@ -272,7 +289,7 @@ mod tests {
         // Best effort: a kernel without the advice (before 5.14) refuses, which changes nothing either.
         let _ = map.populate_write(page / 2, 20 * page);
         assert_eq!(bytes(&map), expected);
-        Mapping::populate_in_background(&map, 3, len - 3);
+        let _ = Mapping::populate_in_background(&map, 3, len - 3, move || Some(len));
         // The owner goes on writing meanwhile.
         write(0, 0);
         expected[0] = 0;
@@ -280,5 +297,31 @@ mod tests {
         assert_eq!(bytes(&map), expected);
         let _ = map.populate_write(len - page, 10 * page);
         assert_eq!(bytes(&map), expected);
+    }
+
+    /// The background thread goes no further than `reach` says and ends when it says stop (a segment gone,
+    /// a heap closing), waiting meanwhile.
+    #[test]
+    fn populating_follows_reach_and_stops() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+        let page = page_size();
+        let len = 16 * page;
+        let map = Arc::new(Mapping::anonymous(len).unwrap());
+        let t = Mapping::populate_in_background(&map, 0, len, || None).expect("a thread");
+        t.join().unwrap();
+        let (stop, asked) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
+        let (s, a) = (stop.clone(), asked.clone());
+        let t = Mapping::populate_in_background(&map, 0, len, move || {
+            a.fetch_add(1, Relaxed);
+            (!s.load(Relaxed)).then_some(4 * page)
+        })
+        .expect("a thread");
+        // Caught up at 4 pages, it keeps asking (every 2 ms) and does not end on its own.
+        while asked.load(Relaxed) < 3 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(!t.is_finished());
+        stop.store(true, Relaxed);
+        t.join().unwrap();
     }
 }

@@ -75,8 +75,13 @@ pub struct PersistentHeap {
     file: File,
     map: Arc<Mapping>,
     mapped: AtomicUsize,
-    /// Where the background faulting-in of fresh file space has been asked to reach (see `alloc`).
+    /// Where the background faulting-in of fresh file space has been asked to reach (see `prefault_ahead`).
     prefaulted: AtomicUsize,
+    /// Its threads, stopped and joined when the heap is dropped: a live mapping of the file holds the file's
+    /// `flock`, which the next open of the heap must find released.
+    prefaults: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Set when the heap is dropped: the prefault threads stop at their next step.
+    closing: Arc<std::sync::atomic::AtomicBool>,
     head: Mutex<u64>,
     budget: u64,
     barrier: Barrier,
@@ -252,6 +257,8 @@ impl PersistentHeap {
             map: Arc::new(map),
             mapped: AtomicUsize::new(existing.div_ceil(page) * page),
             prefaulted: AtomicUsize::new(0),
+            prefaults: Mutex::new(Vec::new()),
+            closing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             head: Mutex::new(SUPERBLOCK_BYTES as u64),
             budget,
             barrier,
@@ -424,7 +431,11 @@ impl PersistentHeap {
         let to = (head + PREFAULT_AHEAD).min(self.mapped.load(Ordering::Acquire));
         if to >= from + PREFAULT_AHEAD / 2 {
             self.prefaulted.store(to, Ordering::Relaxed);
-            Mapping::populate_in_background(&self.map, from, to - from);
+            let (len, closing) = (to - from, self.closing.clone());
+            let reach = move || (!closing.load(Ordering::Relaxed)).then_some(len);
+            let mut threads = self.prefaults.lock();
+            threads.retain(|t| !t.is_finished());
+            threads.extend(Mapping::populate_in_background(&self.map, from, len, reach));
         }
     }
 
@@ -646,6 +657,17 @@ fn lock(file: &File) -> Result<(), HeapError> {
         return Err(HeapError::Io(e));
     }
     Ok(())
+}
+
+impl Drop for PersistentHeap {
+    fn drop(&mut self) {
+        // The prefault threads hold the mapping during a step (one 2 MiB populate): stop and wait for them, so
+        // the file is unmapped — and its lock released — when the heap is gone.
+        self.closing.store(true, Ordering::Relaxed);
+        for t in self.prefaults.get_mut().drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -44,7 +44,8 @@ use crate::codec::{impacts, pack_impact, PackedImpacts, IMPACTS, NO_DOC};
 use crate::memory::{prefetch, words_of, DramBlock};
 use crate::schema::{AnalyzedDoc, MAX_FIELDS};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering::*};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::*};
+use std::sync::Arc;
 
 const ENTRY_HEADER: usize = 8;
 /// Word offset, within a term entry, of the 64-bit (df, last doc) pair.
@@ -85,6 +86,8 @@ pub struct FreshSegment {
     field_dir: usize,
     watermark: AtomicU32,
     writer: Mutex<WriterState>,
+    /// The writer's cursor (words of the arena handed out), for [`Self::prefault_ahead`]; relaxed.
+    used: AtomicUsize,
 }
 
 struct WriterState {
@@ -223,6 +226,7 @@ impl FreshSegment {
             doc_table,
             field_dir,
             watermark: AtomicU32::new(0),
+            used: AtomicUsize::new(cursor),
             writer: Mutex::new(WriterState {
                 cursor,
                 terms: 0,
@@ -253,6 +257,16 @@ impl FreshSegment {
     /// Bytes of DRAM this segment holds.
     pub fn dram_bytes(&self) -> usize {
         self.block.len()
+    }
+
+    /// Has the kernel back the arena `ahead` bytes past the writer's cursor, on a background thread, for as
+    /// long as the segment lives ([`DramBlock::prefault_in_background`]): a bulk load fills its arena at full
+    /// speed, and its first touch of each page is a fault inside the insert stage the bulk workers take turns
+    /// at. Bounded by the cursor, not the arena: a load that ends early (or a small `_bulk` that fills a real-time
+    /// arena) leaves at most `ahead` bytes touched for nothing, not hundreds of MiB.
+    pub fn prefault_ahead(self: &Arc<Self>, ahead: usize) {
+        let seg = Arc::downgrade(self);
+        self.block.prefault_in_background(move || seg.upgrade().map(|s| s.used.load(Relaxed) * 4 + ahead));
     }
 
     /// Bytes used so far (for stats).
@@ -431,6 +445,7 @@ impl FreshSegment {
             return Err(InsertError::Full);
         }
         st.cursor += words;
+        self.used.store(st.cursor, Relaxed);
         Ok(at)
     }
 

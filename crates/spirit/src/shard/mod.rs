@@ -43,6 +43,9 @@ use std::time::{Duration, Instant};
 /// Name of the persistent heap file in a shard directory.
 pub const HEAP_FILE: &str = "heap.spirit";
 const MANIFEST_FORMAT: u32 = 1;
+/// How far past the writer a bulk arena is faulted in ([`FreshSegment::prefault_ahead`]): a few tenths of a
+/// second of a two-thread bulk load's writing, and at most this much touched for nothing when a load ends.
+const BULK_PREFAULT_AHEAD: usize = 32 << 20;
 
 /// What a clean close leaves for the next open (serialized as JSON inside the heap).
 #[derive(Debug, Serialize, Deserialize)]
@@ -1101,11 +1104,11 @@ impl ShardInner {
                 return Err(Error::ResourceExhausted(f));
             }
         };
+        let fresh = Arc::new(FreshSegment::new(block, self.cfg.max_docs_per_segment));
         if w.bulk_loads > 0 {
             // Filled at full speed by the bulk load: its pages are faulted in ahead of the writer.
-            block.prefault_in_background();
+            fresh.prefault_ahead(BULK_PREFAULT_AHEAD);
         }
-        let fresh = Arc::new(FreshSegment::new(block, self.cfg.max_docs_per_segment));
         let deletes = Arc::new(DeleteBitmap::new(fresh.max_docs()));
         let id = w.next_seg;
         w.next_seg += 1;
