@@ -155,8 +155,9 @@ impl Mapping {
 
     /// [`populate_write`](Self::populate_write) of `[offset, offset+len)` front to back on a short-lived
     /// thread at background priority ([`super::run_in_background`]), a huge page's worth at a time, never past
-    /// what `reach` says is wanted by now (bytes from `offset`; it is asked again when the thread catches up,
-    /// every 2 ms; `None` stops the thread): the pages an owner is about to fill at full speed are faulted in
+    /// what `reach` says is wanted by now (bytes from `offset`; once the thread catches up it asks again after
+    /// a nap that doubles from 1 to 64 ms while nothing more is wanted, so an idle writer costs ~16 wakeups a
+    /// second; `None` stops the thread): the pages an owner is about to fill at full speed are faulted in
     /// (zeroed by the kernel — and, under a hypervisor, backed by the host) on CPU time the pipeline leaves
     /// idle rather than on the writer's. The thread holds the mapping only during a step, so a mapping dropped
     /// meanwhile is unmapped right after. Best effort: no thread, or a kernel without the advice, leaves the
@@ -169,19 +170,23 @@ impl Mapping {
         reach: impl Fn() -> Option<usize> + Send + 'static,
     ) -> Option<std::thread::JoinHandle<()>> {
         const STEP: usize = 2 << 20;
+        const NAP_MIN: std::time::Duration = std::time::Duration::from_millis(1);
+        const NAP_MAX: std::time::Duration = std::time::Duration::from_millis(64);
         let map = std::sync::Arc::downgrade(map);
         std::thread::Builder::new()
             .name("spirit-prefault".into())
             .spawn(move || {
                 super::run_in_background();
-                let mut at = 0;
+                let (mut at, mut nap) = (0, NAP_MIN);
                 while at < len {
                     let Some(want) = reach() else { return };
                     let want = want.min(len);
                     if at >= want {
-                        std::thread::sleep(std::time::Duration::from_millis(2));
+                        std::thread::sleep(nap);
+                        nap = (nap * 2).min(NAP_MAX);
                         continue;
                     }
+                    nap = NAP_MIN;
                     let Some(map) = map.upgrade() else { return };
                     let step = STEP.min(want - at);
                     if !map.populate_write(offset + at, step) {
@@ -316,7 +321,7 @@ mod tests {
             (!s.load(Relaxed)).then_some(4 * page)
         })
         .expect("a thread");
-        // Caught up at 4 pages, it keeps asking (every 2 ms) and does not end on its own.
+        // Caught up at 4 pages, it keeps asking (after naps) and does not end on its own.
         while asked.load(Relaxed) < 3 {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
