@@ -131,7 +131,7 @@ impl Mapping {
         {
             let page = page_size();
             let start = offset.div_ceil(page) * page;
-            let end = (offset.saturating_add(len)).min(self.len) / page * page;
+            let end = offset.saturating_add(len).min(self.len) / page * page;
             if end <= start {
                 return true;
             }

@@ -86,7 +86,8 @@ pub struct FreshSegment {
     field_dir: usize,
     watermark: AtomicU32,
     writer: Mutex<WriterState>,
-    /// The writer's cursor (words of the arena handed out), for [`Self::prefault_ahead`]; relaxed.
+    /// The writer's cursor (words of the arena handed out) as readers see it — stats and
+    /// [`Self::prefault_ahead`] — without the writer's lock; relaxed.
     used: AtomicUsize,
 }
 
@@ -271,7 +272,7 @@ impl FreshSegment {
 
     /// Bytes used so far (for stats).
     pub fn used_bytes(&self) -> usize {
-        self.writer.lock().cursor * 4
+        self.used.load(Relaxed) * 4
     }
 
     /// Local doc of a live `_id` in this segment (writer side).
