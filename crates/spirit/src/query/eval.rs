@@ -3092,6 +3092,14 @@ fn phrase_docs(
                 doc = win_end.saturating_add(1);
                 continue;
             }
+            // The phrase occurs at most as often as its rarest term: a lead doc whose own frequency cannot
+            // reach θ is passed over before any other list moves (score first, then intersect).
+            let ltf = curs[lead].freq().map_err(fail)?;
+            if bm.score(ltf as f32, norms.get(d)) < theta {
+                col.exact = false;
+                doc = d + 1;
+                continue;
+            }
         }
         for (t, c) in curs.iter_mut().enumerate() {
             if t == lead {
