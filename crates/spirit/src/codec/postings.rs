@@ -730,6 +730,12 @@ impl<'a> PostingsCursor<'a> {
         Ok((&self.docs[self.i..self.len], &self.tfs[self.i..self.len]))
     }
 
+    /// Where the current posting is in the decoded block (0 for its first).
+    #[inline]
+    pub fn index_in_block(&self) -> usize {
+        self.i
+    }
+
     /// Docs and term frequencies of the decoded block.
     pub fn block_postings(&mut self) -> Result<(&[u32], &[u32]), CodecError> {
         self.decode_tfs()?;
