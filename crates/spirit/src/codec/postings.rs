@@ -1112,10 +1112,32 @@ impl<'a> PostingsCursor<'a> {
     pub fn positions(&mut self, out: &mut Vec<u32>) -> Result<(), CodecError> {
         out.clear();
         let mut at = self.seek_positions()?;
+        let tf = self.tfs[self.i] as usize;
+        out.reserve(tf);
+        // The first value is absolute, the others gaps: a running sum from 0 reads both.
         let mut p = 0u32;
-        for j in 0..self.tfs[self.i] {
-            let g = read_vbyte(self.positions, &mut at)?;
-            p = if j == 0 { g } else { p.wrapping_add(g) };
+        let mut left = tf;
+        // Eight values at a time while their eight bytes are all one-byte values (gaps below 128: most of a
+        // common term's), fewer for the last ones: one load and one test instead of a branch per byte.
+        while left > 0 {
+            let take = left.min(8);
+            let Some(w) = self.positions.get(at..at + 8) else {
+                break;
+            };
+            let w = u64::from_le_bytes(w.try_into().expect("eight bytes"));
+            let mask = if take == 8 { u64::MAX } else { (1u64 << (8 * take)) - 1 };
+            if w & mask & 0x8080_8080_8080_8080 != 0 {
+                break;
+            }
+            for k in 0..take {
+                p = p.wrapping_add((w >> (8 * k)) as u8 as u32);
+                out.push(p);
+            }
+            at += take;
+            left -= take;
+        }
+        for _ in 0..left {
+            p = p.wrapping_add(read_vbyte(self.positions, &mut at)?);
             out.push(p);
         }
         Ok(())

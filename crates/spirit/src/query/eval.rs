@@ -847,6 +847,8 @@ struct PhraseScorer<'a> {
     doc: u32,
     freq: u32,
     bufs: Vec<Vec<u32>>,
+    /// What a match must score to be wanted ([`Scorer::set_threshold`]; `-∞` for every match).
+    theta: f32,
 }
 
 impl PhraseScorer<'_> {
@@ -859,6 +861,19 @@ impl PhraseScorer<'_> {
             if target == NO_DOC {
                 self.doc = NO_DOC;
                 return NO_DOC;
+            }
+            // A phrase occurs at most as often as its least frequent term here: below the threshold at that
+            // frequency, the document cannot be wanted, and its positions stay unread.
+            if self.theta > f32::NEG_INFINITY {
+                let least = self.ps.iter_mut().map(|p| p.freq()).min().unwrap_or(0);
+                if self.bm.score(least as f32, self.norms.get(target)) < self.theta {
+                    target += 1;
+                    if target == NO_DOC {
+                        self.doc = NO_DOC;
+                        return NO_DOC;
+                    }
+                    continue;
+                }
             }
             // Positions, decoded only now that every term matches.
             for i in 0..self.ps.len() {
@@ -883,6 +898,17 @@ impl PhraseScorer<'_> {
 
 /// How often the terms occur at their relative `offsets` (positions of each term, sorted, in `bufs`).
 fn phrase_freq(bufs: &[Vec<u32>], offsets: &[u32]) -> u32 {
+    if let [a, b] = bufs {
+        if a.len() * b.len() <= 256 {
+            // Two short lists (most documents): every pair compared, branch-free and vectorized, instead of a
+            // binary search per position.
+            let shift = offsets[1].wrapping_sub(offsets[0]);
+            return a
+                .iter()
+                .map(|&p| (b.iter().filter(|&&q| q == p.wrapping_add(shift)).count() > 0) as u32)
+                .sum();
+        }
+    }
     bufs[0]
         .iter()
         .filter(|&&p0| {
@@ -898,6 +924,9 @@ impl Scorer for PhraseScorer<'_> {
     settle_driven!();
     fn score(&mut self) -> f32 {
         self.bm.score(self.freq as f32, self.norms.get(self.doc))
+    }
+    fn set_threshold(&mut self, theta: f32) {
+        self.theta = self.theta.max(theta);
     }
 }
 
@@ -1246,6 +1275,7 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
                 doc: 0,
                 freq: 0,
                 bufs: vec![vec![]; n],
+                theta: f32::NEG_INFINITY,
             };
             s.settle(0);
             Box::new(s)
