@@ -13,6 +13,10 @@ pub struct ReportArgs {
     dir: PathBuf,
 }
 
+/// Issue 4's workloads, whose static geometric-mean latency is to be at most the baselines'.
+const FAST_QUERY_WORKLOADS: [&str; 7] =
+    ["AndHighHigh", "AndHighMed", "OrHighHigh", "OrHighMed", "HighPhrase", "MedPhrase", "LowPhrase"];
+
 /// The SPIRIT evaluation's six workloads.
 const SPIRIT_WORKLOADS: [&str; 6] =
     ["LowTerm", "MedTerm", "HighTerm", "AndLowLow", "AndMedMed", "AndHighHigh"];
@@ -68,6 +72,14 @@ impl Run {
     fn cats(&self) -> Vec<String> {
         self.v["categories"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default()
     }
+    /// Geometric mean of the workload's latencies (NaN if none).
+    fn geomean(&self, cat: &str) -> f64 {
+        let l = self.lat(cat);
+        if l.is_empty() {
+            return f64::NAN;
+        }
+        (l.iter().map(|x| x.ln()).sum::<f64>() / l.len() as f64).exp()
+    }
     fn qps(&self, cat: &str) -> f64 {
         let l = self.lat(cat);
         if l.is_empty() {
@@ -122,6 +134,48 @@ fn f(x: f64) -> String {
     } else {
         format!("{x:.2}")
     }
+}
+
+/// Issue 4's goal, from the static runs of this one: per workload, spirit's geometric-mean latency against
+/// each baseline's (at or below it: a ratio ≤ 1).
+fn fast_query_goals(md: &mut String, runs: &[Run]) {
+    let find = |l: &str| runs.iter().find(|r| r.label == l);
+    let Some(s) = find("spirit static") else {
+        return;
+    };
+    let baselines: Vec<&Run> = ["tantivy static", "lucene static"].iter().filter_map(|l| find(l)).collect();
+    if baselines.is_empty() {
+        return;
+    }
+    writeln!(md, "\n## Goals (issue 4): static geometric-mean latency, as ratios from this run\n").unwrap();
+    write!(md, "| workload | spirit µs |").unwrap();
+    for b in &baselines {
+        write!(md, " {} µs | spirit / {} |", b.label, b.engine()).unwrap();
+    }
+    write!(md, "\n|---|---|").unwrap();
+    for _ in &baselines {
+        write!(md, "---|---|").unwrap();
+    }
+    writeln!(md).unwrap();
+    let mut missed = vec![];
+    for c in FAST_QUERY_WORKLOADS {
+        let a = s.geomean(c);
+        write!(md, "| {c} | {} |", f(a)).unwrap();
+        for b in &baselines {
+            let x = b.geomean(c);
+            write!(md, " {} | {} |", f(x), f(a / x)).unwrap();
+            if !(a <= x) {
+                missed.push(format!("{c} vs {}", b.engine()));
+            }
+        }
+        writeln!(md).unwrap();
+    }
+    writeln!(
+        md,
+        "\n- spirit at or below every baseline on every workload (goal: ratio ≤ 1): {}",
+        if missed.is_empty() { "met".to_string() } else { format!("not met on {}", missed.join(", ")) }
+    )
+    .unwrap();
 }
 
 pub fn report(a: ReportArgs) {
@@ -337,6 +391,8 @@ pub fn report(a: ReportArgs) {
             .unwrap();
         }
     }
+
+    fast_query_goals(&mut md, &runs);
 
     // Equal work: hit counts of the static runs.
     let statics: Vec<&Run> = runs.iter().filter(|r| r.mode() == "static").collect();
