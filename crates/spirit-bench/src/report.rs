@@ -164,7 +164,8 @@ fn fast_query_goals(md: &mut String, runs: &[Run]) {
         for b in &baselines {
             let x = b.geomean(c);
             write!(md, " {} | {} |", f(x), f(a / x)).unwrap();
-            if !(a <= x) {
+            // Not measured (NaN) counts as missed.
+            if a.partial_cmp(&x).is_none_or(|o| o.is_gt()) {
                 missed.push(format!("{c} vs {}", b.engine()));
             }
         }
