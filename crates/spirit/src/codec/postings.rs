@@ -1053,33 +1053,11 @@ impl<'a> PostingsCursor<'a> {
     pub fn probe(&mut self, cands: &[u32], out: &mut [u32]) -> Result<(), CodecError> {
         let out = &mut out[..cands.len()];
         let mut k = 0;
-        while k < cands.len() {
-            if self.doc == NO_DOC {
-                break;
-            }
-            let c = cands[k];
-            if self.docs[self.len - 1] < c {
-                // To the block that holds `c`, if any: the search below finds it (no scan here).
-                let b = self.shallow_block(c);
-                if b >= self.n_blocks {
-                    self.doc = NO_DOC;
-                    break;
-                }
-                self.load_block(b)?;
-                if self.docs[self.len - 1] < c {
-                    // The skip table promised the candidate inside this block: corruption.
-                    return Err(CodecError {
-                        what: "skip table",
-                        offset: self.skip_start + b as usize * SKIP,
-                    });
-                }
-            }
+        while let Some(n) = self.block_holding(&cands[k..])? {
             self.decode_tfs()?;
-            let last = self.docs[self.len - 1];
-            let n = cands[k..].partition_point(|&x| x <= last);
             let mut at = self.i;
             // Four searches in lockstep (independent chains of loads, so their latencies overlap), then the
-            // rest one by one. `last >= c` for each, so every search ends inside the block.
+            // rest one by one. The block's last doc reaches each, so every search ends inside the block.
             let (cs, os) = (&cands[k..k + n], &mut out[k..k + n]);
             let mut q = 0;
             while q + 4 <= n {
@@ -1106,6 +1084,66 @@ impl<'a> PostingsCursor<'a> {
         }
         out[k..].fill(0);
         Ok(())
+    }
+
+    /// [`Self::probe`] for callers that read more than a frequency: `found(k, self)` for each `cands[k]` the
+    /// list has, in order, with the cursor on it (its frequency and positions readable). The candidates are
+    /// found as `probe` finds them, block by block without a branch per candidate; a candidate the list lacks
+    /// costs nothing more.
+    pub fn probe_each(
+        &mut self,
+        cands: &[u32],
+        mut found: impl FnMut(usize, &mut Self) -> Result<(), CodecError>,
+    ) -> Result<(), CodecError> {
+        let mut k = 0;
+        while let Some(n) = self.block_holding(&cands[k..])? {
+            let mut q = 0;
+            while q < n {
+                // Four searches in lockstep, as in `probe` (fewer at the end).
+                let m = (n - q).min(4);
+                let x: [u32; 4] = std::array::from_fn(|j| cands[k + q + j.min(m - 1)]);
+                let ats = lower_bound_block4(&self.docs, x);
+                for (j, &a) in ats.iter().enumerate().take(m) {
+                    debug_assert!(a < self.len);
+                    if self.docs[a] == x[j] {
+                        self.i = a;
+                        self.doc = x[j];
+                        found(k + q + j, self)?;
+                    }
+                }
+                q += m;
+            }
+            k += n;
+        }
+        Ok(())
+    }
+
+    /// For [`Self::probe`]: moves to the block that may hold `cands[0]` (from the current one on, through the
+    /// skip table) and returns how many of `cands` it may hold; `None` once the list has nothing left for
+    /// them (the cursor is then exhausted) or there are no candidates.
+    #[inline]
+    fn block_holding(&mut self, cands: &[u32]) -> Result<Option<usize>, CodecError> {
+        let Some(&c) = cands.first() else {
+            return Ok(None);
+        };
+        if self.doc == NO_DOC {
+            return Ok(None);
+        }
+        if self.docs[self.len - 1] < c {
+            // To the block that holds `c`, if any: the caller's search finds it (no scan here).
+            let b = self.shallow_block(c);
+            if b >= self.n_blocks {
+                self.doc = NO_DOC;
+                return Ok(None);
+            }
+            self.load_block(b)?;
+            if self.docs[self.len - 1] < c {
+                // The skip table promised the candidate inside this block: corruption.
+                return Err(CodecError { what: "skip table", offset: self.skip_start + b as usize * SKIP });
+            }
+        }
+        let last = self.docs[self.len - 1];
+        Ok(Some(cands.partition_point(|&x| x <= last)))
     }
 
     /// Decodes the positions of the current posting into `out` (cleared first).
@@ -1382,6 +1420,37 @@ mod tests {
             }
             pi += tfs[k] as usize;
             c.next().unwrap();
+        }
+        // Probing candidates — every third doc of the list, each with the doc after it (mostly absent),
+        // none before the first: `probe_each` stops on exactly the docs the list has, with their frequency and
+        // positions, in order; `probe` gives the same frequencies and 0 elsewhere.
+        let starts: Vec<usize> = std::iter::once(0)
+            .chain(tfs.iter().scan(0, |a, &t| {
+                *a += t as usize;
+                Some(*a)
+            }))
+            .collect();
+        let cands: Vec<u32> = docs.iter().step_by(3).flat_map(|&d| [d, d + 1]).collect();
+        let mut cands = cands;
+        cands.dedup();
+        let mut seen = vec![];
+        let mut c = open();
+        c.probe_each(&cands, |k, c| {
+            let at = docs.binary_search(&cands[k]).expect("found docs are the list's");
+            assert_eq!(c.doc(), cands[k]);
+            assert_eq!(c.freq().unwrap(), tfs[at]);
+            c.positions(&mut out).unwrap();
+            assert_eq!(&out[..], &pos[starts[at]..starts[at + 1]], "positions of posting {at}");
+            seen.push(cands[k]);
+            Ok(())
+        })
+        .unwrap();
+        let want: Vec<u32> = cands.iter().copied().filter(|d| docs.binary_search(d).is_ok()).collect();
+        assert_eq!(seen, want);
+        let mut freqs = vec![7; cands.len()];
+        open().probe(&cands, &mut freqs).unwrap();
+        for (&d, &f) in cands.iter().zip(&freqs) {
+            assert_eq!(f, docs.binary_search(&d).map_or(0, |at| tfs[at]), "probe of {d}");
         }
         // block bounds hold for every posting of their block, for BM25-like functions
         for (c0, c1) in [(0.3f32, 0.01f32), (1.0, 0.5), (0.0, 2.0)] {

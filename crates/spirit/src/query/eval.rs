@@ -899,15 +899,7 @@ impl PhraseScorer<'_> {
 /// How often the terms occur at their relative `offsets` (positions of each term, sorted, in `bufs`).
 fn phrase_freq(bufs: &[Vec<u32>], offsets: &[u32]) -> u32 {
     if let [a, b] = bufs {
-        if a.len() * b.len() <= 256 {
-            // Two short lists (most documents): every pair compared, branch-free and vectorized, instead of a
-            // binary search per position.
-            let shift = offsets[1].wrapping_sub(offsets[0]);
-            return a
-                .iter()
-                .map(|&p| (b.iter().filter(|&&q| q == p.wrapping_add(shift)).count() > 0) as u32)
-                .sum();
-        }
+        return phrase_freq2(a, b, offsets[1].wrapping_sub(offsets[0]));
     }
     bufs[0]
         .iter()
@@ -918,6 +910,19 @@ fn phrase_freq(bufs: &[Vec<u32>], offsets: &[u32]) -> u32 {
             })
         })
         .count() as u32
+}
+
+/// [`phrase_freq`] of two terms: how many positions `p` of the first have `p + shift` among the second's.
+fn phrase_freq2(a: &[u32], b: &[u32], shift: u32) -> u32 {
+    if a.len() * b.len() <= 256 {
+        // Two short lists (most documents): every pair compared, branch-free and vectorized, instead of a
+        // binary search per position.
+        return a
+            .iter()
+            .map(|&p| (b.iter().filter(|&&q| q == p.wrapping_add(shift)).count() > 0) as u32)
+            .sum();
+    }
+    a.iter().filter(|&&p| b.binary_search(&p.wrapping_add(shift)).is_ok()).count() as u32
 }
 
 impl Scorer for PhraseScorer<'_> {
@@ -3157,6 +3162,66 @@ fn phrase_docs(
                 };
                 continue;
             }
+        }
+        if n == 2 {
+            // Two terms: the lead's docs from here to the end of its block (and of the window) that may
+            // compete, found in the other list all at once (`probe_each`: block by block, branch-free
+            // searches), and only those it has looked at further.
+            let (first, second) = curs.split_at_mut(1);
+            let (lc, oc) =
+                if lead == 0 { (&mut first[0], &mut second[0]) } else { (&mut second[0], &mut first[0]) };
+            let i = lc.index_in_block();
+            let (docs, ltfs) = lc.block_postings().map_err(fail)?;
+            let last = if prune && full { win_end } else { NO_DOC }.min(visible - 1);
+            let to = i + first_above(&docs[i..], last);
+            let all = [u64::MAX; 2];
+            let bits = if prune && full { &pass } else { &all };
+            let batch = &mut **s.window.get_or_insert_with(Box::default);
+            let (cands, ctfs) = (&mut batch.docs, &mut block_rows(&mut s.tf_rows, 1)[0]);
+            let mut m = 0;
+            for j in i..to {
+                // Branch-free: always write, advance past a doc that passes.
+                cands[m] = docs[j];
+                ctfs[m] = ltfs[j];
+                m += (bits[j / 64] >> (j % 64) & 1) as usize;
+            }
+            doc = docs[to - 1].saturating_add(1);
+            let shift = offsets[1].wrapping_sub(offsets[0]);
+            let [lbuf, obuf] = &mut bufs[..] else { unreachable!("two terms") };
+            oc.probe_each(&cands[..m], |k, oc| {
+                let d = cands[k];
+                if del.is_deleted(d) {
+                    return Ok(());
+                }
+                let norm = norms.get(d);
+                let theta = if col.heap.len() >= col.cap { col.theta() } else { f32::NEG_INFINITY };
+                if prune && theta > f32::NEG_INFINITY {
+                    let least = ctfs[k].min(oc.freq()?);
+                    if bm.score(least as f32, norm) < theta {
+                        col.exact = false;
+                        return Ok(());
+                    }
+                }
+                // The lead's cursor to the doc (forward, inside its block), then both terms' positions.
+                lc.advance(d)?;
+                lc.positions(lbuf)?;
+                oc.positions(obuf)?;
+                let (p0, p1) = if lead == 0 { (&*lbuf, &*obuf) } else { (&*obuf, &*lbuf) };
+                let freq = phrase_freq2(p0, p1, shift);
+                if freq > 0 {
+                    col.total += 1;
+                    let s = bm.score(freq as f32, norm);
+                    if s >= theta {
+                        col.push_score(Entry(s, base + d));
+                    }
+                }
+                Ok(())
+            })
+            .map_err(fail)?;
+            if oc.doc() == NO_DOC {
+                break;
+            }
+            continue;
         }
         for (t, c) in curs.iter_mut().enumerate() {
             if t == lead {
