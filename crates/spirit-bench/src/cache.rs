@@ -187,7 +187,7 @@ pub fn run(a: CacheArgs) {
                     if cache.stats().hits > h0 {
                         e.2.push(t);
                     }
-                    if pass % 2 == 0 {
+                    if pass.is_multiple_of(2) {
                         e.0.push(time(&index, q, false));
                     }
                 }
