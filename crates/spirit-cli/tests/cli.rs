@@ -30,8 +30,7 @@ fn fails(args: &[&str]) -> String {
 fn write_jsonl(path: &Path, n: usize) {
     let mut f = std::fs::File::create(path).unwrap();
     for i in 0..n {
-        let w = ["apple", "banana", "cherry", "durian"][i % 4];
-        writeln!(f, r#"{{"_id": "doc{i}", "title": "{w} number {i}", "body": "the {w} is ripe and {w} is sweet", "n": {i}}}"#).unwrap();
+        writeln!(f, "{}", doc_line(i)).unwrap();
     }
 }
 
@@ -168,32 +167,69 @@ fn damaged_data_directories_are_refused_with_a_clear_error() {
     assert_eq!(ok(&["search", "--data", s(&data), "--count", "apple"]).trim(), "125");
 }
 
-fn big_input(dir: &Path, n: usize) -> PathBuf {
-    let p = dir.join("big.jsonl");
-    write_jsonl(&p, n);
-    p
+/// A document of the shared test shape (every body has "ripe").
+fn doc_line(i: usize) -> String {
+    let w = ["apple", "banana", "cherry", "durian"][i % 4];
+    format!(
+        r#"{{"_id": "doc{i}", "title": "{w} number {i}", "body": "the {w} is ripe and {w} is sweet", "n": {i}}}"#
+    )
 }
 
+/// Signals arrive while `spirit index` is mid-load, whatever the machine's speed: the input is a FIFO fed
+/// without end by a writer thread (so the load cannot finish before the signal), and the signal is sent only
+/// once the ack log shows documents went in.
 #[test]
 fn sigterm_closes_gracefully_and_kill_9_is_detected() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let dir = tempfile::tempdir().unwrap();
-    let input = big_input(dir.path(), 300_000);
     for (signal, graceful) in [("TERM", true), ("INT", true), ("KILL", false)] {
         let data = dir.path().join(format!("data{signal}"));
-        let child =
-            bin().args(["index", "--data", s(&data), s(&input)]).stderr(Stdio::piped()).spawn().unwrap();
-        // Wait until the index exists and some documents went in.
-        std::thread::sleep(std::time::Duration::from_millis(700));
+        let fifo = dir.path().join(format!("feed{signal}.jsonl"));
+        let acks = dir.path().join(format!("acks{signal}"));
+        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let written = std::sync::Arc::new(AtomicUsize::new(0));
+        let writer = {
+            let (fifo, written) = (fifo.clone(), written.clone());
+            std::thread::spawn(move || {
+                let mut f =
+                    std::io::BufWriter::new(std::fs::OpenOptions::new().write(true).open(&fifo).unwrap());
+                // Ends when the reader goes away (EPIPE); the cap only guards against a load that never stops.
+                for i in 0..50_000_000 {
+                    if writeln!(f, "{}", doc_line(i)).is_err() {
+                        return;
+                    }
+                    written.store(i + 1, Ordering::Relaxed);
+                }
+            })
+        };
+        let child = bin()
+            .args(["index", "--data", s(&data), "--ack-log", s(&acks), s(&fifo)])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let acked = || std::fs::read_to_string(&acks).map_or(0, |t| t.lines().count());
+        let t0 = std::time::Instant::now();
+        while acked() == 0 {
+            assert!(t0.elapsed().as_secs() < 120, "no document acknowledged within 2 minutes");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let acked_before = acked();
         let st =
             Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
         assert!(st.success());
         let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         if graceful {
             assert!(out.status.success(), "signal {signal}: {err}");
             assert!(err.contains("interrupted") && err.contains("indexed"), "{err}");
-            let n: u64 = ok(&["search", "--data", s(&data), "--count", "ripe"]).trim().parse().unwrap();
-            assert!(n > 0 && n < 300_000, "partially indexed before the signal: {n}");
+            let n: usize = ok(&["search", "--data", s(&data), "--count", "ripe"]).trim().parse().unwrap();
+            let total = written.load(Ordering::Relaxed);
+            assert!(
+                n >= acked_before && n < total,
+                "every document acknowledged before the signal ({acked_before}) kept, the load stopped \
+                 before the input ended ({total}): {n}"
+            );
         } else {
             let e = fails(&["search", "--data", s(&data), "ripe"]);
             assert!(e.contains("was not closed cleanly"), "{e}");
