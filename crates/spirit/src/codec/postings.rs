@@ -905,23 +905,32 @@ impl<'a> PostingsCursor<'a> {
         if self.doc >= target {
             return Ok(self.doc);
         }
-        if self.last_doc(self.block) < target {
-            let b = self.shallow_block(target);
-            if b >= self.n_blocks {
-                self.doc = NO_DOC;
-                return Ok(NO_DOC);
-            }
-            self.load_block(b)?;
-        }
-        if self.docs[self.len - 1] < target {
-            // The skip table promised the target inside this block: corruption.
-            return Err(CodecError {
-                what: "skip table",
-                offset: self.skip_start + self.block as usize * SKIP,
-            });
+        if !self.to_block_of(target)? {
+            return Ok(NO_DOC);
         }
         self.scan_to(target);
         Ok(self.doc)
+    }
+
+    /// Moves to the block that may hold `target` (the current one if its last doc reaches it, else the one
+    /// the skip table names) without searching inside it; `false` (and the cursor exhausted) when no block
+    /// reaches `target`. The cursor must not be exhausted.
+    #[inline]
+    fn to_block_of(&mut self, target: u32) -> Result<bool, CodecError> {
+        debug_assert!(self.doc != NO_DOC);
+        if self.docs[self.len - 1] < target {
+            let b = self.shallow_block(target);
+            if b >= self.n_blocks {
+                self.doc = NO_DOC;
+                return Ok(false);
+            }
+            self.load_block(b)?;
+            if self.docs[self.len - 1] < target {
+                // The skip table promised the target inside this block: corruption.
+                return Err(CodecError { what: "skip table", offset: self.skip_start + b as usize * SKIP });
+            }
+        }
+        Ok(true)
     }
 
     /// Moves inside the current block to its first doc at or after `target`, which must be in the block
@@ -1126,21 +1135,9 @@ impl<'a> PostingsCursor<'a> {
         let Some(&c) = cands.first() else {
             return Ok(None);
         };
-        if self.doc == NO_DOC {
+        // To the block that holds `c`, if any: the caller's search finds it (no scan here).
+        if self.doc == NO_DOC || !self.to_block_of(c)? {
             return Ok(None);
-        }
-        if self.docs[self.len - 1] < c {
-            // To the block that holds `c`, if any: the caller's search finds it (no scan here).
-            let b = self.shallow_block(c);
-            if b >= self.n_blocks {
-                self.doc = NO_DOC;
-                return Ok(None);
-            }
-            self.load_block(b)?;
-            if self.docs[self.len - 1] < c {
-                // The skip table promised the candidate inside this block: corruption.
-                return Err(CodecError { what: "skip table", offset: self.skip_start + b as usize * SKIP });
-            }
         }
         let last = self.docs[self.len - 1];
         Ok(Some(cands.partition_point(|&x| x <= last)))
