@@ -88,12 +88,12 @@ fn fast_paths_on_long_lists_match_the_reference() {
     }
 }
 
-/// Single terms whose documents tie at the top (a handful of distinct bodies, so most scores are equal):
-/// the k-th best is decided by recency, the newer document winning, and a pruned single-term walk — warm
-/// start, newest block first, blocks at θ passed over only when every document in them is older than the
-/// k-th best — must find exactly the newest of the tied, across segments, deletes and after a merge.
+/// Single terms and two-term phrases whose documents tie at the top (a handful of distinct bodies, so most
+/// scores are equal): the k-th best is decided by recency, the newer document winning, and a pruned walk —
+/// warm start, newest block first, blocks or documents at θ passed over only when older than the k-th best
+/// — must find exactly the newest of the tied, across segments, deletes and after a merge.
 #[test]
-fn single_terms_with_tied_scores_keep_the_newest() {
+fn single_terms_and_phrases_with_tied_scores_keep_the_newest() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = ShardConfig { dram_budget: 16 << 20, max_docs_per_segment: 1500, ..Default::default() };
     let index = Index::open("c", dir.path(), cfg, Some(&mappings()), None).unwrap();
@@ -120,7 +120,18 @@ fn single_terms_with_tied_scores_keep_the_newest() {
     }
     index.shard().seal().unwrap();
     index.shard().wait_idle().unwrap();
-    let queries = ["body:w1", "body:w2", "body:w3", "body:w4"];
+    // Two-term phrases tie as much (`"w1 w2"` occurs once in most documents) and walk their lead's blocks
+    // newest first as single terms do.
+    let queries = [
+        "body:w1",
+        "body:w2",
+        "body:w3",
+        "body:w4",
+        r#"body:"w1 w2""#,
+        r#"body:"w2 w3""#,
+        r#"body:"w1 w3""#,
+        r#"body:"w1 w1""#,
+    ];
     // The reference check accepts any of the tied at the k-th score; the engine's own order is exact: the
     // pruned walk must return what evaluating every posting returns, ids and score bits.
     let same_as_unpruned = |q: &str, ctx: &str| {

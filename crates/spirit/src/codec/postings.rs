@@ -667,6 +667,39 @@ impl<'a> PostingsCursor<'a> {
         lo
     }
 
+    /// The first block that reaches `target` (its last doc at or after it; the block count if none), searched
+    /// from block `from` back or forward: for walks that move back block by block (newest first) and then
+    /// forward inside a span, galloping from where they were.
+    pub fn block_reaching(&self, from: u32, target: u32) -> u32 {
+        let Some(last) = self.n_blocks.checked_sub(1) else {
+            return 0;
+        };
+        let from = from.min(last);
+        if self.last_doc(from) < target {
+            return self.shallow_block_from(from, target);
+        }
+        // Back. Invariant: block `hi` reaches the target; blocks below `lo` end before it.
+        let (mut lo, mut hi, mut step) = (0u32, from, 1u32);
+        while hi > 0 {
+            let probe = hi.saturating_sub(step);
+            if self.last_doc(probe) < target {
+                lo = probe + 1;
+                break;
+            }
+            hi = probe;
+            step = step.saturating_mul(2);
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.last_doc(mid) < target {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        hi
+    }
+
     /// Last doc of block `b` (from the skip table).
     #[inline]
     pub fn last_doc_of(&self, b: u32) -> u32 {
@@ -905,7 +938,7 @@ impl<'a> PostingsCursor<'a> {
         if self.doc >= target {
             return Ok(self.doc);
         }
-        if !self.to_block_of(target)? {
+        if !self.move_to_block_of(target)? {
             return Ok(NO_DOC);
         }
         self.scan_to(target);
@@ -916,7 +949,7 @@ impl<'a> PostingsCursor<'a> {
     /// the skip table names) without searching inside it; `false` (and the cursor exhausted) when no block
     /// reaches `target`. The cursor must not be exhausted.
     #[inline]
-    fn to_block_of(&mut self, target: u32) -> Result<bool, CodecError> {
+    fn move_to_block_of(&mut self, target: u32) -> Result<bool, CodecError> {
         debug_assert!(self.doc != NO_DOC);
         if self.docs[self.len - 1] < target {
             let b = self.shallow_block(target);
@@ -1136,7 +1169,7 @@ impl<'a> PostingsCursor<'a> {
             return Ok(None);
         };
         // To the block that holds `c`, if any: the caller's search finds it (no scan here).
-        if self.doc == NO_DOC || !self.to_block_of(c)? {
+        if self.doc == NO_DOC || !self.move_to_block_of(c)? {
             return Ok(None);
         }
         let last = self.docs[self.len - 1];
@@ -1485,6 +1518,17 @@ mod tests {
             c.next().unwrap();
         }
         assert_eq!(c.seek_block(c.block_count()).unwrap(), NO_DOC);
+        // the block reaching a target, searched back or forward from any block, is the first whose last doc
+        // reaches it (the block count past the list's end)
+        let c = open();
+        let lasts: Vec<u32> = (0..c.block_count()).map(|b| c.last_doc_of(b)).collect();
+        let targets = docs.iter().step_by(7).flat_map(|&d| [d, d.saturating_add(1)]).chain([0, u32::MAX]);
+        for t in targets {
+            let want = lasts.iter().position(|&l| l >= t).map_or(c.block_count(), |b| b as u32);
+            for from in (0..c.block_count()).step_by(3).chain([c.block_count()]) {
+                assert_eq!(c.block_reaching(from, t), want, "target {t} from block {from}");
+            }
+        }
         // advance to every doc and to every gap
         for (k, &d) in docs.iter().enumerate() {
             let mut c = open();
