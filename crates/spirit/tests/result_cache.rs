@@ -402,3 +402,47 @@ fn pruned_counts_compaction_and_older_snapshots_never_leak_through_the_cache() {
     let docs = |h: &SearchHits| h.hits.iter().map(|d| (d.doc, d.score.to_bits())).collect::<Vec<_>>();
     assert_eq!(docs(&via_cache), docs(&plain), "a query on the older snapshot");
 }
+
+/// A single term on an index taking documents is answered uncached once its entry's statistics moved
+/// (re-scoring the entry's candidates costs what block-max costs to answer the term afresh), and nothing
+/// replaces the entry then; once every document is sealed the entry serves again. Answers equal the
+/// uncached ones throughout.
+#[test]
+fn single_terms_on_a_live_index_skip_rescoring() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ShardConfig { dram_budget: 16 << 20, result_cache_min_work: 0, ..Default::default() };
+    let index = Index::open("c", dir.path(), cfg, Some(&mapping()), None).unwrap();
+    let mut rng = 5u64;
+    for i in 0..500 {
+        index.add(doc(&mut rng, i)).unwrap();
+    }
+    index.shard().seal().unwrap();
+    index.shard().wait_idle().unwrap();
+    let o = SearchOptions { limit: 10, fetch: false, ..Default::default() };
+    let stats = || index.shard().result_cache().stats();
+    // Sealed and quiet: a miss stores the entry, the repeat hits it (for the term and for an AND).
+    for q in ["w1", "+w0 +w1"] {
+        compare(&index, q, &o);
+        let before = stats();
+        compare(&index, q, &o);
+        assert_eq!(stats().hits, before.hits + 1, "{q}: a repeat on a quiet index hits");
+    }
+    // New documents in the fresh segment move the statistics: the term is answered uncached (stale, no
+    // hit, no new entry); the AND still re-scores its entry and hits.
+    for i in 500..520 {
+        index.add(doc(&mut rng, i)).unwrap();
+    }
+    let before = stats();
+    compare(&index, "w1", &o);
+    let after = stats();
+    assert_eq!((after.hits, after.stale, after.entries), (before.hits, before.stale + 1, before.entries));
+    compare(&index, "+w0 +w1", &o);
+    assert_eq!(stats().hits, after.hits + 1, "a conjunction re-scores its entry");
+    // Every document sealed: the term's entry is re-scored (or replaced) and serves again.
+    index.shard().seal().unwrap();
+    index.shard().wait_idle().unwrap();
+    compare(&index, "w1", &o);
+    let before = stats();
+    compare(&index, "w1", &o);
+    assert_eq!(stats().hits, before.hits + 1, "the term hits once the index is sealed");
+}
