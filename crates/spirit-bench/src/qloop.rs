@@ -42,6 +42,9 @@ pub struct LoopArgs {
     seconds: f64,
     #[arg(long, default_value_t = 10)]
     top_k: usize,
+    /// Pruning of ORs of terms: `maxscore` (the default) or `bmw` (block-max WAND).
+    #[arg(long, default_value = "maxscore", value_parser = ["maxscore", "bmw"])]
+    disjunction: String,
 }
 
 /// Prints one JSON line per category: `{"engine", "category", "queries", "mean_us", "geomean_us",
@@ -83,7 +86,10 @@ pub fn run(a: LoopArgs) {
         (None, None) => unreachable!("clap requires one"),
     };
     index.set_default_fields(Some(vec!["body".into()])).expect("body");
-    let opts = crate::run::opts(a.top_k);
+    let mut opts = crate::run::opts(a.top_k);
+    if a.disjunction == "bmw" {
+        opts.disjunction = spirit::Disjunction::BlockMaxWand;
+    }
     for c in &cats {
         // One untimed pass first: the category's postings paged in.
         for q in &c.queries {

@@ -46,4 +46,4 @@ pub use index::{
     AddResult, BulkGuard, Hit, Index, IndexSettings, IndexStats, Pending, PendingSet, PreparedDoc,
     SearchResult,
 };
-pub use query::{Query, SearchOptions, Sort};
+pub use query::{Disjunction, Query, SearchOptions, Sort};

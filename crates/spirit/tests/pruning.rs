@@ -2,7 +2,7 @@
 //! evaluation. Long posting lists (several blocks of 128) and several segments make every pruning path run.
 
 use proptest::prelude::*;
-use spirit::{Index, SearchOptions, ShardConfig};
+use spirit::{Disjunction, Index, SearchOptions, ShardConfig};
 
 fn vocab(i: u64) -> String {
     format!("w{i}")
@@ -48,19 +48,27 @@ fn build_with(
     (dir, index)
 }
 
-/// Returns (exact total, documents the pruned run visited).
-fn compare(index: &Index, q: &str) -> (u64, u64) {
+/// Returns (exact total, documents the pruned run visited, documents the pruned run with block-max WAND for
+/// disjunctions visited).
+fn compare(index: &Index, q: &str) -> (u64, u64, u64) {
     let k = 10;
     // No result cache: the pruned run must evaluate, not take the exact run's cached answer.
     let exact = index.search(q, &SearchOptions { limit: k, cache: false, ..Default::default() }).unwrap();
-    let pruned = index
-        .search(q, &SearchOptions { limit: k, track_total: false, cache: false, ..Default::default() })
-        .unwrap();
+    let pruned = |disjunction| {
+        let o =
+            SearchOptions { limit: k, track_total: false, cache: false, disjunction, ..Default::default() };
+        index.search(q, &o).unwrap()
+    };
     let a: Vec<(String, f32)> = exact.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
-    let b: Vec<(String, f32)> = pruned.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
-    assert_eq!(a, b, "{q}");
-    assert!(pruned.total <= exact.total);
-    (exact.total, pruned.total)
+    let mut totals = vec![];
+    for alg in [Disjunction::MaxScore, Disjunction::BlockMaxWand] {
+        let p = pruned(alg);
+        let b: Vec<(String, f32)> = p.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
+        assert_eq!(a, b, "{q} ({alg:?})");
+        assert!(p.total <= exact.total);
+        totals.push(p.total);
+    }
+    (exact.total, totals[0], totals[1])
 }
 
 #[test]
@@ -70,18 +78,21 @@ fn pruned_top_k_equals_exhaustive() {
     assert!(st.shard.segments.values().sum::<usize>() >= 4, "{st:?}");
     let (mut all, mut visited) = (0, 0);
     for t in [0, 1, 2, 5, 10, 30, 100] {
-        let (a, b) = compare(&index, &vocab(t));
+        let (a, b, _) = compare(&index, &vocab(t));
         all += a;
         visited += b;
     }
     assert!(visited < all, "pruning skipped matches of single-term queries: visited {visited} of {all}");
+    let (mut or_all, mut or_maxscore, mut or_bmw) = (0, 0, 0);
     for (a, b) in [(0, 1), (0, 50), (3, 7), (1, 150), (20, 21)] {
-        let _ = compare(&index, &format!("{} {}", vocab(a), vocab(b)));
+        let (x, y, z) = compare(&index, &format!("{} {}", vocab(a), vocab(b)));
+        (or_all, or_maxscore, or_bmw) = (or_all + x, or_maxscore + y, or_bmw + z);
         let _ = compare(&index, &format!("+{} +{}", vocab(a), vocab(b)));
         let _ = compare(&index, &format!("{} {} {}", vocab(a), vocab(b), vocab(a + b + 1)));
         let _ = compare(&index, &format!("+{} {} -{}", vocab(a), vocab(b), vocab(a + 2)));
         let _ = compare(&index, &format!("\"{} {}\" {}", vocab(a), vocab(b), vocab(b + 3)));
     }
+    assert!(or_maxscore < or_all && or_bmw < or_all, "both skip: {or_maxscore}, {or_bmw} of {or_all}");
 }
 
 proptest! {
@@ -131,7 +142,7 @@ fn runs_of_weak_lead_blocks_are_passed_over_exactly() {
         });
         index.force_merge(1).unwrap();
         for q in ["+common +lead", "+lead +common", "+lead +common +f3"] {
-            let (all, visited) = compare(&index, q);
+            let (all, visited, _) = compare(&index, q);
             assert!(visited < all, "seed {seed}, {q}: nothing passed over ({visited} of {all})");
         }
     }

@@ -12,8 +12,8 @@ mod scratch;
 pub use ast::Query;
 pub use cache::{CacheStats, ResultCache};
 pub use eval::{
-    collection_stats, execute, execute_at, execute_cached, Bm25, CollectionStats, ScoredDoc, SearchHits,
-    SearchOptions, Sort,
+    collection_stats, execute, execute_at, execute_cached, Bm25, CollectionStats, Disjunction, ScoredDoc,
+    SearchHits, SearchOptions, Sort,
 };
 pub use parser::{parse, ParseError};
 pub use plan::{plan, plan_shards, Node};
