@@ -656,6 +656,13 @@ impl<'a> PostingsCursor<'a> {
             step = step.saturating_mul(2);
         }
         // Then the first block in lo..=hi that reaches it.
+        self.first_reaching(lo, hi, target)
+    }
+
+    /// The first block in `lo..=hi` whose last doc reaches `target`, when block `hi` does or is the block
+    /// count (binary search over the skip table).
+    #[inline]
+    fn first_reaching(&self, mut lo: u32, mut hi: u32, target: u32) -> u32 {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if self.last_doc(mid) < target {
@@ -689,15 +696,7 @@ impl<'a> PostingsCursor<'a> {
             hi = probe;
             step = step.saturating_mul(2);
         }
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.last_doc(mid) < target {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        hi
+        self.first_reaching(lo, hi, target)
     }
 
     /// Last doc of block `b` (from the skip table).
