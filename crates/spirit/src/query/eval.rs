@@ -3696,7 +3696,11 @@ pub fn execute_at(
             if matches!(w, Weight::Term { .. })
                 && opts.sort == Sort::Score
                 && ctx.segs[sealed..].iter().any(|s| s.visible > 0)
-                && rescores(&ctx, &w, &e) =>
+                && {
+                    let mut now = vec![];
+                    leaves(&w, &mut now);
+                    rescores(&now, coverage(&ctx, &e), &e)
+                } =>
         {
             // A single term's entry whose scores moved with the statistics, on an index taking documents
             // (fresh documents): re-scoring its candidates reads as many blocks as block-max reads to answer the
@@ -3858,11 +3862,14 @@ fn run(
 /// Whether answering a score-ordered query from entry `e` re-scores its candidates: the statistics moved
 /// since it was made, or a compaction inside its coverage changed the scorers' clause order (see
 /// [`from_cache`]).
-fn rescores(ctx: &Ctx<'_>, w: &Weight, e: &CachedResult) -> bool {
-    let cov = ctx.segs.partition_point(|s| s.desc.id <= e.upto_id);
-    let mut now = vec![];
-    leaves(w, &mut now);
+/// `now`: the query's leaves today ([`leaves`]); `cov`: the segments the entry covers today ([`coverage`]).
+fn rescores(now: &[(f32, f32)], cov: usize, e: &CachedResult) -> bool {
     !(now == e.leaves && (cov == e.segments || now.is_empty()))
+}
+
+/// How many of the snapshot's segments (a prefix) entry `e` covers.
+fn coverage(ctx: &Ctx<'_>, e: &CachedResult) -> usize {
+    ctx.segs.partition_point(|s| s.desc.id <= e.upto_id)
 }
 
 /// Answers from a cache entry plus the segments newer than its coverage, or `None` when the entry cannot
@@ -3879,7 +3886,7 @@ fn from_cache(
         return Ok(None);
     }
     let n = ctx.segs.len();
-    let cov = ctx.segs.partition_point(|s| s.desc.id <= e.upto_id);
+    let cov = coverage(ctx, e);
     if cov > sealed || sealed - cov > MAX_UNCOVERED_SEALED {
         return Ok(None);
     }
@@ -3910,7 +3917,7 @@ fn from_cache(
         Sort::Score => {
             let mut now = vec![];
             leaves(w, &mut now);
-            let same_scores = !rescores(ctx, w, e);
+            let same_scores = !rescores(&now, cov, e);
             if same_scores {
                 // Same statistics and the same segments (a compaction inside the coverage changes the
                 // scorers' clause order, hence the f32 sums — unless no clause scores by BM25: sums of the
