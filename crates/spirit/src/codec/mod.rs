@@ -17,6 +17,7 @@
 pub mod family;
 mod norm;
 mod postings;
+pub mod simd;
 mod vbyte;
 
 pub use norm::{decode_norm, encode_norm, quantized_length, NORM_VALUES};

@@ -1090,16 +1090,24 @@ impl<'a> PostingsCursor<'a> {
     /// block (a fixed trip count, and independent of the other candidates, so several are in flight at once);
     /// blocks between candidates are skipped through the skip table. Made for the few candidates of a
     /// block-max window against a denser list, where a forward scan mispredicts at nearly every candidate.
-    /// Candidates before the current block are not found (callers probe in increasing doc order).
+    /// Where the CPU has AVX-512 the search is [`super::simd::probe_block`]'s two vector compares instead
+    /// (same answers). Candidates before the current block are not found (callers probe in increasing doc
+    /// order).
     pub fn probe(&mut self, cands: &[u32], out: &mut [u32]) -> Result<(), CodecError> {
         let out = &mut out[..cands.len()];
         let mut k = 0;
         while let Some(n) = self.block_holding(&cands[k..])? {
             self.decode_tfs()?;
+            let (cs, os) = (&cands[k..k + n], &mut out[k..k + n]);
+            if let Some(at) = super::simd::probe_block(&self.docs, &self.tfs, cs, os) {
+                self.i = at;
+                self.doc = self.docs[at];
+                k += n;
+                continue;
+            }
             let mut at = self.i;
             // Four searches in lockstep (independent chains of loads, so their latencies overlap), then the
             // rest one by one. The block's last doc reaches each, so every search ends inside the block.
-            let (cs, os) = (&cands[k..k + n], &mut out[k..k + n]);
             let mut q = 0;
             while q + 4 <= n {
                 let ats = lower_bound_block4(&self.docs, [cs[q], cs[q + 1], cs[q + 2], cs[q + 3]]);
