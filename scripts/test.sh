@@ -32,6 +32,9 @@ status=0
 wait "$tests" || status=$?
 wait "$watchdog" || true
 [ "$status" -eq 0 ] || { echo "cargo test failed (exit $status)" >&2; exit "$status"; }
+# The query tests again with the portable kernels (codec::simd's AVX-512 ones off), so the engine's answers
+# are checked on both paths whatever CPU runs this.
+SPIRIT_SIMD=portable cargo test -q -p spirit --test pruning --test fast_paths
 cargo build -q -p spirit-cli
 bash scripts/test-clients.sh
 SPIRIT_SCREENSHOT=${SPIRIT_SCREENSHOT:-/tmp/spirit-screenshot.png} bash scripts/test-browser.sh

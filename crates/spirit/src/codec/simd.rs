@@ -10,22 +10,28 @@
 
 use super::postings::BLOCK;
 
-/// Whether this CPU runs the AVX-512 kernels (F, VL, BW, VBMI and POPCNT; cached by the standard library after
-/// the first call).
+/// Whether this CPU runs the AVX-512 kernels (F, VL, BW, VBMI and POPCNT), detected once. The environment
+/// variable `SPIRIT_SIMD=portable` turns them off (the tests run the engine both ways).
 #[inline]
 pub fn wide() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512vl")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512vbmi")
-            && std::arch::is_x86_feature_detected!("popcnt")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WIDE.get_or_init(|| {
+        if std::env::var_os("SPIRIT_SIMD").is_some_and(|v| v == "portable") {
+            return false;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vbmi")
+                && std::arch::is_x86_feature_detected!("popcnt")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    })
 }
 
 /// Looks each of `cands` (increasing, each at most `docs[BLOCK - 1]`) up in a decoded block: `out[k]` is
