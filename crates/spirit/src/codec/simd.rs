@@ -115,13 +115,20 @@ fn tf_limits_portable(need: f32, inv: f32, denom: &[f32; 256]) -> [u8; 256] {
 /// [`at_least`] without vectors.
 pub fn at_least_portable(tfs: &[u32], norms: &[u8; BLOCK], limit: &[u8; 256], n: usize) -> [u64; 2] {
     let n = n.min(BLOCK).min(tfs.len());
-    let pass = |i: usize| (tfs[i].min(255) >= limit[norms[i] as usize] as u32) as u64;
+    bits_where(n, |i| tfs[i].min(255) >= limit[norms[i] as usize] as u32)
+}
+
+/// The set of `i < n` (at most [`BLOCK`]) where `pass(i)`, as two words (bit `i % 64` of word `i / 64`)
+/// built in registers: a branch-free test per element, no store whose address depends on an earlier one.
+#[inline(always)]
+pub fn bits_where(n: usize, pass: impl Fn(usize) -> bool) -> [u64; 2] {
+    let n = n.min(BLOCK);
     let (mut low, mut high) = (0u64, 0u64);
     for i in 0..n.min(64) {
-        low |= pass(i) << i;
+        low |= (pass(i) as u64) << i;
     }
     for i in 64..n {
-        high |= pass(i) << (i - 64);
+        high |= (pass(i) as u64) << (i - 64);
     }
     [low, high]
 }

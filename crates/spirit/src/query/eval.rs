@@ -3583,15 +3583,7 @@ fn bits_by(
 ) -> [u64; 2] {
     let n = docs.len().min(tfs.len()).min(BLOCK_LEN);
     let (docs, tfs) = (&docs[..n], &tfs[..n]);
-    let pass = |i: usize| (tfs[i] as f32 * gap >= need * denom[norm(docs[i]) as usize]) as u64;
-    let (mut low, mut high) = (0u64, 0u64);
-    for i in 0..n.min(64) {
-        low |= pass(i) << i;
-    }
-    for i in 64..n {
-        high |= pass(i) << (i - 64);
-    }
-    [low, high]
+    simd::bits_where(n, |i| tfs[i] as f32 * gap >= need * denom[norm(docs[i]) as usize])
 }
 
 /// Relative margin of [`keep_competitive`]'s threshold: far above the few ulps by which float sums of a
