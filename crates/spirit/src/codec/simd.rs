@@ -64,7 +64,8 @@ pub fn at_least(tfs: &[u32], norms: &[u8; BLOCK], limit: &[u8; 256], n: usize) -
     #[cfg(target_arch = "x86_64")]
     if wide() {
         // SAFETY: the CPU has AVX-512 F, BW and VBMI (checked just above); `n <= tfs.len()`.
-        return unsafe { x86::at_least(&tfs[..n], x86::NormsIn::Bytes(norms), limit) };
+        let got = unsafe { x86::at_least(&tfs[..n], x86::NormsIn::Bytes(norms), limit) };
+        return got.expect("norms given as bytes are always read");
     }
     at_least_portable(tfs, norms, limit, n)
 }
@@ -75,11 +76,17 @@ pub fn at_least(tfs: &[u32], norms: &[u8; BLOCK], limit: &[u8; 256], n: usize) -
 pub fn at_least_in_column(docs: &[u32], tfs: &[u32], col: &[u8], limit: &[u8; 256], n: usize) -> [u64; 2] {
     let n = n.min(BLOCK).min(tfs.len()).min(docs.len());
     #[cfg(target_arch = "x86_64")]
-    // Docs increase: the last one says whether every four-byte read stays inside the column.
-    if n > 0 && wide() && (docs[n - 1] as usize) + 4 <= col.len() {
-        // SAFETY: the CPU has AVX-512 F, BW and VBMI (checked just above); `n <= tfs.len(), docs.len()`, and
-        // every doc's four bytes from `col[doc]` lie inside `col` (the docs increase up to `docs[n - 1]`).
-        return unsafe { x86::at_least(&tfs[..n], x86::NormsIn::Column(&docs[..n], col), limit) };
+    // The gathers read four bytes at `col[doc]` with a signed 32-bit offset: the kernel checks every doc
+    // against the column's last four bytes before it reads (docs of a corrupt block need not increase) and
+    // gives up on a block with one past them, which is then read one byte at a time below.
+    if n > 0 && wide() && col.len() >= 4 && col.len() <= i32::MAX as usize {
+        let last = (col.len() - 4) as u32;
+        // SAFETY: the CPU has AVX-512 F, BW and VBMI (checked just above); `n <= tfs.len(), docs.len()`;
+        // `last + 4` is the column's length, below 2^31.
+        let got = unsafe { x86::at_least(&tfs[..n], x86::NormsIn::Column(&docs[..n], col, last), limit) };
+        if let Some(bits) = got {
+            return bits;
+        }
     }
     let mut norms = [0u8; BLOCK];
     for (b, &d) in norms.iter_mut().zip(&docs[..n]) {
@@ -202,16 +209,18 @@ mod x86 {
     pub(super) enum NormsIn<'a> {
         /// Gathered already, one byte per posting.
         Bytes(&'a [u8; BLOCK]),
-        /// In a norms column, at the postings' docs; every doc's four bytes lie inside the column.
-        Column(&'a [u32], &'a [u8]),
+        /// In a norms column, at the postings' docs: a doc's four bytes from `col[doc]` are read only if
+        /// the doc is at most the last value (the column's length less 4, below 2^31).
+        Column(&'a [u32], &'a [u8], u32),
     }
 
     /// [`super::at_least`] (the postings are `tfs`, at most a block): frequencies saturated to bytes, each
     /// posting's threshold looked up by its norm in the 256-byte table (two two-register byte permutes,
     /// picked by the norm's top bit), one unsigned compare per 64 postings. Lanes past the postings are
-    /// never read and their bits are clear.
+    /// never read and their bits are clear. `None` when a doc lies past the column's last four bytes (its
+    /// norm is then read byte by byte by the caller).
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-    pub(super) unsafe fn at_least(tfs: &[u32], norms: NormsIn<'_>, limit: &[u8; 256]) -> [u64; 2] {
+    pub(super) unsafe fn at_least(tfs: &[u32], norms: NormsIn<'_>, limit: &[u8; 256]) -> Option<[u64; 2]> {
         let n = tfs.len();
         debug_assert!(n <= BLOCK);
         let l = limit.as_ptr();
@@ -246,10 +255,16 @@ mod x86 {
                 norm[j] = match norms {
                     // SAFETY: 16 bytes from `at` < BLOCK, inside the block's norms.
                     NormsIn::Bytes(b) => unsafe { _mm_loadu_si128(b.as_ptr().add(at) as *const __m128i) },
-                    NormsIn::Column(docs, col) => {
-                        // SAFETY: masked: only the lanes below `n` are read, and each reads the four bytes
-                        // at `col[doc]`, inside the column (the caller's promise).
+                    NormsIn::Column(docs, col, last) => {
+                        // SAFETY: masked: only the lanes below `n`, inside `docs`, are read.
                         let d = unsafe { _mm512_maskz_loadu_epi32(m, docs.as_ptr().add(at) as *const i32) };
+                        if _mm512_mask_cmpgt_epu32_mask(m, d, _mm512_set1_epi32(last as i32)) != 0 {
+                            // A doc whose four bytes would pass the column's end.
+                            return None;
+                        }
+                        // SAFETY: masked: only the lanes below `n` are read, and each of their docs is at
+                        // most `last` (checked just above), so its four bytes lie inside the column, at an
+                        // offset below 2^31 (the gather's offsets are signed).
                         let w = unsafe {
                             _mm512_mask_i32gather_epi32::<1>(
                                 _mm512_setzero_si512(),
@@ -277,7 +292,7 @@ mod x86 {
             let need = _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi);
             *b = _mm512_cmpge_epu8_mask(join(tf), need) & super::low_bits(n - h * 64);
         }
-        bits
+        Some(bits)
     }
 }
 
@@ -401,6 +416,22 @@ mod tests {
             }
             col.resize(col.len() + (round % 5) as usize, 9);
             assert_eq!(at_least_in_column(&docs, &tfs, &col, &limit, n), want, "n {n} column");
+            // Docs as a corrupt block may decode them — not increasing, some past the column, some at 2^31
+            // and beyond — read as the portable test reads them (norm 0 past the column), never out of it.
+            if n > 1 {
+                let mut bad = docs.clone();
+                bad.swap(0, n - 1);
+                bad[n / 2] = match round % 3 {
+                    0 => col.len() as u32 + rng.below(4) as u32,
+                    1 => (1 << 31) + rng.below(8) as u32,
+                    _ => u32::MAX - rng.below(4) as u32,
+                };
+                let norms_bad: [u8; BLOCK] = std::array::from_fn(|i| {
+                    bad.get(i).and_then(|&d| col.get(d as usize)).copied().unwrap_or(0)
+                });
+                let want_bad = at_least_portable(&tfs, &norms_bad, &limit, n);
+                assert_eq!(at_least_in_column(&bad, &tfs, &col, &limit, n), want_bad, "n {n} corrupt docs");
+            }
             assert_eq!(want[0] & !low_bits(n), 0);
             assert_eq!(want[1] & !low_bits(n.saturating_sub(64)), 0);
         }
