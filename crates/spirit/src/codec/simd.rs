@@ -95,10 +95,10 @@ pub fn at_least_in_column(docs: &[u32], tfs: &[u32], col: &[u8], limit: &[u8; 25
     at_least(tfs, &norms, limit, n)
 }
 
-/// The frequency thresholds of a BM25 filter, per norm code: `limit[n] = min(⌈need · denom[n] / gap⌉, 255)`
-/// (computed as `need · denom[n] · (1 / gap)`), the least frequency whose `idf · tf / (tf + denom[n])`
-/// reaches `need` where `gap = idf − need > 0`, saturated like [`at_least`]'s frequencies. Callers keep a
-/// margin on `need` far above the few roundings here.
+/// The frequency thresholds of a BM25 filter, per norm code: `limit[n] = ⌈need · denom[n] / gap⌉` clamped to
+/// `[0, 255]` (computed as `need · denom[n] · (1 / gap)`; a NaN gives 0), the least frequency whose
+/// `idf · tf / (tf + denom[n])` reaches `need` where `gap = idf − need > 0`, saturated like [`at_least`]'s
+/// frequencies. Callers keep a margin on `need` far above the few roundings here.
 #[inline]
 pub fn tf_limits(need: f32, gap: f32, denom: &[f32; 256]) -> [u8; 256] {
     let inv = 1.0 / gap;
@@ -113,7 +113,7 @@ pub fn tf_limits(need: f32, gap: f32, denom: &[f32; 256]) -> [u8; 256] {
 /// [`tf_limits`] without vectors (and without a call per ceiling: truncation, plus one below the value).
 fn tf_limits_portable(need: f32, inv: f32, denom: &[f32; 256]) -> [u8; 256] {
     std::array::from_fn(|n| {
-        let x = (need * denom[n] * inv).min(255.0);
+        let x = (need * denom[n] * inv).max(0.0).min(255.0);
         let t = x as u32;
         (t + ((t as f32) < x) as u32) as u8
     })
@@ -193,10 +193,12 @@ mod x86 {
     pub(super) unsafe fn tf_limits(need: f32, inv: f32, denom: &[f32; 256]) -> [u8; 256] {
         let mut out = [0u8; 256];
         let (nv, iv, cap) = (_mm512_set1_ps(need), _mm512_set1_ps(inv), _mm512_set1_ps(255.0));
+        let zero = _mm512_setzero_ps();
         for r in 0..16 {
             // SAFETY: 16 values from r * 16, inside the 256.
             let d = unsafe { _mm512_loadu_ps(denom.as_ptr().add(r * 16)) };
-            let x = _mm512_min_ps(_mm512_mul_ps(_mm512_mul_ps(nv, d), iv), cap);
+            // As the portable `max(0).min(255)`: each picks its second operand when the first is NaN.
+            let x = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_mul_ps(nv, d), iv), zero), cap);
             let c = _mm512_roundscale_ps::<{ _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC }>(x);
             let b = _mm512_cvtepi32_epi8(_mm512_cvttps_epu32(c));
             // SAFETY: 16 bytes from r * 16, inside the 256.
@@ -371,6 +373,14 @@ mod tests {
             }
             let limit = tf_limits(need, gap, &denom);
             assert_eq!(limit, tf_limits_portable(need, 1.0 / gap, &denom), "need {need} gap {gap}");
+            // Length terms no sane k1 and b give (negative, NaN, infinite) still agree.
+            let odd: [f32; 256] = std::array::from_fn(|n| match n % 4 {
+                0 => -(n as f32) * 0.37,
+                1 => f32::NAN,
+                2 => f32::INFINITY,
+                _ => denom[n],
+            });
+            assert_eq!(tf_limits(need, gap, &odd), tf_limits_portable(need, 1.0 / gap, &odd), "odd terms");
             for (n, &l) in limit.iter().enumerate() {
                 // The threshold is the least frequency that reaches `need`, give or take the roundings.
                 let score = |tf: u32| idf * tf as f32 / (tf as f32 + denom[n]);
