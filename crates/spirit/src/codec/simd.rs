@@ -113,7 +113,8 @@ pub fn tf_limits(need: f32, gap: f32, denom: &[f32; 256]) -> [u8; 256] {
 /// [`tf_limits`] without vectors (and without a call per ceiling: truncation, plus one below the value).
 fn tf_limits_portable(need: f32, inv: f32, denom: &[f32; 256]) -> [u8; 256] {
     std::array::from_fn(|n| {
-        let x = (need * denom[n] * inv).max(0.0).min(255.0);
+        // NaN stays NaN here and truncates to 0, as the wide form's max-then-min makes it 0.
+        let x = (need * denom[n] * inv).clamp(0.0, 255.0);
         let t = x as u32;
         (t + ((t as f32) < x) as u32) as u8
     })
@@ -197,7 +198,7 @@ mod x86 {
         for r in 0..16 {
             // SAFETY: 16 values from r * 16, inside the 256.
             let d = unsafe { _mm512_loadu_ps(denom.as_ptr().add(r * 16)) };
-            // As the portable `max(0).min(255)`: each picks its second operand when the first is NaN.
+            // Clamped to [0, 255] as the portable form is (each picks its second operand on a NaN: 0).
             let x = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_mul_ps(nv, d), iv), zero), cap);
             let c = _mm512_roundscale_ps::<{ _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC }>(x);
             let b = _mm512_cvtepi32_epi8(_mm512_cvttps_epu32(c));
