@@ -479,6 +479,34 @@ fn lower_bound_block4(docs: &[u32; BLOCK + PAD], x: [u32; 4]) -> [usize; 4] {
     std::array::from_fn(|j| base[j] + (docs[base[j] & (BLOCK - 1)] < x[j]) as usize)
 }
 
+/// [`PostingsCursor::probe`]'s lookups in one decoded block without wide vectors (the answers of
+/// [`super::simd::probe_block`]): four branch-free binary searches in lockstep (independent chains of loads,
+/// so their latencies overlap), then the rest one by one. The block's last doc reaches each candidate, so every
+/// search ends inside the block. Returns where the last one landed (`at` if there are none).
+fn probe_block_searches(
+    docs: &[u32; BLOCK + PAD],
+    tfs: &[u32; BLOCK],
+    cs: &[u32],
+    os: &mut [u32],
+    mut at: usize,
+) -> usize {
+    let n = cs.len().min(os.len());
+    let mut q = 0;
+    while q + 4 <= n {
+        let ats = lower_bound_block4(docs, [cs[q], cs[q + 1], cs[q + 2], cs[q + 3]]);
+        for (j, &a) in ats.iter().enumerate() {
+            os[q + j] = std::hint::select_unpredictable(docs[a] == cs[q + j], tfs[a & (BLOCK - 1)], 0);
+        }
+        at = ats[3];
+        q += 4;
+    }
+    for (&c, o) in cs[q..n].iter().zip(&mut os[q..n]) {
+        at = lower_bound_block(docs, c);
+        *o = std::hint::select_unpredictable(docs[at] == c, tfs[at & (BLOCK - 1)], 0);
+    }
+    at
+}
+
 impl<'a> PostingsCursor<'a> {
     /// Opens a cursor positioned on the first posting (or exhausted for an empty list).
     pub fn new(blob: &'a [u8]) -> Result<PostingsCursor<'a>, CodecError> {
@@ -1099,34 +1127,9 @@ impl<'a> PostingsCursor<'a> {
         while let Some(n) = self.block_holding(&cands[k..])? {
             self.decode_tfs()?;
             let (cs, os) = (&cands[k..k + n], &mut out[k..k + n]);
-            if let Some(at) = super::simd::probe_block(&self.docs, &self.tfs, cs, os) {
-                self.i = at;
-                self.doc = self.docs[at];
-                k += n;
-                continue;
-            }
-            let mut at = self.i;
-            // Four searches in lockstep (independent chains of loads, so their latencies overlap), then the
-            // rest one by one. The block's last doc reaches each, so every search ends inside the block.
-            let mut q = 0;
-            while q + 4 <= n {
-                let ats = lower_bound_block4(&self.docs, [cs[q], cs[q + 1], cs[q + 2], cs[q + 3]]);
-                for (j, &a) in ats.iter().enumerate() {
-                    debug_assert!(a < self.len);
-                    os[q + j] = std::hint::select_unpredictable(
-                        self.docs[a] == cs[q + j],
-                        self.tfs[a & (BLOCK - 1)],
-                        0,
-                    );
-                }
-                at = ats[3];
-                q += 4;
-            }
-            for (&c, o) in cs[q..].iter().zip(&mut os[q..]) {
-                at = lower_bound_block(&self.docs, c);
-                debug_assert!(at < self.len);
-                *o = std::hint::select_unpredictable(self.docs[at] == c, self.tfs[at & (BLOCK - 1)], 0);
-            }
+            let at = super::simd::probe_block(&self.docs, &self.tfs, cs, os)
+                .unwrap_or_else(|| probe_block_searches(&self.docs, &self.tfs, cs, os, self.i));
+            debug_assert!(at < self.len);
             self.i = at;
             self.doc = self.docs[at];
             k += n;
