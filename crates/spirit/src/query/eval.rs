@@ -596,9 +596,18 @@ impl Norms<'_> {
 /// an add and a division. Built once per query term; every segment's scorer borrows it.
 pub(super) struct Bm25Doc {
     idf: f32,
-    denom: Box<[f32; NORM_VALUES]>,
     bm25: Bm25,
-    /// The key and average length of the block-bound table ([`block_table`]) this term's block bounds may
+    /// The idf-free part, shared by every term scored under the same `k1`, `b` and average length.
+    lengths: Arc<LengthTerms>,
+}
+
+/// What BM25 precomputes from `k1`, `b` and the average field length alone — the same for every term of a
+/// field in a query, and across queries for as long as the average holds (on a static index, always), so
+/// it is made once per (k1, b, average) and shared ([`LengthTerms::of`]) instead of per query term.
+pub(super) struct LengthTerms {
+    /// `k1·(1 − b + b·dl/avgdl)` for the length `dl` each norm stands for.
+    denom: [f32; NORM_VALUES],
+    /// The key and average length of the block-bound table ([`block_table`]) a term's block bounds may
     /// come from: per block, the impacts' best BM25 at idf 1 and at the smallest grid point at or above this
     /// query's average length. BM25 grows with the average length (it shrinks the length penalty), so that
     /// table times the idf bounds the block for every query whose average length is at most the grid point:
@@ -608,7 +617,7 @@ pub(super) struct Bm25Doc {
 }
 
 /// Steps of the average-length grid of block-bound tables per doubling: tables are made at grid points,
-/// 0.54% apart (see `Bm25Doc::grid_cell`).
+/// 0.54% apart (see `LengthTerms::grid_cell`).
 const AVGDL_STEPS: f64 = 128.0;
 
 /// A bound taken from a block-bound table — `idf ×` a bound made with idf 1 at a grid average length, where
@@ -616,17 +625,47 @@ const AVGDL_STEPS: f64 = 128.0;
 /// ulps, far below it.
 const TABLE_SLACK: f32 = 1.0 + 1e-5;
 
-impl Bm25Doc {
-    fn new(idf: f32, bm25: Bm25, avgdl: f32) -> Bm25Doc {
+/// The (k1, b, average length) keys — as bits — of the [`LengthTerms`] a thread made last, most recent
+/// first: a query over two fields (title and body) alternates two.
+const LENGTH_TERMS_KEPT: usize = 4;
+
+type LengthKey = (u32, u32, u32);
+
+thread_local! {
+    static RECENT_LENGTH_TERMS: RefCell<Vec<(LengthKey, Arc<LengthTerms>)>> = const { RefCell::new(Vec::new()) };
+}
+
+impl LengthTerms {
+    /// The length terms of (`bm25`, `avgdl`): the thread's copy if it made them recently, else new ones.
+    fn of(bm25: Bm25, avgdl: f32) -> Arc<LengthTerms> {
+        let key = (bm25.k1.to_bits(), bm25.b.to_bits(), avgdl.to_bits());
+        let make = || Arc::new(LengthTerms::new(bm25, avgdl));
+        // During thread teardown the cache may be gone: then they are simply made.
+        RECENT_LENGTH_TERMS
+            .try_with(|r| {
+                let mut r = r.borrow_mut();
+                if let Some(i) = r.iter().position(|(k, _)| *k == key) {
+                    let hit = r.remove(i);
+                    r.insert(0, hit);
+                } else {
+                    r.truncate(LENGTH_TERMS_KEPT - 1);
+                    r.insert(0, (key, make()));
+                }
+                r[0].1.clone()
+            })
+            .unwrap_or_else(|_| make())
+    }
+
+    fn new(bm25: Bm25, avgdl: f32) -> LengthTerms {
         let (c0, c1) = (bm25.k1 * (1.0 - bm25.b), bm25.k1 * bm25.b / avgdl);
-        let mut denom = Box::new([0f32; NORM_VALUES]);
+        let mut denom = [0f32; NORM_VALUES];
         for (n, d) in denom.iter_mut().enumerate() {
             *d = c0 + c1 * decode_norm(n as u8) as f32;
         }
-        Bm25Doc { idf, denom, bm25, grid_cell: Self::grid_cell_of(bm25, avgdl) }
+        LengthTerms { denom, grid_cell: Self::grid_cell_of(bm25, avgdl) }
     }
 
-    /// The grid cell of `avgdl` under `bm25` (see `grid_cell`).
+    /// The grid cell of `avgdl` under `bm25` (see `LengthTerms::grid_cell`).
     fn grid_cell_of(bm25: Bm25, avgdl: f32) -> Option<(u128, f32)> {
         let a = f64::from(avgdl);
         if !(a.is_finite() && a > 0.0) {
@@ -641,8 +680,14 @@ impl Bm25Doc {
             | (step as i32 as u32 as u128);
         Some((key, grid))
     }
+}
 
-    /// This term's bound of a block from a block-bound table's `value` for it (see `grid_cell`).
+impl Bm25Doc {
+    fn new(idf: f32, bm25: Bm25, avgdl: f32) -> Bm25Doc {
+        Bm25Doc { idf, bm25, lengths: LengthTerms::of(bm25, avgdl) }
+    }
+
+    /// This term's bound of a block from a block-bound table's `value` for it (see `LengthTerms::grid_cell`).
     #[inline]
     fn bound_from_table(&self, value: f32) -> f32 {
         self.idf * value * TABLE_SLACK
@@ -650,7 +695,7 @@ impl Bm25Doc {
 
     #[inline]
     fn score(&self, tf: f32, norm: u8) -> f32 {
-        self.idf * tf / (tf + self.denom[norm as usize])
+        self.idf * tf / (tf + self.lengths.denom[norm as usize])
     }
 
     /// Scores a batch of postings into `out` — bit for bit what [`Self::score`] gives each: first the
@@ -662,12 +707,12 @@ impl Bm25Doc {
         match norms {
             Norms::Image(col) => {
                 for (o, &d) in out.iter_mut().zip(docs) {
-                    *o = self.denom[norm_at(col, d) as usize];
+                    *o = self.lengths.denom[norm_at(col, d) as usize];
                 }
             }
             _ => {
                 for (o, &d) in out.iter_mut().zip(docs) {
-                    *o = self.denom[norms.get(d) as usize];
+                    *o = self.lengths.denom[norms.get(d) as usize];
                 }
             }
         }
@@ -682,7 +727,7 @@ impl Bm25Doc {
     /// [`FILTER_SLACK`] first, so float rounding never makes it reject a posting whose score reaches it.
     #[inline]
     fn may_reach(&self, tf: f32, dl: u32, need: f32) -> bool {
-        tf * (self.idf - need) >= need * self.denom[encode_norm(dl) as usize]
+        tf * (self.idf - need) >= need * self.lengths.denom[encode_norm(dl) as usize]
     }
 
     /// [`Self::impacts_bound`] of packed impacts, read as stored (the norm code indexes the length terms
@@ -692,7 +737,7 @@ impl Bm25Doc {
         let mut x = [0f32; IMPACTS];
         for (x, &w) in x.iter_mut().zip(imp) {
             let tf = packed_tf(w) as f32;
-            *x = self.idf * tf / (tf + self.denom[(w & 0xFF) as usize]);
+            *x = self.idf * tf / (tf + self.lengths.denom[(w & 0xFF) as usize]);
         }
         x.iter().fold(0.0f32, |m, &v| m.max(v))
     }
@@ -703,7 +748,7 @@ impl Bm25Doc {
     /// when the length term is 0 too (k1 = 0), which `max` passes over.
     #[inline]
     fn impacts_bound(&self, imp: &Impacts) -> f32 {
-        let den = imp.map(|(_, dl)| self.denom[encode_norm(dl) as usize]);
+        let den = imp.map(|(_, dl)| self.lengths.denom[encode_norm(dl) as usize]);
         let mut x = [0f32; IMPACTS];
         for (x, (&(tf, _), d)) in x.iter_mut().zip(imp.iter().zip(den)) {
             let tf = tf as f32;
@@ -1446,13 +1491,17 @@ struct Collector {
     newest: Vec<u32>,
     /// Field order: a max-heap of the best (smallest) entries, the worst on top.
     by_field: BinaryHeap<FieldEntry>,
-    /// The fast paths' buffers, from the thread's pool and back to it when the query is done.
-    scratch: Scratch,
+    /// The fast paths' buffers, from the thread's pool and back to it when the query is done. Boxed, so
+    /// that lending them to a fast path ([`with_scratch`]) moves a pointer, not the whole set; `None` only
+    /// while lent.
+    scratch: Option<Box<Scratch>>,
 }
 
 impl Drop for Collector {
     fn drop(&mut self) {
-        std::mem::take(&mut self.scratch).give_back();
+        if let Some(s) = self.scratch.take() {
+            s.give_back();
+        }
     }
 }
 
@@ -1467,7 +1516,7 @@ impl Collector {
             heap: BinaryHeap::with_capacity(if sort == Sort::Score { cap.min(1024) } else { 0 }),
             newest: vec![],
             by_field: BinaryHeap::new(),
-            scratch: Scratch::take(),
+            scratch: Some(Scratch::take()),
         }
     }
 
@@ -1539,9 +1588,9 @@ impl Collector {
 
 /// Runs `f` with the collector's scratch (taken out of it, so both can be borrowed, and put back after).
 fn with_scratch<R>(col: &mut Collector, f: impl FnOnce(&mut Collector, &mut Scratch) -> R) -> R {
-    let mut s = std::mem::take(&mut col.scratch);
+    let mut s = col.scratch.take().unwrap_or_default();
     let r = f(col, &mut s);
-    col.scratch = s;
+    col.scratch = Some(s);
     r
 }
 
@@ -1599,10 +1648,9 @@ fn eval_segment(
                         && filter.is_empty()
                         && must.iter().all(|w| matches!(w, Weight::Term { .. })) =>
                 {
-                    // Only the batch rows of the scratch (taking the whole of it costs as much as a cheap AND).
-                    let mut rows = (col.scratch.window.take(), std::mem::take(&mut col.scratch.tf_rows));
-                    fresh_conj_top_k(ctx, si, f, must, col, (&mut rows.0, &mut rows.1), prune);
-                    (col.scratch.window, col.scratch.tf_rows) = rows;
+                    with_scratch(col, |col, s| {
+                        fresh_conj_top_k(ctx, si, f, must, col, (&mut s.window, &mut s.tf_rows), prune)
+                    });
                     return Ok(());
                 }
                 Weight::Bool { must, should, must_not, filter }
@@ -1612,7 +1660,7 @@ fn eval_segment(
                         && filter.is_empty()
                         && should.iter().all(|w| matches!(w, Weight::Term { .. })) =>
                 {
-                    fresh_disj_top_k(ctx, si, f, should, col, prune);
+                    with_scratch(col, |col, s| fresh_disj_top_k(ctx, si, f, should, col, s, prune));
                     return Ok(());
                 }
                 _ => {}
@@ -1910,7 +1958,7 @@ fn fresh_term_top_k(
     let any_deleted = del.count() > 0;
     let p = f.postings(e, seg.visible);
     // The regions in list order, each with its bound (∞ without impacts, or without pruning).
-    let mut regions = std::mem::take(&mut col.scratch.fresh_regions);
+    let mut regions = col.scratch.as_mut().map(|s| std::mem::take(&mut s.fresh_regions)).unwrap_or_default();
     regions.clear();
     p.for_each_region(|b, k, imp| {
         let bound = match imp {
@@ -1995,7 +2043,9 @@ fn fresh_term_top_k(
         }
         offer(r, col, &mut theta);
     }
-    col.scratch.fresh_regions = regions;
+    if let Some(s) = col.scratch.as_mut() {
+        s.fresh_regions = regions;
+    }
 }
 
 /// Keeps in `best` (sorted by bound, highest first; at most its length) the items of the highest bounds seen:
@@ -2200,119 +2250,230 @@ fn fresh_terms<'a>(ctx: &'a Ctx<'a>, si: usize, f: &'a FreshSegment, terms: &'a 
     (curs, scoring, dfs)
 }
 
-/// OR of terms on the fresh segment: the lists merged doc by doc (walked in place), each doc scored over the
-/// terms it has in query order — the order `UnionScorer` and [`disj_top_k`] add in.
-///
-/// With `prune` and a full top-k it is MaxScore (Turtle and Flood): the terms of smallest bound (idf: a term
-/// scores below it) whose bounds add up below θ are non-essential — a doc that has only them cannot compete
-/// — so only the others' lists are merged, and the non-essential ones are advanced (galloping) to a merged
-/// doc whose essential terms' scores, with the non-essential terms' bounds, may reach θ. With one essential
-/// list left (two-term queries, once θ rises), it is block-max too: a chunk or sealed block of that list
-/// whose impacts cannot reach θ with the others' bounds is passed over. Otherwise every doc is counted,
-/// exactly.
+/// OR of terms on the fresh segment, window by window of doc ids as [`disj_top_k`] goes on images (block-max
+/// MaxScore): each window takes each term's bound from the impacts of its chunks and sealed blocks there
+/// ([`FreshPostings::max_block_bound`]; `idf`, which every score is below, where the open tail block has
+/// none); with `prune` and a full top-k, the terms whose bounds add up below the k-th best score are
+/// *non-essential* (a doc matching only them cannot compete): a window with no essential term is passed
+/// over, and when one term is essential its chunks that cannot compete with the others' bounds are passed
+/// over. The essential terms' postings are copied out of the segment a batch at a time
+/// ([`FreshPostings::take_below`]) and scored term at a time into per-term score rows (vectorized scoring,
+/// no per-doc merging of the lists); each doc seen whose partial score plus the non-essential bounds can
+/// compete is then looked up in the non-essential lists ([`FreshPostings::probe`]) and its score summed
+/// over the rows in query order — the order `UnionScorer` and [`disj_top_k`] add in, so a doc scores the
+/// same on every path. Without `prune` every term is essential and every match counted.
 fn fresh_disj_top_k(
     ctx: &Ctx<'_>,
     si: usize,
     f: &FreshSegment,
     should: &[Weight],
     col: &mut Collector,
+    s: &mut Scratch,
     prune: bool,
 ) {
     let seg = &ctx.segs[si];
     let n = should.len();
     let (mut curs, scoring, _) = fresh_terms(ctx, si, f, should);
     let (curs, scoring) = (&mut curs[..n], &scoring[..n]);
-    let ub: [f32; FRESH_MAX_TERMS] =
-        std::array::from_fn(|t| scoring.get(t).copied().flatten().map_or(0.0, |(bm, _)| bm.idf));
-    if fresh_cannot_compete(col, prune, ub[..n].iter().sum()) {
+    if fresh_cannot_compete(col, prune, scoring.iter().flatten().map(|(bm, _)| bm.idf).sum()) {
         return;
     }
-    // Terms by bound, smallest first: the first `lazy` of them are non-essential.
-    let mut order: [usize; FRESH_MAX_TERMS] = std::array::from_fn(|t| t);
-    order[..n].sort_by(|&a, &b| ub[a].total_cmp(&ub[b]));
-    let (mut lazy, mut lazy_ub) = (0, 0.0f32);
     let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
     let any_deleted = del.count() > 0;
-    let mut theta = if prune { col.theta() } else { f32::NEG_INFINITY };
-    let mut need = theta - theta.abs() * FILTER_SLACK;
-    // Where the sole essential list's current chunk (or block) ends: its bound was checked up to there.
-    let mut window_end = 0;
+    // Windows no longer than the segment's documents, so a small segment clears small rows.
+    let w_len = OR_WINDOW.min((seg.visible as usize).next_multiple_of(64).max(64));
+    // rows[t * w_len + i]: term t's score at doc start + i (0 = no posting; BM25 of a posting is > 0).
+    // Every window leaves the rows and partial sums zeroed, as it found them.
+    let rows = &mut s.rows;
+    reset(rows, n * w_len, 0.0);
+    let partial = &mut s.scores;
+    reset(partial, w_len, 0.0);
+    let mut seen_words = [0u64; OR_WINDOW / 64];
+    let seen = &mut seen_words[..w_len / 64];
+    let (survivors, docs, found) = (&mut s.survivors, &mut s.cand, &mut s.table);
+    let (mut taken, mut taken_tfs, mut buf) = ([0u32; BLOCK_LEN], [0u32; BLOCK_LEN], [0f32; BLOCK_LEN]);
+    let (mut wb, mut essential) = ([0f32; FRESH_MAX_TERMS], [true; FRESH_MAX_TERMS]);
+    let mut order: [usize; FRESH_MAX_TERMS] = std::array::from_fn(|t| t);
+    // The first windows are short and each doubles the last: until the top-k fills, every doc of a window
+    // is scored, and a short one fills it (and raises θ) before much of the segment is read.
+    let (mut start, mut span) = (0u32, 64usize);
     loop {
-        // With θ, the non-essential prefix grows while its bounds (inflated: they add in another order
-        // than the scores) stay below θ.
-        while prune && lazy < n && (lazy_ub + ub[order[lazy]]) * BOUND_SLACK < theta {
-            lazy_ub += ub[order[lazy]];
-            lazy += 1;
-            col.exact = false;
-        }
-        let essential = &order[lazy..n];
-        let d = essential.iter().filter_map(|&t| curs[t].as_ref()).map(|c| c.doc()).min().unwrap_or(NO_DOC);
-        if d == NO_DOC {
+        // Every list onto the window's start (those that were not essential lag behind); the window starts at
+        // the first posting still ahead (sparse lists leap over empty stretches).
+        let next = curs.iter_mut().flatten().map(|c| c.advance(start)).min().unwrap_or(NO_DOC);
+        if next == NO_DOC {
             break;
         }
-        // Block-max over a sole essential list: a chunk (or sealed block) of it whose impacts, with every
-        // non-essential term's bound, cannot reach θ holds no competitive doc and is passed over.
-        if let (true, [t]) = (prune && lazy > 0 && d >= window_end, essential) {
-            let (bm, _) = scoring[*t].expect("an essential term is present");
-            let c = curs[*t].as_mut().expect("an essential term is present");
-            let (x, end) = match c.chunk_window() {
-                Some((imp, end)) => (bm.packed_bound(&imp), end),
-                None => {
-                    (c.sealed_impacts().map_or(f32::INFINITY, |imp| bm.packed_bound(&imp)), c.block_end())
+        start = next;
+        let end = start.saturating_add(span as u32);
+        span = (span * 2).min(w_len);
+        let full = prune && col.heap.len() >= col.cap;
+        let theta = if full { col.theta() } else { f32::NEG_INFINITY };
+        let need = theta - theta.abs() * FILTER_SLACK;
+        // The non-essential terms: those of smallest window bound while the bounds (inflated: they add in
+        // another order than the scores) stay below θ.
+        let mut ne_sum = 0.0f32;
+        essential[..n].fill(true);
+        if full {
+            for t in 0..n {
+                wb[t] = match (&curs[t], scoring[t]) {
+                    (Some(c), Some((bm, _))) => {
+                        c.max_block_bound(start, end, |imp| bm.packed_bound(imp), bm.idf)
+                    }
+                    _ => 0.0,
+                };
+            }
+            order[..n].sort_by(|&a, &b| wb[a].total_cmp(&wb[b]));
+            for &t in &order[..n] {
+                if (ne_sum + wb[t]) * BOUND_SLACK >= theta {
+                    break;
                 }
-            };
-            window_end = end;
-            if (x + lazy_ub) * BOUND_SLACK < need {
+                ne_sum += wb[t];
+                essential[t] = false;
+            }
+            if essential[..n].iter().any(|&e| !e) {
                 col.exact = false;
-                c.advance(end);
+            }
+            if essential[..n].iter().all(|&e| !e) {
+                if end == NO_DOC {
+                    break;
+                }
+                start = end;
                 continue;
             }
         }
-        // The doc's bound: its essential terms' scores with every non-essential term's bound.
-        let bound: f32 = essential
-            .iter()
-            .filter_map(|&t| {
-                let c = curs[t].as_ref().filter(|c| c.doc() == d)?;
-                let (bm, norms) = scoring[t].as_ref()?;
-                Some(bm.score(c.freq() as f32, norms.get(d)))
-            })
-            .sum::<f32>()
-            + lazy_ub;
-        let counted = !(any_deleted && del.is_deleted(d));
-        let scored = counted && bound * BOUND_SLACK >= need;
-        let mut score = 0.0f32;
-        if scored {
-            for &t in &order[..lazy] {
-                if let Some(c) = curs[t].as_mut() {
-                    c.advance(d);
+        // One essential term: its postings come in doc order, so they are counted and filtered as they are
+        // scored (no bitset, no partial sums); only survivors are written to the score rows.
+        let direct = full && essential[..n].iter().filter(|&&e| e).count() == 1;
+        survivors.clear();
+        docs.clear();
+        for t in (0..n).filter(|&t| essential[t]) {
+            let (Some(c), Some((bm, norms))) = (curs[t].as_mut(), scoring[t]) else { continue };
+            let row = &mut rows[t * w_len..(t + 1) * w_len];
+            while c.doc() < end {
+                let mut stop = end;
+                // Block-max over a sole essential list: a chunk (or sealed block) of it whose impacts, with
+                // every non-essential term's bound, cannot reach θ holds no competitive doc and is passed over.
+                if direct {
+                    let (x, chunk_end) = match c.chunk_window() {
+                        Some((imp, e)) => (bm.packed_bound(&imp), e),
+                        // The open tail block has no impacts (and no end yet): it is never passed over.
+                        None => (
+                            c.sealed_impacts().map_or(f32::INFINITY, |imp| bm.packed_bound(&imp)),
+                            c.block_end(),
+                        ),
+                    };
+                    // (A chunk ends past its postings; the check keeps a malformed end from stalling the walk.)
+                    if chunk_end > c.doc() {
+                        if (x + ne_sum) * BOUND_SLACK < need {
+                            c.advance(chunk_end);
+                            continue;
+                        }
+                        stop = stop.min(chunk_end);
+                    }
                 }
-            }
-            for (c, sc) in curs.iter().zip(scoring) {
-                if let (Some(c), Some((bm, norms))) = (c, sc) {
-                    if c.doc() == d {
-                        score += bm.score(c.freq() as f32, norms.get(d));
+                let got = c.take_below(stop, &mut taken, &mut taken_tfs);
+                if got == 0 {
+                    debug_assert!(false, "the cursor's doc {} is below the stop {stop}", c.doc());
+                    break;
+                }
+                bm.score_batch(&norms, &taken[..got], &taken_tfs[..got], &mut buf);
+                let batch = taken[..got].iter().zip(&buf);
+                if direct {
+                    for (&d, &x) in batch {
+                        if any_deleted && del.is_deleted(d) {
+                            continue;
+                        }
+                        col.total += 1;
+                        if (x + ne_sum) * BOUND_SLACK >= need {
+                            let i = (d - start) as usize;
+                            row[i] = x;
+                            survivors.push(i);
+                            docs.push(d);
+                        }
+                    }
+                } else {
+                    for (&d, &x) in batch {
+                        let i = (d - start) as usize;
+                        seen[i / 64] |= 1 << (i % 64);
+                        row[i] = x;
+                        partial[i] += x;
                     }
                 }
             }
         }
-        for &t in essential {
-            if let Some(c) = curs[t].as_mut() {
-                if c.doc() == d {
-                    c.next();
+        // The docs seen, in order: count them; keep those that can compete for the lookups and scoring.
+        for (w, &bits) in seen.iter().enumerate().filter(|_| !direct) {
+            let mut bits = bits;
+            while bits != 0 {
+                let i = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let d = start + i as u32;
+                if any_deleted && del.is_deleted(d) {
+                    continue;
+                }
+                col.total += 1;
+                if (partial[i] + ne_sum) * BOUND_SLACK >= need {
+                    survivors.push(i);
+                    docs.push(d);
                 }
             }
         }
-        if counted {
-            col.total += 1;
-            // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
-            if scored && score >= theta {
-                col.push_score(Entry(score, base + d));
-                if prune && col.heap.len() >= col.cap {
-                    theta = col.theta();
-                    need = theta - theta.abs() * FILTER_SLACK;
+        if !survivors.is_empty() {
+            reset(found, docs.len(), 0);
+            for t in (0..n).filter(|&t| !essential[t]) {
+                let (Some(c), Some((bm, norms))) = (curs[t].as_mut(), scoring[t]) else { continue };
+                c.probe(docs, found);
+                for ((&i, &d), &tf) in survivors.iter().zip(docs.iter()).zip(found.iter()) {
+                    if tf != 0 {
+                        rows[t * w_len + i] = bm.score(tf as f32, norms.get(d));
+                    }
+                }
+            }
+            let mut theta = theta;
+            for (&i, &d) in survivors.iter().zip(docs.iter()) {
+                let x = (0..n).fold(0.0f32, |a, t| a + rows[t * w_len + i]);
+                // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
+                if x >= theta {
+                    col.push_score(Entry(x, base + d));
+                    if prune && col.heap.len() >= col.cap {
+                        theta = col.theta();
+                    }
                 }
             }
         }
+        // Reset what this window wrote: only the survivors' rows in the direct mode; whole rows when many
+        // docs were seen (a memset beats scattered stores).
+        if direct {
+            for &i in survivors.iter() {
+                for t in 0..n {
+                    rows[t * w_len + i] = 0.0;
+                }
+            }
+        }
+        let touched: u32 = seen.iter().map(|w| w.count_ones()).sum();
+        if touched as usize * 8 > w_len {
+            rows.fill(0.0);
+            partial.fill(0.0);
+            seen.fill(0);
+        } else {
+            for (w, bits) in seen.iter_mut().enumerate() {
+                let mut b = *bits;
+                while b != 0 {
+                    let i = w * 64 + b.trailing_zeros() as usize;
+                    b &= b - 1;
+                    partial[i] = 0.0;
+                    for t in 0..n {
+                        rows[t * w_len + i] = 0.0;
+                    }
+                }
+                *bits = 0;
+            }
+        }
+        if end == NO_DOC {
+            break;
+        }
+        start = end;
     }
 }
 
@@ -2726,13 +2887,13 @@ impl BlockBounds {
 }
 
 /// A pinned list's block-bound table for `bm`'s parameters: per block, the best BM25 of its impacts at idf
-/// 1 and at the grid average length of `Bm25Doc::grid_cell` (unreadable impacts bound nothing: infinity).
+/// 1 and at the grid average length of `LengthTerms::grid_cell` (unreadable impacts bound nothing: infinity).
 /// Made once per list and grid cell and kept with the list in the selective cache, so repeated queries skip
 /// the impacts' divisions, and the skip table's reads, of every block they bound. `None` for a one-block
 /// list (no impacts) or no usable average length.
 fn block_table(c: &PostingsCursor<'_>, pin: Option<&PinnedList>, bm: &Bm25Doc) -> Option<Arc<BlockTable>> {
     let pin = pin.filter(|_| c.block_count() > 1)?;
-    let (key, grid) = bm.grid_cell?;
+    let (key, grid) = bm.lengths.grid_cell?;
     Some(pin.table(key, || {
         let unit = Bm25Doc::new(1.0, bm.bm25, grid);
         (0..c.block_count())
@@ -3550,7 +3711,7 @@ fn competitive_bits(
         return [low_bits(n.min(64)), low_bits(n.saturating_sub(64))];
     }
     let gap = bm.idf - need;
-    let denom = &*bm.denom;
+    let denom = &bm.lengths.denom;
     if n >= LIMITS_MIN && gap > 0.0 {
         // A frequency threshold per norm, then one integer test per posting (16 or 64 at a time where the
         // CPU has wide vectors): the norms gathered first, so nothing waits on a float per posting.
@@ -4080,7 +4241,7 @@ mod tests {
             below in 0.0f32..0.006,
         ) {
             let bm25 = Bm25 { k1, b };
-            let (key, grid) = Bm25Doc::new(idf, bm25, avgdl).grid_cell.unwrap();
+            let (key, grid) = Bm25Doc::new(idf, bm25, avgdl).lengths.grid_cell.unwrap();
             prop_assert!(grid >= avgdl);
             // The table's value for a block with these impacts.
             let mut impacts: Impacts = [(0, u32::MAX); IMPACTS];
@@ -4091,7 +4252,7 @@ mod tests {
             // Queries at this average length and at any lower one of the same cell.
             for a in [avgdl, avgdl * (1.0 - below)] {
                 let q = Bm25Doc::new(idf, bm25, a);
-                if q.grid_cell.map(|(k, _)| k) != Some(key) {
+                if q.lengths.grid_cell.map(|(k, _)| k) != Some(key) {
                     continue;
                 }
                 let bound = q.bound_from_table(value);
@@ -4125,11 +4286,33 @@ mod tests {
 
     #[test]
     fn grid_cells_are_keyed_by_parameters() {
-        let bm = |k1, b, a| Bm25Doc::new(1.0, Bm25 { k1, b }, a).grid_cell.unwrap();
+        let bm = |k1, b, a| Bm25Doc::new(1.0, Bm25 { k1, b }, a).lengths.grid_cell.unwrap();
         assert_eq!(bm(1.2, 0.75, 100.0).0, bm(1.2, 0.75, 100.1).0, "one cell");
         assert_ne!(bm(1.2, 0.75, 100.0).0, bm(1.2, 0.75, 101.0).0, "0.54% apart");
         assert_ne!(bm(1.2, 0.75, 100.0).0, bm(1.3, 0.75, 100.0).0);
         assert_ne!(bm(1.2, 0.75, 100.0).0, bm(1.2, 0.7, 100.0).0);
-        assert!(Bm25Doc::new(1.0, Bm25 { k1: 1.2, b: 0.75 }, 0.0).grid_cell.is_none());
+        assert!(Bm25Doc::new(1.0, Bm25 { k1: 1.2, b: 0.75 }, 0.0).lengths.grid_cell.is_none());
+    }
+
+    /// The length terms a thread keeps are those of their own (k1, b, average length): a recent key gets
+    /// the same table back, and whatever the order of requests (more keys than are kept included), every
+    /// table equals one made afresh for its key.
+    #[test]
+    fn length_terms_are_shared_per_key_and_always_right() {
+        let keys =
+            [(1.2, 0.75, 100.0), (1.2, 0.75, 100.5), (0.0, 0.75, 7.0), (2.0, 1.0, 3.5), (1.2, 0.3, 100.0)];
+        let a = LengthTerms::of(Bm25 { k1: 1.2, b: 0.75 }, 100.0);
+        let b = LengthTerms::of(Bm25 { k1: 1.2, b: 0.75 }, 100.0);
+        assert!(Arc::ptr_eq(&a, &b), "a recent key is shared");
+        for round in 0..3 {
+            for (i, &(k1, b, avgdl)) in keys.iter().enumerate().chain(keys.iter().enumerate().rev()) {
+                let bm25 = Bm25 { k1, b };
+                let got = LengthTerms::of(bm25, avgdl);
+                let want = LengthTerms::new(bm25, avgdl);
+                let bits = |t: &LengthTerms| t.denom.map(f32::to_bits);
+                assert_eq!(bits(&got), bits(&want), "round {round}, key {i}");
+                assert_eq!(got.grid_cell, want.grid_cell, "round {round}, key {i}");
+            }
+        }
     }
 }

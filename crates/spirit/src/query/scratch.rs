@@ -67,17 +67,17 @@ pub(super) struct Scratch {
 }
 
 thread_local! {
-    static POOL: Cell<Option<Scratch>> = const { Cell::new(None) };
+    static POOL: Cell<Option<Box<Scratch>>> = const { Cell::new(None) };
 }
 
 impl Scratch {
     /// The thread's pooled scratch, or a new (empty, unallocated) one.
-    pub fn take() -> Scratch {
+    pub fn take() -> Box<Scratch> {
         POOL.try_with(Cell::take).ok().flatten().unwrap_or_default()
     }
 
     /// Returns this scratch to the thread's pool, without its oversized buffers.
-    pub fn give_back(mut self) {
+    pub fn give_back(mut self: Box<Self>) {
         self.trim();
         // During thread teardown the pool may be gone: the scratch is then simply dropped.
         let _ = POOL.try_with(|p| p.set(Some(self)));
