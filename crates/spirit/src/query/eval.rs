@@ -20,6 +20,7 @@ use crate::codec::{
 };
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, SegState, SegmentDesc, Snapshot};
+use crate::segment::deletes::DeleteBitmap;
 use crate::segment::fresh::MAX_REGION;
 use crate::segment::hot::{BlockTable, PinnedList};
 use crate::segment::image::{norm_at, number_at};
@@ -2402,22 +2403,9 @@ fn fresh_disj_top_k(
                 }
             }
         }
-        // The docs seen, in order: count them; keep those that can compete for the lookups and scoring.
-        for (w, &bits) in seen.iter().enumerate().filter(|_| !direct) {
-            let mut bits = bits;
-            while bits != 0 {
-                let i = w * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let d = start + i as u32;
-                if any_deleted && del.is_deleted(d) {
-                    continue;
-                }
-                col.total += 1;
-                if (partial[i] + ne_sum) * BOUND_SLACK >= need {
-                    survivors.push(i);
-                    docs.push(d);
-                }
-            }
+        if !direct {
+            let keep = Some((ne_sum, need));
+            window_survivors((seen, partial), (start, keep), (del, any_deleted), col, (survivors, docs));
         }
         if !survivors.is_empty() {
             reset(found, docs.len(), 0);
@@ -2430,46 +2418,9 @@ fn fresh_disj_top_k(
                     }
                 }
             }
-            let mut theta = theta;
-            for (&i, &d) in survivors.iter().zip(docs.iter()) {
-                let x = (0..n).fold(0.0f32, |a, t| a + rows[t * w_len + i]);
-                // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
-                if x >= theta {
-                    col.push_score(Entry(x, base + d));
-                    if prune && col.heap.len() >= col.cap {
-                        theta = col.theta();
-                    }
-                }
-            }
+            push_survivors(col, (rows, w_len, n), (survivors, docs), theta, base);
         }
-        // Reset what this window wrote: only the survivors' rows in the direct mode; whole rows when many
-        // docs were seen (a memset beats scattered stores).
-        if direct {
-            for &i in survivors.iter() {
-                for t in 0..n {
-                    rows[t * w_len + i] = 0.0;
-                }
-            }
-        }
-        let touched: u32 = seen.iter().map(|w| w.count_ones()).sum();
-        if touched as usize * 8 > w_len {
-            rows.fill(0.0);
-            partial.fill(0.0);
-            seen.fill(0);
-        } else {
-            for (w, bits) in seen.iter_mut().enumerate() {
-                let mut b = *bits;
-                while b != 0 {
-                    let i = w * 64 + b.trailing_zeros() as usize;
-                    b &= b - 1;
-                    partial[i] = 0.0;
-                    for t in 0..n {
-                        rows[t * w_len + i] = 0.0;
-                    }
-                }
-                *bits = 0;
-            }
-        }
+        clear_window((rows, w_len, n), partial, seen, direct.then_some(&survivors[..]));
         if end == NO_DOC {
             break;
         }
@@ -3083,6 +3034,98 @@ fn disj_bmw(
     Ok(())
 }
 
+/// A window's score rows as [`disj_top_k`] and [`fresh_disj_top_k`] keep them: `rows[t * len + i]` is term
+/// `t`'s score at the window's doc `i` (0 = no posting), for `n` terms.
+type Rows<'r> = (&'r mut [f32], usize, usize);
+
+/// The docs a window's essential terms marked in `seen`, in order (`partial`: their essential terms' score
+/// sums): each not deleted is counted, and with `keep = Some((ne_sum, threshold))` kept in `survivors`
+/// (its index in the window) and `docs` (its doc) when its partial score plus the non-essential terms'
+/// bounds (inflated: they add in another order than the scores) reach the threshold.
+#[inline(always)]
+fn window_survivors(
+    (seen, partial): (&mut [u64], &[f32]),
+    (start, keep): (u32, Option<(f32, f32)>),
+    (del, any_deleted): (&DeleteBitmap, bool),
+    col: &mut Collector,
+    (survivors, docs): (&mut Vec<usize>, &mut Vec<u32>),
+) {
+    for (w, &bits) in seen.iter().enumerate() {
+        let mut bits = bits;
+        while bits != 0 {
+            let i = w * 64 + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let d = start + i as u32;
+            if any_deleted && del.is_deleted(d) {
+                continue;
+            }
+            col.total += 1;
+            if keep.is_some_and(|(ne_sum, threshold)| (partial[i] + ne_sum) * BOUND_SLACK >= threshold) {
+                survivors.push(i);
+                docs.push(d);
+            }
+        }
+    }
+}
+
+/// Sums each survivor's row scores in query order — the order `UnionScorer` adds in, so a doc scores the
+/// same on every path — and offers those at or above θ to the collector.
+#[inline(always)]
+fn push_survivors(
+    col: &mut Collector,
+    (rows, len, n): Rows<'_>,
+    (survivors, docs): (&[usize], &[u32]),
+    mut theta: f32,
+    base: u32,
+) {
+    for (&i, &d) in survivors.iter().zip(docs) {
+        let x = (0..n).fold(0.0f32, |a, t| a + rows[t * len + i]);
+        // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
+        if x >= theta {
+            col.push_score(Entry(x, base + d));
+            if col.heap.len() >= col.cap {
+                theta = col.theta();
+            }
+        }
+    }
+}
+
+/// Zeroes what a window wrote, so the next finds its rows, partial sums and `seen` bits as this one did: in
+/// the direct mode (`direct`: the survivors, whose rows are all it writes; it marks nothing in `seen`) the
+/// survivors' rows, else the seen docs' — whole rows when many docs were seen (a memset beats scattered
+/// stores).
+#[inline(always)]
+fn clear_window((rows, len, n): Rows<'_>, partial: &mut [f32], seen: &mut [u64], direct: Option<&[usize]>) {
+    if let Some(survivors) = direct {
+        debug_assert!(seen.iter().all(|&w| w == 0), "the direct mode marks nothing");
+        for &i in survivors {
+            for t in 0..n {
+                rows[t * len + i] = 0.0;
+            }
+        }
+        return;
+    }
+    let touched: u32 = seen.iter().map(|w| w.count_ones()).sum();
+    if touched as usize * 8 > len {
+        rows.fill(0.0);
+        partial.fill(0.0);
+        seen.fill(0);
+        return;
+    }
+    for (w, bits) in seen.iter_mut().enumerate() {
+        let mut b = *bits;
+        while b != 0 {
+            let i = w * 64 + b.trailing_zeros() as usize;
+            b &= b - 1;
+            partial[i] = 0.0;
+            for t in 0..n {
+                rows[t * len + i] = 0.0;
+            }
+        }
+        *bits = 0;
+    }
+}
+
 /// OR of terms on an image, window by window of [`OR_WINDOW`] doc ids (block-max MaxScore, as Lucene's
 /// `MaxScoreBulkScorer`). Each window takes each term's bound from its block bounds there; with `prune`
 /// and a full top-k, the terms whose bounds add up below the k-th best score are *non-essential* (a doc
@@ -3243,22 +3286,9 @@ fn disj_top_k(
                 }
             }
         }
-        // The docs seen, in order: count them; keep those that can compete for probing and scoring.
-        for (w, &bits) in seen.iter().enumerate().filter(|_| !direct) {
-            let mut bits = bits;
-            while bits != 0 {
-                let i = w * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let d = start + i as u32;
-                if any_deleted && del.is_deleted(d) {
-                    continue;
-                }
-                col.total += 1;
-                if score && (partial[i] + ne_sum) * BOUND_SLACK >= theta {
-                    survivors.push(i);
-                    docs.push(d);
-                }
-            }
+        if !direct {
+            let keep = score.then_some((ne_sum, theta));
+            window_survivors((&mut seen, partial), (start, keep), (del, any_deleted), col, (survivors, docs));
         }
         if !survivors.is_empty() {
             for t in (0..n).filter(|&t| !essential[t]) {
@@ -3269,46 +3299,9 @@ fn disj_top_k(
                     rows[t * W + survivors[k]] = bm.score(f as f32, norms.get(docs[k]));
                 }
             }
-            let mut theta = theta;
-            for (&i, &d) in survivors.iter().zip(docs.iter()) {
-                let s = (0..n).fold(0.0f32, |a, t| a + rows[t * W + i]);
-                // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
-                if s >= theta {
-                    col.push_score(Entry(s, base + d));
-                    if col.heap.len() >= col.cap {
-                        theta = col.theta();
-                    }
-                }
-            }
+            push_survivors(col, (rows, W, n), (survivors, docs), theta, base);
         }
-        // Reset what this window wrote: whole rows when many docs were seen (a memset beats scattered stores).
-        if direct {
-            for &i in survivors.iter() {
-                for t in 0..n {
-                    rows[t * W + i] = 0.0;
-                }
-            }
-            start = end.saturating_add(1);
-            continue;
-        }
-        let touched: u32 = seen.iter().map(|w| w.count_ones()).sum();
-        if touched as usize * 8 > W {
-            rows.fill(0.0);
-            partial.fill(0.0);
-            seen.fill(0);
-        }
-        for (w, bits) in seen.iter_mut().enumerate() {
-            let mut b = *bits;
-            while b != 0 {
-                let i = w * 64 + b.trailing_zeros() as usize;
-                b &= b - 1;
-                partial[i] = 0.0;
-                for t in 0..n {
-                    rows[t * W + i] = 0.0;
-                }
-            }
-            *bits = 0;
-        }
+        clear_window((rows, W, n), partial, &mut seen, direct.then_some(&survivors[..]));
         start = end.saturating_add(1);
     }
     Ok(())
