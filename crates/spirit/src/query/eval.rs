@@ -626,8 +626,8 @@ const AVGDL_STEPS: f64 = 128.0;
 /// ulps, far below it.
 const TABLE_SLACK: f32 = 1.0 + 1e-5;
 
-/// The (k1, b, average length) keys — as bits — of the [`LengthTerms`] a thread made last, most recent
-/// first: a query over two fields (title and body) alternates two.
+/// How many [`LengthTerms`] a thread keeps (the last made or used, most recent first, keyed by the bits of
+/// k1, b and the average length): a query over two fields (title and body) alternates two.
 const LENGTH_TERMS_KEPT: usize = 4;
 
 type LengthKey = (u32, u32, u32);
