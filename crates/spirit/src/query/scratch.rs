@@ -50,7 +50,8 @@ pub(super) struct Scratch {
     pub lists: Vec<Vec<u32>>,
     /// Per term, one value: the phrase's frequencies.
     pub per_term: Vec<u32>,
-    /// Intersection output and its dense table.
+    /// Intersection output and its dense table (the fresh disjunction: its survivors' frequencies in a
+    /// non-essential list).
     pub hits: Vec<(usize, u32)>,
     pub table: Vec<u32>,
     /// Scores of a batch (the conjunction's), partial sums of a window (the disjunction's).
