@@ -84,6 +84,7 @@ struct Args {
     /// nrt mode: fraction of the documents indexed (and committed) before querying starts
     #[arg(long, default_value_t = 0.8)]
     wrt_fraction: f64,
+    /// Hits per query (top-k by score); 0 in `--mode loop` counts every match instead.
     #[arg(long, default_value_t = 10)]
     top_k: usize,
     /// nrt mode: pace the ingest thread at this many docs/s (0 = as fast as possible)
@@ -357,8 +358,8 @@ fn main() {
 }
 
 fn run(args: Args) -> Result<()> {
-    if args.top_k == 0 {
-        return Err("--top-k must be > 0".into());
+    if args.top_k == 0 && args.mode != Mode::Loop {
+        return Err("--top-k must be > 0 (0 counts the matches, in --mode loop only)".into());
     }
     if args.ingest_rate.is_nan() || args.ingest_rate < 0.0 {
         return Err("--ingest-rate must be >= 0".into());
@@ -525,7 +526,11 @@ fn run_loop(args: &Args, cats: &[Category]) -> Result<()> {
     let parser = QueryParser::for_index(&index, vec![body]); // OR by default, as in the static run
     let reader = open_reader(&index)?;
     let searcher = reader.searcher();
-    let collector = TopDocs::with_limit(args.top_k).order_by_score();
+    let collector = TopDocs::with_limit(args.top_k.max(1)).order_by_score();
+    // `--top-k 0`: count every match (tantivy's `Count` collector), as spirit-bench's loop does with 0.
+    let search = |q: &dyn tantivy::query::Query| -> Result<usize> {
+        Ok(if args.top_k == 0 { searcher.search(q, &Count)? } else { searcher.search(q, &collector)?.len() })
+    };
     let mut per_cat = Map::new();
     for c in cats {
         let qs = c
@@ -535,14 +540,14 @@ fn run_loop(args: &Args, cats: &[Category]) -> Result<()> {
             .collect::<std::result::Result<Vec<_>, _>>()?;
         // One untimed pass first: the category's postings paged in.
         for q in &qs {
-            std::hint::black_box(searcher.search(q.as_ref(), &collector)?);
+            std::hint::black_box(search(q.as_ref())?);
         }
         // Per query, its time summed over the passes.
         let (t0, mut passes, mut per_query) = (Instant::now(), 0u64, vec![0.0f64; qs.len()]);
         while passes == 0 || t0.elapsed().as_secs_f64() < args.loop_seconds {
             for (q, sum) in qs.iter().zip(&mut per_query) {
                 let t = Instant::now();
-                std::hint::black_box(searcher.search(q.as_ref(), &collector)?);
+                std::hint::black_box(search(q.as_ref())?);
                 *sum += t.elapsed().as_secs_f64();
             }
             passes += 1;

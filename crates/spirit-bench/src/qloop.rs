@@ -40,6 +40,7 @@ pub struct LoopArgs {
     /// Seconds per category (whole passes over its queries: at least one).
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
+    /// Hits per query (top-k by score); 0 counts every match instead (`Index::count`).
     #[arg(long, default_value_t = 10)]
     top_k: usize,
     /// Pruning of ORs of terms: `maxscore` (the default) or `bmw` (block-max WAND).

@@ -60,6 +60,9 @@ fn compare(index: &Index, q: &str) -> (u64, u64, u64) {
         index.search(q, &o).unwrap()
     };
     let a: Vec<(String, f32)> = exact.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
+    // Count-only (no hits): its own paths (an AND's intersections by bitmap or searches), the same total.
+    let count = index.search(q, &SearchOptions { limit: 0, cache: false, ..Default::default() }).unwrap();
+    assert_eq!(count.total, exact.total, "{q}: count-only");
     let mut totals = vec![];
     for alg in [Disjunction::MaxScore, Disjunction::BlockMaxWand] {
         let p = pruned(alg);

@@ -32,6 +32,9 @@ fn check_query(index: &Index, r: &Reference, q: &Query, ctx: &str) {
     let res = index.search_query(q, &SearchOptions { limit: k, ..Default::default() }).unwrap();
     let hits: Vec<(String, f32)> = res.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
     check_top_k(r, q, res.total, &hits, k, ctx);
+    // Count-only: no hits, the exact count.
+    let res = index.search_query(q, &SearchOptions { limit: 0, ..Default::default() }).unwrap();
+    check_top_k(r, q, res.total, &[], 0, &format!("{ctx} (count)"));
     // Top-k without exact counts lets scorers prune (block-max, MaxScore): the hits must stay exact.
     let res =
         index.search_query(q, &SearchOptions { limit: k, track_total: false, ..Default::default() }).unwrap();

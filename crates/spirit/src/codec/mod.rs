@@ -23,8 +23,8 @@ mod vbyte;
 pub use norm::{decode_norm, encode_norm, quantized_length, NORM_VALUES};
 pub use postings::{
     encode_postings, encode_postings_encoded, encode_postings_with, impacts, pack_impact, packed_tf,
-    unpack_impact, write_positions, DocCodec, FieldCodecs, Impacts, ListHead, PackedImpacts, PostingsCursor,
-    PostingsMeta, BLOCK, IMPACTS, NO_DOC,
+    unpack_impact, write_positions, DocCodec, FieldCodecs, Impacts, Intersect, ListHead, PackedImpacts,
+    PostingsCursor, PostingsMeta, BITMAP_SPAN, BLOCK, IMPACTS, NO_DOC,
 };
 pub use vbyte::{read_vbyte, write_vbyte};
 

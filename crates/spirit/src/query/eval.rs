@@ -15,8 +15,8 @@ use super::plan::Node;
 use super::scratch::{recycle, reset, reset_lists, Scratch};
 use crate::codec::simd::{self, low_bits};
 use crate::codec::{
-    decode_norm, encode_norm, packed_tf, Impacts, PackedImpacts, PostingsCursor, BLOCK as BLOCK_LEN, IMPACTS,
-    NORM_VALUES, NO_DOC,
+    decode_norm, encode_norm, packed_tf, Impacts, Intersect, PackedImpacts, PostingsCursor, BITMAP_SPAN,
+    BLOCK as BLOCK_LEN, IMPACTS, NORM_VALUES, NO_DOC,
 };
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, SegState, SegmentDesc, Snapshot};
@@ -1668,6 +1668,19 @@ fn eval_segment(
             }
         }
     }
+    if let (SegKind::Image(_), Weight::Bool { must, should, must_not, filter }) = (&seg.kind, w) {
+        if col.cap == 0
+            && must.len() > 1
+            && should.is_empty()
+            && must_not.is_empty()
+            && filter.is_empty()
+            && must.iter().all(|w| matches!(w, Weight::Term { .. }))
+        {
+            return with_scratch(col, |col, s| {
+                on_term_lists(ctx, si, (must, false), col, s, false, conj_count)
+            });
+        }
+    }
     if let (SegKind::Image(_), Sort::Score) = (&seg.kind, opts.sort) {
         if col.cap > 0 {
             match w {
@@ -2619,6 +2632,62 @@ fn conj_top_k(
         let competes = !full || bnd.iter().sum::<f32>() >= theta;
         let lists = (&mut *before, &mut *after, lead, &order[..]);
         finish_window(seg, lists, (win, tfs, m), scoring, col, (theta, competes))?;
+    }
+    Ok(())
+}
+
+/// A count-only AND of terms on an image (no hits wanted: `Index::count`, `size: 0`): the lead's (rarest
+/// list's) doc ids block by block are looked up in each other list, rarest first, with
+/// [`PostingsCursor::retain`] — which intersects by bitmap or by searches as the lists' densities there
+/// make faster and skips the blocks between candidates undecoded. No frequency, position or score is read.
+fn conj_count(
+    ctx: &Ctx<'_>,
+    si: usize,
+    lists: &mut TermLists<'_>,
+    col: &mut Collector,
+    s: &mut Scratch,
+    _prune: bool,
+) -> Result<()> {
+    let seg = &ctx.segs[si];
+    let fail = codec_failure(seg);
+    let curs = &mut lists.curs;
+    let order = &mut s.order;
+    order.clear();
+    order.extend(0..curs.len());
+    order.sort_by_key(|&t| curs[t].len());
+    let lead = order[0];
+    let (before, rest) = curs.split_at_mut(lead);
+    let (lc, after) = rest.split_first_mut().expect("the lead is a term");
+    let cands = &mut s.window.get_or_insert_with(Box::default).docs;
+    let marks = s.marks.get_or_insert_with(|| Box::new([0; BITMAP_SPAN as usize]));
+    let del = &seg.desc.deletes;
+    let any_deleted = del.count() > 0;
+    for b in 0..lc.block_count() {
+        lc.seek_block(b).map_err(fail)?;
+        let docs = lc.block_docs();
+        let seen = docs.partition_point(|&d| d < seg.visible);
+        cands[..seen].copy_from_slice(&docs[..seen]);
+        let mut m = seen;
+        for &t in &order[1..] {
+            let c = other(before, after, lead, t);
+            m = c.retain(cands, m, Intersect::Auto, marks).map_err(fail)?;
+            if c.doc() == NO_DOC && m == 0 {
+                // This list has nothing left: no match from here on.
+                return Ok(());
+            }
+            if m == 0 {
+                break;
+            }
+        }
+        col.total += if any_deleted {
+            cands[..m].iter().filter(|&&d| !del.is_deleted(d)).count() as u64
+        } else {
+            m as u64
+        };
+        if seen < docs.len() {
+            // The rest is past what this reader sees.
+            break;
+        }
     }
     Ok(())
 }

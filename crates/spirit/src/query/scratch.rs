@@ -15,7 +15,7 @@
 
 use super::eval::{Bm25Doc, FreshRegion, Norms, WindowBuf};
 use crate::codec::PostingsCursor;
-use crate::codec::BLOCK;
+use crate::codec::{BITMAP_SPAN, BLOCK};
 use crate::segment::hot::BlockTable;
 use std::cell::Cell;
 use std::sync::Arc;
@@ -63,6 +63,8 @@ pub(super) struct Scratch {
     /// `mem::take` leaves one, allocates nothing), and per term the candidates' frequencies.
     pub window: Option<Box<WindowBuf>>,
     pub tf_rows: Vec<[u32; BLOCK]>,
+    /// The count-only AND's intersection marks (a byte per doc id; all zero between uses).
+    pub marks: Option<Box<[u8; BITMAP_SPAN as usize]>>,
     /// A fresh term's regions (its chunks and blocks, with their bounds).
     pub fresh_regions: Vec<FreshRegion>,
 }
