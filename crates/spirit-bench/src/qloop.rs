@@ -43,6 +43,9 @@ pub struct LoopArgs {
     /// Hits per query (top-k by score); 0 counts every match instead (`Index::count`).
     #[arg(long, default_value_t = 10)]
     top_k: usize,
+    /// Count every match exactly as well (`track_total`: no pruning that skips matches uncounted).
+    #[arg(long)]
+    track_total: bool,
     /// Pruning of ORs of terms: `maxscore` (the default) or `bmw` (block-max WAND).
     #[arg(long, default_value = "maxscore", value_parser = ["maxscore", "bmw"])]
     disjunction: String,
@@ -88,6 +91,7 @@ pub fn run(a: LoopArgs) {
     };
     index.set_default_fields(Some(vec!["body".into()])).expect("body");
     let mut opts = crate::run::opts(a.top_k);
+    opts.track_total = a.track_total;
     if a.disjunction == "bmw" {
         opts.disjunction = spirit::Disjunction::BlockMaxWand;
     }
