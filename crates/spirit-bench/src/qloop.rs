@@ -43,6 +43,9 @@ pub struct LoopArgs {
     /// Hits per query (top-k by score); 0 counts every match instead (`Index::count`).
     #[arg(long, default_value_t = 10)]
     top_k: usize,
+    /// Newest first instead of by score (top-k without an exact count: stops once k hits are certain).
+    #[arg(long)]
+    newest: bool,
     /// Count every match exactly as well (`track_total`: no pruning that skips matches uncounted).
     #[arg(long)]
     track_total: bool,
@@ -92,6 +95,9 @@ pub fn run(a: LoopArgs) {
     index.set_default_fields(Some(vec!["body".into()])).expect("body");
     let mut opts = crate::run::opts(a.top_k);
     opts.track_total = a.track_total;
+    if a.newest {
+        opts.sort = spirit::Sort::Newest;
+    }
     if a.disjunction == "bmw" {
         opts.disjunction = spirit::Disjunction::BlockMaxWand;
     }
