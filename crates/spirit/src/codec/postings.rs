@@ -1781,17 +1781,8 @@ mod tests {
         ) {
             let (blob, cands, want) = lookup_case(docs, cands);
             let want: Vec<u32> = want.into_iter().map(|(d, _)| d).collect();
-            let mut marks = [0u8; BITMAP_SPAN as usize];
             for how in [Intersect::Auto, Intersect::Bitmap, Intersect::Search] {
-                let mut c = PostingsCursor::new(&blob).unwrap();
-                let mut got = vec![];
-                for chunk in cands.chunks(batch) {
-                    let mut buf = chunk.to_vec();
-                    let m = c.retain(&mut buf, chunk.len(), how, &mut marks).unwrap();
-                    got.extend_from_slice(&buf[..m]);
-                }
-                prop_assert_eq!(&got, &want, "{:?}", how);
-                prop_assert!(marks.iter().all(|&x| x == 0));
+                prop_assert_eq!(&retain_all(&blob, &cands, batch, how), &want, "{:?}", how);
             }
         }
     }
@@ -1807,18 +1798,25 @@ mod tests {
             let cands: std::collections::BTreeSet<u32> = (3..20_000).step_by(cstep as usize).collect();
             let (blob, cands, want) = lookup_case(docs, cands);
             let want: Vec<u32> = want.into_iter().map(|(d, _)| d).collect();
-            let mut marks = [0u8; BITMAP_SPAN as usize];
             for how in [Intersect::Auto, Intersect::Bitmap, Intersect::Search] {
-                let mut c = PostingsCursor::new(&blob).unwrap();
-                let mut got = vec![];
-                for chunk in cands.chunks(BLOCK) {
-                    let mut buf = chunk.to_vec();
-                    let m = c.retain(&mut buf, chunk.len(), how, &mut marks).unwrap();
-                    got.extend_from_slice(&buf[..m]);
-                }
+                let got = retain_all(&blob, &cands, BLOCK, how);
                 assert_eq!(got, want, "list step {step}, candidate step {cstep}, {how:?}");
             }
         }
+    }
+
+    /// The candidates `retain` keeps, batch by batch, one way; the marks must be all zero after each batch.
+    fn retain_all(blob: &[u8], cands: &[u32], batch: usize, how: Intersect) -> Vec<u32> {
+        let mut marks = [0u8; BITMAP_SPAN as usize];
+        let mut c = PostingsCursor::new(blob).unwrap();
+        let mut got = vec![];
+        for chunk in cands.chunks(batch) {
+            let mut buf = chunk.to_vec();
+            let m = c.retain(&mut buf, chunk.len(), how, &mut marks).unwrap();
+            got.extend_from_slice(&buf[..m]);
+            assert!(marks.iter().all(|&x| x == 0), "marks left set ({how:?})");
+        }
+        got
     }
 
     /// A list of `docs` encoded, the candidates in order, and the (doc, frequency) of each candidate the

@@ -2483,14 +2483,8 @@ fn conj_top_k(
     let TermLists { curs, scoring, bounds, ubs } = lists;
     let n = curs.len();
     let order = &mut s.order;
-    order.clear();
-    order.extend(0..n);
-    order.sort_by_key(|&t| curs[t].len());
-    let lead = order[0];
+    let (lead, before, lc, after) = split_lead(curs, order);
     let visible = seg.visible;
-    // The lead's cursor apart from the others', so its decoded block is read in place while they move.
-    let (before, rest) = curs.split_at_mut(lead);
-    let (lc, after) = rest.split_first_mut().expect("the lead is a term");
     // A window lies inside one lead block, so its candidates fit in fixed-size rows: the candidates, and
     // per term their frequencies (compacted together).
     let win = &mut **s.window.get_or_insert_with(Box::default);
@@ -2637,6 +2631,23 @@ fn conj_top_k(
     Ok(())
 }
 
+/// An AND's terms rarest first into `order` (the lead, the rarest, first), and the lead's cursor apart from
+/// the others' — `(lead, cursors before it, its cursor, cursors after it)` — so its decoded block is read in
+/// place while they move.
+#[allow(clippy::type_complexity)]
+fn split_lead<'c, 'a>(
+    curs: &'c mut [PostingsCursor<'a>],
+    order: &mut Vec<usize>,
+) -> (usize, &'c mut [PostingsCursor<'a>], &'c mut PostingsCursor<'a>, &'c mut [PostingsCursor<'a>]) {
+    order.clear();
+    order.extend(0..curs.len());
+    order.sort_by_key(|&t| curs[t].len());
+    let lead = order[0];
+    let (before, rest) = curs.split_at_mut(lead);
+    let (lc, after) = rest.split_first_mut().expect("the lead is a term");
+    (lead, before, lc, after)
+}
+
 /// A count-only AND of terms on an image (no hits wanted: `Index::count`, `size: 0`): the lead's (rarest
 /// list's) doc ids block by block are looked up in each other list, rarest first, with
 /// [`PostingsCursor::retain`] — which intersects by bitmap or by searches as the lists' densities there
@@ -2653,12 +2664,7 @@ fn conj_count(
     let fail = codec_failure(seg);
     let curs = &mut lists.curs;
     let order = &mut s.order;
-    order.clear();
-    order.extend(0..curs.len());
-    order.sort_by_key(|&t| curs[t].len());
-    let lead = order[0];
-    let (before, rest) = curs.split_at_mut(lead);
-    let (lc, after) = rest.split_first_mut().expect("the lead is a term");
+    let (lead, before, lc, after) = split_lead(curs, order);
     let cands = &mut s.window.get_or_insert_with(Box::default).docs;
     let marks = s.marks.get_or_insert_with(|| Box::new([0; BITMAP_SPAN as usize]));
     let del = &seg.desc.deletes;
