@@ -24,7 +24,7 @@ pub use norm::{decode_norm, encode_norm, quantized_length, NORM_VALUES};
 pub use postings::{
     encode_postings, encode_postings_encoded, encode_postings_with, impacts, pack_impact, packed_tf,
     unpack_impact, write_positions, DocCodec, FieldCodecs, Impacts, Intersect, ListHead, PackedImpacts,
-    PostingsCursor, PostingsMeta, BITMAP_SPAN, BLOCK, IMPACTS, NO_DOC,
+    PostingsCursor, PostingsMeta, BLOCK, IMPACTS, MARKS_SPAN, NO_DOC,
 };
 pub use vbyte::{read_vbyte, write_vbyte};
 

@@ -440,22 +440,23 @@ pub const DENSE_SPAN: usize = 8192;
 /// ...whose postings in this list fill at most this many blocks (and at most 8 postings per candidate).
 pub const DENSE_BLOCKS: u32 = 8;
 
-/// [`PostingsCursor::retain`] intersects by bitmap where a block holds at most this many postings per
+/// [`PostingsCursor::retain`] intersects by marks where a block holds at most this many postings per
 /// candidate in it, and searches candidate by candidate in denser lists. Counting the enwiki AND queries
 /// (`spirit-bench loop --top-k 0`, one core, two rounds of 1 s per category), geomean µs for ratios 0 (always
-/// search) / 1 / 2 / 4 / 8 / ∞ (bitmap wherever the span allows): AndHighHigh 221 / 198 / 184 / 203 / 255 /
+/// search) / 1 / 2 / 4 / 8 / ∞ (marks wherever the span allows): AndHighHigh 221 / 198 / 184 / 203 / 255 /
 /// 295, AndHighMed 70 / 63 / 61 / 64 / 73 / 109, AndHighLow 24.4 / 25.3 / 24.8 / 23.8 / 24.0 / 37.7,
 /// AndMedMed 24.2 / 20.9 / 20.9 / 24.9 / 21.1 / 22.0...
-pub const BITMAP_RATIO: usize = 2;
-/// ...and the block's candidates span fewer than this many doc ids (a bitmap of 64 words on the stack).
-pub const BITMAP_SPAN: u32 = 4096;
+pub const MARKS_RATIO: usize = 2;
+/// ...and the block's candidates span fewer than this many doc ids (the caller's mark table: a byte per doc
+/// id).
+pub const MARKS_SPAN: u32 = 4096;
 
 /// How [`PostingsCursor::retain`] intersects: chosen per block by the lists' densities, or one way forced
 /// (tests compare every way with the others and with a set intersection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Intersect {
     Auto,
-    Bitmap,
+    Marks,
     Search,
 }
 
@@ -1200,9 +1201,9 @@ impl<'a> PostingsCursor<'a> {
     /// block of this list that holds candidates, by the ratio of its postings there to those candidates
     /// (`how` forces one way, for tests and measurements):
     ///
-    /// - *bitmap* when the block has at most [`BITMAP_RATIO`] postings per candidate (lists of similar
+    /// - *marks* when the block has at most [`MARKS_RATIO`] postings per candidate (lists of similar
     ///   length: a merge would look at nearly every posting anyway) and the candidates span fewer than
-    ///   [`BITMAP_SPAN`] doc ids: the block's postings there are marked in `marks` (a byte per doc id, all
+    ///   [`MARKS_SPAN`] doc ids: the block's postings there are marked in `marks` (a byte per doc id, all
     ///   zero on entry and again on return) and each candidate is one load — a merge without its
     ///   comparison chain or mispredicted branches;
     /// - *search* otherwise: each candidate's place by [`super::simd::probe_block`]'s two vector compares
@@ -1216,7 +1217,7 @@ impl<'a> PostingsCursor<'a> {
         cands: &mut [u32],
         m: usize,
         how: Intersect,
-        marks: &mut [u8; BITMAP_SPAN as usize],
+        marks: &mut [u8; MARKS_SPAN as usize],
     ) -> Result<usize, CodecError> {
         assert!(m <= BLOCK && m <= cands.len(), "at most a block of candidates");
         debug_assert!(marks.iter().all(|&x| x == 0), "the caller's table is all zero");
@@ -1224,13 +1225,13 @@ impl<'a> PostingsCursor<'a> {
         let (mut k, mut w) = (0, 0);
         while let Some(n) = self.block_holding(&cands[k..m])? {
             let (lo, hi) = (cands[k], cands[k + n - 1]);
-            let span_ok = hi.wrapping_sub(lo) < BITMAP_SPAN;
-            let bitmap = match how {
-                Intersect::Auto => span_ok && self.len <= n * BITMAP_RATIO,
-                Intersect::Bitmap => span_ok,
+            let span_ok = hi.wrapping_sub(lo) < MARKS_SPAN;
+            let by_marks = match how {
+                Intersect::Auto => span_ok && self.len <= n * MARKS_RATIO,
+                Intersect::Marks => span_ok,
                 Intersect::Search => false,
             };
-            if bitmap {
+            if by_marks {
                 // The block's postings in [lo, hi] (its last doc reaches `hi`, so `end < len`); the whole
                 // block, as the searches look at it whole.
                 let from = self.docs[..self.len].partition_point(|&d| d < lo);
@@ -1718,8 +1719,8 @@ mod tests {
                     if c.probe(batch, &mut out).is_err() { break; }
                 }
             }
-            let mut marks = [0u8; BITMAP_SPAN as usize];
-            for how in [Intersect::Bitmap, Intersect::Search] {
+            let mut marks = [0u8; MARKS_SPAN as usize];
+            for how in [Intersect::Marks, Intersect::Search] {
                 if let Ok(mut c) = PostingsCursor::new(&blob) {
                     let cands: Vec<u32> = (0..100_000).step_by(83).collect();
                     for batch in cands.chunks(BLOCK) {
@@ -1769,7 +1770,7 @@ mod tests {
             prop_assert_eq!(got, want);
         }
 
-        /// Counting intersections (doc ids only), each way — chosen by density, bitmap wherever the span
+        /// Counting intersections (doc ids only), each way — chosen by density, marks wherever the span
         /// allows, searches only — over dense and sparse lists and candidate batches of up to a block: each
         /// keeps exactly the candidates the list has, in order, and leaves the cursor where the next batch
         /// is found from.
@@ -1781,13 +1782,13 @@ mod tests {
         ) {
             let (blob, cands, want) = lookup_case(docs, cands);
             let want: Vec<u32> = want.into_iter().map(|(d, _)| d).collect();
-            for how in [Intersect::Auto, Intersect::Bitmap, Intersect::Search] {
+            for how in [Intersect::Auto, Intersect::Marks, Intersect::Search] {
                 prop_assert_eq!(&retain_all(&blob, &cands, batch, how), &want, "{:?}", how);
             }
         }
     }
 
-    /// Lists of every density against candidates of every density, batch by batch: the bitmap and the
+    /// Lists of every density against candidates of every density, batch by batch: the marks and the
     /// searches agree, and `Auto` takes both ways (the span and ratio limits are reached on either side).
     #[test]
     fn retain_ways_agree_at_every_density() {
@@ -1798,7 +1799,7 @@ mod tests {
             let cands: std::collections::BTreeSet<u32> = (3..20_000).step_by(cstep as usize).collect();
             let (blob, cands, want) = lookup_case(docs, cands);
             let want: Vec<u32> = want.into_iter().map(|(d, _)| d).collect();
-            for how in [Intersect::Auto, Intersect::Bitmap, Intersect::Search] {
+            for how in [Intersect::Auto, Intersect::Marks, Intersect::Search] {
                 let got = retain_all(&blob, &cands, BLOCK, how);
                 assert_eq!(got, want, "list step {step}, candidate step {cstep}, {how:?}");
             }
@@ -1807,7 +1808,7 @@ mod tests {
 
     /// The candidates `retain` keeps, batch by batch, one way; the marks must be all zero after each batch.
     fn retain_all(blob: &[u8], cands: &[u32], batch: usize, how: Intersect) -> Vec<u32> {
-        let mut marks = [0u8; BITMAP_SPAN as usize];
+        let mut marks = [0u8; MARKS_SPAN as usize];
         let mut c = PostingsCursor::new(blob).unwrap();
         let mut got = vec![];
         for chunk in cands.chunks(batch) {

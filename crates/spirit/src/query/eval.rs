@@ -15,8 +15,8 @@ use super::plan::Node;
 use super::scratch::{recycle, reset, reset_lists, Scratch};
 use crate::codec::simd::{self, low_bits};
 use crate::codec::{
-    decode_norm, encode_norm, packed_tf, Impacts, Intersect, PackedImpacts, PostingsCursor, BITMAP_SPAN,
-    BLOCK as BLOCK_LEN, IMPACTS, NORM_VALUES, NO_DOC,
+    decode_norm, encode_norm, packed_tf, Impacts, Intersect, PackedImpacts, PostingsCursor,
+    BLOCK as BLOCK_LEN, IMPACTS, MARKS_SPAN, NORM_VALUES, NO_DOC,
 };
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, SegState, SegmentDesc, Snapshot};
@@ -2650,7 +2650,7 @@ fn split_lead<'c, 'a>(
 
 /// A count-only AND of terms on an image (no hits wanted: `Index::count`, `size: 0`): the lead's (rarest
 /// list's) doc ids block by block are looked up in each other list, rarest first, with
-/// [`PostingsCursor::retain`] — which intersects by bitmap or by searches as the lists' densities there
+/// [`PostingsCursor::retain`] — which intersects by marks or by searches as the lists' densities there
 /// make faster and skips the blocks between candidates undecoded. No frequency, position or score is read.
 fn conj_count(
     ctx: &Ctx<'_>,
@@ -2666,7 +2666,7 @@ fn conj_count(
     let order = &mut s.order;
     let (lead, before, lc, after) = split_lead(curs, order);
     let cands = &mut s.window.get_or_insert_with(Box::default).docs;
-    let marks = s.marks.get_or_insert_with(|| Box::new([0; BITMAP_SPAN as usize]));
+    let marks = s.marks.get_or_insert_with(|| Box::new([0; MARKS_SPAN as usize]));
     let del = &seg.desc.deletes;
     let any_deleted = del.count() > 0;
     for b in 0..lc.block_count() {

@@ -15,7 +15,7 @@
 
 use super::eval::{Bm25Doc, FreshRegion, Norms, WindowBuf};
 use crate::codec::PostingsCursor;
-use crate::codec::{BITMAP_SPAN, BLOCK};
+use crate::codec::{BLOCK, MARKS_SPAN};
 use crate::segment::hot::BlockTable;
 use std::cell::Cell;
 use std::sync::Arc;
@@ -64,7 +64,7 @@ pub(super) struct Scratch {
     pub window: Option<Box<WindowBuf>>,
     pub tf_rows: Vec<[u32; BLOCK]>,
     /// The count-only AND's intersection marks (a byte per doc id; all zero between uses).
-    pub marks: Option<Box<[u8; BITMAP_SPAN as usize]>>,
+    pub marks: Option<Box<[u8; MARKS_SPAN as usize]>>,
     /// A fresh term's regions (its chunks and blocks, with their bounds).
     pub fresh_regions: Vec<FreshRegion>,
 }
