@@ -238,7 +238,7 @@ mod x86 {
         };
         // The lanes of the 16 postings from `at` that exist.
         let lanes = |at: usize| -> __mmask16 { super::low_bits(n.saturating_sub(at).min(16)) as __mmask16 };
-        // Whether the postings average a doc gap of at most 8 (16 of them within 128 docs: see below); a
+        // Whether the postings average a doc gap under 8 (16 of them within 128 docs: see below); a
         // sparser list goes straight to the gathers.
         let close = match norms {
             NormsIn::Column(docs, ..) => n > 0 && (docs[n - 1].wrapping_sub(docs[0]) as usize) < 8 * n,
