@@ -1649,9 +1649,7 @@ fn eval_segment(
                         && filter.is_empty()
                         && must.iter().all(|w| matches!(w, Weight::Term { .. })) =>
                 {
-                    with_scratch(col, |col, s| {
-                        fresh_conj_top_k(ctx, si, f, must, col, (&mut s.window, &mut s.tf_rows), prune)
-                    });
+                    with_scratch(col, |col, s| fresh_conj_top_k(ctx, si, f, must, col, s, prune));
                     return Ok(());
                 }
                 Weight::Bool { must, should, must_not, filter }
@@ -2108,11 +2106,13 @@ fn fresh_conj_top_k(
     f: &FreshSegment,
     must: &[Weight],
     col: &mut Collector,
-    (window, tf_rows): (&mut Option<Box<WindowBuf>>, &mut Vec<[u32; BLOCK_LEN]>),
+    s: &mut Scratch,
     prune: bool,
 ) {
     let seg = &ctx.segs[si];
     let n = must.len();
+    let (window, tf_rows) = (&mut s.window, &mut s.tf_rows);
+    let marks = s.tf_marks.get_or_insert_with(|| Box::new([0; MARKS_SPAN as usize]));
     let (mut curs, scoring, dfs) = fresh_terms(ctx, si, f, must);
     let (curs, scoring) = (&mut curs[..n], &scoring[..n]);
     if curs.iter().any(Option::is_none) {
@@ -2208,7 +2208,7 @@ fn fresh_conj_top_k(
                 break;
             }
             let c = present(&mut curs[t]);
-            c.probe(&cands[..m], &mut tfs[t][..m]);
+            c.probe(&cands[..m], &mut tfs[t][..m], marks);
             exhausted |= c.doc() == NO_DOC;
             m = keep_found(cands, tfs, &order[..i + 2], m);
         }
@@ -2305,6 +2305,7 @@ fn fresh_disj_top_k(
     let mut seen_words = [0u64; OR_WINDOW / 64];
     let seen = &mut seen_words[..w_len / 64];
     let (survivors, docs, found) = (&mut s.survivors, &mut s.cand, &mut s.table);
+    let marks = s.tf_marks.get_or_insert_with(|| Box::new([0; MARKS_SPAN as usize]));
     let (mut taken, mut taken_tfs, mut buf) = ([0u32; BLOCK_LEN], [0u32; BLOCK_LEN], [0f32; BLOCK_LEN]);
     let (mut wb, mut essential) = ([0f32; FRESH_MAX_TERMS], [true; FRESH_MAX_TERMS]);
     let mut order: [usize; FRESH_MAX_TERMS] = std::array::from_fn(|t| t);
@@ -2424,7 +2425,7 @@ fn fresh_disj_top_k(
             reset(found, docs.len(), 0);
             for t in (0..n).filter(|&t| !essential[t]) {
                 let (Some(c), Some((bm, norms))) = (curs[t].as_mut(), scoring[t]) else { continue };
-                c.probe(docs, found);
+                c.probe(docs, found, marks);
                 for ((&i, &d), &tf) in survivors.iter().zip(docs.iter()).zip(found.iter()) {
                     if tf != 0 {
                         rows[t * w_len + i] = bm.score(tf as f32, norms.get(d));
@@ -2831,6 +2832,9 @@ fn other<'c, 'a>(
         &mut after[t - lead - 1]
     }
 }
+
+/// [`FreshPostings::probe`]'s mark table: a frequency per doc id of a span.
+pub(super) type TfMarks = [u32; MARKS_SPAN as usize];
 
 /// [`conj_top_k`]'s per-window rows: the candidates and their scores (a window lies in one lead block).
 pub(super) struct WindowBuf {

@@ -13,7 +13,7 @@
 //! The pool keeps one scratch per thread (a nested query on the same thread gets a fresh one), and drops
 //! buffers that grew past [`KEEP_BYTES`] each, so a rare huge query does not pin its memory in a thread forever.
 
-use super::eval::{Bm25Doc, FreshRegion, Norms, WindowBuf};
+use super::eval::{Bm25Doc, FreshRegion, Norms, TfMarks, WindowBuf};
 use crate::codec::PostingsCursor;
 use crate::codec::{BLOCK, MARKS_SPAN};
 use crate::segment::hot::BlockTable;
@@ -65,6 +65,8 @@ pub(super) struct Scratch {
     pub tf_rows: Vec<[u32; BLOCK]>,
     /// The count-only AND's intersection marks (a byte per doc id; all zero between uses).
     pub marks: Option<Box<[u8; MARKS_SPAN as usize]>>,
+    /// The fresh segment's lookups' marks (a frequency per doc id; all zero between uses).
+    pub tf_marks: Option<Box<TfMarks>>,
     /// A fresh term's regions (its chunks and blocks, with their bounds).
     pub fresh_regions: Vec<FreshRegion>,
 }
