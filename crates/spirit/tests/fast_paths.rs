@@ -155,7 +155,7 @@ fn single_terms_and_phrases_with_tied_scores_keep_the_newest() {
     }
 }
 
-/// Single terms, conjunctions and disjunctions on the fresh segment (walked in place) alone and after images
+/// Single terms, conjunctions, disjunctions and phrases on the fresh segment (walked in place) alone and after images
 /// (whose hits set θ before it is reached), with deletes in both: every answer checked against the reference.
 #[test]
 fn fresh_segment_paths_match_the_reference() {
@@ -186,6 +186,11 @@ fn fresh_segment_paths_match_the_reference() {
         "body:w0 body:zzz",
         "body:w199 body:w150 body:w120",
         "body:w1 body:w2 body:w3 body:w4 body:w5 body:w6 body:w7 body:w8",
+        r#"body:"w0 w1""#,
+        r#"body:"w1 w0 w2""#,
+        r#"title:"w0 w1""#,
+        r#"body:"w0 zzz""#,
+        r#"body:"w0 w0""#,
     ];
     for i in 0..5000 {
         let d = random_doc(i, true, &mut next);
@@ -338,7 +343,7 @@ fn fresh_single_terms_that_all_tie_keep_the_newest() {
         }
     }
     assert_eq!(index.stats().shard.segments.values().sum::<usize>(), 1, "only the fresh segment");
-    for q in ["body:w0", "body:w1", "body:w9"] {
+    for q in ["body:w0", "body:w1", "body:w9", r#"body:"w0 w1""#, r#"body:"w9 w9 w9""#] {
         check(&index, &r, q, "fresh, all tied");
         let parsed = spirit::query::parse(q).unwrap();
         for k in [1, 10, 60, 200, 700] {

@@ -1246,9 +1246,17 @@ impl FreshPostings<'_> {
     }
 
     pub fn positions(&mut self, out: &mut Vec<u32>) {
-        out.clear();
+        let (at, n) = self.positions_at();
+        self.read_positions(at, n, out);
+    }
+
+    /// Where the positions of the cursor's posting lie: the word of the first and how many there are (its
+    /// frequency; `(0, 0)` past the end). A batch finds them all first, prefetching each
+    /// ([`Self::prefetch_positions`]), then reads them ([`Self::read_positions`]): position words lie at the
+    /// far end of their block from the postings, one cache miss per document otherwise taken in turn.
+    pub fn positions_at(&mut self) -> (usize, usize) {
         if self.doc == NO_DOC {
-            return;
+            return (0, 0);
         }
         let w = self.seg.w();
         // The frequencies of the postings before this one, from where the last call left off: four at a
@@ -1263,8 +1271,19 @@ impl FreshPostings<'_> {
             self.pos_sum += w[self.pos_at + 1].load(Relaxed) as usize;
             self.pos_at += POSTING_WORDS;
         }
-        let pos = self.block_end - self.pos_sum - self.tf as usize;
-        out.extend((0..self.tf as usize).map(|k| w[pos + k].load(Relaxed)));
+        (self.block_end - self.pos_sum - self.tf as usize, self.tf as usize)
+    }
+
+    /// Hints the CPU to fetch the first position word [`Self::positions_at`] returned.
+    #[inline]
+    pub fn prefetch_positions(&self, at: usize) {
+        prefetch(&self.seg.w()[at]);
+    }
+
+    /// Replaces `out` with the `n` position words from word `at` on, as [`Self::positions_at`] returned them.
+    pub fn read_positions(&self, at: usize, n: usize, out: &mut Vec<u32>) {
+        out.clear();
+        out.extend(self.seg.w()[at..at + n].iter().map(|x| x.load(Relaxed)));
     }
 }
 
