@@ -959,6 +959,26 @@ impl PhraseScorer<'_> {
     }
 }
 
+/// A document with every term of a phrase, its terms' positions in `bufs`: if the phrase occurs there, it is
+/// counted and offered to the top-k at its frequency (below the k-th best nothing enters; equal may: the
+/// newer doc wins the tie).
+fn offer_phrase(
+    col: &mut Collector,
+    (bufs, offsets): (&[Vec<u32>], &[u32]),
+    (bm, norm): (&Bm25Doc, u8),
+    theta: f32,
+    doc: u32,
+) {
+    let freq = phrase_freq(bufs, offsets);
+    if freq > 0 {
+        col.total += 1;
+        let score = bm.score(freq as f32, norm);
+        if score >= theta {
+            col.push_score(Entry(score, doc));
+        }
+    }
+}
+
 /// How often the terms occur at their relative `offsets` (positions of each term, sorted, in `bufs`).
 fn phrase_freq(bufs: &[Vec<u32>], offsets: &[u32]) -> u32 {
     if let [a, b] = bufs {
@@ -2137,7 +2157,7 @@ fn fresh_conj_top_k(
     // Terms by document frequency here: the rarest leads, the others are probed in that order.
     let mut order: [usize; FRESH_MAX_TERMS] = std::array::from_fn(|t| t);
     order[..n].sort_by_key(|&t| dfs[t]);
-    let (lead, others) = (order[0], &order[1..n]);
+    let lead = order[0];
     let (lbm, lnorms) = scoring[lead].expect("every term is present");
     let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
     let any_deleted = del.count() > 0;
@@ -2193,36 +2213,15 @@ fn fresh_conj_top_k(
         }
         let got = present(&mut curs[lead]).take_below(end, taken, taken_tfs);
         debug_assert!(got > 0, "the lead's doc is below the window's end");
-        let mut m = if full {
-            // Score first: a lead doc that cannot reach θ with the others' bounds moves no other list.
-            let m = keep_competitive(
-                (lbm, &lnorms),
-                (&taken[..got], &taken_tfs[..got]),
-                (theta, rest),
-                (cands, &mut tfs[lead]),
-            );
-            if m < got {
-                col.exact = false;
-            }
-            m
-        } else {
-            cands[..got].copy_from_slice(&taken[..got]);
-            tfs[lead][..got].copy_from_slice(&taken_tfs[..got]);
-            got
-        };
-        let mut exhausted = false;
-        for (i, &t) in others.iter().enumerate() {
-            if m == 0 {
-                break;
-            }
-            let c = present(&mut curs[t]);
-            c.probe(&cands[..m], &mut tfs[t][..m], marks);
-            exhausted |= c.doc() == NO_DOC;
-            m = keep_found(cands, tfs, &order[..i + 2], m);
-        }
-        if any_deleted {
-            m = drop_deleted(del, cands, tfs, m);
-        }
+        // Score first: a lead doc that cannot reach θ with the others' bounds moves no other list.
+        let filter = full.then_some(((lbm, &lnorms), theta, rest));
+        let (m, exhausted) = fresh_batch_matches(
+            (&taken[..got], &taken_tfs[..got], filter),
+            (curs, &order[..n], marks),
+            (cands, tfs),
+            (del, any_deleted),
+            col,
+        );
         col.total += m as u64;
         if m > 0 {
             let terms = scoring.iter().map(|sc| sc.expect("every term is present"));
@@ -2302,35 +2301,14 @@ fn fresh_phrase_top_k(
             return;
         }
         let got = lc.take_below(NO_DOC, taken, taken_tfs);
-        let mut m = if full(col) {
-            let m = keep_competitive(
-                (bm, &norms),
-                (&taken[..got], &taken_tfs[..got]),
-                (col.theta(), 0.0),
-                (cands, &mut tfs[lead]),
-            );
-            if m < got {
-                col.exact = false;
-            }
-            m
-        } else {
-            cands[..got].copy_from_slice(&taken[..got]);
-            tfs[lead][..got].copy_from_slice(&taken_tfs[..got]);
-            got
-        };
-        let mut exhausted = false;
-        for (i, &t) in order[1..n].iter().enumerate() {
-            if m == 0 {
-                break;
-            }
-            let c = present(&mut look[t]);
-            c.probe(&cands[..m], &mut tfs[t][..m], marks);
-            exhausted |= c.doc() == NO_DOC;
-            m = keep_found(cands, tfs, &order[..i + 2], m);
-        }
-        if any_deleted {
-            m = drop_deleted(del, cands, tfs, m);
-        }
+        let filter = full(col).then(|| ((bm, &norms), col.theta(), 0.0));
+        let (m, exhausted) = fresh_batch_matches(
+            (&taken[..got], &taken_tfs[..got], filter),
+            (&mut look[..n], &order[..n], marks),
+            (cands, tfs),
+            (del, any_deleted),
+            col,
+        );
         // The docs that may still score θ at their least frequency, with where each term's positions lie
         // there (`spots`), prefetched; then the positions read.
         let theta = if full(col) { col.theta() } else { f32::NEG_INFINITY };
@@ -2359,22 +2337,60 @@ fn fresh_phrase_top_k(
             for (t, b) in bufs.iter_mut().enumerate() {
                 present(&mut at[t]).read_positions(spots[t][j] as usize, tfs[t][j] as usize, b);
             }
-            let freq = phrase_freq(bufs, offsets);
-            if freq == 0 {
-                continue;
-            }
-            col.total += 1;
-            let score = bm.score(freq as f32, norm);
-            // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
-            if score >= theta {
-                col.push_score(Entry(score, base + d));
-            }
+            offer_phrase(col, (bufs, offsets), (bm, norm), theta, base + d);
         }
         if exhausted {
             // Another list has nothing after its last candidate: no phrase from here on.
             return;
         }
     }
+}
+
+/// The lead's score bound a fresh batch is filtered with: its BM25 and norms, θ, and the other terms' bound.
+type LeadFilter<'b, 'a> = ((&'b Bm25Doc, &'b Norms<'a>), f32, f32);
+
+/// One batch of a conjunction on the fresh segment ([`fresh_conj_top_k`], [`fresh_phrase_top_k`]): the
+/// lead's postings taken (`order[0]` is the lead) go to `cands` and the lead's row of `tfs` — with a filter,
+/// only those whose own score plus the others' bound can reach θ ([`keep_competitive`]; the total is then no
+/// longer exact if any is dropped) — and are looked up in the other lists in `order`
+/// ([`FreshPostings::probe`]), keeping those every list holds, and not deleted. Returns how many are kept, and
+/// whether a list ran out (nothing after the batch can match).
+fn fresh_batch_matches(
+    (taken, taken_tfs, filter): (&[u32], &[u32], Option<LeadFilter<'_, '_>>),
+    (curs, order, marks): (&mut [Option<FreshPostings<'_>>], &[usize], &mut TfMarks),
+    (cands, tfs): (&mut [u32; BLOCK_LEN], &mut [[u32; BLOCK_LEN]]),
+    (del, any_deleted): (&DeleteBitmap, bool),
+    col: &mut Collector,
+) -> (usize, bool) {
+    let (lead, got) = (order[0], taken.len());
+    let mut m = match filter {
+        Some((scoring, theta, rest)) => {
+            let m = keep_competitive(scoring, (taken, taken_tfs), (theta, rest), (cands, &mut tfs[lead]));
+            if m < got {
+                col.exact = false;
+            }
+            m
+        }
+        None => {
+            cands[..got].copy_from_slice(taken);
+            tfs[lead][..got].copy_from_slice(taken_tfs);
+            got
+        }
+    };
+    let mut exhausted = false;
+    for (i, &t) in order.iter().enumerate().skip(1) {
+        if m == 0 {
+            break;
+        }
+        let c = curs[t].as_mut().expect("every term is present");
+        c.probe(&cands[..m], &mut tfs[t][..m], marks);
+        exhausted |= c.doc() == NO_DOC;
+        m = keep_found(cands, tfs, &order[..=i], m);
+    }
+    if any_deleted {
+        m = drop_deleted(del, cands, tfs, m);
+    }
+    (m, exhausted)
 }
 
 /// With pruning and a full top-k, whether a bound on every score in the fresh segment (`ub`: the terms'
@@ -3717,16 +3733,7 @@ fn phrase_docs(
         for (c, b) in curs.iter_mut().zip(bufs.iter_mut()) {
             c.positions(b).map_err(fail)?;
         }
-        let freq = phrase_freq(bufs, offsets);
-        if freq == 0 {
-            continue;
-        }
-        col.total += 1;
-        let s = bm.score(freq as f32, norm);
-        // Below the k-th best nothing enters (equal may: the newer doc wins the tie).
-        if s >= theta {
-            col.push_score(Entry(s, base + d));
-        }
+        offer_phrase(col, (bufs, offsets), (bm, norm), theta, base + d);
     }
     Ok(())
 }
