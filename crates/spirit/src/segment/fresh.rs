@@ -1210,9 +1210,15 @@ impl FreshPostings<'_> {
             }
             let stop = cands[j - 1];
             // Postings in `[from, end)` with a doc below `stop` (docs rise along the block): `[from, to)`.
+            // Marking only pays for at most `most` of them, so the search looks no further: if the posting
+            // at `most` is still below `stop`, the stretch is too dense for marks.
             let n = (self.end - from) / POSTING_WORDS;
+            let most = FRESH_MARKS_RATIO * (j - 1 - i);
+            if most < n && w[from + most * POSTING_WORDS].load(Relaxed) < stop {
+                continue;
+            }
             let below = {
-                let (mut lo_k, mut hi_k) = (0, n);
+                let (mut lo_k, mut hi_k) = (0, n.min(most));
                 while lo_k < hi_k {
                     let mid = (lo_k + hi_k) / 2;
                     if w[from + mid * POSTING_WORDS].load(Relaxed) < stop {
@@ -1223,9 +1229,6 @@ impl FreshPostings<'_> {
                 }
                 lo_k
             };
-            if below > FRESH_MARKS_RATIO * (j - 1 - i) {
-                continue;
-            }
             let to = from + below * POSTING_WORDS;
             // Every doc there is in `[x, stop)`, `x >= lo` and `stop - lo < MARKS_SPAN`; all below the limit,
             // as `stop` (a candidate) is.
