@@ -2327,6 +2327,7 @@ fn fresh_phrase_top_k(
                 let (p, k) = c.positions_at();
                 debug_assert_eq!(k as u32, tfs[t][j], "the positions cursor is on the doc");
                 c.prefetch_positions(p);
+                // A word index of the arena fits 32 bits, as the arena's own block links do.
                 (spots[t][kept], tfs[t][kept]) = (p as u32, tfs[t][j]);
             }
             kept += 1;

@@ -227,6 +227,8 @@ impl FreshSegment {
         let Layout { words, table_cap, max_docs, doc_table, field_dir } = Layout::of(block.len(), max_docs);
         let cursor = field_dir + MAX_FIELDS;
         assert!(cursor < words, "fresh arena too small for its tables");
+        // Links, the field directory and a batch's position spots hold word offsets in 32 bits.
+        assert!(words <= u32::MAX as usize, "a fresh arena's word offsets fit 32 bits");
         block.as_mut_slice()[..cursor * 4].fill(0);
         FreshSegment {
             block,
