@@ -448,7 +448,7 @@ pub const DENSE_BLOCKS: u32 = 8;
 /// AndMedMed 24.2 / 20.9 / 20.9 / 24.9 / 21.1 / 22.0...
 pub const MARKS_RATIO: usize = 2;
 /// ...and the block's candidates span fewer than this many doc ids (the caller's mark table: a byte per doc
-/// id).
+/// id; `FreshPostings::probe` marks spans of this length too, a frequency per doc id).
 pub const MARKS_SPAN: u32 = 4096;
 
 /// How [`PostingsCursor::retain`] intersects: chosen per block by the lists' densities, or one way forced
