@@ -1139,16 +1139,21 @@ impl FreshPostings<'_> {
         while m < cap && self.doc < end {
             (docs[m], tfs[m]) = (self.doc, self.tf);
             m += 1;
-            // The rest of the block's postings known to be written, copied straight from its words.
-            while m < cap && self.at < self.end {
-                let d = w[self.at].load(Relaxed);
+            // The rest of the block's postings known to be written, copied straight from its words (slices
+            // cut to length first, so the loop tests only the doc against `stop`).
+            let n = (cap - m).min((self.end - self.at) / POSTING_WORDS);
+            let src = w[self.at..self.at + n * POSTING_WORDS].chunks_exact(POSTING_WORDS);
+            let mut k = 0;
+            for ((p, d_out), t_out) in src.zip(&mut docs[m..m + n]).zip(&mut tfs[m..m + n]) {
+                let d = p[0].load(Relaxed);
                 if d >= stop {
                     break;
                 }
-                (docs[m], tfs[m]) = (d, w[self.at + 1].load(Relaxed));
-                m += 1;
-                self.at += POSTING_WORDS;
+                (*d_out, *t_out) = (d, p[1].load(Relaxed));
+                k += 1;
             }
+            m += k;
+            self.at += k * POSTING_WORDS;
             // Onto the first posting not taken (past the limit: `NO_DOC`).
             self.next();
         }
