@@ -1032,12 +1032,12 @@ impl FreshPostings<'_> {
         let (from, to) = self.region_words(b, k);
         assert!(to - from <= MAX_REGION * POSTING_WORDS, "a region holds at most MAX_REGION postings");
         let mut m = 0;
-        for at in (from..to).step_by(POSTING_WORDS) {
-            let d = w[at].load(Relaxed);
+        for ((p, d_out), t_out) in w[from..to].chunks_exact(POSTING_WORDS).zip(docs).zip(tfs) {
+            let d = p[0].load(Relaxed);
             if d >= self.limit {
                 break;
             }
-            (docs[m], tfs[m]) = (d, w[at + 1].load(Relaxed));
+            (*d_out, *t_out) = (d, p[1].load(Relaxed));
             m += 1;
         }
         m
