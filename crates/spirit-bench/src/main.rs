@@ -14,6 +14,7 @@ mod input;
 mod qloop;
 mod report;
 mod run;
+mod stages;
 
 use clap::Parser;
 use serde::Serialize;
@@ -50,6 +51,8 @@ enum Cli {
     /// Bulk indexing (issue 7): the bulk loader per thread and shard count, end to end, against the
     /// baselines' `--mode bulk` results; the tokenizer alone against plain splits.
     Bulk(bulk::BulkArgs),
+    /// Indexing's per-document stages alone on one thread, in CPU seconds: analysis, fresh insertion, flush.
+    Stages(stages::StagesArgs),
 }
 
 #[derive(clap::Args)]
@@ -266,6 +269,12 @@ fn main() {
         Cli::Bulk(a) => {
             if let Err(e) = bulk::run(a) {
                 eprintln!("spirit-bench bulk: {e}");
+                std::process::exit(1);
+            }
+        }
+        Cli::Stages(a) => {
+            if let Err(e) = stages::run(&a) {
+                eprintln!("spirit-bench stages: {e}");
                 std::process::exit(1);
             }
         }

@@ -686,6 +686,28 @@ impl FreshSegment {
         p
     }
 
+    /// A term's look-ahead for a walk over many terms (flush): hints the CPU to fetch the entry word
+    /// [`postings`](Self::postings) reads first. Issue it some terms ahead, then
+    /// [`prefetch_head`](Self::prefetch_head) once the entry has arrived: each is a cache miss per term
+    /// otherwise, and most terms of a segment have a posting or two.
+    #[inline]
+    pub fn prefetch_entry(&self, entry: u32) {
+        prefetch(&self.w()[entry as usize + 2]);
+    }
+
+    /// Hints the CPU to fetch the first posting block of the term at `entry` (its header and first
+    /// postings), reading the entry's head word — cached by an earlier [`prefetch_entry`](Self::prefetch_entry).
+    #[inline]
+    pub fn prefetch_head(&self, entry: u32) {
+        let w = self.w();
+        let head = w[entry as usize + 2].load(Relaxed) as usize;
+        if head != 0 {
+            prefetch(&w[head]);
+            // The line after, where a first block's postings and positions end.
+            prefetch(&w[(head + 16).min(w.len() - 1)]);
+        }
+    }
+
     /// Every term key in the segment (unordered). Used by flush and prefix expansion.
     pub fn for_each_key(&self, f: &mut dyn FnMut(&[u8], u32)) {
         let w = self.w();

@@ -24,6 +24,8 @@ use crate::codec::{
     encode_norm, encode_postings_encoded, read_vbyte, write_positions, write_vbyte, FieldCodecs,
     PostingsCursor, BLOCK,
 };
+use crate::memory::prefetch;
+use std::sync::atomic::Ordering;
 
 const MAGIC: &[u8; 8] = b"SPSEG001";
 /// 2: one-byte norms (1 had u32 lengths).
@@ -61,6 +63,9 @@ fn key_hash(key: &[u8]) -> u64 {
 pub fn id_hash(id: &str) -> u64 {
     xxhash_rust::xxh3::xxh3_64(id.as_bytes())
 }
+
+/// How many terms ahead a flush fetches a term's key and entry (and half as far, its first posting block).
+const FLUSH_AHEAD: usize = 16;
 
 /// Builds images.
 pub struct ImageBuilder;
@@ -102,14 +107,24 @@ impl ImageBuilder {
             let mut w = ImageWriter::with_codecs(codecs.clone());
             let mut post = TermPostings::default();
             let mut p = vec![];
-            for k in keys {
+            for (i, k) in keys.iter().enumerate() {
+                // Keys, entries and first blocks lie at random in memory: each term's are fetched while
+                // earlier terms are encoded (its key and entry FLUSH_AHEAD terms ahead, its block half as far).
+                if let Some(ahead) = keys.get(i + FLUSH_AHEAD) {
+                    prefetch(&arena[ahead.0 as usize]);
+                    fresh.prefetch_entry(ahead.2);
+                }
+                if let Some(ahead) = keys.get(i + FLUSH_AHEAD / 2) {
+                    fresh.prefetch_head(ahead.2);
+                }
                 let (key, e) = (key_of(k), &k.2);
                 post.clear();
-                let field = crate::schema::key_field(key);
+                let lengths = fresh.lengths(crate::schema::key_field(key));
                 let mut c = fresh.postings(*e, n);
                 while c.doc() != crate::codec::NO_DOC {
                     c.positions(&mut p);
-                    post.push(c.doc(), c.freq(), &p, fresh.field_len(field, c.doc()));
+                    let dl = lengths.get(c.doc() as usize).map_or(0, |l| l.load(Ordering::Relaxed));
+                    post.push(c.doc(), c.freq(), &p, dl);
                     c.next();
                 }
                 w.add_term(key, &post);

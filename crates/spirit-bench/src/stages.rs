@@ -1,0 +1,99 @@
+//! `spirit-bench stages`: the per-document stages of indexing (issue 7), each alone on one thread, timed in
+//! thread CPU seconds so the shared machine's noise stays out — analysis (parse the fields, tokenize, collect
+//! terms), insertion into a fresh segment, and the flush of that segment into an image. The bulk load runs
+//! the same three on its workers, its ordered stage and the flusher; end-to-end times (`spirit-bench bulk`)
+//! mix them with scheduling, page faults and I/O, which is what this leaves out.
+
+use crate::input::{baseline_mappings, load_docs, thread_cpu_seconds};
+use spirit::codec::FieldCodecs;
+use spirit::memory::{DramHeap, Fill, RingKind};
+use spirit::schema::document::analyze_document;
+use spirit::segment::{FreshSegment, ImageBuilder};
+use spirit::{Engine, EngineConfig};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct StagesArgs {
+    /// luceneutil line file (.gz allowed).
+    #[arg(long)]
+    docs: PathBuf,
+    /// Documents to index (one fresh segment holds them all).
+    #[arg(long, default_value_t = 100_000)]
+    max_docs: usize,
+    /// Rounds of each stage; the least CPU time of each is reported.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Arena of the fresh segment.
+    #[arg(long, default_value = "512MiB")]
+    arena: String,
+}
+
+/// CPU seconds `f` took on this thread, and what it returned.
+fn cpu<T>(f: impl FnOnce() -> T) -> (f64, T) {
+    let t0 = thread_cpu_seconds();
+    let r = f();
+    (thread_cpu_seconds() - t0, r)
+}
+
+pub fn run(a: &StagesArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let arena = spirit::parse_size(&a.arena)? as usize;
+    let docs = load_docs(&a.docs, Some(a.max_docs))?;
+    let bytes: usize = docs.iter().map(|d| d.title.len() + d.date.len() + d.body.len() + 3).sum();
+    let values: Vec<serde_json::Value> =
+        docs.iter().map(|d| serde_json::json!({"title": d.title, "date": d.date, "body": d.body})).collect();
+    drop(docs);
+    // The schema the bulk benchmark's index ends up with: its mappings, fields mapped from the first document.
+    let dir = tempfile::tempdir()?;
+    let engine = Engine::open(dir.path(), EngineConfig::default())?;
+    let index = engine.create_index("stages", Some(&baseline_mappings()), None)?;
+    index.prepare(None, &values[0])?;
+    let schema = index.schema();
+    let ids: Vec<String> = (0..values.len()).map(|i| i.to_string()).collect();
+
+    let (mut analyze, mut insert, mut flush) = (f64::MAX, f64::MAX, f64::MAX);
+    let mut image_bytes = 0;
+    for round in 0..a.rounds {
+        let (t, analyzed) = cpu(|| {
+            values
+                .iter()
+                .zip(&ids)
+                .map(|(v, id)| analyze_document(&schema, id.clone(), v))
+                .collect::<Result<Vec<_>, _>>()
+        });
+        let analyzed = analyzed?;
+        analyze = analyze.min(t);
+        let heap = DramHeap::new(arena + (64 << 20), arena + (32 << 20))?;
+        // Zeroed here, so the kernel backing its pages is not counted as insertion's work.
+        let block = heap
+            .try_alloc_filled(RingKind::ShortTerm, arena, Fill::Zeroed)
+            .ok_or("the arena does not fit the heap")?;
+        let fresh = FreshSegment::new(block, a.max_docs as u32);
+        let (t, inserted) = cpu(|| analyzed.iter().try_for_each(|d| fresh.insert(d).map(drop)));
+        inserted.map_err(|e| format!("insert: {e:?} (a larger --arena?)"))?;
+        insert = insert.min(t);
+        drop(analyzed);
+        let (t, image) = cpu(|| ImageBuilder::from_fresh(&fresh, 1, 0, &FieldCodecs::default()));
+        image_bytes = image.map_err(|e| format!("flush: {e:?}"))?.len();
+        flush = flush.min(t);
+        eprintln!(
+            "round {round}: analyze {analyze:.2} s, insert {insert:.2} s, flush {flush:.2} s (least so far)"
+        );
+    }
+    let n = values.len() as f64;
+    println!(
+        "{} docs ({:.1} MB), least CPU of {} rounds: analyze {:.3} s ({:.2} µs/doc, {:.0} MB/s), insert {:.3} s \
+         ({:.2} µs/doc), flush {:.3} s ({:.2} µs/doc) into a {:.1} MB image",
+        values.len(),
+        bytes as f64 / 1e6,
+        a.rounds,
+        analyze,
+        analyze / n * 1e6,
+        bytes as f64 / 1e6 / analyze,
+        insert,
+        insert / n * 1e6,
+        flush,
+        flush / n * 1e6,
+        image_bytes as f64 / 1e6
+    );
+    Ok(())
+}
