@@ -471,36 +471,60 @@ impl SealedImage {
     }
 
     /// Writes the image into `out`, exactly [`len`](Self::len) bytes whatever they held before: every byte
-    /// is written, padding included, then the checksum over them.
+    /// is written, padding included, the checksum over them in the header.
     pub fn write_into(&self, out: &mut [u8]) {
         assert_eq!(out.len(), self.len, "an image is written into exactly its length");
+        let mut at = 0;
+        self.pieces(&mut |b| {
+            out[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        });
+        debug_assert_eq!(at, self.len);
+    }
+
+    /// The image's bytes in order, as consecutive slices that together are exactly [`len`](Self::len)
+    /// bytes — the header with its checksum, each section's padding (zeros) and pieces: what
+    /// [`write_into`](Self::write_into) copies, for a writer that takes them as they are (the persistent
+    /// heap writes them to its file, `PersistentHeap::write_gathered`).
+    pub fn pieces(&self, f: &mut dyn FnMut(&[u8])) {
+        let mut prefix = [0u8; PREFIX];
+        prefix[..8].copy_from_slice(MAGIC);
+        prefix[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        prefix[12..16].copy_from_slice(&self.n_docs.to_le_bytes());
+        prefix[16..20].copy_from_slice(&self.seg_id.to_le_bytes());
+        prefix[20..24].copy_from_slice(&self.base_doc.to_le_bytes());
+        prefix[24..28].copy_from_slice(&self.n_terms.to_le_bytes());
+        prefix[28..32].copy_from_slice(&self.n_fields.to_le_bytes());
+        prefix[40..48].copy_from_slice(&(self.len as u64).to_le_bytes());
+        for (i, (o, l)) in self.table.iter().enumerate() {
+            prefix[HEADER + i * 16..HEADER + i * 16 + 8].copy_from_slice(&o.to_le_bytes());
+            prefix[HEADER + i * 16 + 8..HEADER + i * 16 + 16].copy_from_slice(&l.to_le_bytes());
+        }
+        // The checksum first (over every byte but its own four, as `image_crc`), then the bytes.
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&prefix[..32]);
+        crc.update(&prefix[36..]);
+        self.sections_bytes(&mut |b| crc.update(b));
+        prefix[32..36].copy_from_slice(&crc.finalize().to_le_bytes());
+        f(&prefix);
+        self.sections_bytes(f);
+    }
+
+    /// Every byte after the prefix: each section's padding to its offset, then its pieces.
+    fn sections_bytes(&self, f: &mut dyn FnMut(&[u8])) {
+        const ZEROS: [u8; 8] = [0; 8];
         let mut at = PREFIX;
-        for ((off, len), pieces) in self.table.iter().zip(&self.sections) {
+        for ((off, _), pieces) in self.table.iter().zip(&self.sections) {
             let off = *off as usize;
-            out[at..off].fill(0);
+            // Sections are 8-byte aligned (`ImageWriter::seal`): padding is under 8 bytes.
+            f(&ZEROS[..off - at]);
             at = off;
             for p in pieces {
-                out[at..at + p.len()].copy_from_slice(p);
+                f(p);
                 at += p.len();
             }
-            debug_assert_eq!(at, off + *len as usize);
         }
-        debug_assert_eq!(at, self.len);
-        out[..PREFIX].fill(0);
-        out[..8].copy_from_slice(MAGIC);
-        out[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        out[12..16].copy_from_slice(&self.n_docs.to_le_bytes());
-        out[16..20].copy_from_slice(&self.seg_id.to_le_bytes());
-        out[20..24].copy_from_slice(&self.base_doc.to_le_bytes());
-        out[24..28].copy_from_slice(&self.n_terms.to_le_bytes());
-        out[28..32].copy_from_slice(&self.n_fields.to_le_bytes());
-        out[40..48].copy_from_slice(&(self.len as u64).to_le_bytes());
-        for (i, (o, l)) in self.table.iter().enumerate() {
-            out[HEADER + i * 16..HEADER + i * 16 + 8].copy_from_slice(&o.to_le_bytes());
-            out[HEADER + i * 16 + 8..HEADER + i * 16 + 16].copy_from_slice(&l.to_le_bytes());
-        }
-        let crc = image_crc(out);
-        out[32..36].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(at, self.len, "an image's sections end at its length");
     }
 
     /// The image in a buffer of its own.

@@ -1201,7 +1201,10 @@ impl ShardInner {
     /// Writes an image into a new extent of the persistent heap; its offset.
     fn write_persistent(&self, image: &SealedImage) -> Result<u64> {
         let off = self.heap.alloc(image.len()).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
-        self.heap.write_with(off, image.len(), |out| image.write_into(out));
+        if let Err(e) = self.heap.write_gathered(off, image.len(), &|f| image.pieces(f)) {
+            self.heap.release(off, image.len() as u64);
+            return Err(Error::io(self.heap.path(), e));
+        }
         Ok(off)
     }
 
@@ -1287,7 +1290,10 @@ impl ShardInner {
         let SegData::Image { dram: Some(img), .. } = &seg.data else { return Ok(()) };
         let bytes = img.bytes();
         let off = self.alloc_with_retention(bytes.len())?;
-        self.heap.write(off, bytes);
+        if let Err(e) = self.heap.write_gathered(off, bytes.len(), &|f| f(bytes)) {
+            self.heap.release(off, bytes.len() as u64);
+            return Err(Error::io(self.heap.path(), e));
+        }
         if self.cfg.durability == Durability::CrashSafe {
             self.heap.persist(off, bytes.len()).map_err(|e| Error::io(self.heap.path(), e))?;
             self.log_engraved(&seg, off, bytes.len())?;

@@ -298,7 +298,10 @@ impl ShardInner {
         let Ok(off) = self.heap.alloc(len) else {
             return Ok(false);
         };
-        self.heap.write_with(off, len, |out| image.write_into(out));
+        if let Err(e) = self.heap.write_gathered(off, len, &|f| image.pieces(f)) {
+            self.heap.release(off, len as u64);
+            return Err(Error::io(path, e));
+        }
         drop(image);
         let img = PersistentImage::new(self.heap.clone(), off, len);
         if self.logs.is_some() {
