@@ -42,9 +42,14 @@ pub struct BulkArgs {
     /// instead of lazily when DRAM runs short.
     #[arg(long)]
     eager_commit: bool,
-    /// Baseline results (`--mode bulk` JSON) to put in the table.
+    /// Results to put in the table besides this run's: baselines' `--mode bulk` JSON, or the `--json` of an
+    /// earlier `spirit-bench bulk` (its runs).
     #[arg(long, value_delimiter = ',')]
     compare: Vec<PathBuf>,
+    /// Run nothing: only the table and goals of the `--compare` results (`bench/run.sh bulk` runs every
+    /// engine in rounds, then reports them all, best of each).
+    #[arg(long)]
+    report_only: bool,
     /// Write all results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -175,22 +180,44 @@ fn tokenizer_run(args: &BulkArgs) -> Result<Value, Box<dyn std::error::Error>> {
 
 pub fn run(args: BulkArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut rows = vec![];
-    for &shards in &args.shards {
-        for &threads in &args.threads {
-            rows.push(spirit_run(&args, threads, shards)?);
+    if !args.report_only {
+        for &shards in &args.shards {
+            for &threads in &args.threads {
+                rows.push(spirit_run(&args, threads, shards)?);
+            }
         }
     }
+    let mut tok = Value::Null;
     for p in &args.compare {
         let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        rows.push(serde_json::from_str::<Value>(&text)?);
+        let v = serde_json::from_str::<Value>(&text)?;
+        // Each row says which file it came from (runs in rounds are told apart by their file names).
+        let stem = p.file_stem().map_or(String::new(), |s| s.to_string_lossy().into_owned());
+        let sourced = |mut r: Value| {
+            if r.get("source").is_none() {
+                r["source"] = json!(stem);
+            }
+            r
+        };
+        match v.get("runs").and_then(Value::as_array) {
+            Some(runs) => {
+                rows.extend(runs.iter().cloned().map(sourced));
+                if tok.is_null() {
+                    tok = v["tokenizer"].clone();
+                }
+            }
+            None => rows.push(sourced(v)),
+        }
     }
-    let tok = if args.no_tokenizer { Value::Null } else { tokenizer_run(&args)? };
+    if !args.no_tokenizer && !args.report_only {
+        tok = tokenizer_run(&args)?;
+    }
     let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-    println!("| engine | threads | shards | docs | MB | searchable after s | durable + merged after s | MB/s | docs/s | index MB (allocated) | peak RSS MB |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| engine | threads | shards | docs | MB | searchable after s | durable + merged after s | MB/s | docs/s | index MB (allocated) | peak RSS MB | from |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         println!(
-            "| {} | {} | {} | {} | {:.1} | {} | {:.2} | {:.1} | {:.0} | {:.0} | {:.0} |",
+            "| {} | {} | {} | {} | {:.1} | {} | {:.2} | {:.1} | {:.0} | {:.0} | {:.0} | {} |",
             r["engine"].as_str().unwrap_or("?"),
             r["threads"],
             r.get("shards").map_or("–".to_string(), |s| s.to_string()),
@@ -202,6 +229,7 @@ pub fn run(args: BulkArgs) -> Result<(), Box<dyn std::error::Error>> {
             f(r, "docs_per_sec"),
             f(r, "index_bytes") / 1e6,
             f(r, "peak_rss_bytes") / 1e6,
+            r["source"].as_str().unwrap_or("this run"),
         );
     }
     // Goals (issue 7): spirit's best multi-threaded rate against each baseline's best, all cores.
@@ -219,7 +247,7 @@ pub fn run(args: BulkArgs) -> Result<(), Box<dyn std::error::Error>> {
             );
         }
     }
-    if !args.no_tokenizer {
+    if !tok.is_null() {
         println!(
         "\nTokenizer alone on the bodies ({:.1} MB in memory, best of 3): spirit {:.3} GB/s ({} tokens, = \
          split on non-alphanumeric + to_lowercase at {:.3} GB/s); split on non-alphanumeric {:.3} GB/s; \
