@@ -475,8 +475,9 @@ impl PersistentHeap {
     /// Writes an allocated, not yet published range of `len` bytes from the consecutive slices `bytes`
     /// hands its callback. With `msync` persistence through the file (`pwrite`), not the mapping: the kernel
     /// copies whole pages straight into the page cache, where the first store through the mapping to a page
-    /// of fresh file space makes it read that page as zeros first (a fault and a page zeroed: on a bulk load
-    /// of the enwiki file, 4% of the samples were that zeroing, by the flusher and the prefault thread). The
+    /// of fresh file space makes it read that page as zeros first (a fault and a page zeroed: 1.7% of a 2-thread
+    /// enwiki bulk load's samples in the flusher; the prefault thread's share, which fills space ahead of the
+    /// head for the merger's stores, stays). The
     /// mapping sees the same pages, and a later [`persist`](Self::persist) (`msync`) writes them back like any
     /// other. On DAX and under the simulated persistence domain the bytes go through the mapping. An I/O
     /// error leaves the range unpublished; the caller releases it.
