@@ -26,8 +26,8 @@ pub use dram::{DramBlock, DramHeap, DramStats, Fill, RingKind};
 pub(crate) use mapping::words_of;
 pub use persist::{Barrier, FlushKind, SimDomain};
 pub use persistent::{
-    BarrierChoice, Extent, HeapError as PersistentHeapError, PersistentHeap, PersistentStats, RecoveryRecord,
-    FORMAT_VERSION, SUPERBLOCK_BYTES,
+    gather_into, BarrierChoice, Extent, HeapError as PersistentHeapError, PersistentHeap, PersistentStats,
+    RecoveryRecord, FORMAT_VERSION, SUPERBLOCK_BYTES,
 };
 
 /// Nice value of background and batch threads: a shard's pipeline (flusher, engraver, merger) and the bulk

@@ -97,6 +97,16 @@ pub struct PersistentHeap {
 /// ([`PersistentHeap::write_gathered`]).
 pub type Pieces<'a> = dyn Fn(&mut dyn FnMut(&[u8])) + 'a;
 
+/// Copies `pieces` back to back into `out`, which they must fill exactly.
+pub fn gather_into(out: &mut [u8], pieces: &Pieces) {
+    let mut at = 0;
+    pieces(&mut |b| {
+        out[at..at + b.len()].copy_from_slice(b);
+        at += b.len();
+    });
+    assert_eq!(at, out.len(), "the pieces fill the range");
+}
+
 /// How a heap should make ranges durable.
 #[derive(Clone, Default)]
 pub enum BarrierChoice {
@@ -483,14 +493,7 @@ impl PersistentHeap {
     /// error leaves the range unpublished; the caller releases it.
     pub fn write_gathered(&self, off: u64, len: usize, bytes: &Pieces) -> io::Result<()> {
         if !matches!(self.barrier, Barrier::Msync) {
-            self.write_with(off, len, |out| {
-                let mut at = 0;
-                bytes(&mut |b| {
-                    out[at..at + b.len()].copy_from_slice(b);
-                    at += b.len();
-                });
-                assert_eq!(at, len, "the pieces fill the range");
-            });
+            self.write_with(off, len, |out| gather_into(out, bytes));
             return Ok(());
         }
         assert!(off + len as u64 <= *self.head.lock(), "write beyond the allocated heap");

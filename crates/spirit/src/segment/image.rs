@@ -474,12 +474,7 @@ impl SealedImage {
     /// is written, padding included, the checksum over them in the header.
     pub fn write_into(&self, out: &mut [u8]) {
         assert_eq!(out.len(), self.len, "an image is written into exactly its length");
-        let mut at = 0;
-        self.pieces(&mut |b| {
-            out[at..at + b.len()].copy_from_slice(b);
-            at += b.len();
-        });
-        debug_assert_eq!(at, self.len);
+        crate::memory::gather_into(out, &|f| self.pieces(f));
     }
 
     /// The image's bytes in order, as consecutive slices that together are exactly [`len`](Self::len)
