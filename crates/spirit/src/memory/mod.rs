@@ -27,7 +27,7 @@ pub(crate) use mapping::words_of;
 pub use persist::{Barrier, FlushKind, SimDomain};
 pub use persistent::{
     gather_into, BarrierChoice, Extent, HeapError as PersistentHeapError, PersistentHeap, PersistentStats,
-    RecoveryRecord, FORMAT_VERSION, SUPERBLOCK_BYTES,
+    RecoveryRecord, WriteVia, FORMAT_VERSION, SUPERBLOCK_BYTES,
 };
 
 /// Nice value of background and batch threads: a shard's pipeline (flusher, engraver, merger) and the bulk

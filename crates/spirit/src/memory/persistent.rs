@@ -97,6 +97,15 @@ pub struct PersistentHeap {
 /// ([`PersistentHeap::write_gathered`]).
 pub type Pieces<'a> = dyn Fn(&mut dyn FnMut(&[u8])) + 'a;
 
+/// How the bytes of an allocation will be written ([`PersistentHeap::alloc_via`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteVia {
+    /// Stores through the mapping ([`PersistentHeap::write`], atomics, in-place builders).
+    Mapping,
+    /// [`PersistentHeap::write_gathered`] (the file, `pwrite`, under `msync` persistence).
+    File,
+}
+
 /// Copies `pieces` back to back into `out`, which they must fill exactly.
 pub fn gather_into(out: &mut [u8], pieces: &Pieces) {
     let mut at = 0;
@@ -406,8 +415,16 @@ impl PersistentHeap {
 
     /// Allocates `len` bytes (64-byte aligned) and returns their offset. The range is zero (fresh file space)
     /// or stale data; the caller fills it completely through [`write`](Self::write) before publishing the
-    /// offset anywhere a reader can find it.
+    /// offset anywhere a reader can find it. For bytes stored through the mapping ([`WriteVia::Mapping`]).
     pub fn alloc(&self, len: usize) -> Result<u64, HeapError> {
+        self.alloc_via(len, WriteVia::Mapping)
+    }
+
+    /// [`alloc`](Self::alloc) for a range written as `via` says: only stores through the mapping have fresh
+    /// file space ahead of the head faulted in ([`prefault_ahead`](Self::prefault_ahead)); a range that
+    /// [`write_gathered`](Self::write_gathered) fills through the file would only have its page-cache pages
+    /// zeroed by the prefault thread before the copy overwrites them.
+    pub fn alloc_via(&self, len: usize, via: WriteVia) -> Result<u64, HeapError> {
         let mut head = self.head.lock();
         if let Some(off) = self.space.lock().take(len as u64) {
             return Ok(off);
@@ -426,14 +443,17 @@ impl PersistentHeap {
             }
         }
         *head = end;
-        self.prefault_ahead(end as usize);
+        if via == WriteVia::Mapping {
+            self.prefault_ahead(end as usize);
+        }
         Ok(off)
     }
 
-    /// Fresh file space just past the head is about to be written at full speed (merged lists linked; images
-    /// go through the file, [`write_gathered`](Self::write_gathered)); the first touch of each of its pages is a fault in which the kernel zeroes a page-cache
-    /// page — the single-threaded end of a bulk load spent about half its time there (merger and flusher,
-    /// perf). So the next [`PREFAULT_AHEAD`] bytes are faulted in on a background thread
+    /// Fresh file space just past the head is about to be stored to through the mapping at full speed (the
+    /// merged dictionary's tables, nodes and keys, allocated with [`WriteVia::Mapping`]; images go through
+    /// the file and ask for nothing); the first touch of each of its pages is a fault in which the kernel
+    /// zeroes a page-cache page — the single-threaded end of a bulk load spent about half its time there
+    /// (merger and flusher, perf). So the next [`PREFAULT_AHEAD`] bytes are faulted in on a background thread
     /// ([`Mapping::populate_in_background`]; contents unchanged), asked for in steps of half that. Not
     /// further: a populated page is dirty, so zeros the writeback also writes. Not on DAX (the stores go to
     /// the device) nor under the simulated persistence domain (crash tests keep their own page model).
@@ -486,10 +506,9 @@ impl PersistentHeap {
     /// hands its callback. With `msync` persistence through the file (`pwrite`), not the mapping: the kernel
     /// copies whole pages straight into the page cache, where the first store through the mapping to a page
     /// of fresh file space makes it read that page as zeros first (a fault and a page zeroed: 1.7% of a 2-thread
-    /// enwiki bulk load's samples in the flusher; the prefault thread's share, which fills space ahead of the
-    /// head for the merger's stores, stays). The
-    /// mapping sees the same pages, and a later [`persist`](Self::persist) (`msync`) writes them back like any
-    /// other. On DAX and under the simulated persistence domain the bytes go through the mapping. An I/O
+    /// enwiki bulk load's samples in the flusher); allocate the range with [`WriteVia::File`], so no
+    /// prefault thread zeroes its pages first either. The mapping sees the same pages, and a later
+    /// [`persist`](Self::persist) (`msync`) writes them back like any other. On DAX and under the simulated persistence domain the bytes go through the mapping. An I/O
     /// error leaves the range unpublished; the caller releases it.
     pub fn write_gathered(&self, off: u64, len: usize, bytes: &Pieces) -> io::Result<()> {
         if !matches!(self.barrier, Barrier::Msync) {

@@ -288,9 +288,12 @@ impl MergedSegment {
         let bytes = (TABLE_HEADER + cap * SLOT) as usize;
         let t = self.alloc(bytes)?;
         // Fresh heap space is zero, but write it anyway: the table must start empty whatever was there.
-        let zeros = vec![0u8; bytes];
-        self.heap.write(t, &zeros);
-        self.heap.write(t, &cap.to_le_bytes());
+        // Zeroed in place: a buffer of zeros to copy from was as large as the table (128 MiB for an enwiki
+        // bulk load's last one), memory first touched for that alone.
+        self.heap.write_with(t, bytes, |out| {
+            out.fill(0);
+            out[..8].copy_from_slice(&cap.to_le_bytes());
+        });
         Ok(t)
     }
 
@@ -388,6 +391,15 @@ impl MergedSegment {
             self.heap.atomic(t + 8).store(count, Relaxed);
             if opts.durable {
                 self.heap.persist(t, (TABLE_HEADER + cap * SLOT) as usize)?;
+            }
+        }
+        // Into an empty dictionary every term of the image is new: the table is sized for all of them at once.
+        // Doubling as they arrived wrote every smaller table on the way (about as many bytes again as the
+        // last one, kept in the region until the dictionary is superseded) and re-inserted the slots each time.
+        if count == 0 && !opts.redo {
+            let want = ((n - (opts.from_term as u64).min(n)) * 2).next_power_of_two();
+            if want > cap {
+                (t, cap) = self.grow_to(t, cap, want, opts.durable)?;
             }
         }
         // Without progress to report, terms go in batches of LINK_BATCH: a batch allocates its nodes and key
@@ -528,7 +540,13 @@ impl MergedSegment {
     }
 
     fn grow(&self, t: u64, cap: u64, durable: bool) -> Result<(u64, u64), MergeError> {
-        let ncap = cap * 2;
+        self.grow_to(t, cap, cap * 2, durable)
+    }
+
+    /// Moves every slot of table `t` (capacity `cap`) into a new table of capacity `ncap` (a larger power of
+    /// two) and publishes it; the new table and its capacity.
+    fn grow_to(&self, t: u64, cap: u64, ncap: u64, durable: bool) -> Result<(u64, u64), MergeError> {
+        assert!(ncap > cap && ncap.is_power_of_two(), "a table grows to a larger power of two");
         let nt = self.new_table(ncap)?;
         let mut count = 0;
         for i in 0..cap {
@@ -766,13 +784,13 @@ mod tests {
     use crate::segment::{FreshSegment, ImageBuilder};
     use serde_json::json;
 
-    /// An image of `n` documents, each with a word of its own and a word all share.
+    /// An image of `n` documents, each with a word of its own (`w` and its doc id) and a word all share.
     fn image(seg_id: u32, base_doc: u32, n: u32) -> Vec<u8> {
         let schema = Schema::from_mappings(&json!({"properties": {"body": {"type": "text"}}})).unwrap();
-        let heap = DramHeap::new(4 << 20, 3 << 20).unwrap();
-        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 2 << 20).unwrap(), 1000);
+        let heap = DramHeap::new(48 << 20, 40 << 20).unwrap();
+        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 32 << 20).unwrap(), n.max(1000));
         for i in 0..n {
-            let d = json!({"body": format!("shared w{i}")});
+            let d = json!({"body": format!("shared w{}", base_doc + i)});
             fresh.insert(&analyze_document(&schema, format!("d{}", base_doc + i), &d).unwrap()).unwrap();
         }
         ImageBuilder::from_fresh(&fresh, seg_id, base_doc, &crate::codec::FieldCodecs::default()).unwrap()
@@ -842,6 +860,45 @@ mod tests {
         for k in &keys {
             assert_eq!(resolved(&ms2, k, 1), walk(&ms2, k, 1));
             assert_eq!(resolved(&ms, k, 3), walk(&ms, k, 3), "the old dictionary still answers");
+        }
+    }
+
+    /// Into an empty dictionary, an image's terms get a table sized for all of them at once (no table of
+    /// every smaller size left behind in the region); a later image's new terms still grow it by doubling.
+    /// Every chain is whole after both.
+    #[test]
+    fn the_first_link_sizes_the_table_once_and_later_ones_double_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let heap = Arc::new(
+            PersistentHeap::create(&dir.path().join("heap"), 64 << 20, BarrierChoice::Auto).unwrap(),
+        );
+        let ms = MergedSegment::create(heap.clone()).unwrap();
+        let before = ms.region_bytes();
+        let (one, two) = (image(1, 0, 20_000), image(2, 20_000, 20_000));
+        let (v1, v2) = (ImageView::parse(&one).unwrap(), ImageView::parse(&two).unwrap());
+        let n1 = v1.n_terms() as u64;
+        assert!(n1 > 4 * INITIAL_CAP, "the image needs several doublings of the first table");
+        ms.link(heap.alloc_copy(&one).unwrap(), &v1, &mut LinkOptions::default()).unwrap();
+        let cap = (2 * n1).next_power_of_two();
+        assert_eq!(ms.table().1, cap);
+        assert_eq!(ms.term_count(), n1);
+        // The region holds the first table, the final one, the nodes and the key records — no table between.
+        let keys: u64 = (0..n1 as usize).map(|i| 8 + v1.key_at(i).unwrap().len() as u64).sum();
+        let grown = ms.region_bytes() - before;
+        let want = TABLE_HEADER + cap * SLOT + n1 * NODE + keys;
+        assert!(grown <= want + 2 * MIN_CHUNK, "region grew by {grown} bytes for {want} of content");
+
+        ms.link(heap.alloc_copy(&two).unwrap(), &v2, &mut LinkOptions::default()).unwrap();
+        let n2 = v2.n_terms() as u64;
+        let total = n1 + n2 - 1; // "shared" is in both
+        assert_eq!(ms.term_count(), total);
+        assert_eq!(ms.table().1, (2 * total).next_power_of_two(), "doubled as the new terms came");
+        for (v, seg) in [(&v1, 1), (&v2, 2)] {
+            let keys: Vec<Vec<u8>> = (0..v.n_terms()).map(|i| v.key_at(i).unwrap().to_vec()).collect();
+            for (key, chain) in keys.iter().zip(chains(&ms, &keys)) {
+                let want = if key.ends_with(b"shared") { vec![2, 1] } else { vec![seg] };
+                assert_eq!(chain, want, "chain of {:?}", String::from_utf8_lossy(key));
+            }
         }
     }
 

@@ -26,7 +26,9 @@ use crate::codec::FieldCodecs;
 use crate::config::{CommitPolicy, Durability, ShardConfig};
 use crate::error::{Error, Result};
 use crate::gdt::{DramImage, Gdt, PersistentImage, SegData, SegState, SegmentDesc, Snapshot};
-use crate::memory::{DramHeap, DramStats, Fill, PersistentHeap, PersistentStats, RecoveryRecord, RingKind};
+use crate::memory::{
+    DramHeap, DramStats, Fill, PersistentHeap, PersistentStats, RecoveryRecord, RingKind, WriteVia,
+};
 use crate::schema::AnalyzedDoc;
 use crate::segment::hot::{HotChains, HotStats};
 use crate::segment::image::{id_hash, id_lower_bounds, SealedImage, ID_LOCKSTEP};
@@ -1200,7 +1202,10 @@ impl ShardInner {
 
     /// Writes an image into a new extent of the persistent heap; its offset.
     fn write_persistent(&self, image: &SealedImage) -> Result<u64> {
-        let off = self.heap.alloc(image.len()).map_err(|e| Error::ResourceExhausted(e.to_string()))?;
+        let off = self
+            .heap
+            .alloc_via(image.len(), WriteVia::File)
+            .map_err(|e| Error::ResourceExhausted(e.to_string()))?;
         if let Err(e) = self.heap.write_gathered(off, image.len(), &|f| image.pieces(f)) {
             self.heap.release(off, image.len() as u64);
             return Err(Error::io(self.heap.path(), e));

@@ -22,6 +22,7 @@
 use super::{ShardInner, Writer};
 use crate::error::{Error, Result};
 use crate::gdt::{now_millis, PersistentImage, SegData, SegState, SegmentDesc, Snapshot};
+use crate::memory::WriteVia;
 use crate::segment::compact::seal_compacted;
 use crate::segment::{DeleteBitmap, ImageView, LinkOptions, MergedSegment};
 use parking_lot::MutexGuard;
@@ -295,7 +296,7 @@ impl ShardInner {
         let image = seal_compacted(&views, last.id, &codecs).map_err(|e| Error::corrupt(path, 0, e.0))?;
         drop(views);
         let len = image.len();
-        let Ok(off) = self.heap.alloc(len) else {
+        let Ok(off) = self.heap.alloc_via(len, WriteVia::File) else {
             return Ok(false);
         };
         if let Err(e) = self.heap.write_gathered(off, len, &|f| image.pieces(f)) {
@@ -459,11 +460,12 @@ impl ShardInner {
         Ok(true)
     }
 
-    /// Out of persistent space for `len` bytes: if retention is configured, drop the oldest segments until
-    /// the allocation succeeds (waiting for readers of old epochs to let go of their space); otherwise, or
-    /// if nothing is left to drop, the error.
+    /// Persistent space for an image of `len` bytes written through the file ([`WriteVia::File`]). Out of
+    /// space: if retention is configured, drop the oldest segments until the allocation succeeds (waiting
+    /// for readers of old epochs to let go of their space); otherwise, or if nothing is left to drop, the
+    /// error.
     pub(super) fn alloc_with_retention(&self, len: usize) -> Result<u64> {
-        let mut last = match self.heap.alloc(len) {
+        let mut last = match self.heap.alloc_via(len, WriteVia::File) {
             Ok(off) => return Ok(off),
             Err(e) => e,
         };
@@ -488,7 +490,7 @@ impl ShardInner {
                     self.try_checkpoint()?;
                 }
             }
-            match self.heap.alloc(len) {
+            match self.heap.alloc_via(len, WriteVia::File) {
                 Ok(off) => return Ok(off),
                 Err(e) => last = e,
             }
