@@ -508,8 +508,9 @@ impl PersistentHeap {
     /// of fresh file space makes it read that page as zeros first (a fault and a page zeroed: 1.7% of a 2-thread
     /// enwiki bulk load's samples in the flusher); allocate the range with [`WriteVia::File`], so no
     /// prefault thread zeroes its pages first either. The mapping sees the same pages, and a later
-    /// [`persist`](Self::persist) (`msync`) writes them back like any other. On DAX and under the simulated persistence domain the bytes go through the mapping. An I/O
-    /// error leaves the range unpublished; the caller releases it.
+    /// [`persist`](Self::persist) (`msync`) writes them back like any other. On DAX and under the simulated
+    /// persistence domain the bytes go through the mapping. An I/O error leaves the range unpublished; the
+    /// caller releases it.
     pub fn write_gathered(&self, off: u64, len: usize, bytes: &Pieces) -> io::Result<()> {
         if !matches!(self.barrier, Barrier::Msync) {
             self.write_with(off, len, |out| gather_into(out, bytes));

@@ -796,6 +796,11 @@ mod tests {
         ImageBuilder::from_fresh(&fresh, seg_id, base_doc, &crate::codec::FieldCodecs::default()).unwrap()
     }
 
+    /// A 64 MiB persistent heap in `dir`.
+    fn heap_in(dir: &tempfile::TempDir) -> Arc<PersistentHeap> {
+        Arc::new(PersistentHeap::create(&dir.path().join("heap"), 64 << 20, BarrierChoice::Auto).unwrap())
+    }
+
     /// The segment ids along every chain of `keys`; each walk must be free of errors.
     fn chains(ms: &MergedSegment, keys: &[Vec<u8>]) -> Vec<Vec<u32>> {
         keys.iter().map(|k| ms.chain(k).map(|n| n.unwrap().seg_id).collect()).collect()
@@ -808,9 +813,7 @@ mod tests {
     #[test]
     fn resolve_through_the_cache_equals_the_chain_walk() {
         let dir = tempfile::tempdir().unwrap();
-        let heap = Arc::new(
-            PersistentHeap::create(&dir.path().join("heap"), 64 << 20, BarrierChoice::Auto).unwrap(),
-        );
+        let heap = heap_in(&dir);
         let hot = Arc::new(HotChains::new(1 << 20));
         let ms = MergedSegment::create(heap.clone()).unwrap().with_hot(hot.clone());
         let imgs = [image(1, 0, 20), image(2, 20, 30), image(3, 50, 10)];
@@ -869,9 +872,7 @@ mod tests {
     #[test]
     fn the_first_link_sizes_the_table_once_and_later_ones_double_it() {
         let dir = tempfile::tempdir().unwrap();
-        let heap = Arc::new(
-            PersistentHeap::create(&dir.path().join("heap"), 64 << 20, BarrierChoice::Auto).unwrap(),
-        );
+        let heap = heap_in(&dir);
         let ms = MergedSegment::create(heap.clone()).unwrap();
         let before = ms.region_bytes();
         let (one, two) = (image(1, 0, 20_000), image(2, 20_000, 20_000));
@@ -907,9 +908,7 @@ mod tests {
     #[test]
     fn a_link_cut_short_is_finished_by_a_redo() {
         let dir = tempfile::tempdir().unwrap();
-        let heap = Arc::new(
-            PersistentHeap::create(&dir.path().join("heap"), 64 << 20, BarrierChoice::Auto).unwrap(),
-        );
+        let heap = heap_in(&dir);
         let ms = MergedSegment::create(heap.clone()).unwrap();
         let (one, two) = (image(1, 0, 20), image(2, 20, 20));
         let (off1, off2) = (heap.alloc_copy(&one).unwrap(), heap.alloc_copy(&two).unwrap());
