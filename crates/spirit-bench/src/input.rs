@@ -35,6 +35,10 @@ pub struct Workload {
     /// thread, more evaluate a query's shards in parallel.
     #[arg(long, default_value_t = 1)]
     pub shards: usize,
+    /// Arena of one real-time fresh segment (`ShardConfig::fresh_segment_bytes`, e.g. `16MB`; default:
+    /// the engine's, min(64 MiB, budget / 8)).
+    #[arg(long)]
+    pub fresh_segment_bytes: Option<String>,
 }
 
 impl Workload {
@@ -47,6 +51,10 @@ impl Workload {
                 "none" => None,
                 n => Some(n.parse().expect("--max-unmerged: a number or none")),
             },
+            fresh_segment_bytes: self
+                .fresh_segment_bytes
+                .as_deref()
+                .map(|b| spirit::parse_size(b).expect("--fresh-segment-bytes") as usize),
             ..Default::default()
         }
     }
