@@ -109,6 +109,9 @@ struct TermCollector {
     table: hashbrown::HashTable<u32>,
     keys: Vec<u8>,
     spans: Vec<(u32, u32)>,
+    /// Each term's [`super::term_hash`], in term order: the table rehashes from it as it grows, and
+    /// [`finish`](Self::finish) derives the fresh segment's hash from it.
+    hashes: Vec<u64>,
     occ: Vec<(u32, u32)>,
     /// Occurrences per term, then the next free position slot per term in `finish`.
     counts: Vec<u32>,
@@ -122,17 +125,6 @@ const COLLECTOR_KEEP: usize = 1 << 16;
 
 thread_local! {
     static COLLECTOR: std::cell::RefCell<TermCollector> = std::cell::RefCell::default();
-}
-
-/// Hash of the term key of token `tok` in field `fid` (a key is the field's two big-endian bytes, then the
-/// token): the field and the token are hashed apart, so a token is hashed, and looked up, without its key
-/// being built.
-fn key_hash(fid: u16, tok: &[u8]) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = rustc_hash::FxBuildHasher.build_hasher();
-    h.write_u16(fid);
-    h.write(tok);
-    h.finish()
 }
 
 /// Whether two byte strings are equal, compared inline when short (most tokens): a slice comparison is a
@@ -151,14 +143,15 @@ impl TermCollector {
         self.table.clear();
         self.keys.clear();
         self.spans.clear();
+        self.hashes.clear();
         self.occ.clear();
         self.source.clear();
     }
 
     /// Records an occurrence of token `tok` of field `fid` at `pos` (its term key: `schema::term_key`).
     fn add(&mut self, fid: u16, tok: &[u8], pos: u32) {
-        let h = key_hash(fid, tok);
-        let TermCollector { table, keys, spans, occ, .. } = self;
+        let h = super::term_hash(fid, tok);
+        let TermCollector { table, keys, spans, hashes, occ, .. } = self;
         let field = fid.to_be_bytes();
         let found = table.find(h, |&t| {
             let (o, l) = spans[t as usize];
@@ -171,13 +164,10 @@ impl TermCollector {
             None => {
                 let t = spans.len() as u32;
                 spans.push((keys.len() as u32, tok.len() as u32 + 2));
+                hashes.push(h);
                 keys.extend_from_slice(&field);
                 keys.extend_from_slice(tok);
-                table.insert_unique(h, t, |&x| {
-                    let (o, l) = spans[x as usize];
-                    let key = &keys[o as usize..(o + l) as usize];
-                    key_hash(super::key_field(key), &key[2..])
-                });
+                table.insert_unique(h, t, |&x| hashes[x as usize]);
                 t
             }
         };
@@ -187,7 +177,7 @@ impl TermCollector {
     /// The collected terms as the document keeps them: keys back to back, one span per term, positions
     /// grouped by term.
     fn finish(&mut self) -> (Vec<u8>, Vec<TermSpan>, Vec<u32>) {
-        let TermCollector { keys, spans, occ, counts, .. } = self;
+        let TermCollector { keys, spans, hashes, occ, counts, .. } = self;
         counts.clear();
         counts.resize(spans.len(), 0);
         for &(t, _) in occ.iter() {
@@ -195,10 +185,9 @@ impl TermCollector {
         }
         let mut terms = Vec::with_capacity(spans.len());
         let mut off = 0;
-        for (&(key_off, key_len), n) in spans.iter().zip(counts.iter_mut()) {
+        for ((&(key_off, key_len), n), &h) in spans.iter().zip(counts.iter_mut()).zip(hashes.iter()) {
             let pos_len = *n;
-            let key = &keys[key_off as usize..(key_off + key_len) as usize];
-            let fresh_hash = crate::segment::fresh::hash_key(key);
+            let fresh_hash = crate::segment::fresh::fresh_hash(h);
             terms.push(TermSpan { key_off, key_len, pos_off: off, pos_len, fresh_hash });
             *n = off; // from here on: where the term's next position goes
             off += pos_len;

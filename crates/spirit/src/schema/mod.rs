@@ -354,6 +354,27 @@ pub fn key_field(key: &[u8]) -> u16 {
     u16::from_be_bytes([key[0], key[1]])
 }
 
+/// Hash of the term key of token `tok` in field `fid` (see [`term_key`]): the field and the token are hashed
+/// apart, so analysis hashes a token, and looks it up, without building its key; [`key_hash`] gives the same
+/// from a whole key. In-memory tables only (a document's terms, the fresh segment's dictionary): never
+/// persisted, so it may change between versions.
+pub(crate) fn term_hash(fid: u16, tok: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = rustc_hash::FxBuildHasher.build_hasher();
+    h.write_u16(fid);
+    h.write(tok);
+    h.finish()
+}
+
+/// [`term_hash`] of a whole term key. Total: a byte string too short to hold a field (never a key analysis
+/// makes) hashes as a token of no field.
+pub(crate) fn key_hash(key: &[u8]) -> u64 {
+    match key {
+        [a, b, tok @ ..] => term_hash(u16::from_be_bytes([*a, *b]), tok),
+        short => term_hash(u16::MAX, short),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
