@@ -25,9 +25,10 @@ use crate::segment::fresh::MAX_REGION;
 use crate::segment::hot::{BlockTable, PinnedList};
 use crate::segment::image::{norm_at, number_at};
 use crate::segment::{FieldStats, FreshPostings, FreshSegment, ImageView, SegmentError};
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
@@ -84,8 +85,8 @@ pub struct SearchOptions {
 /// its document frequency.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CollectionStats {
-    fields: HashMap<u16, FieldStats>,
-    df: HashMap<Vec<u8>, u64>,
+    fields: FxHashMap<u16, FieldStats>,
+    df: FxHashMap<Vec<u8>, u64>,
 }
 
 impl CollectionStats {
@@ -211,8 +212,8 @@ struct Ctx<'a> {
     bm25: Bm25,
     err: ErrSlot,
     /// Per key: df over the snapshot, and the posting blob of each merged segment (by seg index).
-    terms: HashMap<Vec<u8>, TermData<'a>>,
-    fields: HashMap<u16, FieldStats>,
+    terms: FxHashMap<Vec<u8>, TermData<'a>>,
+    fields: FxHashMap<u16, FieldStats>,
     /// Index-wide statistics that replace the snapshot's own in weights (sharded indexes).
     global: Option<&'a CollectionStats>,
 }
@@ -255,8 +256,8 @@ impl<'a> Ctx<'a> {
             segs,
             bm25,
             err: RefCell::new(None),
-            terms: HashMap::new(),
-            fields: HashMap::new(),
+            terms: FxHashMap::default(),
+            fields: FxHashMap::default(),
             global,
         })
     }

@@ -17,8 +17,8 @@ pub use source::{simple_match, SourceFilter};
 use crate::analysis::{Analyzer, AnalyzerConfig};
 use crate::codec::{DocCodec, FieldCodecs};
 use crate::error::{Error, Result};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Field ids are u16 and stored in term keys; Elasticsearch's default field limit is 1000.
@@ -120,7 +120,7 @@ pub struct Schema {
     #[serde(default)]
     pub source: SourceFilter,
     #[serde(skip)]
-    by_name: HashMap<String, u16>,
+    by_name: FxHashMap<String, u16>,
     #[serde(skip)]
     analyzers: Vec<Arc<Analyzer>>,
 }
@@ -137,7 +137,7 @@ impl Default for Schema {
             dynamic: true,
             default_analyzer: None,
             source: SourceFilter::default(),
-            by_name: HashMap::new(),
+            by_name: FxHashMap::default(),
             analyzers: vec![],
         }
     }
