@@ -211,6 +211,9 @@ pub fn run(a: RunArgs) {
         let (passes, wsecs) = warm_up(&index, &cats, a.warmup_passes, a.warmup_seconds, a.top_k);
         out.insert("warmup".into(), json!({"passes": passes, "seconds": wsecs}));
         let docs = Arc::new(docs);
+        // The pipeline steps completed during the timed window (a sealed fresh segment is queried as such
+        // until its flush, which runs at idle priority, ends; one still running at the end is not counted).
+        let pipeline_before = index.stats().shard;
         let acked = Arc::new(AtomicUsize::new(initial));
         let done = Arc::new(AtomicBool::new(false));
         let ingest = {
@@ -285,6 +288,7 @@ pub fn run(a: RunArgs) {
             }
         }
         let (add_secs, mut visible_us, probe_misses, mut add_us) = ingest.join().expect("ingest thread");
+        let pipeline_after = index.stats().shard;
         let bg = docs.len() - initial;
         out.insert(
             "ingest".into(),
@@ -302,7 +306,12 @@ pub fn run(a: RunArgs) {
                    "visibility_in_flight": in_flight, "mean_segments_by_state": mean_segments(&seg_sum, checks),
                    "visible_docs_final": index.count("*:*").expect("count"), "wrt_fraction": a.wrt_fraction,
                    "ingest_rate": a.ingest_rate, "visibility": visibility(&mut visible_us, probe_misses),
-                   "add_latency": latency_summary(&mut add_us)}),
+                   "add_latency": latency_summary(&mut add_us),
+                   "pipeline_in_window": {
+                       "flushes": pipeline_after.flushes - pipeline_before.flushes,
+                       "flush_millis": pipeline_after.flush_millis - pipeline_before.flush_millis,
+                       "merges": pipeline_after.merges - pipeline_before.merges,
+                       "merge_millis": pipeline_after.merge_millis - pipeline_before.merge_millis}}),
         );
         let vis = &out["nrt"]["visibility"];
         eprintln!(

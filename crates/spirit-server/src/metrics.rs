@@ -371,6 +371,39 @@ impl Metrics {
             "Of the selective cache's bytes, the hot posting lists' heads pinned in DRAM (skip tables, small lists' blocks).",
             per(&|s| s.selective_cache.pinned_list_bytes as f64),
         );
+        // The pipeline's steps, by step: how many completed and the time they took on their threads.
+        type Step = (&'static str, fn(&spirit::shard::ShardStats) -> (u64, u64));
+        const STEPS: [Step; 4] = [
+            ("flush", |s| (s.flushes, s.flush_millis)),
+            ("engrave", |s| (s.engraves, s.engrave_millis)),
+            ("merge", |s| (s.merges, s.merge_millis)),
+            ("compaction", |s| (s.compactions, s.compaction_millis)),
+        ];
+        let steps = |time: bool| {
+            stats
+                .iter()
+                .flat_map(|(l, s)| {
+                    STEPS.iter().map(move |(step, f)| {
+                        let (n, ms) = f(s);
+                        (format!("{l},step=\"{step}\""), if time { ms as f64 / 1e3 } else { n as f64 })
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        family(
+            &mut o,
+            "spirit_pipeline_steps_total",
+            "counter",
+            "Pipeline steps completed per index: flushes, engraves, merges, compactions.",
+            steps(false),
+        );
+        family(
+            &mut o,
+            "spirit_pipeline_step_seconds_total",
+            "counter",
+            "Time the completed pipeline steps took on their threads (wall time, in whole milliseconds).",
+            steps(true),
+        );
         family(
             &mut o,
             "spirit_tlog_barriers_total",

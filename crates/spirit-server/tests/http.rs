@@ -665,6 +665,21 @@ fn a_sharded_index_answers_like_a_one_shard_index() {
         );
     }
     assert_eq!(s.call("POST", "/missing/_forcemerge", None).0, 404);
+    // The force merge flushed every shard's fresh segment: the pipeline's step counters say so.
+    let (_, m) = s.call("GET", "/metrics", None);
+    let text = m.as_str().unwrap();
+    let sample = |name: &str, labels: &str| -> f64 {
+        let prefix = format!("{name}{{{labels}}} ");
+        let line =
+            text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{prefix}in {text}"));
+        line[prefix.len()..].parse().unwrap()
+    };
+    for name in ["one", "three"] {
+        let flushes = sample("spirit_pipeline_steps_total", &format!("index=\"{name}\",step=\"flush\""));
+        assert!(flushes >= 1.0, "{name}: {flushes} flushes");
+        let secs = sample("spirit_pipeline_step_seconds_total", &format!("index=\"{name}\",step=\"flush\""));
+        assert!(secs >= 0.0 && secs.is_finite(), "{name}: {secs} s flushing");
+    }
     s.stop();
 }
 

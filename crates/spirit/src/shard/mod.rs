@@ -191,6 +191,13 @@ pub struct ShardStats {
     pub commits: u64,
     pub merges: u64,
     pub compactions: u64,
+    /// Milliseconds the pipeline has spent flushing, engraving, merging and compacting (wall time of each
+    /// step on its thread, summed; Elasticsearch's `total_time_in_millis` of flush and merge): with the
+    /// counts above, the mean cost of a step.
+    pub flush_millis: u64,
+    pub engrave_millis: u64,
+    pub merge_millis: u64,
+    pub compaction_millis: u64,
     pub dropped_segments: u64,
     pub dropped_docs: u64,
     /// Bytes of the merged dictionary's region (tables, chain nodes, keys).
@@ -262,6 +269,10 @@ impl ShardStats {
             t.commits += p.commits;
             t.merges += p.merges;
             t.compactions += p.compactions;
+            t.flush_millis += p.flush_millis;
+            t.engrave_millis += p.engrave_millis;
+            t.merge_millis += p.merge_millis;
+            t.compaction_millis += p.compaction_millis;
             t.dropped_segments += p.dropped_segments;
             t.dropped_docs += p.dropped_docs;
             t.merged_dictionary_bytes += p.merged_dictionary_bytes;
@@ -927,6 +938,10 @@ impl Shard {
             commits: c.commits.load(Relaxed),
             merges: c.merges.load(Relaxed),
             compactions: c.compactions.load(Relaxed),
+            flush_millis: c.flush_nanos.load(Relaxed) / 1_000_000,
+            engrave_millis: c.engrave_nanos.load(Relaxed) / 1_000_000,
+            merge_millis: c.merge_nanos.load(Relaxed) / 1_000_000,
+            compaction_millis: c.compact_nanos.load(Relaxed) / 1_000_000,
             dropped_segments: c.dropped_segments.load(Relaxed),
             dropped_docs: c.dropped_docs.load(Relaxed),
             merged_dictionary_bytes: snap.merged.region_bytes(),
