@@ -41,21 +41,20 @@ impl Run {
         l.sort_by(|a, b| a.total_cmp(b));
         l
     }
-    /// The latencies of `cat` whose query (the `i`th timed is query `i mod n` of the category's `n`: every
-    /// engine times them round-robin, from the first) `keep` accepts, sorted.
+    /// The latencies of `cat` whose query (see [`Self::per_query`]) `keep` accepts, sorted.
     fn lat_of(&self, cat: &str, keep: impl Fn(usize) -> bool) -> Vec<f64> {
-        let n = self.queries(cat).max(1);
-        let mut l: Vec<f64> = self.v["categories"][cat]["latencies_us"]
-            .as_array()
-            .map(|a| {
-                a.iter().enumerate().filter(|(i, _)| keep(i % n)).filter_map(|(_, x)| x.as_f64()).collect()
-            })
-            .unwrap_or_default();
+        let mut l: Vec<f64> = self
+            .per_query(cat)
+            .into_iter()
+            .enumerate()
+            .filter(|(q, _)| keep(*q))
+            .flat_map(|(_, t)| t)
+            .collect();
         l.sort_by(|a, b| a.total_cmp(b));
         l
     }
-    /// The category's latencies per query (the `i`th timed is query `i mod n`), each query's in the order
-    /// they were timed.
+    /// The category's latencies per query (the `i`th timed is query `i mod n` of the category's `n`: every
+    /// engine times them round-robin, from the first), each query's in the order they were timed.
     fn per_query(&self, cat: &str) -> Vec<Vec<f64>> {
         let n = self.queries(cat).max(1);
         let mut per = vec![vec![]; n];
