@@ -87,6 +87,35 @@ impl Run {
         l.sort_by(|a, b| a.total_cmp(b));
         l
     }
+    /// For a workload where this run's p99 is not below `other`'s: `other`'s `top` slowest queries (by their
+    /// slowest timing), each with both runs' median µs and timing counts — whether the miss is a query that
+    /// is slower here, or the same queries mixed in different proportions (see [`Self::lat_weighted_as`]).
+    fn slowest_compared(&self, other: &Run, cat: &str, top: usize) -> Vec<String> {
+        let (mine, theirs) = (self.per_query(cat), other.per_query(cat));
+        let median = |t: &[f64]| {
+            let mut t = t.to_vec();
+            t.sort_by(|a, b| a.total_cmp(b));
+            pct(&t, 0.5)
+        };
+        let worst = |t: &[f64]| t.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let mut order: Vec<usize> = (0..theirs.len()).filter(|&q| !theirs[q].is_empty()).collect();
+        order.sort_by(|&a, &b| worst(&theirs[b]).total_cmp(&worst(&theirs[a])));
+        order
+            .into_iter()
+            .take(top)
+            .map(|q| {
+                let text = self.v["categories"][cat]["queries"][q].as_str().unwrap_or("?");
+                let m = mine.get(q).map_or(&[][..], |m| m.as_slice());
+                format!(
+                    "`{text}` {} ({}×) / {} ({}×)",
+                    f(median(m)),
+                    m.len(),
+                    f(median(&theirs[q])),
+                    theirs[q].len()
+                )
+            })
+            .collect()
+    }
     /// How many distinct queries the category has.
     fn queries(&self, cat: &str) -> usize {
         self.v["categories"][cat]["queries"].as_array().map_or(0, |q| q.len())
@@ -353,11 +382,13 @@ pub fn report(a: ReportArgs) {
         // reopens often times only the first few queries of each workload (round-robin), so the same
         // comparison is also made over the queries both timed (spirit's every run of them), and printed apart.
         let (mut worse, mut worse_same, mut worse_weighted) = (vec![], vec![], vec![]);
+        let mut slowest = vec![];
         for r in runs.iter().filter(|r| r.mode() == "nrt" && r.engine() != "spirit") {
             for c in &cats {
                 let b = pct(&r.lat(c), 0.99);
                 let a = pct(&s.lat(c), 0.99);
-                if a.is_finite() && b.is_finite() && a >= b {
+                let raw_miss = a.is_finite() && b.is_finite() && a >= b;
+                if raw_miss {
                     worse.push(format!("{c} vs {} ({} ≥ {} µs)", r.label, f(a), f(b)));
                 }
                 let timed = r.timed(c);
@@ -368,8 +399,12 @@ pub fn report(a: ReportArgs) {
                     worse_same.push(format!("{c} vs {} ({} ≥ {} µs, {k} queries)", r.label, f(a), f(b)));
                 }
                 let a = pct(&s.lat_weighted_as(r, c), 0.99);
-                if a.is_finite() && b.is_finite() && a >= b {
+                let weighted_miss = a.is_finite() && b.is_finite() && a >= b;
+                if weighted_miss {
                     worse_weighted.push(format!("{c} vs {} ({} ≥ {} µs)", r.label, f(a), f(b)));
+                }
+                if raw_miss || weighted_miss {
+                    slowest.push(format!("{c} vs {}: {}", r.label, s.slowest_compared(r, c, 3).join(", ")));
                 }
             }
         }
@@ -406,6 +441,15 @@ pub fn report(a: ReportArgs) {
             }
         )
         .unwrap();
+        if !slowest.is_empty() {
+            writeln!(
+                md,
+                "  - where a p99 above misses, the configuration's three slowest queries of the workload, median µs \
+                 (timings) spirit / the configuration: {}",
+                slowest.join("; ")
+            )
+            .unwrap();
+        }
         let n = &s.v["nrt"];
         let p99 = n["visibility"]["p99_us"].as_f64().unwrap_or(f64::NAN);
         let ok = if !p99.is_finite() {
@@ -647,5 +691,22 @@ mod tests {
         assert_eq!(few.lat_weighted_as(&many, "C"), vec![1.0, 2.0, 2.0, 10.0, 10.0, 10.0, 100.0, 100.0]);
         // A query this run never timed contributes nothing.
         assert_eq!(run(&[1.0]).lat_weighted_as(&run(&[5.0, 6.0]), "C"), vec![1.0]);
+    }
+
+    #[test]
+    fn slowest_queries_of_the_other_run_with_both_medians() {
+        // This run: a (1, 3), b (50, 70), c (5). The other: a (2), b (40), c (9): slowest b, c, a. (A
+        // median of two is the upper one, as `pct` ranks.)
+        let mine = run(&[1.0, 50.0, 5.0, 3.0, 70.0]);
+        let other = run(&[2.0, 40.0, 9.0]);
+        assert_eq!(
+            mine.slowest_compared(&other, "C", 2),
+            vec!["`b` 70.0 (2×) / 40.0 (1×)".to_string(), "`c` 5.00 (1×) / 9.00 (1×)".to_string()]
+        );
+        // A query the other run never timed is not among its slowest; one this run never timed shows a dash.
+        assert_eq!(
+            run(&[1.0]).slowest_compared(&run(&[2.0, 3.0]), "C", 5),
+            vec!["`b` – (0×) / 3.00 (1×)".to_string(), "`a` 1.00 (1×) / 2.00 (1×)".to_string()]
+        );
     }
 }
