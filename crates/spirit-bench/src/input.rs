@@ -39,6 +39,10 @@ pub struct Workload {
     /// the engine's, min(64 MiB, budget / 8)).
     #[arg(long)]
     pub fresh_segment_bytes: Option<String>,
+    /// Touch the whole DRAM heap in the background when the engine opens, as `spirit serve` does
+    /// (`ShardConfig::pretouch`); by default it is faulted in as it is first used, as the library does.
+    #[arg(long)]
+    pub pretouch: bool,
 }
 
 impl Workload {
@@ -55,6 +59,7 @@ impl Workload {
                 .fresh_segment_bytes
                 .as_deref()
                 .map(|b| spirit::parse_size(b).expect("--fresh-segment-bytes") as usize),
+            pretouch: self.pretouch,
             ..Default::default()
         }
     }

@@ -178,6 +178,11 @@ enum Cmd {
         /// Largest accepted request body.
         #[arg(long, default_value = "100MB")]
         max_body: String,
+        /// Touch each shard's whole DRAM heap in the background when it opens (`ShardConfig::pretouch`, as
+        /// Elasticsearch's `AlwaysPreTouch`): no add or query then waits for a page's first touch, but every
+        /// shard of every index holds its whole `--dram-budget` resident from the start.
+        #[arg(long)]
+        pretouch: bool,
     },
     /// The main job on the bundled sample: index 2,000 Wikipedia documents, run example queries, print stats.
     Demo {
@@ -212,6 +217,7 @@ fn main() {
             query_threads,
             shards,
             max_body,
+            pretouch,
         } => cmd_serve(ServeArgs {
             data,
             port,
@@ -223,6 +229,7 @@ fn main() {
             query_threads,
             shards,
             max_body,
+            pretouch,
         }),
     };
     if let Err(e) = r {
@@ -656,6 +663,7 @@ struct ServeArgs {
     query_threads: Option<usize>,
     shards: Option<usize>,
     max_body: String,
+    pretouch: bool,
 }
 
 fn cmd_serve(a: ServeArgs) -> R<()> {
@@ -665,6 +673,7 @@ fn cmd_serve(a: ServeArgs) -> R<()> {
         dram_budget: spirit::parse_size(&a.dram_budget)? as usize,
         persistent_budget: spirit::parse_size(&a.persistent_budget)?,
         durability: Durability::Graceful,
+        pretouch: a.pretouch,
         ..Default::default()
     };
     shard.validate()?;

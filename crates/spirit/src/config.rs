@@ -110,6 +110,20 @@ pub struct ShardConfig {
     /// evaluate about as fast as a hit would answer them.
     #[serde(default = "default_result_cache_min_work")]
     pub result_cache_min_work: u64,
+    /// Fault the whole DRAM heap in when the shard opens, in the background at idle priority, as
+    /// Elasticsearch's `-XX:+AlwaysPreTouch` does for the JVM heap: the process then holds its whole budget
+    /// resident from the start, and no add or query pays for a page's first touch. On a virtual machine a
+    /// first touch is a fault in the host too: in the real-time benchmark on the 2-core VM (`spirit-bench run
+    /// --mode nrt`), the slowest add — the one laying out a fresh segment's tables on never-touched memory,
+    /// usually 0.5–1 ms — took 4.6–115 ms over six runs (four above 19 ms), and 4.1–7.8 ms over five with
+    /// the heap touched (three in the background as here, two before the load); no effect on the queries'
+    /// outliers was measurable in those runs. Off by default: the budget is per shard of every index, so a
+    /// server with many indexes, a library embedding many small engines, or the tests would hold it all
+    /// resident at once (the benchmark's static run: peak RSS 1.1 → 1.8 GB). `spirit serve --pretouch` and
+    /// `spirit-bench run --pretouch` turn it on. Bulk loads gain nothing: they fault their large arenas in ahead
+    /// of the writer anyway.
+    #[serde(default)]
+    pub pretouch: bool,
     /// The persistence barrier (tests swap in a simulated persistence domain).
     #[serde(skip)]
     pub barrier: crate::memory::BarrierChoice,
@@ -184,6 +198,7 @@ impl Default for ShardConfig {
             result_cache_bytes: None,
             selective_cache_bytes: None,
             result_cache_min_work: default_result_cache_min_work(),
+            pretouch: false,
             barrier: Default::default(),
         }
     }

@@ -66,6 +66,15 @@ impl DramHeap {
         }))
     }
 
+    /// Has the kernel back the whole heap now, front to back (the short-term ring first), on a background
+    /// thread at idle priority ([`Mapping::populate_in_background`]) — `ShardConfig::pretouch`. Contents are
+    /// unchanged, so the rings are used meanwhile; the thread ends when done or when the heap is dropped.
+    /// Returns the thread (tests wait for it); `None` if none could be started.
+    pub fn pretouch_in_background(&self) -> Option<std::thread::JoinHandle<()>> {
+        let len = self.map.len();
+        Mapping::populate_in_background(&self.map, 0, len, move || Some(len))
+    }
+
     fn idx(kind: RingKind) -> usize {
         match kind {
             RingKind::ShortTerm => 0,
@@ -216,6 +225,24 @@ impl Drop for DramBlock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pretouch_backs_every_page_and_keeps_contents() {
+        let heap = DramHeap::new(8 << 20, 2 << 20).unwrap();
+        let mut a = heap.try_alloc(RingKind::ShortTerm, 1 << 20).unwrap();
+        a.as_mut_slice()[12345] = 9;
+        let pages = heap.map.len() / super::super::mapping::page_size();
+        assert!(heap.map.resident_pages() < pages, "only what was used is resident");
+        if let Some(t) = heap.pretouch_in_background() {
+            t.join().unwrap();
+            // A kernel without MADV_POPULATE_WRITE refuses it: nothing to check there.
+            if heap.map.populate_write(0, super::super::mapping::page_size()) {
+                assert_eq!(heap.map.resident_pages(), pages);
+            }
+        }
+        assert_eq!(a.as_slice()[12345], 9);
+        assert!(a.as_slice()[..12345].iter().all(|&x| x == 0));
+    }
 
     #[test]
     fn budget_is_a_hard_cap() {

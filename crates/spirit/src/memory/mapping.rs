@@ -113,6 +113,17 @@ impl Mapping {
         Ok(())
     }
 
+    /// How many of the mapping's pages are resident (`mincore`), for tests of what is faulted in.
+    #[cfg(all(test, target_os = "linux"))]
+    pub(crate) fn resident_pages(&self) -> usize {
+        let pages = self.len.div_ceil(page_size());
+        let mut v = vec![0u8; pages];
+        // SAFETY: the range is exactly this mapping (page aligned: mmap returned it); `v` has a byte per page.
+        let rc = unsafe { libc::mincore(self.ptr as *mut libc::c_void, self.len, v.as_mut_ptr()) };
+        assert_eq!(rc, 0, "mincore failed: {}", io::Error::last_os_error());
+        v.iter().filter(|&&b| b & 1 == 1).count()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.len
     }

@@ -310,6 +310,10 @@ impl Shard {
         }
         let dram = DramHeap::new(cfg.dram_heap_bytes(), cfg.short_term_bytes())
             .map_err(|e| Error::io("DRAM heap", e))?;
+        if cfg.pretouch {
+            // Not joined: the thread ends once the heap is touched, or at its next step after the heap is gone.
+            let _ = dram.pretouch_in_background();
+        }
         // What the durable recovery record refers to besides the segments, the dictionary and the logs.
         let mut durable_refs: Vec<(u64, u64)> = vec![];
         let (heap, manifest) = if path.exists() {
