@@ -39,7 +39,7 @@ pub struct Workload {
     /// the engine's, min(64 MiB, budget / 8)).
     #[arg(long)]
     pub fresh_segment_bytes: Option<String>,
-    /// Touch the whole DRAM heap in the background when the engine opens, as `spirit serve` does
+    /// Touch the whole DRAM heap in the background when the engine opens, as `spirit serve --pretouch` does
     /// (`ShardConfig::pretouch`); by default it is faulted in as it is first used, as the library does.
     #[arg(long)]
     pub pretouch: bool,

@@ -227,6 +227,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn pretouch_backs_every_page_and_keeps_contents() {
         let heap = DramHeap::new(8 << 20, 2 << 20).unwrap();
         let mut a = heap.try_alloc(RingKind::ShortTerm, 1 << 20).unwrap();
