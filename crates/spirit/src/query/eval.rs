@@ -724,6 +724,29 @@ impl Bm25Doc {
         }
     }
 
+    /// [`Self::score_batch`] added to what `out` holds, in place: each posting's score computed as
+    /// [`Self::score`] does, then added — the same operations as scoring into a buffer and adding it, without
+    /// the buffer (a conjunction's windows keep a few candidates each, and clearing a block-sized buffer for
+    /// every term of every window was ~5% of `+in +to`).
+    #[inline]
+    fn add_batch(&self, norms: &Norms<'_>, docs: &[u32], tfs: &[u32], out: &mut [f32]) {
+        let out = &mut out[..docs.len()];
+        match norms {
+            Norms::Image(col) => {
+                for ((o, &d), &f) in out.iter_mut().zip(docs).zip(tfs) {
+                    let tf = f as f32;
+                    *o += self.idf * tf / (tf + self.lengths.denom[norm_at(col, d) as usize]);
+                }
+            }
+            _ => {
+                for ((o, &d), &f) in out.iter_mut().zip(docs).zip(tfs) {
+                    let tf = f as f32;
+                    *o += self.idf * tf / (tf + self.lengths.denom[norms.get(d) as usize]);
+                }
+            }
+        }
+    }
+
     /// Whether a posting of frequency `tf` at (quantized) length `dl` may score `need` or more: the
     /// division-free `tf·(idf − need) ≥ need·D` of [`keep_competitive`]. Callers lower `need` by
     /// [`FILTER_SLACK`] first, so float rounding never makes it reject a posting whose score reaches it.
@@ -2950,9 +2973,19 @@ fn collect_batch<'n>(
     mut theta: f32,
     base: u32,
 ) {
-    scores.fill(0.0);
+    // The first term's scores are the sums so far (0 + x is x: scores are finite and positive), the others
+    // added in order.
+    let mut scored = false;
     for ((bm, norms), row) in terms.zip(tfs) {
-        add_scores(bm, &norms, docs, &row[..docs.len()], scores);
+        if scored {
+            bm.add_batch(&norms, docs, &row[..docs.len()], scores);
+        } else {
+            bm.score_batch(&norms, docs, &row[..docs.len()], scores);
+            scored = true;
+        }
+    }
+    if !scored {
+        scores.fill(0.0);
     }
     for (&s, &d) in scores.iter().zip(docs) {
         if s >= theta {
@@ -3982,18 +4015,6 @@ fn bits_by(
 /// Relative margin of [`keep_competitive`]'s threshold: far above the few ulps by which float sums of a
 /// handful of scores differ with their order, far below what would keep many more documents.
 const FILTER_SLACK: f32 = 1e-4;
-
-/// Adds each posting's BM25 to `scores` (one per doc), in a tight loop over a batch: the norms column is
-/// read directly and nothing is called per doc, so the divisions pipeline.
-fn add_scores(bm: &Bm25Doc, norms: &Norms<'_>, docs: &[u32], tfs: &[u32], scores: &mut [f32]) {
-    let mut buf = [0f32; BLOCK_LEN];
-    for ((d, f), s) in docs.chunks(BLOCK_LEN).zip(tfs.chunks(BLOCK_LEN)).zip(scores.chunks_mut(BLOCK_LEN)) {
-        bm.score_batch(norms, d, f, &mut buf);
-        for (s, &x) in s.iter_mut().zip(&buf) {
-            *s += x;
-        }
-    }
-}
 
 /// Newest first without an exact count, on an image: windows of doc ids from the segment's end (512 docs,
 /// then four times more each time), each reached with `advance` over the skip data, until the hits still
