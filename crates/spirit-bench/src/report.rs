@@ -386,20 +386,22 @@ pub fn report(a: ReportArgs) {
         for r in runs.iter().filter(|r| r.mode() == "nrt" && r.engine() != "spirit") {
             for c in &cats {
                 let b = pct(&r.lat(c), 0.99);
+                // Whether spirit's p99 `a` is not below the configuration's.
+                let misses = |a: f64| a.is_finite() && b.is_finite() && a >= b;
                 let a = pct(&s.lat(c), 0.99);
-                let raw_miss = a.is_finite() && b.is_finite() && a >= b;
+                let raw_miss = misses(a);
                 if raw_miss {
                     worse.push(format!("{c} vs {} ({} ≥ {} µs)", r.label, f(a), f(b)));
                 }
                 let timed = r.timed(c);
                 let same = s.lat_of(c, |q| timed.get(q).copied().unwrap_or(false));
                 let a = pct(&same, 0.99);
-                if a.is_finite() && b.is_finite() && a >= b {
+                if misses(a) {
                     let k = timed.iter().filter(|&&t| t).count();
                     worse_same.push(format!("{c} vs {} ({} ≥ {} µs, {k} queries)", r.label, f(a), f(b)));
                 }
                 let a = pct(&s.lat_weighted_as(r, c), 0.99);
-                let weighted_miss = a.is_finite() && b.is_finite() && a >= b;
+                let weighted_miss = misses(a);
                 if weighted_miss {
                     worse_weighted.push(format!("{c} vs {} ({} ≥ {} µs)", r.label, f(a), f(b)));
                 }

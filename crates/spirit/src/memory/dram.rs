@@ -232,12 +232,13 @@ mod tests {
         let heap = DramHeap::new(8 << 20, 2 << 20).unwrap();
         let mut a = heap.try_alloc(RingKind::ShortTerm, 1 << 20).unwrap();
         a.as_mut_slice()[12345] = 9;
-        let pages = heap.map.len() / super::super::mapping::page_size();
+        let page = super::super::mapping::page_size();
+        let pages = heap.map.len() / page;
         assert!(heap.map.resident_pages() < pages, "only what was used is resident");
         if let Some(t) = heap.pretouch_in_background() {
             t.join().unwrap();
             // A kernel without MADV_POPULATE_WRITE refuses it: nothing to check there.
-            if heap.map.populate_write(0, super::super::mapping::page_size()) {
+            if heap.map.populate_write(0, page) {
                 assert_eq!(heap.map.resident_pages(), pages);
             }
         }
