@@ -554,7 +554,7 @@ fn print_stats(s: &spirit::IndexStats, out: &mut impl Write) -> R<()> {
     let h = &sh.selective_cache;
     writeln!(
         out,
-        "  selective cache (hot dictionary chains and lists): {} terms, {} of {} (part of the DRAM budget; {} of pinned lists); {} hits, {} refreshes, {} misses; hit rate {:.1}%",
+        "  selective cache (hot dictionary chains and lists): {} terms, {} of {} (part of the DRAM budget; {} of pinned lists); {} hits, {} refreshes, {} misses, {} passed by while held; hit rate {:.1}%",
         h.entries,
         human(h.used_bytes as u64),
         human(h.capacity_bytes as u64),
@@ -562,6 +562,7 @@ fn print_stats(s: &spirit::IndexStats, out: &mut impl Write) -> R<()> {
         h.hits,
         h.refreshes,
         h.misses,
+        h.contended,
         h.hit_rate * 100.0
     )?;
     writeln!(

@@ -371,6 +371,13 @@ impl Metrics {
             "Of the selective cache's bytes, the hot posting lists' heads pinned in DRAM (skip tables, small lists' blocks).",
             per(&|s| s.selective_cache.pinned_list_bytes as f64),
         );
+        family(
+            &mut o,
+            "spirit_selective_cache_contended_total",
+            "counter",
+            "Selective cache lookups and admissions that found it held by another thread and went on without it (a query never waits for the cache).",
+            per(&|s| s.selective_cache.contended as f64),
+        );
         // The pipeline's steps, by step: how many completed and the time they took on their threads.
         type Step = (&'static str, fn(&spirit::shard::ShardStats) -> (u64, u64));
         const STEPS: [Step; 4] = [

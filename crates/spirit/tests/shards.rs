@@ -272,3 +272,92 @@ fn shard_count_is_fixed_and_budgets_are_split() {
     let err = Index::open("t", bad.path(), ShardConfig::default(), None, Some(settings)).err().unwrap();
     assert!(err.to_string().contains("number_of_shards"), "{err}");
 }
+
+/// An index's stats are its shards' summed field by field: every count and byte figure is the shards' total
+/// (none left out, none counted twice), the epoch and the next log sequence number the highest, the hit rates
+/// recomputed from the summed counts, and the durability the shards'.
+#[test]
+fn index_stats_sum_every_shard_field_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // A selective cache too small for every term, so it rejects some: the counters checked below are not 0.
+    let cfg = ShardConfig {
+        dram_budget: 2 * (8 << 20),
+        persistent_budget: 1 << 30,
+        selective_cache_bytes: Some(2 * 1500),
+        durability: Durability::CrashSafe,
+        ..Default::default()
+    };
+    let settings = IndexSettings { number_of_shards: 2, ..Default::default() };
+    let index = Index::open("t", dir.path(), cfg, Some(&mappings()), Some(settings)).unwrap();
+    for i in 0..400 {
+        let body = format!("alpha w{} w{} x{}", i % 7, i % 13, i % 40);
+        index.add(serde_json::json!({"_id": format!("d{i}"), "body": body})).unwrap();
+    }
+    for i in 3..13 {
+        index.delete(&format!("d{i}")).unwrap();
+    }
+    index.seal().unwrap();
+    for sh in index.shards() {
+        sh.commit_and_merge_all().unwrap();
+    }
+    let opts = SearchOptions { limit: 5, ..Default::default() };
+    for round in 0..2 {
+        for t in 0..40 {
+            index.search(&format!("alpha x{t} w{}", (t + round) % 13), &opts).unwrap();
+        }
+    }
+    let per: Vec<spirit::shard::ShardStats> = index.shards().iter().map(|s| s.stats()).collect();
+    let parts: Vec<serde_json::Value> = per.iter().map(|s| serde_json::to_value(s).unwrap()).collect();
+    let total = serde_json::to_value(spirit::shard::ShardStats::sum(&per)).unwrap();
+    fn check(path: &str, total: &serde_json::Value, parts: &[&serde_json::Value], leaves: &mut usize) {
+        use serde_json::Value;
+        match total {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    let sub: Vec<&Value> = parts.iter().map(|p| &p[k.as_str()]).collect();
+                    check(&format!("{path}.{k}"), v, &sub, leaves);
+                }
+            }
+            Value::Number(n) => {
+                *leaves += 1;
+                // A map key one shard lacks (no segment in that state there) counts as 0.
+                let xs: Vec<f64> =
+                    parts.iter().map(|p| if p.is_null() { 0.0 } else { p.as_f64().expect(path) }).collect();
+                let key = path.rsplit('.').next().unwrap();
+                let want = match key {
+                    "epoch" | "tlog_next_lsn" => xs.iter().copied().fold(f64::MIN, f64::max),
+                    // Recomputed from the summed counts (checked apart below).
+                    "hit_rate" => return,
+                    _ => xs.iter().sum(),
+                };
+                assert_eq!(n.as_f64().unwrap(), want, "{path}: shards {xs:?}");
+            }
+            other => assert!(parts.iter().all(|p| *p == other), "{path}: {other} against {parts:?}"),
+        }
+    }
+    let mut leaves = 0;
+    check("stats", &total, &parts.iter().collect::<Vec<_>>(), &mut leaves);
+    assert!(leaves > 40, "the walk reached the counters ({leaves})");
+    assert_eq!(total["docs"].as_u64().unwrap(), 390);
+    // Counters the walk would catch counted twice or left out: not 0 in every shard.
+    for p in &parts {
+        for (group, key) in
+            [("selective_cache", "hits"), ("selective_cache", "misses"), ("selective_cache", "rejected")]
+        {
+            assert!(p[group][key].as_u64().unwrap() > 0, "{group}.{key}: {p}");
+        }
+        for key in ["flushes", "merges", "docs", "deleted", "tlog_syncs"] {
+            assert!(p[key].as_u64().unwrap() > 0, "{key}: {p}");
+        }
+    }
+    // Hit rates from the summed counts: the result cache's hits over hits, misses and stale entries; the
+    // selective cache's hits and refreshes over those and misses.
+    let n = |c: &serde_json::Value, k: &str| c[k].as_f64().unwrap();
+    let rate = |hits: f64, asked: f64| if asked == 0.0 { 0.0 } else { hits / asked };
+    let c = &total["result_cache"];
+    assert_eq!(n(c, "hit_rate"), rate(n(c, "hits"), n(c, "hits") + n(c, "misses") + n(c, "stale")));
+    let h = &total["selective_cache"];
+    let found = n(h, "hits") + n(h, "refreshes");
+    assert_eq!(n(h, "hit_rate"), rate(found, found + n(h, "misses")));
+    index.close().unwrap();
+}

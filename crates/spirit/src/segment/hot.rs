@@ -29,6 +29,13 @@
 //! admits a term only if evicting entries of lower df makes room for it — otherwise nothing changes (a
 //! refreshed term keeps its older entry). Hits take a shared lock and count nothing but an atomic.
 //!
+//! **Never waited on.** A query only *tries* the table's lock: a lookup that finds it held for an
+//! admission walks the chain as on a miss, and an admission that finds it busy is dropped (the term is
+//! offered again by its next lookup). Both are counted as `contended`. A query that waited instead could
+//! wait for as long as the holder is off its core: in windowed real-time runs the query thread parked on
+//! this lock while the ingest thread's probes admitted their terms, about 100 µs per wait on this VM — a
+//! rare-term query's time ten times over.
+//!
 //! **Budget.** The cache's bytes (keys, nodes, pinned heads and tables, bookkeeping) are carved out of the shard's DRAM budget, as the
 //! result cache's are: the DRAM heap is mapped that much smaller (`ShardConfig::selective_cache_bytes`).
 
@@ -92,16 +99,17 @@ impl PinnedList {
     }
 
     /// The block table made under `key`: the one held if its key is `key`, else `make()`'s (at most one
-    /// value per block), which replaces it. Queries under other parameters take turns replacing it.
+    /// value per block), which replaces it. Queries under other parameters take turns replacing it. The
+    /// lock is held for the look and the swap only, never while a table is made: a query never waits for
+    /// another's `make` (two that miss at once both make one; the last stored stays).
     pub fn table(&self, key: u128, make: impl FnOnce() -> Box<[f32]>) -> Arc<BlockTable> {
-        let mut slot = self.table.lock();
-        if let Some(t) = slot.as_ref().filter(|t| t.key == key) {
+        if let Some(t) = self.table.lock().as_ref().filter(|t| t.key == key) {
             return t.clone();
         }
         let values = make();
         assert!(values.len() <= self.n_blocks as usize, "a block table holds one value per block");
         let t = Arc::new(BlockTable { key, values });
-        *slot = Some(t.clone());
+        *self.table.lock() = Some(t.clone());
         t
     }
 }
@@ -156,6 +164,9 @@ pub struct HotStats {
     pub evictions: u64,
     /// Terms not admitted: the cache was full of more probable ones.
     pub rejected: u64,
+    /// Lookups (then walks, as misses), admissions and admission checks that found the table held by
+    /// another thread and went on without it (a query never waits for the cache).
+    pub contended: u64,
     /// (hits + refreshes) / lookups; 0 before the first lookup.
     pub hit_rate: f64,
 }
@@ -209,6 +220,7 @@ pub struct HotChains {
     misses: AtomicU64,
     evictions: AtomicU64,
     rejected: AtomicU64,
+    contended: AtomicU64,
 }
 
 /// What [`HotChains::get`] found for a term.
@@ -231,6 +243,7 @@ impl HotChains {
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            contended: AtomicU64::new(0),
         }
     }
 
@@ -247,12 +260,16 @@ impl HotChains {
         self.capacity / 1024
     }
 
-    /// The entry of `key` (hash `h`) for dictionary `dict`.
+    /// The entry of `key` (hash `h`) for dictionary `dict`; a miss also when an admission holds the table
+    /// (see the module docs: a lookup never waits).
     pub fn get(&self, dict: u64, key: &[u8], h: u64) -> Lookup {
         if !self.enabled() {
             return Lookup::Miss;
         }
-        let t = self.table.read();
+        let Some(t) = self.table.try_read() else {
+            self.contended.fetch_add(1, Relaxed);
+            return Lookup::Miss;
+        };
         match t.map.get(&h) {
             Some(e) if e.dict == dict && *e.key == *key => Lookup::Hit(e.clone()),
             _ => Lookup::Miss,
@@ -274,7 +291,8 @@ impl HotChains {
 
     /// Offers a resolved chain. A chain of an older dictionary than the cache's is ignored; one of a newer
     /// dictionary empties the cache first. A full cache makes room by evicting entries of lower LLA weight
-    /// (df) than the newcomer's, or rejects it.
+    /// (df) than the newcomer's, or rejects it. Dropped when another thread holds the table (never waited for;
+    /// counted as contended).
     pub fn admit(&self, h: u64, chain: HotChain) {
         if !self.enabled() {
             return;
@@ -285,7 +303,10 @@ impl HotChains {
             return;
         }
         let weight = chain.weight();
-        let mut t = self.table.write();
+        let Some(mut t) = self.table.try_write() else {
+            self.contended.fetch_add(1, Relaxed);
+            return;
+        };
         if chain.dict < t.dict {
             return;
         }
@@ -344,7 +365,8 @@ impl HotChains {
 
     /// Whether [`Self::admit`] would now take a chain of dictionary `dict`, LLA `weight` and `bytes` under
     /// hash `h` — asked before a chain's lists are copied for pinning, so a term the cache would reject
-    /// costs no copy (the answer may change before the admission: then it is only a wasted copy).
+    /// costs no copy (the answer may change before the admission: then it is only a wasted copy). No when
+    /// another thread holds the table for an admission (counted as contended, not as a rejection).
     pub fn would_admit(&self, h: u64, dict: u64, weight: u64, bytes: usize) -> bool {
         if !self.enabled() {
             return false;
@@ -353,7 +375,10 @@ impl HotChains {
             self.rejected.fetch_add(1, Relaxed);
             return false;
         }
-        let t = self.table.read();
+        let Some(t) = self.table.try_read() else {
+            self.contended.fetch_add(1, Relaxed);
+            return false;
+        };
         let fits = dict > t.dict || (dict == t.dict && self.victims(&t, h, weight, bytes).is_some());
         if !fits && dict == t.dict {
             self.rejected.fetch_add(1, Relaxed);
@@ -377,6 +402,7 @@ impl HotChains {
             misses,
             evictions: self.evictions.load(Relaxed),
             rejected: self.rejected.load(Relaxed),
+            contended: self.contended.load(Relaxed),
             hit_rate: if asked == 0 { 0.0 } else { (hits + refreshes) as f64 / asked as f64 },
         }
     }
@@ -500,6 +526,27 @@ mod tests {
         c.admit(3, chain("bbb", 3, &[5, 6]));
         assert_eq!(c.stats().entries, 1);
         assert_eq!(c.stats().used_bytes, chain("bbb", 3, &[5, 6]).bytes());
+    }
+
+    /// While another thread holds the table, lookups miss, checks say no and admissions are dropped — none
+    /// waits — and each is counted as contended, not as a miss of the policy or a rejection.
+    #[test]
+    fn a_held_table_is_passed_by_not_waited_for() {
+        let c = HotChains::new(1 << 20);
+        c.admit(4, chain("aaaa", 1, &[5]));
+        let held = c.table.write();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert!(!hit(&c, 1, "aaaa"), "a lookup passes a held table by");
+                assert!(!c.would_admit(3, 1, 5, 100));
+                c.admit(3, chain("bbb", 1, &[5]));
+            });
+        });
+        drop(held);
+        let s = c.stats();
+        assert_eq!((s.contended, s.rejected, s.entries), (3, 0, 1));
+        assert!(hit(&c, 1, "aaaa") && !hit(&c, 1, "bbb"), "the held table was left as it was");
+        assert_eq!(c.stats().contended, 3);
     }
 
     #[test]

@@ -252,7 +252,7 @@ impl ShardStats {
             h.misses += e.misses;
             h.evictions += e.evictions;
             h.rejected += e.rejected;
-            h.rejected += e.rejected;
+            h.contended += e.contended;
             let (q, e) = (&mut t.persistent, &p.persistent);
             q.budget += e.budget;
             q.used += e.used;
