@@ -22,7 +22,7 @@
 use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// What an entry proves about the documents of its coverage it does not hold.
@@ -111,7 +111,6 @@ struct Lru {
     order: BTreeMap<u64, Arc<str>>,
     tick: u64,
     used: usize,
-    high_water: usize,
 }
 
 /// An LRU of [`CachedResult`]s bounded in bytes; shared by the query threads of one shard.
@@ -123,6 +122,9 @@ pub struct ResultCache {
     misses: AtomicU64,
     stale: AtomicU64,
     evictions: AtomicU64,
+    /// The most bytes held at once: an atomic beside the lock, so the pipeline's threads (the manifest
+    /// records it) read it without taking the lock queries take.
+    high_water: AtomicUsize,
 }
 
 impl ResultCache {
@@ -138,6 +140,7 @@ impl ResultCache {
             misses: AtomicU64::new(0),
             stale: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            high_water: AtomicUsize::new(0),
         }
     }
 
@@ -164,40 +167,54 @@ impl ResultCache {
     }
 
     /// Stores `entry` under `key`, evicting the least recently used entries to make room. Entries larger
-    /// than an eighth of the cache are not stored.
+    /// than an eighth of the cache are not stored. The entries it replaces are dropped (their memory freed)
+    /// after the lock is released, not while other queries wait for it.
     pub(crate) fn put(&self, key: &str, entry: CachedResult) {
         let bytes = entry.bytes(key);
         if bytes > self.capacity / 8 {
             return;
         }
+        let k: Arc<str> = Arc::from(key);
+        let entry = Arc::new(entry);
+        let mut gone = Vec::new();
         let mut l = self.lru.lock();
         l.tick += 1;
         let tick = l.tick;
         if let Some(old) = l.map.remove(key) {
             l.order.remove(&old.tick);
             l.used -= old.bytes;
+            gone.push(old);
         }
         while l.used + bytes > self.capacity {
             let Some((_, k)) = l.order.pop_first() else { break };
             if let Some(s) = l.map.remove(&k) {
                 l.used -= s.bytes;
                 self.evictions.fetch_add(1, Relaxed);
+                gone.push(s);
             }
         }
-        let k: Arc<str> = Arc::from(key);
         l.order.insert(tick, k.clone());
-        l.map.insert(k, Slot { tick, bytes, entry: Arc::new(entry) });
+        l.map.insert(k, Slot { tick, bytes, entry });
         l.used += bytes;
-        l.high_water = l.high_water.max(l.used);
+        self.high_water.fetch_max(l.used, Relaxed);
         debug_assert!(l.used <= self.capacity);
+        drop(l);
+        drop(gone);
+    }
+
+    /// The most bytes the cache has held at once, without its lock.
+    pub fn high_water_bytes(&self) -> usize {
+        self.high_water.load(Relaxed)
     }
 
     /// Drops every entry (counters stay).
     pub fn clear(&self) {
         let mut l = self.lru.lock();
-        l.map.clear();
+        let gone = std::mem::take(&mut l.map);
         l.order.clear();
         l.used = 0;
+        drop(l);
+        drop(gone);
     }
 
     pub(crate) fn record_hit(&self) {
@@ -218,7 +235,7 @@ impl ResultCache {
         CacheStats {
             capacity_bytes: self.capacity,
             used_bytes: l.used,
-            high_water_bytes: l.high_water,
+            high_water_bytes: self.high_water.load(Relaxed),
             entries: l.map.len(),
             hits,
             misses,

@@ -386,6 +386,11 @@ impl HotChains {
         fits
     }
 
+    /// The most bytes the cache has held at once, without its lock.
+    pub fn high_water_bytes(&self) -> usize {
+        self.high_water.load(Relaxed)
+    }
+
     pub fn stats(&self) -> HotStats {
         let t = self.table.read();
         let (hits, refreshes, misses) =

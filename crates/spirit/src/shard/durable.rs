@@ -581,10 +581,12 @@ impl ShardInner {
             next_doc,
             next_seg,
             merged_header: snap.merged.header_offset(),
+            // The caches' figures read without their locks: this runs on a background thread at idle
+            // priority, which must not hold a lock a query takes while it waits for a core.
             dram_high_water: (self.dram.stats().high_water
-                + self.cache.stats().high_water_bytes
-                + self.hot.stats().high_water_bytes)
-                .max(self.earlier_high_water),
+                + self.cache.high_water_bytes()
+                + self.hot.high_water_bytes())
+            .max(self.earlier_high_water),
             segments,
             extra: extra.unwrap_or(meta),
             logs,
