@@ -551,7 +551,6 @@ mod tests {
         let s = c.stats();
         assert_eq!((s.contended, s.rejected, s.entries), (3, 0, 1));
         assert!(hit(&c, 1, "aaaa") && !hit(&c, 1, "bbb"), "the held table was left as it was");
-        assert_eq!(c.stats().contended, 3);
     }
 
     #[test]
