@@ -166,6 +166,18 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
 }
 
+/// What a p99 over `n` timings is, said where it is short of a hundred (a configuration that reopens often
+/// times a few queries per workload): up to about fifty, [`pct`]'s p99 is the slowest timing.
+fn few_timings(n: usize) -> String {
+    if n == 0 || n >= 100 {
+        String::new()
+    } else if pct(&(0..n).map(|i| i as f64).collect::<Vec<_>>(), 0.99) as usize == n - 1 {
+        format!("; {n} timings: its p99 is its slowest")
+    } else {
+        format!("; {n} timings")
+    }
+}
+
 fn label(v: &Value) -> String {
     let e = v["engine"].as_str().unwrap_or("?");
     match (v["mode"].as_str().unwrap_or("?"), v["reopen_every"].as_u64().unwrap_or(0)) {
@@ -391,7 +403,8 @@ pub fn report(a: ReportArgs) {
                 let a = pct(&s.lat(c), 0.99);
                 let raw_miss = misses(a);
                 if raw_miss {
-                    worse.push(format!("{c} vs {} ({} ≥ {} µs)", r.label, f(a), f(b)));
+                    let n = r.lat(c).len();
+                    worse.push(format!("{c} vs {} ({} ≥ {} µs{})", r.label, f(a), f(b), few_timings(n)));
                 }
                 let timed = r.timed(c);
                 let same = s.lat_of(c, |q| timed.get(q).copied().unwrap_or(false));
@@ -693,6 +706,15 @@ mod tests {
         assert_eq!(few.lat_weighted_as(&many, "C"), vec![1.0, 2.0, 2.0, 10.0, 10.0, 10.0, 100.0, 100.0]);
         // A query this run never timed contributes nothing.
         assert_eq!(run(&[1.0]).lat_weighted_as(&run(&[5.0, 6.0]), "C"), vec![1.0]);
+    }
+
+    #[test]
+    fn a_p99_over_few_timings_says_so() {
+        assert_eq!(few_timings(7), "; 7 timings: its p99 is its slowest");
+        assert_eq!(few_timings(51), "; 51 timings: its p99 is its slowest");
+        assert_eq!(few_timings(60), "; 60 timings");
+        assert_eq!(few_timings(100), "");
+        assert_eq!(few_timings(0), "");
     }
 
     #[test]
