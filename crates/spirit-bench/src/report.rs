@@ -163,7 +163,12 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
-    sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
+    sorted[rank(sorted.len(), p)]
+}
+
+/// The index [`pct`] takes the `p` quantile of `n > 0` sorted values at.
+fn rank(n: usize, p: f64) -> usize {
+    (((n - 1) as f64) * p).round() as usize
 }
 
 /// What a p99 over `n` timings is, said where it is short of a hundred (a configuration that reopens often
@@ -171,7 +176,7 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 fn few_timings(n: usize) -> String {
     if n == 0 || n >= 100 {
         String::new()
-    } else if pct(&(0..n).map(|i| i as f64).collect::<Vec<_>>(), 0.99) as usize == n - 1 {
+    } else if rank(n, 0.99) == n - 1 {
         format!("; {n} timings: its p99 is its slowest")
     } else {
         format!("; {n} timings")
@@ -397,14 +402,20 @@ pub fn report(a: ReportArgs) {
         let mut slowest = vec![];
         for r in runs.iter().filter(|r| r.mode() == "nrt" && r.engine() != "spirit") {
             for c in &cats {
-                let b = pct(&r.lat(c), 0.99);
+                let theirs = r.lat(c);
+                let b = pct(&theirs, 0.99);
                 // Whether spirit's p99 `a` is not below the configuration's.
                 let misses = |a: f64| a.is_finite() && b.is_finite() && a >= b;
                 let a = pct(&s.lat(c), 0.99);
                 let raw_miss = misses(a);
                 if raw_miss {
-                    let n = r.lat(c).len();
-                    worse.push(format!("{c} vs {} ({} ≥ {} µs{})", r.label, f(a), f(b), few_timings(n)));
+                    worse.push(format!(
+                        "{c} vs {} ({} ≥ {} µs{})",
+                        r.label,
+                        f(a),
+                        f(b),
+                        few_timings(theirs.len())
+                    ));
                 }
                 let timed = r.timed(c);
                 let same = s.lat_of(c, |q| timed.get(q).copied().unwrap_or(false));
