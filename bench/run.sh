@@ -2,7 +2,8 @@
 # The whole comparison: spirit, Lucene and Tantivy on the same documents and queries, in one run.
 #
 #   bench/run.sh quick [OUTDIR]   5,000 docs, 10 queries per category, 1 s warm-up (CI smoke test)
-#   bench/run.sh full  [OUTDIR]   all 250,029 docs, 100 queries per category, 10 s warm-up (by hand)
+#   bench/run.sh full  [OUTDIR]   all 250,029 docs, 100 queries per category, 10 s warm-up, every real-time
+#                                 configuration in NRT_ROUNDS (3) rounds, pooled in the report (by hand)
 #   bench/run.sh static [OUTDIR]  as full, static configurations only (query speed after a change, ~20 min)
 #   bench/run.sh bulk [OUTDIR]    bulk indexing of the whole file with 1 and 2 threads (and 1 and 2 spirit
 #                                 shards), spirit against Tantivy and Lucene, end to end, in BULK_ROUNDS (2)
@@ -109,12 +110,28 @@ if [ "$size" = static ]; then
   echo "report: $out/report.md"
   exit 0
 fi
-step "spirit real-time" "$spirit" run "${args[@]}" --mode nrt --out "$out/spirit-nrt.json"
-for k in 1 10 100 1000 0; do
-  step "lucene NRT-$k" "$lucene" "${args[@]}" --mode nrt --reopen-every "$k" --out "$out/lucene-nrt-$k.json"
-done
-for k in 1 10 100 1000; do
-  step "tantivy NRT-$k" "$tantivy" "${args[@]}" --mode nrt --reopen-every "$k" --out "$out/tantivy-nrt-$k.json"
+# Every real-time configuration in NRT_ROUNDS rounds (full: 3, quick: 1; at most 9), each a whole window on an
+# index built afresh, the order reversed every other round; the report pools a configuration's rounds.
+rounds="${NRT_ROUNDS:-$([ "$size" = full ] && echo 3 || echo 1)}"
+[[ "$rounds" =~ ^[1-9]$ ]] || { echo "bench/run.sh: NRT_ROUNDS must be 1..9" >&2; exit 2; }
+configs=("spirit 0")
+for k in 1 10 100 1000 0; do configs+=("lucene $k"); done
+for k in 1 10 100 1000; do configs+=("tantivy $k"); done
+for r in $(seq "$rounds"); do
+  suffix="$([ "$rounds" = 1 ] || echo "-r$r")"
+  order=("${configs[@]}")
+  if [ $((r % 2)) = 0 ]; then
+    order=(); for ((i = ${#configs[@]} - 1; i >= 0; i--)); do order+=("${configs[i]}"); done
+  fi
+  for c in "${order[@]}"; do
+    read -r engine k <<< "$c"
+    round="$([ "$rounds" = 1 ] || echo " (round $r of $rounds)")"
+    case "$engine" in
+      spirit) step "spirit real-time$round" "$spirit" run "${args[@]}" --mode nrt --out "$out/spirit-nrt$suffix.json" ;;
+      lucene) step "lucene NRT-$k$round" "$lucene" "${args[@]}" --mode nrt --reopen-every "$k" --out "$out/lucene-nrt-$k$suffix.json" ;;
+      tantivy) step "tantivy NRT-$k$round" "$tantivy" "${args[@]}" --mode nrt --reopen-every "$k" --out "$out/tantivy-nrt-$k$suffix.json" ;;
+    esac
+  done
 done
 step "spirit crash recovery" "$spirit" durability --docs "$docs" "${limit[@]}" --recovery-only \
   --json "$out/spirit-recovery.json"
