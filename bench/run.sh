@@ -28,9 +28,9 @@ docs="$data/enwiki-2015-1k.dev.lines.gz"
 tasks="$data/tasks.dev.txt"
 [ -f "$docs" ] || { echo "bench/run.sh: $docs not found (set SPIRIT_DATA)" >&2; exit 1; }
 case "$size" in
-  quick) common=(--max-docs 5000 --queries-per-category 10 --warmup-seconds 1); limit=(--max-docs 5000) ;;
-  full|static|bulk) common=(--queries-per-category 100 --warmup-seconds 10); limit=() ;;
-  interleave) common=(--queries-per-category 100 --warmup-seconds 1); limit=() ;;
+  quick) per_category=10; common=(--max-docs 5000 --queries-per-category 10 --warmup-seconds 1); limit=(--max-docs 5000) ;;
+  full|static|bulk) per_category=100; common=(--queries-per-category 100 --warmup-seconds 10); limit=() ;;
+  interleave) per_category=100; common=(--queries-per-category 100 --warmup-seconds 1); limit=() ;;
   *) echo "usage: bench/run.sh quick|full|static|bulk|interleave [OUTDIR]" >&2; exit 2 ;;
 esac
 out="${2:-$root/bench/results/$size-$(date -u +%Y%m%d-%H%M)}"
@@ -111,7 +111,10 @@ if [ "$size" = static ]; then
   exit 0
 fi
 # Every real-time configuration in NRT_ROUNDS rounds (full: 3, quick: 1; at most 9), each a whole window on an
-# index built afresh, the order reversed every other round; the report pools a configuration's rounds.
+# index built afresh, the order reversed every other round; the report pools a configuration's rounds. Round r
+# takes each category's queries rotated to start (r-1)/NRT_ROUNDS of the way in (same queries, every engine the
+# same order): a configuration that reopens often times only the first few per window, so its rounds time
+# different ones.
 rounds="${NRT_ROUNDS:-$([ "$size" = full ] && echo 3 || echo 1)}"
 [[ "$rounds" =~ ^[1-9]$ ]] || { echo "bench/run.sh: NRT_ROUNDS must be 1..9" >&2; exit 2; }
 configs=("spirit 0")
@@ -119,6 +122,12 @@ for k in 1 10 100 1000 0; do configs+=("lucene $k"); done
 for k in 1 10 100 1000; do configs+=("tantivy $k"); done
 for r in $(seq "$rounds"); do
   suffix="$([ "$rounds" = 1 ] || echo "-r$r")"
+  round_tasks="$tasks"
+  if [ "$r" -gt 1 ]; then
+    round_tasks="$out/tasks-r$r.txt"
+    python3 "$root/bench/baselines/rotate_tasks.py" "$tasks" "$per_category" $(((r - 1) * per_category / rounds)) > "$round_tasks"
+  fi
+  args=(--docs "$docs" --tasks "$round_tasks" "${common[@]}")
   order=("${configs[@]}")
   if [ $((r % 2)) = 0 ]; then
     order=(); for ((i = ${#configs[@]} - 1; i >= 0; i--)); do order+=("${configs[i]}"); done

@@ -211,7 +211,8 @@ fn pool(runs: Vec<Run>) -> Vec<Run> {
 }
 
 /// One configuration's rounds as one result: per workload every round's timings back to back, each with its
-/// query in `query_of` (a round times its queries round-robin: its `j`th timing is query `j mod n`); the mean
+/// query in `query_of` (a round times its queries round-robin: its `j`th timing is its query `j mod n`, found
+/// by its text among the first round's); the mean
 /// ingest rate; the largest index and peak memory; the real-time statistics of the round whose
 /// ingest-to-visible p99 is the largest, with the visibility checks, violations and misses summed over all
 /// rounds and the segments visited averaged.
@@ -220,14 +221,23 @@ fn pooled(rounds: &[Value]) -> Value {
     let cats: Vec<String> =
         v["categories"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
     for c in &cats {
-        let n = v["categories"][c]["queries"].as_array().map_or(0, |q| q.len()).max(1);
+        // Queries by text: each round may take them in its own order (`bench/run.sh` rotates them), and
+        // their indexes are the first round's (a query only a later round has is added after those).
+        let mut queries: Vec<Value> = v["categories"][c]["queries"].as_array().cloned().unwrap_or_default();
         let (mut lat, mut of) = (vec![], vec![]);
         for r in rounds {
+            let qs = r["categories"][c]["queries"].as_array().map_or(&[][..], |q| q.as_slice());
             for (j, x) in r["categories"][c]["latencies_us"].as_array().into_iter().flatten().enumerate() {
+                let Some(q) = qs.get(j % qs.len().max(1)) else { continue };
+                let at = queries.iter().position(|y| y == q).unwrap_or_else(|| {
+                    queries.push(q.clone());
+                    queries.len() - 1
+                });
                 lat.push(x.clone());
-                of.push(Value::from(j % n));
+                of.push(Value::from(at));
             }
         }
+        v["categories"][c]["queries"] = Value::Array(queries);
         v["categories"][c]["latencies_us"] = Value::Array(lat);
         v["categories"][c]["query_of"] = Value::Array(of);
     }
@@ -849,7 +859,10 @@ mod tests {
                    "nrt": {"visibility_checks": checks, "visibility": {"p99_us": p99, "not_visible_during_run": 1},
                            "mean_segments_by_state": {"fresh": rate / 100.0}}})
         };
-        let runs = [round(&[1.0, 2.0], 100.0, 5.0, 3), round(&[3.0, 4.0, 5.0, 6.0], 300.0, 9.0, 4)]
+        // The second round took the queries rotated by one: b, c, a.
+        let mut second = round(&[3.0, 4.0, 5.0, 6.0], 300.0, 9.0, 4);
+        second["categories"]["C"]["queries"] = json!(["b", "c", "a"]);
+        let runs = [round(&[1.0, 2.0], 100.0, 5.0, 3), second]
             .into_iter()
             .map(|v| Run { label: label(&v), rounds: vec![v.clone()], v })
             .chain(std::iter::once(run(&[7.0])))
@@ -858,8 +871,8 @@ mod tests {
         assert_eq!(runs.len(), 2, "one run per configuration");
         let p = &runs[0];
         assert_eq!((p.label.as_str(), p.rounds.len()), ("tantivy NRT-10", 2));
-        // Round 1 timed a, b; round 2 a, b, c, a: each timing stays with its query.
-        assert_eq!(p.per_query("C"), vec![vec![1.0, 3.0, 6.0], vec![2.0, 4.0], vec![5.0]]);
+        // Round 1 timed a, b; round 2 b, c, a, b: each timing stays with its query.
+        assert_eq!(p.per_query("C"), vec![vec![1.0, 5.0], vec![2.0, 3.0, 6.0], vec![4.0]]);
         assert_eq!(p.lat("C"), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
         assert_eq!(p.timed("C"), vec![true, true, true]);
         assert_eq!(p.v["ingest"]["docs_per_sec"], 200.0);
