@@ -190,10 +190,11 @@ fn few_timings(n: usize) -> String {
 
 /// Pools the rounds of each configuration. `bench/run.sh full` runs every real-time configuration
 /// `NRT_ROUNDS` times, each round a whole window on an index built afresh, the configurations' order reversed
-/// every other round so that a drift of the machine spreads over all of them: one window times few queries
-/// for a configuration that reopens often (8 per workload for Tantivy NRT-10), and a p99 over so few is its
-/// slowest timing. Runs with the same label are rounds of one configuration, taken in file-name order
-/// (`-r1` .. `-r9`); a configuration run once is left as it is.
+/// every other round so that a drift of the machine spreads over all of them, and each round's queries rotated
+/// (`bench/baselines/rotate_tasks.py`): one window times few queries for a configuration that reopens often (8
+/// per workload for Tantivy NRT-10, always a workload's first), and a p99 over so few is its slowest timing.
+/// Runs with the same label are rounds of one configuration, taken in file-name order (`-r1` .. `-r9`); a
+/// configuration run once is left as it is.
 fn pool(runs: Vec<Run>) -> Vec<Run> {
     let mut out: Vec<Run> = vec![];
     for r in runs {
@@ -418,7 +419,16 @@ pub fn report(a: ReportArgs) {
         .unwrap();
     }
     if let Some(k) = runs.iter().map(|r| r.rounds.len()).max().filter(|&k| k > 1) {
-        writeln!(md, "\nThe windowed real-time configurations ran in {k} rounds (each a whole window on an index built afresh; the configurations' order reversed every other round), and each row above and below pools every round's timings: percentiles and QPS over all of them, ingest docs/s the rounds' mean, index and peak memory the largest.").unwrap();
+        // Whether later rounds took a workload's queries in another order than the first (rotated).
+        let rotated = runs.iter().any(|r| {
+            r.rounds.iter().skip(1).any(|x| {
+                r.cats()
+                    .iter()
+                    .any(|c| x["categories"][c]["queries"] != r.rounds[0]["categories"][c]["queries"])
+            })
+        });
+        let how = if rotated { "; each round's queries rotated, the same for every engine" } else { "" };
+        writeln!(md, "\nThe windowed real-time configurations ran in {k} rounds (each a whole window on an index built afresh; the configurations' order reversed every other round{how}), and each row above and below pools every round's timings: percentiles and QPS over all of them, each timing with its query, ingest docs/s the rounds' mean, index and peak memory the largest.").unwrap();
     }
     writeln!(md, "\nEvery engine stores title and date (spirit: `_source` without `body`; the baselines: stored fields) and indexes body without storing it; spirit keeps the line number as `_id`, the baselines as a stored `id`.\n").unwrap();
 
