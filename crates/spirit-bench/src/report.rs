@@ -213,10 +213,9 @@ fn pool(runs: Vec<Run>) -> Vec<Run> {
 
 /// One configuration's rounds as one result: per workload every round's timings back to back, each with its
 /// query in `query_of` (a round times its queries round-robin: its `j`th timing is its query `j mod n`, found
-/// by its text among the first round's); the mean
-/// ingest rate; the largest index and peak memory; the real-time statistics of the round whose
-/// ingest-to-visible p99 is the largest, with the visibility checks, violations and misses summed over all
-/// rounds and the segments visited averaged.
+/// by its text among the first round's); the mean ingest rate; the largest index and peak memory; the
+/// real-time statistics of the round whose ingest-to-visible p99 is the largest, with the visibility checks,
+/// violations and misses summed over all rounds and the segments visited averaged.
 fn pooled(rounds: &[Value]) -> Value {
     let mut v = rounds[0].clone();
     let cats: Vec<String> =
