@@ -79,6 +79,33 @@ fn every_stage_answers_like_the_reference() {
     index.close().unwrap();
 }
 
+/// Frequencies of 255 and more — a fresh segment's posting word holds the frequency in a byte and escapes
+/// larger ones — score and match phrases alike in the fresh segment, after flush and after merge.
+#[test]
+fn frequencies_past_a_byte_answer_alike_at_every_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open("t", dir.path(), cfg(), Some(&mappings()), None).unwrap();
+    let mut r = Reference::default();
+    for i in 0..12 {
+        let mut d = doc(i);
+        if i % 3 != 1 {
+            // "alpha" 250 to 580 times, then the usual words (a phrase "alpha beta" where `i / 3` is odd).
+            let mut body = vec!["alpha".to_string(); 250 + 30 * i];
+            body.append(&mut d.body);
+            d.body = body;
+        }
+        index.add(d.json()).unwrap();
+        r.add(d);
+    }
+    check_all(&index, &r, "fresh");
+    index.shard().seal().unwrap();
+    index.shard().wait_idle().unwrap();
+    check_all(&index, &r, "engraved");
+    index.shard().commit_and_merge_all().unwrap();
+    check_all(&index, &r, "merged");
+    index.close().unwrap();
+}
+
 /// An index under lazy commit with `max_unmerged` and compaction off (merged segments stay one per image, so
 /// counts are exact), 30 documents in six segments, the last one sealed; with its reference.
 fn six_sealed_segments(

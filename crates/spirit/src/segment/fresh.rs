@@ -14,8 +14,9 @@
 //!                 (entries start at even words so the pairs are 8-byte aligned)
 //! posting block:  capacity | used | next block | next block's first doc | positions' words
 //!                 | [impacts: IMPACTS words (`codec::pack_impact`), in blocks of IMPACTS_MIN_CAP words or more]
-//!                 | postings: (doc, tf) ... | free | ... positions (the first posting's at the end; each
-//!                 posting's tf words below those of the postings before it)
+//!                 | postings: doc << 8 | tf ... | free | ... positions (the first posting's at the end;
+//!                 each posting's tf words below those of the postings before it; a tf of 255 or more is
+//!                 written as 255 in its posting and in full in one more word, above its positions)
 //! text column:    kind | norms[max_docs] | running length[max_docs] | running doc count[max_docs]
 //! numeric column: f64 bits as two words per doc (NaN = no value)
 //! ```
@@ -35,8 +36,10 @@
 //! (the Pareto frontier of its postings' (tf, field length) pairs, as image skip entries hold) into its
 //! header before linking the next block with release, so a reader that sees the link sees them — a
 //! query can then pass over a sealed block whose best score cannot reach its top-k (block-max skipping on
-//! the fresh segment; the open tail block has no impacts and is always read). Per-document running sums make the exact BM25 statistics (documents with the
-//! field and total field length) at any watermark an O(1) read.
+//! the fresh segment). A large block's chunks (128 postings each) carry impacts too, written as each fills,
+//! before the posting after it is published: only the last chunk of the open tail block, and small blocks
+//! until they are sealed, have none and are always read. Per-document running sums make the exact BM25
+//! statistics (documents with the field and total field length) at any watermark an O(1) read.
 
 use super::image::id_hash;
 use super::{FieldStats, SegmentError};
@@ -60,9 +63,49 @@ const BLOCK_HEADER: usize = 5;
 const BLOCK_NEXT_FIRST: usize = 3;
 /// Word offset, in a posting block, of the number of words its positions take at its end (the writer's).
 const BLOCK_BACK: usize = 4;
-/// Words of a posting in its block: doc and tf; its positions lie at the block's end. A fixed stride, so a
-/// cursor's next posting never waits on the last one's frequency, and `advance` searches a block.
-const POSTING_WORDS: usize = 2;
+/// Words of a posting in its block: one, the doc above the frequency's byte ([`posting_word`]); its positions
+/// lie at the block's end. A fixed stride, so a cursor's next posting never waits on the last one's
+/// frequency, and `advance` searches a block. One word rather than a (doc, tf) pair: a bulk load's arenas
+/// held 834 bytes of postings per enwiki document in pairs (of 2.3 KB per document in all), and a
+/// conjunction reads twice the documents per cache line.
+const POSTING_WORDS: usize = 1;
+// Copies of a block's postings take one slice element per posting.
+const _: () = assert!(POSTING_WORDS == 1);
+/// Every posting has at least one position (a term is collected per occurrence), so it takes at least this
+/// many words of its block: what sizes a block's chunk headers and regions.
+const MIN_POSTING_WORDS: usize = POSTING_WORDS + 1;
+/// Bits of a posting word below its document: the frequency, or [`TF_ESCAPE`].
+const TF_BITS: u32 = 8;
+/// The frequency byte of a posting whose frequency is this or more: the frequency itself is the word just
+/// above the posting's positions ([`FreshSegment::escaped_tf`]).
+const TF_ESCAPE: u32 = (1 << TF_BITS) - 1;
+/// Most documents a fresh segment holds: every local doc id fits a posting word above the frequency byte.
+pub const MAX_FRESH_DOCS: u32 = (1 << (32 - TF_BITS)) - 1;
+
+/// The posting word of `doc` with frequency `tf` (escaped from [`TF_ESCAPE`] on).
+#[inline]
+fn posting_word(doc: u32, tf: u32) -> u32 {
+    debug_assert!(doc <= MAX_FRESH_DOCS);
+    doc << TF_BITS | tf.min(TF_ESCAPE)
+}
+
+/// The document of a posting word.
+#[inline]
+fn doc_of(word: u32) -> u32 {
+    word >> TF_BITS
+}
+
+/// The frequency byte of a posting word (the frequency, unless it is [`TF_ESCAPE`]).
+#[inline]
+fn tf_byte(word: u32) -> u32 {
+    word & TF_ESCAPE
+}
+
+/// Words a posting of frequency `tf` takes beside its positions for its frequency: 1 if escaped, else 0.
+#[inline]
+fn escape_words(tf: u32) -> usize {
+    (tf >= TF_ESCAPE) as usize
+}
 /// Posting blocks of at least this many words carry impacts (smaller ones, the first blocks of every term,
 /// would grow by more than an eighth).
 const IMPACTS_MIN_CAP: usize = 64;
@@ -132,20 +175,21 @@ const CHUNK: usize = 128;
 /// Posting words of a full chunk.
 const CHUNK_WORDS: usize = CHUNK * POSTING_WORDS;
 
-/// Blocks of at least this many words have chunks (smaller ones hold about a chunk or less).
-const CHUNKED_MIN_CAP: usize = 512;
+/// Blocks of at least this many words have chunks (smaller ones hold about a chunk or less): blocks of 384
+/// words on (~150 enwiki postings).
+const CHUNKED_MIN_CAP: usize = 256;
 
 /// The chunk [`FreshPostings::for_each_region`] gives a block without chunks: the region is the whole block.
 pub const WHOLE_BLOCK: usize = usize::MAX;
 
 /// Most postings a region (a chunk, or a whole block without chunks) holds.
-pub const MAX_REGION: usize = CHUNKED_MIN_CAP / POSTING_WORDS;
+pub const MAX_REGION: usize = CHUNKED_MIN_CAP / MIN_POSTING_WORDS;
 
-/// Chunks a block of `cap` words may hold (every posting takes at least `POSTING_WORDS`).
+/// Chunks a block of `cap` words may hold (every posting takes at least `MIN_POSTING_WORDS`).
 #[inline]
 fn chunks(cap: usize) -> usize {
     if cap >= CHUNKED_MIN_CAP {
-        (cap / POSTING_WORDS).div_ceil(CHUNK)
+        (cap / MIN_POSTING_WORDS).div_ceil(CHUNK)
     } else {
         0
     }
@@ -203,7 +247,7 @@ impl Layout {
         let table_cap = (words / 16).next_power_of_two().clamp(1024, MAX_TABLE_SLOTS);
         // Columns cost 3 words per doc and text field: size them for documents of at least ~1 KiB of arena
         // each (short documents then fill `max_docs` before the arena, which only makes segments smaller).
-        let max_docs = max_docs.clamp(1, (words / 256).max(64) as u32);
+        let max_docs = max_docs.clamp(1, (words / 256).max(64) as u32).min(MAX_FRESH_DOCS);
         let doc_table = 1 + table_cap;
         Layout { words, table_cap, max_docs, doc_table, field_dir: doc_table + max_docs as usize }
     }
@@ -215,7 +259,7 @@ fn bound(doc: &AnalyzedDoc, new_fields: usize, max_docs: u32) -> usize {
     let postings: usize = doc
         .terms()
         .map(|(key, pos)| {
-            let p = POSTING_WORDS + pos.len();
+            let p = POSTING_WORDS + pos.len() + escape_words(pos.len() as u32);
             ENTRY_HEADER + words_for(key.len()) + 2 * (BLOCK_HEADER + IMPACT_WORDS + p.max(FIRST_BLOCK)) + p
         })
         .sum();
@@ -226,7 +270,9 @@ fn bound(doc: &AnalyzedDoc, new_fields: usize, max_docs: u32) -> usize {
 /// `words_for(key) ≤ key / 4 + 1` and `max(p, FIRST_BLOCK) ≤ p + FIRST_BLOCK`, and the keys' quarters add up to
 /// at most their total's quarter.
 fn quick_bound(doc: &AnalyzedDoc, new_fields: usize, max_docs: u32) -> usize {
-    let per_term = ENTRY_HEADER + 1 + 2 * (BLOCK_HEADER + IMPACT_WORDS + FIRST_BLOCK) + 3 * POSTING_WORDS;
+    // The posting word, and an escaped frequency's word.
+    let per_term =
+        ENTRY_HEADER + 1 + 2 * (BLOCK_HEADER + IMPACT_WORDS + FIRST_BLOCK) + 3 * (POSTING_WORDS + 1);
     doc.term_count() * per_term
         + doc.key_bytes() / 4
         + 3 * doc.position_count()
@@ -540,7 +586,10 @@ impl FreshSegment {
         positions: &[u32],
     ) -> Result<(), InsertError> {
         let w = self.w();
-        let need = POSTING_WORDS + positions.len();
+        let tf = positions.len() as u32;
+        assert!(tf > 0, "a posting has a position");
+        let width = positions.len() + escape_words(tf);
+        let need = POSTING_WORDS + width;
         let mut tail = w[entry + 3].load(Relaxed) as usize;
         let room = |b: usize| {
             w[b].load(Relaxed) as usize
@@ -570,16 +619,22 @@ impl FreshSegment {
             tail = b;
         }
         let (cap, used) = (w[tail].load(Relaxed) as usize, w[tail + 1].load(Relaxed) as usize);
+        if used > 0 && used.is_multiple_of(CHUNK_WORDS) && chunks(cap) > 0 {
+            // This posting starts a chunk: the one before it is full.
+            self.seal_chunk(st, tail, used / CHUNK_WORDS - 1, field);
+        }
         let back = w[tail + BLOCK_BACK].load(Relaxed) as usize;
         let start = tail + header_words(cap);
-        let (at, pos) = (start + used, start + cap - back - positions.len());
+        let (at, pos) = (start + used, start + cap - back - width);
         debug_assert!(at + POSTING_WORDS <= pos, "the posting and its positions fit");
         for (i, &p) in positions.iter().enumerate() {
             w[pos + i].store(p, Relaxed);
         }
-        w[at].store(doc, Relaxed);
-        w[at + 1].store(positions.len() as u32, Relaxed);
-        w[tail + BLOCK_BACK].store((back + positions.len()) as u32, Relaxed);
+        if width > positions.len() {
+            w[pos + positions.len()].store(tf, Relaxed);
+        }
+        w[at].store(posting_word(doc, tf), Relaxed);
+        w[tail + BLOCK_BACK].store((back + width) as u32, Relaxed);
         w[tail + 1].store((used + POSTING_WORDS) as u32, Release);
         // (df, last doc) change together, so a reader can tell whether df counts only docs below its watermark.
         // The previous pair first: a reader that finds the current one unchanged around its read of the
@@ -593,38 +648,58 @@ impl FreshSegment {
     }
 
     /// Writes the impacts of the full block at `b` (a term of `field`) into its header, if it has room for
-    /// them. Its postings are all of complete documents, whose lengths the column holds.
+    /// them, and those of its last chunk (the others were written as they filled, [`Self::seal_chunk`]). Its
+    /// postings are all of complete documents, whose lengths the column holds.
     fn seal(&self, st: &mut WriterState, b: usize, field: u16) {
         let w = self.w();
         let cap = w[b].load(Relaxed) as usize;
         if cap < IMPACTS_MIN_CAP {
             return;
         }
-        let col = w[self.field_dir + field as usize].load(Relaxed) as usize;
-        let (used, at) = (w[b + 1].load(Relaxed) as usize, b + header_words(cap));
-        let (tfs, dls) = (&mut st.seal_tfs, &mut st.seal_dls);
-        tfs.clear();
-        dls.clear();
-        let mut j = 0;
-        while j < used {
-            let (doc, tf) = (w[at + j].load(Relaxed) as usize, w[at + j + 1].load(Relaxed));
-            tfs.push(tf);
-            // A term field always has its column (allocated before the first posting).
-            dls.push(if col == 0 { 0 } else { w[col + 1 + doc].load(Relaxed) });
-            j += POSTING_WORDS;
-        }
-        // Per chunk, its impacts.
-        if chunks(cap) > 0 {
-            let chunk_at = b + BLOCK_HEADER + IMPACT_WORDS;
-            for (c, (tf, dl)) in tfs.chunks(CHUNK).zip(dls.chunks(CHUNK)).enumerate() {
-                assert!(c < chunks(cap), "the header has room for every chunk");
-                for (k, imp) in impacts(tf, dl).into_iter().enumerate() {
-                    w[chunk_at + IMPACT_WORDS * c + k].store(pack_impact(imp), Relaxed);
-                }
-            }
+        let used = w[b + 1].load(Relaxed) as usize;
+        self.impact_inputs(st, b, 0, used, field);
+        let (tfs, dls) = (&st.seal_tfs, &st.seal_dls);
+        if chunks(cap) > 0 && !tfs.is_empty() {
+            let last = (tfs.len() - 1) / CHUNK;
+            self.store_chunk_impacts(b, last, &tfs[last * CHUNK..], &dls[last * CHUNK..]);
         }
         for (k, imp) in impacts(tfs, dls).into_iter().enumerate() {
             w[b + BLOCK_HEADER + k].store(pack_impact(imp), Relaxed);
+        }
+    }
+
+    /// Writes the impacts of chunk `c` of block `b` (a term of `field`), which has just filled: the caller
+    /// is about to publish the block's next posting, and a reader that sees it sees them, so the chunks of
+    /// the open tail block bound their postings too (a common term's tail block holds up to a thousand
+    /// postings, which a top-k otherwise reads whole).
+    fn seal_chunk(&self, st: &mut WriterState, b: usize, c: usize, field: u16) {
+        self.impact_inputs(st, b, c * CHUNK_WORDS, (c + 1) * CHUNK_WORDS, field);
+        self.store_chunk_impacts(b, c, &st.seal_tfs, &st.seal_dls);
+    }
+
+    fn store_chunk_impacts(&self, b: usize, c: usize, tfs: &[u32], dls: &[u32]) {
+        let w = self.w();
+        assert!(c < chunks(w[b].load(Relaxed) as usize), "the header has room for every chunk");
+        let chunk_at = b + BLOCK_HEADER + IMPACT_WORDS + IMPACT_WORDS * c;
+        for (k, imp) in impacts(tfs, dls).into_iter().enumerate() {
+            w[chunk_at + k].store(pack_impact(imp), Relaxed);
+        }
+    }
+
+    /// The frequencies and field lengths of the postings in posting words `[from, to)` of block `b` (a term of
+    /// `field`), into the writer's `seal_tfs` and `seal_dls`.
+    fn impact_inputs(&self, st: &mut WriterState, b: usize, from: usize, to: usize, field: u16) {
+        let w = self.w();
+        let at = b + header_words(w[b].load(Relaxed) as usize);
+        // A term field always has its column (allocated before the first posting).
+        let col = w[self.field_dir + field as usize].load(Relaxed) as usize;
+        let (tfs, dls) = (&mut st.seal_tfs, &mut st.seal_dls);
+        tfs.clear();
+        dls.clear();
+        for j in (from..to).step_by(POSTING_WORDS) {
+            let word = w[at + j].load(Relaxed);
+            tfs.push(self.tf_at(b, at + j, word));
+            dls.push(if col == 0 { 0 } else { w[col + 1 + doc_of(word) as usize].load(Relaxed) });
         }
     }
 
@@ -672,6 +747,64 @@ impl FreshSegment {
         let w = self.w();
         let next = w[b + 2].load(Acquire) as usize;
         (next, if next == 0 { NO_DOC } else { w[b + BLOCK_NEXT_FIRST].load(Relaxed) })
+    }
+
+    /// The frequency of the posting at word `at` of block `b`, whose posting word is `word`.
+    #[inline]
+    fn tf_at(&self, b: usize, at: usize, word: u32) -> u32 {
+        let t = tf_byte(word);
+        if t < TF_ESCAPE {
+            t
+        } else {
+            self.escaped_tf(b, at)
+        }
+    }
+
+    /// The frequency of the escaped posting at word `at` of block `b`: the word above its positions, found by
+    /// summing the position words of the block's postings before it — a walk over the block, which has
+    /// room for few such postings (each takes more than 255 words).
+    #[cold]
+    fn escaped_tf(&self, b: usize, at: usize) -> u32 {
+        let w = self.w();
+        let cap = w[b].load(Relaxed) as usize;
+        let base = b + header_words(cap);
+        let sum = self.position_words(base + cap, base, 0, at);
+        w[base + cap - sum - 1].load(Relaxed)
+    }
+
+    /// Replaces the escaped frequency bytes in `tfs`, the frequencies of the postings from word `at` of
+    /// block `b` on, by the frequencies.
+    #[cold]
+    fn unescape(&self, b: usize, at: usize, tfs: &mut [u32]) {
+        for (k, tf) in tfs.iter_mut().enumerate() {
+            if *tf == TF_ESCAPE {
+                *tf = self.escaped_tf(b, at + k * POSTING_WORDS);
+            }
+        }
+    }
+
+    /// `sum` plus the words that the positions (and escaped frequencies) of the postings in words
+    /// `[from, to)` take at the end of their block, which ends at word `block_end`: four postings at a time
+    /// while none is escaped (independent loads summed in a tree, not one add chain), else one by one.
+    #[inline]
+    fn position_words(&self, block_end: usize, from: usize, mut sum: usize, to: usize) -> usize {
+        let w = self.w();
+        let mut k = from;
+        while k < to {
+            if k + 4 <= to {
+                let t = |i: usize| tf_byte(w[k + i].load(Relaxed));
+                let (a, b, c, d) = (t(0), t(1), t(2), t(3));
+                if a.max(b).max(c).max(d) < TF_ESCAPE {
+                    sum += ((a + b) + (c + d)) as usize;
+                    k += 4;
+                    continue;
+                }
+            }
+            let t = tf_byte(w[k].load(Relaxed));
+            sum += if t < TF_ESCAPE { t as usize } else { w[block_end - sum - 1].load(Relaxed) as usize + 1 };
+            k += 1;
+        }
+        sum
     }
 
     /// The impacts, as stored (packed), of posting block `b` (`k` = `WHOLE_BLOCK`) or of its chunk `k`, which
@@ -879,11 +1012,12 @@ impl FreshPostings<'_> {
     pub fn next(&mut self) -> u32 {
         if self.at < self.end {
             let w = self.seg.w();
-            let d = w[self.at].load(Relaxed);
+            let word = w[self.at].load(Relaxed);
+            let d = doc_of(word);
             if d >= self.limit {
                 return self.finish();
             }
-            self.tf = w[self.at + 1].load(Relaxed);
+            self.tf = self.seg.tf_at(self.block, self.at, word);
             self.at += POSTING_WORDS;
             self.doc = d;
             return d;
@@ -941,7 +1075,7 @@ impl FreshPostings<'_> {
 
     /// The largest `bound` of the impacts of the blocks, from the cursor's on, that may hold a document in
     /// `[from, end)` — of their chunks that may, in blocks with chunks — or `fallback` if one of them has no
-    /// impacts (the open tail block, or a small one), 0 if none may hold one. Reads block headers and chunk
+    /// impacts (a small block, the open tail block without chunks, its last chunk), 0 if none may hold one. Reads block headers and chunk
     /// starts only; the cursor does not move.
     pub fn max_block_bound(
         &self,
@@ -961,29 +1095,36 @@ impl FreshPostings<'_> {
             // Block `b` holds documents below `next_first`.
             if next_first > from {
                 let cap = w[b].load(Relaxed) as usize;
-                if next == 0 || cap < IMPACTS_MIN_CAP {
+                // The open tail block (no successor yet) has impacts only in its chunks before the last.
+                let open = next == 0;
+                if cap < IMPACTS_MIN_CAP || (open && chunks(cap) == 0) {
                     return fallback;
                 }
                 let base = b + header_words(cap);
                 // A block inside the range whole is bounded by its own impacts (they bound its chunks').
-                if chunks(cap) == 0 || (next_first <= end && w[base].load(Relaxed) >= from) {
+                if !open && (chunks(cap) == 0 || (next_first <= end && doc_of(w[base].load(Relaxed)) >= from))
+                {
                     best = best.max(bound(&seg.packed_impacts(b, WHOLE_BLOCK)));
                 } else {
                     // Chunk k holds the postings from word `base + k * CHUNK_WORDS` on, so documents from the
-                    // first one there to the next chunk's first (the next block's, for the last chunk). The
-                    // block is sealed: its `used` is final.
+                    // first one there to the next chunk's first (the next block's, for the last chunk). Every
+                    // chunk but the last has a posting after it (`used` loaded with acquire): its impacts are
+                    // written; so are the last one's once the block is sealed.
                     let n = (w[b + 1].load(Acquire) as usize / POSTING_WORDS).div_ceil(CHUNK);
                     for k in 0..n {
                         let chunk_end = if k + 1 < n {
-                            w[base + (k + 1) * CHUNK_WORDS].load(Relaxed)
+                            doc_of(w[base + (k + 1) * CHUNK_WORDS].load(Relaxed))
                         } else {
                             next_first
                         };
                         if chunk_end <= from {
                             continue;
                         }
-                        if w[base + k * CHUNK_WORDS].load(Relaxed) >= end {
+                        if doc_of(w[base + k * CHUNK_WORDS].load(Relaxed)) >= end {
                             break;
+                        }
+                        if open && k + 1 == n {
+                            return fallback;
                         }
                         best = best.max(bound(&seg.packed_impacts(b, k)));
                     }
@@ -997,24 +1138,29 @@ impl FreshPostings<'_> {
         best
     }
 
-    /// In a sealed block with chunks: the impacts (packed) of the chunk holding the cursor's posting, and the end
-    /// (exclusive) of the documents the chunk may hold — the next chunk's first document, or the next
-    /// block's. `None` elsewhere (the open tail block, a block too small for chunks, past the end).
+    /// In a block with chunks, where the chunk holding the cursor's posting is full and another posting
+    /// follows it (in this block or the next): the chunk's impacts (packed), and the end (exclusive) of the
+    /// documents the chunk may hold — the next chunk's first document, or the next block's. `None` elsewhere
+    /// (the last chunk of the open tail block, a block too small for chunks, past the end).
     pub fn chunk_window(&self) -> Option<(PackedImpacts, u32)> {
         if self.doc == NO_DOC {
             return None;
         }
         let w = self.seg.w();
-        if chunks(w[self.block].load(Relaxed) as usize) == 0 || w[self.block + 2].load(Acquire) == 0 {
+        if chunks(w[self.block].load(Relaxed) as usize) == 0 {
             return None;
         }
         // `at` is just past the cursor's posting.
         let k = ((self.at - self.base) / POSTING_WORDS - 1) / CHUNK;
         let next = self.base + (k + 1) * CHUNK_WORDS;
+        // A posting after the chunk (loaded with acquire) says its impacts are written, in the open block too.
         let end = if next < self.base + w[self.block + 1].load(Acquire) as usize {
-            w[next].load(Relaxed)
+            doc_of(w[next].load(Relaxed))
         } else {
-            self.seg.next_block(self.block).1
+            match self.seg.next_block(self.block) {
+                (0, _) => return None,
+                (_, first) => first,
+            }
         };
         Some((self.seg.packed_impacts(self.block, k), end))
     }
@@ -1022,8 +1168,10 @@ impl FreshPostings<'_> {
     /// Every region of the list from the cursor's block on (whole: a region holds its postings before the
     /// cursor too, so a walk starts from a fresh cursor), in list order: `f(block, chunk, impacts)` for each
     /// chunk of a block with chunks, `(block, WHOLE_BLOCK, impacts)` for a block without; the impacts (packed,
-    /// as stored) are `Some` where they bound the region — a sealed block's (per chunk where it has chunks) — and `None` in
-    /// small blocks and in the open tail block (whose chunks are those of its postings written so far).
+    /// as stored) are `Some` where they bound the region — a sealed block's (per chunk where it has chunks),
+    /// and every chunk of the open tail block but its last — and `None` in small blocks, in the open tail
+    /// block without chunks, and in its last chunk (the chunks of the open block are those of its postings
+    /// written so far).
     /// Reads block headers only; the cursor does not move. A term's top-k walks the regions newest first.
     pub fn for_each_region(&self, mut f: impl FnMut(usize, usize, Option<&PackedImpacts>)) {
         if self.doc == NO_DOC {
@@ -1039,9 +1187,10 @@ impl FreshPostings<'_> {
             if chunks(cap) == 0 {
                 f(b, WHOLE_BLOCK, sealed.then(|| seg.packed_impacts(b, WHOLE_BLOCK)).as_ref());
             } else {
+                // Every chunk but the last has a posting after it: its impacts are written, sealed or not.
                 let n = (w[b + 1].load(Acquire) as usize / POSTING_WORDS).div_ceil(CHUNK);
                 for k in 0..n {
-                    f(b, k, sealed.then(|| seg.packed_impacts(b, k)).as_ref());
+                    f(b, k, (sealed || k + 1 < n).then(|| seg.packed_impacts(b, k)).as_ref());
                 }
             }
             b = next;
@@ -1072,14 +1221,19 @@ impl FreshPostings<'_> {
         let w = self.seg.w();
         let (from, to) = self.region_words(b, k);
         assert!(to - from <= MAX_REGION * POSTING_WORDS, "a region holds at most MAX_REGION postings");
-        let mut m = 0;
-        for ((p, d_out), t_out) in w[from..to].chunks_exact(POSTING_WORDS).zip(docs).zip(tfs) {
-            let d = p[0].load(Relaxed);
-            if d >= self.limit {
-                break;
-            }
-            (*d_out, *t_out) = (d, p[1].load(Relaxed));
-            m += 1;
+        let words = &w[from..to];
+        // Docs rise along the region: the postings below the limit are a prefix (usually all of them), found
+        // first so the copy runs without a compare per posting.
+        let below = |x: &AtomicU32| doc_of(x.load(Relaxed)) < self.limit;
+        let m = if words.last().is_none_or(below) { words.len() } else { words.partition_point(below) };
+        let mut most = 0;
+        for ((x, d_out), t_out) in words[..m].iter().zip(docs.iter_mut()).zip(tfs.iter_mut()) {
+            let word = x.load(Relaxed);
+            (*d_out, *t_out) = (doc_of(word), tf_byte(word));
+            most = most.max(tf_byte(word));
+        }
+        if most == TF_ESCAPE {
+            self.seg.unescape(b, from, &mut tfs[..m]);
         }
         m
     }
@@ -1091,7 +1245,7 @@ impl FreshPostings<'_> {
         if to <= from {
             return NO_DOC;
         }
-        self.seg.w()[to - POSTING_WORDS].load(Relaxed)
+        doc_of(self.seg.w()[to - POSTING_WORDS].load(Relaxed))
     }
 
     /// Whether the cursor is on the first posting of its block (tests walk blocks with it).
@@ -1138,7 +1292,7 @@ impl FreshPostings<'_> {
             self.end = self.base + w[self.block + 1].load(Acquire) as usize;
         }
         let n = (self.end - self.at) / POSTING_WORDS;
-        let doc = |k: usize| w[self.at + k * POSTING_WORDS].load(Relaxed);
+        let doc = |k: usize| doc_of(w[self.at + k * POSTING_WORDS].load(Relaxed));
         if n > 0 && doc(n - 1) >= target {
             // The first k with doc(k) >= target: gallop to bracket it, then bisect.
             let (mut lo, mut hi) = (0, 1);
@@ -1183,15 +1337,19 @@ impl FreshPostings<'_> {
             // The rest of the block's postings known to be written, copied straight from its words (slices
             // cut to length first, so the loop tests only the doc against `stop`).
             let n = (cap - m).min((self.end - self.at) / POSTING_WORDS);
-            let src = w[self.at..self.at + n * POSTING_WORDS].chunks_exact(POSTING_WORDS);
-            let mut k = 0;
-            for ((p, d_out), t_out) in src.zip(&mut docs[m..m + n]).zip(&mut tfs[m..m + n]) {
-                let d = p[0].load(Relaxed);
-                if d >= stop {
-                    break;
-                }
-                (*d_out, *t_out) = (d, p[1].load(Relaxed));
-                k += 1;
+            // The postings below `stop` are a prefix of those (docs rise), found first so the copy runs
+            // without a compare per posting.
+            let words = &w[self.at..self.at + n * POSTING_WORDS];
+            let below = |x: &AtomicU32| doc_of(x.load(Relaxed)) < stop;
+            let k = if words.last().is_none_or(below) { n } else { words.partition_point(below) };
+            let mut most = 0;
+            for ((x, d_out), t_out) in words[..k].iter().zip(&mut docs[m..m + k]).zip(&mut tfs[m..m + k]) {
+                let word = x.load(Relaxed);
+                (*d_out, *t_out) = (doc_of(word), tf_byte(word));
+                most = most.max(tf_byte(word));
+            }
+            if most == TF_ESCAPE {
+                self.seg.unescape(self.block, self.at, &mut tfs[m..m + k]);
             }
             m += k;
             self.at += k * POSTING_WORDS;
@@ -1220,7 +1378,7 @@ impl FreshPostings<'_> {
         // candidates' span, against the candidates (pruned batches are sparse; their lookups stay searches).
         let dense = m >= 2 && self.doc != NO_DOC && {
             let known = (self.end - (self.at - POSTING_WORDS)) / POSTING_WORDS;
-            let list_span = w[self.end - POSTING_WORDS].load(Relaxed) - self.doc + 1;
+            let list_span = doc_of(w[self.end - POSTING_WORDS].load(Relaxed)) - self.doc + 1;
             let cands_span = cands[m - 1] - cands[0] + 1;
             known as u64 * cands_span as u64 <= (FRESH_MARKS_RATIO * m) as u64 * list_span as u64
         };
@@ -1250,7 +1408,7 @@ impl FreshPostings<'_> {
                 "the cursor is on a posting of its block"
             );
             let from = self.at - POSTING_WORDS;
-            let last = w[self.end - POSTING_WORDS].load(Relaxed);
+            let last = doc_of(w[self.end - POSTING_WORDS].load(Relaxed));
             let top = last.min(lo.saturating_add(MARKS_SPAN - 1));
             let j = i + cands[i..m].partition_point(|&c| c <= top);
             if j < i + 2 {
@@ -1262,14 +1420,14 @@ impl FreshPostings<'_> {
             // at `most` is still below `stop`, the stretch is too dense for marks.
             let n = (self.end - from) / POSTING_WORDS;
             let most = FRESH_MARKS_RATIO * (j - 1 - i);
-            if most < n && w[from + most * POSTING_WORDS].load(Relaxed) < stop {
+            if most < n && doc_of(w[from + most * POSTING_WORDS].load(Relaxed)) < stop {
                 continue;
             }
             let below = {
                 let (mut lo_k, mut hi_k) = (0, n.min(most));
                 while lo_k < hi_k {
                     let mid = (lo_k + hi_k) / 2;
-                    if w[from + mid * POSTING_WORDS].load(Relaxed) < stop {
+                    if doc_of(w[from + mid * POSTING_WORDS].load(Relaxed)) < stop {
                         lo_k = mid + 1;
                     } else {
                         hi_k = mid;
@@ -1281,13 +1439,14 @@ impl FreshPostings<'_> {
             // Every doc there is in `[x, stop)`, `x >= lo` and `stop - lo < MARKS_SPAN`; all below the limit,
             // as `stop` (a candidate) is.
             for k in (from..to).step_by(POSTING_WORDS) {
-                marks[(w[k].load(Relaxed) - lo) as usize] = w[k + 1].load(Relaxed);
+                let word = w[k].load(Relaxed);
+                marks[(doc_of(word) - lo) as usize] = self.seg.tf_at(self.block, k, word);
             }
             for (&c, o) in cands[i..j - 1].iter().zip(&mut out[i..j - 1]) {
                 *o = marks[(c - lo) as usize];
             }
             for k in (from..to).step_by(POSTING_WORDS) {
-                marks[(w[k].load(Relaxed) - lo) as usize] = 0;
+                marks[(doc_of(w[k].load(Relaxed)) - lo) as usize] = 0;
             }
             // Onto the first posting at or after `stop`.
             self.at = to;
@@ -1309,20 +1468,12 @@ impl FreshPostings<'_> {
         if self.doc == NO_DOC {
             return (0, 0);
         }
-        let w = self.seg.w();
-        // The frequencies of the postings before this one, from where the last call left off: four at a
-        // time while there are (independent loads summed in a tree, not one add chain), then one by one.
+        // The position words of the postings before this one, from where the last call left off.
         let here = self.at - POSTING_WORDS;
-        while self.pos_at + 4 * POSTING_WORDS <= here {
-            let tf = |k: usize| w[self.pos_at + k * POSTING_WORDS + 1].load(Relaxed) as usize;
-            self.pos_sum += (tf(0) + tf(1)) + (tf(2) + tf(3));
-            self.pos_at += 4 * POSTING_WORDS;
-        }
-        while self.pos_at < here {
-            self.pos_sum += w[self.pos_at + 1].load(Relaxed) as usize;
-            self.pos_at += POSTING_WORDS;
-        }
-        (self.block_end - self.pos_sum - self.tf as usize, self.tf as usize)
+        self.pos_sum = self.seg.position_words(self.block_end, self.pos_at, self.pos_sum, here);
+        self.pos_at = here;
+        let tf = self.tf as usize;
+        (self.block_end - self.pos_sum - tf - escape_words(self.tf), tf)
     }
 
     /// Hints the CPU to fetch the first position word [`Self::positions_at`] returned.
@@ -1778,6 +1929,85 @@ mod tests {
             let last = *cands.last().unwrap();
             assert_eq!(p.doc(), all.iter().find(|x| x.0 >= last).map_or(NO_DOC, |x| x.0));
         }
+    }
+
+    /// Frequencies of 255 and more (escaped in their posting word, written in full above their positions)
+    /// read back exactly everywhere a frequency is read — the cursor, `take_below`, regions, `probe` by marks
+    /// and by searches, sealed impacts — and the positions of every posting, escaped or not, stay where
+    /// their frequencies say.
+    #[test]
+    fn escaped_frequencies_read_back_exactly() {
+        let mut rng = 31u64;
+        let n = 1500u32;
+        let mut next = |m: u64| crate::rng::xorshift(&mut rng) % m;
+        // "x" in most documents, usually 1 to 4 times, one in 12 documents 253 to 700 times.
+        let tfs: Vec<usize> = (0..n)
+            .map(|_| match next(12) {
+                0 => 253 + next(448) as usize,
+                1 | 2 => 0,
+                _ => 1 + next(4) as usize,
+            })
+            .collect();
+        let bodies: Vec<String> = tfs.iter().map(|&tf| x_body(tf, tf.max(1) + next(20) as usize)).collect();
+        assert!(tfs.iter().filter(|&&t| t >= TF_ESCAPE as usize).count() > 50, "many escaped frequencies");
+        let (fresh, body, e) = with_bodies(&bodies, 16 << 20, 2000);
+        let want: Vec<(u32, u32)> =
+            (0..n).filter(|&d| tfs[d as usize] > 0).map(|d| (d, tfs[d as usize] as u32)).collect();
+        // The cursor, with every posting's positions: "x" is each body's first `tf` words.
+        let (mut p, mut got, mut pos) = (fresh.postings(e, n), vec![], vec![]);
+        while p.doc() != NO_DOC {
+            got.push((p.doc(), p.freq()));
+            p.positions(&mut pos);
+            assert_eq!(pos, (0..p.freq()).collect::<Vec<u32>>(), "positions of doc {}", p.doc());
+            p.next();
+        }
+        assert_eq!(got, want);
+        // "y" fills each body after the "x"s: its positions start where "x"'s end.
+        let y = fresh.lookup(&[&body.to_be_bytes()[..], b"y"].concat()).unwrap();
+        let mut p = fresh.postings(y, n);
+        while p.doc() != NO_DOC {
+            p.positions(&mut pos);
+            let from = tfs[p.doc() as usize] as u32;
+            assert_eq!(pos, (from..from + p.freq()).collect::<Vec<u32>>(), "\"y\" in doc {}", p.doc());
+            p.next();
+        }
+        // take_below from everywhere, probe by marks (dense candidates) and by searches.
+        let mut marks = Box::new([0u32; MARKS_SPAN as usize]);
+        for from in (0..n).step_by(37) {
+            let mut p = fresh.postings(e, n);
+            p.advance(from);
+            let (mut docs, mut out) = (vec![0; 64], vec![0; 64]);
+            let m = p.take_below(from + 90, &mut docs, &mut out);
+            let expect: Vec<(u32, u32)> =
+                want.iter().copied().filter(|x| x.0 >= from && x.0 < from + 90).take(64).collect();
+            assert_eq!(docs[..m].iter().copied().zip(out[..m].iter().copied()).collect::<Vec<_>>(), expect);
+            for dense in [true, false] {
+                // Candidates from the cursor's document on, every one (marks) or two far apart (searches).
+                let at = p.doc().min(n);
+                let cands: Vec<u32> = if dense { (at..at + 40).collect() } else { vec![at + 60, at + 300] };
+                let mut out = vec![u32::MAX; cands.len()];
+                p.probe(&cands, &mut out, &mut marks);
+                for (&c, &tf) in cands.iter().zip(&out) {
+                    assert_eq!(tf, if c < n { tfs[c as usize] as u32 } else { 0 }, "probe of {c}");
+                }
+            }
+        }
+        // Regions, and the impacts of sealed ones bound their postings.
+        let (p, mut regions) = (fresh.postings(e, n), vec![]);
+        p.for_each_region(|b, k, imp| regions.push((b, k, imp.copied())));
+        let (mut docs, mut out, mut all) = ([0u32; MAX_REGION], [0u32; MAX_REGION], vec![]);
+        for &(b, k, imp) in &regions {
+            let m = p.region_postings(b, k, &mut docs, &mut out);
+            for j in 0..m {
+                if let Some(imp) = imp {
+                    let dl = crate::codec::quantized_length(fresh.field_len(body, docs[j]));
+                    assert!(value(out[j], dl) <= bound(&imp), "impacts of doc {}", docs[j]);
+                }
+                all.push((docs[j], out[j]));
+            }
+        }
+        assert!(regions.iter().any(|r| r.2.is_some()), "some sealed regions");
+        assert_eq!(all, want);
     }
 
     /// `probe` finds each candidate's frequency as a plain walk does whichever way it takes — marks (dense
