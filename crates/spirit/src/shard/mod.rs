@@ -1350,11 +1350,13 @@ impl ShardInner {
 
     fn merger(self: Arc<Self>, rx: Receiver<u32>) {
         let idle = Duration::from_secs(1);
-        // What was ingested at the last idle wake-up (see `ingest_stamp`).
+        // What was ingested at the merger's last wake-up, by a segment or idle (see `ingest_stamp`): a pause is
+        // an idle second with no document since, so it is seen a second after the last merge, not two.
         let mut last_stamp = None;
         loop {
             match rx.recv_timeout(idle) {
                 Ok(id) => {
+                    last_stamp = Some(self.ingest_stamp());
                     if self.failure.lock().is_some() {
                         // A failed shard refuses writes; merging on could only fail again. Recovery at the
                         // next open resumes the merges.
@@ -1369,7 +1371,7 @@ impl ShardInner {
                     self.notify();
                 }
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    // Ingestion paused (no document since the last idle wake-up, a second or more ago): the
+                    // Ingestion paused (no document since the last wake-up, a second or more ago): the
                     // engraved segments that lazy commit keeps out of the merged segment until DRAM runs
                     // short are committed and merged now, so queries probe one merged dictionary instead of
                     // one per segment. (Not with pure lazy commit, which asks for them to stay.)
