@@ -80,7 +80,7 @@ const TF_BITS: u32 = 8;
 /// above the posting's positions ([`FreshSegment::escaped_tf`]).
 const TF_ESCAPE: u32 = (1 << TF_BITS) - 1;
 /// Most documents a fresh segment holds: every local doc id fits a posting word above the frequency byte.
-pub const MAX_FRESH_DOCS: u32 = (1 << (32 - TF_BITS)) - 1;
+const MAX_FRESH_DOCS: u32 = (1 << (32 - TF_BITS)) - 1;
 
 /// The posting word of `doc` with frequency `tf` (escaped from [`TF_ESCAPE`] on).
 #[inline]
@@ -168,9 +168,9 @@ fn header_words(cap: usize) -> usize {
     }
 }
 
-/// Postings per chunk of a large block: sealing writes each chunk's impacts too, so a single-term scan
-/// passes over a chunk that cannot compete (a block's impacts alone cover up to ~800 postings of a common
-/// term: too coarse to skip much).
+/// Postings per chunk of a large block: each chunk's impacts are written as it fills
+/// ([`FreshSegment::seal_chunk`]), so a single-term scan passes over a chunk that cannot compete (a block's
+/// impacts alone cover up to ~1,500 postings of a common term: too coarse to skip much).
 const CHUNK: usize = 128;
 /// Posting words of a full chunk.
 const CHUNK_WORDS: usize = CHUNK * POSTING_WORDS;
