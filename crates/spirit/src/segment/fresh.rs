@@ -772,6 +772,33 @@ impl FreshSegment {
         w[base + cap - sum - 1].load(Relaxed)
     }
 
+    /// Copies the postings of `words` — posting words of block `b` from word `at` on — whose documents are
+    /// below `stop` into `docs` and `tfs` (which have room for them all); returns how many. Docs rise along a
+    /// block, so those are a prefix (usually all of them), found first so the copy runs without a compare
+    /// per posting.
+    fn copy_below(
+        &self,
+        b: usize,
+        at: usize,
+        words: &[AtomicU32],
+        stop: u32,
+        docs: &mut [u32],
+        tfs: &mut [u32],
+    ) -> usize {
+        let below = |x: &AtomicU32| doc_of(x.load(Relaxed)) < stop;
+        let m = if words.last().is_none_or(below) { words.len() } else { words.partition_point(below) };
+        let mut most = 0;
+        for ((x, d_out), t_out) in words[..m].iter().zip(&mut docs[..m]).zip(&mut tfs[..m]) {
+            let word = x.load(Relaxed);
+            (*d_out, *t_out) = (doc_of(word), tf_byte(word));
+            most = most.max(tf_byte(word));
+        }
+        if most == TF_ESCAPE {
+            self.unescape(b, at, &mut tfs[..m]);
+        }
+        m
+    }
+
     /// Replaces the escaped frequency bytes in `tfs`, the frequencies of the postings from word `at` of
     /// block `b` on, by the frequencies.
     #[cold]
@@ -1222,20 +1249,7 @@ impl FreshPostings<'_> {
         let (from, to) = self.region_words(b, k);
         assert!(to - from <= MAX_REGION * POSTING_WORDS, "a region holds at most MAX_REGION postings");
         let words = &w[from..to];
-        // Docs rise along the region: the postings below the limit are a prefix (usually all of them), found
-        // first so the copy runs without a compare per posting.
-        let below = |x: &AtomicU32| doc_of(x.load(Relaxed)) < self.limit;
-        let m = if words.last().is_none_or(below) { words.len() } else { words.partition_point(below) };
-        let mut most = 0;
-        for ((x, d_out), t_out) in words[..m].iter().zip(docs.iter_mut()).zip(tfs.iter_mut()) {
-            let word = x.load(Relaxed);
-            (*d_out, *t_out) = (doc_of(word), tf_byte(word));
-            most = most.max(tf_byte(word));
-        }
-        if most == TF_ESCAPE {
-            self.seg.unescape(b, from, &mut tfs[..m]);
-        }
-        m
+        self.seg.copy_below(b, from, words, self.limit, docs, tfs)
     }
 
     /// The last document of a region [`Self::for_each_region`] reported (`NO_DOC` if it has none), below the
@@ -1337,20 +1351,8 @@ impl FreshPostings<'_> {
             // The rest of the block's postings known to be written, copied straight from its words (slices
             // cut to length first, so the loop tests only the doc against `stop`).
             let n = (cap - m).min((self.end - self.at) / POSTING_WORDS);
-            // The postings below `stop` are a prefix of those (docs rise), found first so the copy runs
-            // without a compare per posting.
             let words = &w[self.at..self.at + n * POSTING_WORDS];
-            let below = |x: &AtomicU32| doc_of(x.load(Relaxed)) < stop;
-            let k = if words.last().is_none_or(below) { n } else { words.partition_point(below) };
-            let mut most = 0;
-            for ((x, d_out), t_out) in words[..k].iter().zip(&mut docs[m..m + k]).zip(&mut tfs[m..m + k]) {
-                let word = x.load(Relaxed);
-                (*d_out, *t_out) = (doc_of(word), tf_byte(word));
-                most = most.max(tf_byte(word));
-            }
-            if most == TF_ESCAPE {
-                self.seg.unescape(self.block, self.at, &mut tfs[m..m + k]);
-            }
+            let k = self.seg.copy_below(self.block, self.at, words, stop, &mut docs[m..], &mut tfs[m..]);
             m += k;
             self.at += k * POSTING_WORDS;
             // Onto the first posting not taken (past the limit: `NO_DOC`).
