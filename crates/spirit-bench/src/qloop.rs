@@ -8,7 +8,10 @@
 //! With `--fresh-docs FILE` it times the fresh segment instead: the first `--fresh-max` documents of the
 //! line file go into one fresh segment (an arena made large enough to hold them all, never flushed), and the
 //! queries run on it alone — the write-optimized postings every real-time query reads for the newest
-//! documents, measured apart from the images and from concurrent ingestion.
+//! documents, measured apart from the images and from concurrent ingestion. With `--fresh-base N` the first
+//! N documents go into one merged segment before them: a windowed real-time run's index (200,000 merged,
+//! the newest tens of thousands fresh) without its concurrent writer, so what the writer costs the queries
+//! can be told apart from what the fresh postings do.
 
 use crate::input::load_tasks;
 use serde_json::json;
@@ -28,6 +31,11 @@ pub struct LoopArgs {
     /// Documents of `--fresh-docs` in the fresh segment.
     #[arg(long, default_value_t = 50_000)]
     fresh_max: usize,
+    /// With `--fresh-docs`: the first N documents of the file go into one merged segment first (indexed,
+    /// then force-merged), and the fresh segment takes the `--fresh-max` after them — a windowed real-time
+    /// run's index (the initial documents merged, the newest fresh) without the concurrent ingestion.
+    #[arg(long, default_value_t = 0)]
+    fresh_base: usize,
     /// luceneutil task file.
     #[arg(long)]
     tasks: PathBuf,
@@ -69,25 +77,34 @@ pub fn run(a: LoopArgs) {
             (engine, index)
         }
         (None, Some(docs)) => {
-            let docs = crate::input::load_docs(docs, Some(a.fresh_max)).expect("docs");
+            let docs = crate::input::load_docs(docs, Some(a.fresh_base + a.fresh_max)).expect("docs");
+            let fresh = docs.len().saturating_sub(a.fresh_base);
             // An arena of ~4 KiB per document holds them all (postings, positions, columns); the rings and
             // caches around it fit a budget of 8 arenas.
-            let arena = (docs.len().max(1024) * 4096).next_power_of_two();
+            let arena = (fresh.max(1024) * 4096).next_power_of_two();
             let shard = spirit::ShardConfig {
                 dram_budget: 8 * arena,
                 fresh_segment_bytes: Some(arena),
-                max_docs_per_segment: docs.len() as u32 + 1,
+                max_docs_per_segment: fresh as u32 + 1,
                 ..Default::default()
             };
             let _ = std::fs::remove_dir_all(&tmp);
             let engine = Engine::open(&tmp, EngineConfig { shard, default_shards: Some(1) }).expect("open");
             let index =
                 engine.create_index("bench", Some(&crate::input::baseline_mappings()), None).expect("create");
-            for (i, d) in docs.iter().enumerate() {
+            let base = a.fresh_base.min(docs.len());
+            for (i, d) in docs[..base].iter().enumerate() {
+                index.add(d.json(i)).expect("add");
+            }
+            if base > 0 {
+                index.force_merge(1).expect("force-merge the base documents");
+            }
+            for (i, d) in docs.iter().enumerate().skip(base) {
                 index.add(d.json(i)).expect("add");
             }
             let segs = index.stats().shard.segments;
-            assert_eq!(segs.values().sum::<usize>(), 1, "one fresh segment holds every document: {segs:?}");
+            let want = 1 + (base > 0) as usize;
+            assert_eq!(segs.values().sum::<usize>(), want, "a merged and a fresh segment: {segs:?}");
             (engine, index)
         }
         (None, None) => unreachable!("clap requires one"),
