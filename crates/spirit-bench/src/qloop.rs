@@ -85,7 +85,9 @@ pub fn run(a: LoopArgs) {
             let shard = spirit::ShardConfig {
                 dram_budget: 8 * arena,
                 fresh_segment_bytes: Some(arena),
-                max_docs_per_segment: fresh as u32 + 1,
+                // At least the default: the base documents go through segments of this size on their way.
+                max_docs_per_segment: (fresh as u32 + 1)
+                    .max(spirit::ShardConfig::default().max_docs_per_segment),
                 ..Default::default()
             };
             let _ = std::fs::remove_dir_all(&tmp);

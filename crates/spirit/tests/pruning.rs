@@ -151,6 +151,54 @@ fn runs_of_weak_lead_blocks_are_passed_over_exactly() {
     }
 }
 
+/// The same conjunctions over a fresh segment after the images: the images' hits set θ, and the fresh
+/// segment's windows of weak lead postings are passed over on the lead's bound and the others' idfs alone,
+/// or on their chunk bounds — while its strong documents, stronger than the images' (so some are in the
+/// top 10), are all found: the pruned answers equal the exhaustive ones, and not every fresh match is
+/// visited.
+#[test]
+fn weak_fresh_windows_are_passed_over_exactly() {
+    // A document as above; a strong one's lead frequency is raised by `boost`.
+    fn doc(next: &mut dyn FnMut() -> u64, boost: u64) -> String {
+        let mut body = vec!["common".to_string()];
+        if next() % 2 == 0 {
+            let strong = next() % 60 == 0;
+            let tf = if strong { 2 + next() % 8 + boost } else { 1 };
+            body.extend((0..tf).map(|_| "lead".to_string()));
+            let filler = if strong { next() % 6 } else { 20 + next() % 60 };
+            body.extend((0..filler).map(|_| format!("f{}", next() % 50)));
+        }
+        body.join(" ")
+    }
+    for seed in [3u64, 5, 9, 17] {
+        let (_dir, index) = build_with(8000, 20_000, seed, |next| doc(next, 0));
+        index.force_merge(1).unwrap();
+        let queries = ["+common +lead", "+lead +common", "+lead +common +f3"];
+        let before: Vec<(u64, u64, u64)> = queries.iter().map(|q| compare(&index, q)).collect();
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 8000..9500 {
+            index.add(serde_json::json!({"_id": i.to_string(), "body": doc(&mut next, 6)})).unwrap();
+        }
+        let segs = index.stats().shard.segments;
+        assert_eq!(segs.values().sum::<usize>(), 2, "seed {seed}: one image and the fresh segment: {segs:?}");
+        for (q, (all0, visited0, _)) in queries.iter().zip(before) {
+            let top =
+                index.search(q, &SearchOptions { limit: 10, cache: false, ..Default::default() }).unwrap();
+            let fresh_hits = top.hits.iter().filter(|h| h.id.parse::<u32>().unwrap() >= 8000).count();
+            assert!(fresh_hits > 0, "seed {seed}, {q}: some of the top 10 are fresh documents");
+            let (all, visited, _) = compare(&index, q);
+            assert!(all > all0, "seed {seed}, {q}: the fresh documents match");
+            assert!(visited - visited0 < all - all0, "seed {seed}, {q}: nothing fresh passed over");
+        }
+    }
+}
+
 /// Newest first without an exact count reads image segments backwards in windows and stops once k hits are
 /// certain; the hits must be the newest k of the exhaustive run, for common and rare terms, conjunctions,
 /// phrases and exclusions, with deletes, for several k.
