@@ -161,8 +161,8 @@ fn weak_fresh_windows_are_passed_over_exactly() {
     // A document as above; a strong one's lead frequency is raised by `boost`.
     fn doc(next: &mut dyn FnMut() -> u64, boost: u64) -> String {
         let mut body = vec!["common".to_string()];
-        if next() % 2 == 0 {
-            let strong = next() % 60 == 0;
+        if next().is_multiple_of(2) {
+            let strong = next().is_multiple_of(60);
             let tf = if strong { 2 + next() % 8 + boost } else { 1 };
             body.extend((0..tf).map(|_| "lead".to_string()));
             let filler = if strong { next() % 6 } else { 20 + next() % 60 };
