@@ -106,7 +106,7 @@ pub fn run(a: LoopArgs) {
             }
             let segs = index.stats().shard.segments;
             let want = 1 + (base > 0) as usize;
-            assert_eq!(segs.values().sum::<usize>(), want, "a merged and a fresh segment: {segs:?}");
+            assert_eq!(segs.values().sum::<usize>(), want, "the base merged, the rest fresh: {segs:?}");
             (engine, index)
         }
         (None, None) => unreachable!("clap requires one"),

@@ -32,13 +32,7 @@ fn build_with(
     let dir = tempfile::tempdir().unwrap();
     let cfg = ShardConfig { dram_budget: 16 << 20, max_docs_per_segment: max_docs, ..Default::default() };
     let index = Index::open("p", dir.path(), cfg, None, None).unwrap();
-    let mut x = seed | 1;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(seed);
     for i in 0..n {
         let body = body(&mut next);
         index.add(serde_json::json!({"_id": i.to_string(), "body": body})).unwrap();
@@ -125,24 +119,38 @@ proptest! {
     }
 }
 
+/// A xorshift stream seeded with `seed`.
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+/// A body of `common`, and in half the documents `lead`: one lead posting in 60 is strong — a tf of 2 to 9,
+/// raised by `boost`, in a short document — the others weak (tf 1 in a long document).
+fn weak_lead_doc(next: &mut dyn FnMut() -> u64, boost: u64) -> String {
+    let mut body = vec!["common".to_string()];
+    if next().is_multiple_of(2) {
+        let strong = next().is_multiple_of(60);
+        let tf = if strong { 2 + next() % 8 + boost } else { 1 };
+        body.extend((0..tf).map(|_| "lead".to_string()));
+        let filler = if strong { next() % 6 } else { 20 + next() % 60 };
+        body.extend((0..filler).map(|_| format!("f{}", next() % 50)));
+    }
+    body.join(" ")
+}
+
 /// A conjunction of a common, low-idf term with a term whose blocks are mostly weak (tf 1 in long documents)
 /// and rarely strong: the block-max conjunction passes over runs of weak lead blocks on the lead's bound
 /// and the others' whole-list bounds alone, and must still find every strong document after a run.
 #[test]
 fn runs_of_weak_lead_blocks_are_passed_over_exactly() {
     for seed in [3u64, 5, 9, 17] {
-        let (_dir, index) = build_with(8000, 20_000, seed, |next| {
-            let mut body = vec!["common".to_string()];
-            if next() % 2 == 0 {
-                // One lead posting in 60 is strong: a tf of 2 to 9 in a short document.
-                let strong = next() % 60 == 0;
-                let tf = if strong { 2 + next() % 8 } else { 1 };
-                body.extend((0..tf).map(|_| "lead".to_string()));
-                let filler = if strong { next() % 6 } else { 20 + next() % 60 };
-                body.extend((0..filler).map(|_| format!("f{}", next() % 50)));
-            }
-            body.join(" ")
-        });
+        let (_dir, index) = build_with(8000, 20_000, seed, |next| weak_lead_doc(next, 0));
         index.force_merge(1).unwrap();
         for q in ["+common +lead", "+lead +common", "+lead +common +f3"] {
             let (all, visited, _) = compare(&index, q);
@@ -158,32 +166,16 @@ fn runs_of_weak_lead_blocks_are_passed_over_exactly() {
 /// visited.
 #[test]
 fn weak_fresh_windows_are_passed_over_exactly() {
-    // A document as above; a strong one's lead frequency is raised by `boost`.
-    fn doc(next: &mut dyn FnMut() -> u64, boost: u64) -> String {
-        let mut body = vec!["common".to_string()];
-        if next().is_multiple_of(2) {
-            let strong = next().is_multiple_of(60);
-            let tf = if strong { 2 + next() % 8 + boost } else { 1 };
-            body.extend((0..tf).map(|_| "lead".to_string()));
-            let filler = if strong { next() % 6 } else { 20 + next() % 60 };
-            body.extend((0..filler).map(|_| format!("f{}", next() % 50)));
-        }
-        body.join(" ")
-    }
     for seed in [3u64, 5, 9, 17] {
-        let (_dir, index) = build_with(8000, 20_000, seed, |next| doc(next, 0));
+        let (_dir, index) = build_with(8000, 20_000, seed, |next| weak_lead_doc(next, 0));
         index.force_merge(1).unwrap();
         let queries = ["+common +lead", "+lead +common", "+lead +common +f3"];
         let before: Vec<(u64, u64, u64)> = queries.iter().map(|q| compare(&index, q)).collect();
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         for i in 8000..9500 {
-            index.add(serde_json::json!({"_id": i.to_string(), "body": doc(&mut next, 6)})).unwrap();
+            index
+                .add(serde_json::json!({"_id": i.to_string(), "body": weak_lead_doc(&mut next, 6)}))
+                .unwrap();
         }
         let segs = index.stats().shard.segments;
         assert_eq!(segs.values().sum::<usize>(), 2, "seed {seed}: one image and the fresh segment: {segs:?}");
