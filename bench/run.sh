@@ -18,7 +18,8 @@
 # Configurations: static index for each engine; windowed real time (queries while the last 20% of the
 # documents is ingested) for spirit (real time, no reopen), Lucene NRT-1/10/100/1000/∞ and Tantivy
 # NRT-1/10/100/1000; ingest-to-visible latency in every real-time run, open time after a restart in every
-# static run, and spirit's recovery after kill -9 during a crash-safe ingest. Results (one JSON per
+# static run, spirit's recovery after kill -9 during a crash-safe ingest, and the machine's own stalls before
+# and after the real-time rounds (`spirit-bench stalls`). Results (one JSON per
 # configuration, meta.json, report.md, SVG plots) go to OUTDIR (default bench/results/SIZE-DATE). Data: $SPIRIT_DATA or ../shared/data/enwiki beside the repository.
 set -euo pipefail
 size="${1:-quick}"
@@ -120,6 +121,11 @@ rounds="${NRT_ROUNDS:-$([ "$size" = full ] && echo 3 || echo 1)}"
 configs=("spirit 0")
 for k in 1 10 100 1000 0; do configs+=("lucene $k"); done
 for k in 1 10 100 1000; do configs+=("tantivy $k"); done
+# The machine's own stalls (spirit-bench stalls) before and after the real-time rounds: the report prints them
+# beside the p99 goal, whose misses on the cheap workloads have been the machine's, not an engine's.
+stall_args=(--seconds "$([ "$size" = quick ] && echo 1 || echo 3)")
+step "machine stalls (before the real-time rounds)" "$spirit" stalls "${stall_args[@]}" \
+  --label "before the real-time rounds" --json "$out/stalls-1-before.json"
 for r in $(seq "$rounds"); do
   suffix="$([ "$rounds" = 1 ] || echo "-r$r")"
   round_tasks="$tasks"
@@ -142,6 +148,8 @@ for r in $(seq "$rounds"); do
     esac
   done
 done
+step "machine stalls (after the real-time rounds)" "$spirit" stalls "${stall_args[@]}" \
+  --label "after the real-time rounds" --json "$out/stalls-2-after.json"
 step "spirit crash recovery" "$spirit" durability --docs "$docs" "${limit[@]}" --recovery-only \
   --json "$out/spirit-recovery.json"
 "$spirit" report --dir "$out" > /dev/null

@@ -15,6 +15,7 @@ mod qloop;
 mod report;
 mod run;
 mod stages;
+mod stalls;
 
 use clap::Parser;
 use serde::Serialize;
@@ -53,6 +54,9 @@ enum Cli {
     Bulk(bulk::BulkArgs),
     /// Indexing's per-document stages alone on one thread, in CPU seconds: analysis, fresh insertion, flush.
     Stages(stages::StagesArgs),
+    /// The machine's own stalls (100 µs or more) while a thread reads the clock or random memory: what a
+    /// report's tail latencies owe to the machine rather than to an engine.
+    Stalls(stalls::StallsArgs),
 }
 
 #[derive(clap::Args)]
@@ -275,6 +279,12 @@ fn main() {
         Cli::Stages(a) => {
             if let Err(e) = stages::run(&a) {
                 eprintln!("spirit-bench stages: {e}");
+                std::process::exit(1);
+            }
+        }
+        Cli::Stalls(a) => {
+            if let Err(e) = stalls::run(&a) {
+                eprintln!("spirit-bench stalls: {e}");
                 std::process::exit(1);
             }
         }

@@ -363,6 +363,7 @@ pub fn report(a: ReportArgs) {
     let mut runs = vec![];
     let mut meta = Value::Null;
     let mut recovery = Value::Null;
+    let mut stalls = vec![];
     let mut entries: Vec<_> =
         std::fs::read_dir(&a.dir).expect("results dir").flatten().map(|e| e.path()).collect();
     entries.sort();
@@ -381,6 +382,8 @@ pub fn report(a: ReportArgs) {
             meta = v;
         } else if v.get("recovery_ms").is_some() {
             recovery = v;
+        } else if let Some(m) = v.get("stall_meter") {
+            stalls.push(m.clone());
         } else if v.get("engine").is_some() {
             runs.push(Run { label: label(&v), rounds: vec![v.clone()], v });
         }
@@ -602,6 +605,14 @@ pub fn report(a: ReportArgs) {
             )
             .unwrap();
         }
+        if !stalls.is_empty() {
+            writeln!(
+                md,
+                "  - the machine's own stalls, the same for every engine: {}",
+                stall_summary(&stalls)
+            )
+            .unwrap();
+        }
         let n = &s.v["nrt"];
         let p99 = n["visibility"]["p99_us"].as_f64().unwrap_or(f64::NAN);
         let ok = if !p99.is_finite() {
@@ -684,6 +695,31 @@ pub fn report(a: ReportArgs) {
     }
     std::fs::write(a.dir.join("report.md"), &md).expect("write report");
     println!("{md}");
+}
+
+/// `spirit-bench stalls` results in one phrase: per meter, the random-read and clock-loop stall rates.
+fn stall_summary(meters: &[Value]) -> String {
+    let per = meters
+        .iter()
+        .map(|m| {
+            let rate = |k: &str| m[k]["stalls_per_second"].as_f64().unwrap_or(f64::NAN);
+            format!(
+                "{}: {:.0} per second over random reads of {} MiB ({:.2}% of the time), {:.0} per second in a loop \
+                 reading the clock",
+                m["label"].as_str().filter(|l| !l.is_empty()).unwrap_or("meter"),
+                rate("reads"),
+                m["buffer_mib"],
+                100.0 * m["reads"]["stalled_fraction"].as_f64().unwrap_or(f64::NAN),
+                rate("clock")
+            )
+        })
+        .collect::<Vec<_>>();
+    format!(
+        "intervals of {} µs or more in which a thread got no work done (`spirit-bench stalls`), {} — one inside a \
+         cheap query makes it a p99 timing, whichever engine ran it",
+        meters.first().and_then(|m| m["stall_us"].as_f64()).unwrap_or(crate::stalls::STALL_US),
+        per.join("; ")
+    )
 }
 
 /// Ingest-to-visible latency and reopen times of the real-time runs; open (restart) and crash-recovery times.
