@@ -12,7 +12,7 @@
 //!   where transparent huge pages are `madvise`-only, as on this VM), bigger
 //!   than the caches and the TLB's reach, like a query's postings and dictionaries; a batch normally takes a
 //!   couple of µs. Such batches stall far more often than the clock loop does (about 1,000 per second over
-//!   200 MiB, against 10–20 for the clock loop, on the day this was written; ten times fewer with the buffer
+//!   200 MiB, against 10–46 for the clock loop, on the day this was written; ten times fewer with the buffer
 //!   on transparent huge pages): the stalls come with memory accesses, so every engine's queries meet them.
 //!
 //! Neither loop allocates or makes system calls while it runs; the numbers are rates per second of loop time.
@@ -64,10 +64,19 @@ impl Summary {
         self.max_us = self.max_us.max(us);
     }
 
+    fn per_second(&self, seconds: f64) -> f64 {
+        self.stalls as f64 / seconds
+    }
+
+    /// The share of `seconds` spent in stalls.
+    fn stalled_fraction(&self, seconds: f64) -> f64 {
+        self.stalled_us * 1e-6 / seconds
+    }
+
     fn json(&self, seconds: f64) -> serde_json::Value {
         json!({"intervals": self.intervals, "stalls": self.stalls,
-               "stalls_per_second": self.stalls as f64 / seconds,
-               "stalled_fraction": self.stalled_us * 1e-6 / seconds, "max_us": self.max_us})
+               "stalls_per_second": self.per_second(seconds),
+               "stalled_fraction": self.stalled_fraction(seconds), "max_us": self.max_us})
     }
 }
 
@@ -86,7 +95,7 @@ fn clock_loop(seconds: f64) -> Summary {
     }
 }
 
-/// Batches of 64 random reads over `buf` for `seconds`, and the median batch in µs.
+/// Batches of 64 random reads over `buf` for `seconds`, and the median of the first 65,536 batches in µs.
 fn read_loop(buf: &[u8], seconds: f64) -> (Summary, f64) {
     assert!(!buf.is_empty());
     let mut s = Summary::new();
@@ -111,7 +120,7 @@ fn read_loop(buf: &[u8], seconds: f64) -> (Summary, f64) {
         if (b - t0).as_secs_f64() >= seconds {
             std::hint::black_box(sum);
             sample.sort_by(f64::total_cmp);
-            return (s, sample[sample.len() / 2]);
+            return (s, crate::percentile(&sample, 0.5));
         }
     }
 }
@@ -127,11 +136,11 @@ pub fn run(a: &StallsArgs) -> Result<(), Box<dyn std::error::Error>> {
     eprintln!(
         "stalls >= {STALL_US} µs{}: clock loop {:.1}/s (max {:.0} µs); random reads over {} MiB {:.1}/s, {:.2}% of the time (batch median {median:.2} µs, max {:.0} µs)",
         if a.label.is_empty() { String::new() } else { format!(" ({})", a.label) },
-        clock.stalls as f64 / a.seconds,
+        clock.per_second(a.seconds),
         clock.max_us,
         a.mib,
-        reads.stalls as f64 / a.seconds,
-        100.0 * reads.stalled_us * 1e-6 / a.seconds,
+        reads.per_second(a.seconds),
+        100.0 * reads.stalled_fraction(a.seconds),
         reads.max_us,
     );
     if let Some(p) = &a.json {
