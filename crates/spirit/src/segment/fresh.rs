@@ -114,7 +114,13 @@ const IMPACT_WORDS: usize = IMPACTS;
 const FIRST_BLOCK: usize = 6;
 /// Terms between the stages of an insert's pipeline (slot, entry, tail block, append).
 const INSERT_PIPELINE: usize = 4;
-const MAX_BLOCK: usize = 4096;
+/// The largest posting block a term's list grows to (a posting with more positions gets one just large
+/// enough). 2048 words rather than 4096: in the windowed real-time run (`spirit-bench run --mode nrt`, the six
+/// goal workloads, 5 s warm-up, four pairs in ABBA order) the hmean L..HH rose 3.8 / 18.8 / −9.2 / 15.8%
+/// (+7% on the means) with the window's ingest unchanged (42.0k against 39.1k docs/s on the means), while
+/// the fresh segment alone in a hot loop (`spirit-bench loop --fresh-docs`) showed no difference either way.
+/// 1024 words had cost ANDs, ORs and phrases 10–35% in that loop.
+const MAX_BLOCK: usize = 2048;
 /// [`FreshPostings::probe`] marks a stretch of the list where it holds at most this many postings per
 /// candidate, and advances candidate by candidate in sparser stretches. Marking costs two stores per
 /// posting, a search about a dozen mispredicted compares per candidate. On one fresh segment of 50,000 enwiki
