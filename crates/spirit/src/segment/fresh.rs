@@ -176,7 +176,7 @@ fn header_words(cap: usize) -> usize {
 
 /// Postings per chunk of a large block: each chunk's impacts are written as it fills
 /// ([`FreshSegment::seal_chunk`]), so a single-term scan passes over a chunk that cannot compete (a block's
-/// impacts alone cover up to ~1,500 postings of a common term: too coarse to skip much).
+/// impacts alone cover up to ~750 postings of a common term: too coarse to skip much).
 const CHUNK: usize = 128;
 /// Posting words of a full chunk.
 const CHUNK_WORDS: usize = CHUNK * POSTING_WORDS;
