@@ -3,9 +3,11 @@
 //! Supported: `match_all`, `match_none`, `match` (`operator`), `match_phrase` (slop 0), `multi_match`
 //! (`best_fields`, `most_fields`, `phrase`; scored as the sum over fields), `term`, `terms`, `range`
 //! (`gt`/`gte`/`lt`/`lte`), `prefix`, `bool` (`must`, `should`, `must_not`, `filter`,
-//! `minimum_should_match` 1) and `query_string` (spirit's Lucene-style syntax). Anything else — another
-//! clause, fuzziness, slop, boosts other than 1 — is refused with a 400 that names it, never ignored, so an
-//! answer is never silently different from what was asked.
+//! `minimum_should_match` 1) and `query_string` (spirit's Lucene-style syntax, `^` boosts included), each
+//! with Elasticsearch's `boost` parameter (and `multi_match`'s per-field `"title^3"`): the clause's score
+//! times the boost ([`Query::Boost`]); a negative or non-numeric boost is a 400. Anything else — another
+//! clause, fuzziness, slop — is refused with a 400 that names it, never ignored, so an answer is never
+//! silently different from what was asked.
 //!
 //! Limits: at most [`Limits::max_clauses`](crate::Limits) leaf clauses and a nesting depth of
 //! [`Limits::max_depth`](crate::Limits) (Elasticsearch's `indices.query.bool.max_clause_count` guards the
@@ -65,9 +67,8 @@ impl<'a> Translator<'a> {
         match kind.as_str() {
             "match_all" => {
                 check_keys(kind, body, &["boost"])?;
-                check_boost(body)?;
                 self.leaf()?;
-                Ok(Query::MatchAll)
+                boosted(Query::MatchAll, body)
             }
             "match_none" => {
                 self.leaf()?;
@@ -76,18 +77,16 @@ impl<'a> Translator<'a> {
             "match" => {
                 let (field, params) = single_field(kind, body, "query")?;
                 check_keys(kind, &params, &["query", "operator", "boost", "analyzer", "zero_terms_query"])?;
-                check_boost(&params)?;
                 if params.get("analyzer").is_some() {
                     return Err(ApiError::unsupported("[match] with an [analyzer] other than the field's"));
                 }
                 let text = scalar_text(kind, params.get("query"))?;
                 let and = operator_is_and(kind, &params)?;
-                self.match_field(Some(field), &text, and)
+                boosted(self.match_field(Some(field), &text, and)?, &params)
             }
             "match_phrase" => {
                 let (field, params) = single_field(kind, body, "query")?;
                 check_keys(kind, &params, &["query", "slop", "boost", "analyzer"])?;
-                check_boost(&params)?;
                 if params.get("slop").and_then(Value::as_u64).unwrap_or(0) != 0 {
                     return Err(ApiError::unsupported("[match_phrase] with [slop] above 0"));
                 }
@@ -97,23 +96,22 @@ impl<'a> Translator<'a> {
                     ));
                 }
                 self.leaf()?;
-                Ok(Query::Phrase { field: Some(field), text: scalar_text(kind, params.get("query"))? })
+                let text = scalar_text(kind, params.get("query"))?;
+                boosted(Query::Phrase { field: Some(field), text }, &params)
             }
             "multi_match" => self.multi_match(body),
             "term" => {
                 let (field, params) = single_field(kind, body, "value")?;
                 check_keys(kind, &params, &["value", "boost", "case_insensitive"])?;
-                check_boost(&params)?;
                 if params.get("case_insensitive").and_then(Value::as_bool) == Some(true) {
                     return Err(ApiError::unsupported("[term] with [case_insensitive]"));
                 }
                 let value = params.get("value").ok_or_else(|| ApiError::parsing("[term] needs a [value]"))?;
-                self.term(field, value)
+                boosted(self.term(field, value)?, &params)
             }
             "terms" => {
                 let obj = body.as_object().ok_or_else(|| ApiError::parsing("[terms] needs an object"))?;
                 let mut fields = obj.iter().filter(|(k, _)| k.as_str() != "boost");
-                check_boost(body)?;
                 let (field, values) =
                     fields.next().ok_or_else(|| ApiError::parsing("[terms] needs a field"))?;
                 if fields.next().is_some() {
@@ -126,12 +124,11 @@ impl<'a> Translator<'a> {
                 for v in values {
                     should.push(self.term(field.clone(), v)?);
                 }
-                Ok(Query::Bool { must: vec![], should, must_not: vec![], filter: vec![] })
+                boosted(Query::Bool { must: vec![], should, must_not: vec![], filter: vec![] }, body)
             }
             "range" => {
                 let (field, params) = single_field(kind, body, "")?;
                 check_keys(kind, &params, &["gt", "gte", "lt", "lte", "boost", "format"])?;
-                check_boost(&params)?;
                 let bound = |inc: &str, exc: &str| -> ApiResult<Bound<String>> {
                     match (params.get(inc), params.get(exc)) {
                         (Some(_), Some(_)) => {
@@ -145,21 +142,20 @@ impl<'a> Translator<'a> {
                 let lower = bound("gte", "gt")?;
                 let upper = bound("lte", "lt")?;
                 self.leaf()?;
-                Ok(Query::Range { field, lower, upper })
+                boosted(Query::Range { field, lower, upper }, &params)
             }
             "prefix" => {
                 let (field, params) = single_field(kind, body, "value")?;
                 check_keys(kind, &params, &["value", "boost", "rewrite"])?;
-                check_boost(&params)?;
                 self.leaf()?;
-                Ok(Query::Prefix { field: Some(field), prefix: scalar_text(kind, params.get("value"))? })
+                let prefix = scalar_text(kind, params.get("value"))?;
+                boosted(Query::Prefix { field: Some(field), prefix }, &params)
             }
             "bool" => self.bool(body, depth),
             "query_string" => {
                 let params =
                     body.as_object().ok_or_else(|| ApiError::parsing("[query_string] needs an object"))?;
                 check_keys(kind, body, &["query", "default_field", "fields", "default_operator", "boost"])?;
-                check_boost(body)?;
                 let text = scalar_text(kind, params.get("query"))?;
                 if let Some(op) = params.get("default_operator").and_then(Value::as_str) {
                     if !op.eq_ignore_ascii_case("or") {
@@ -194,7 +190,7 @@ impl<'a> Translator<'a> {
                     set_default_field(&mut q, &f);
                 }
                 self.count_leaves(&q)?;
-                Ok(q)
+                boosted(q, body)
             }
             other => Err(ApiError::parsing(format!("unknown query [{other}]"))),
         }
@@ -208,6 +204,7 @@ impl<'a> Translator<'a> {
                 }
                 Ok(())
             }
+            Query::Boost { query, .. } => self.count_leaves(query),
             _ => self.leaf(),
         }
     }
@@ -237,7 +234,6 @@ impl<'a> Translator<'a> {
     fn multi_match(&mut self, body: &Value) -> ApiResult<Query> {
         let kind = "multi_match";
         check_keys(kind, body, &["query", "fields", "type", "operator", "boost"])?;
-        check_boost(body)?;
         let text = scalar_text(kind, body.get("query"))?;
         let and = operator_is_and(kind, body)?;
         let phrase = match body.get("type").and_then(Value::as_str).unwrap_or("best_fields") {
@@ -245,39 +241,44 @@ impl<'a> Translator<'a> {
             "phrase" => true,
             other => return Err(ApiError::unsupported(format!("[multi_match] of type [{other}]"))),
         };
-        let fields: Vec<Option<String>> = match body.get("fields") {
-            None => vec![None],
+        // Each field with its boost (`"title^3"`; 1 without one).
+        let field = |f: &str| -> ApiResult<(Option<String>, f32)> {
+            let (name, boost) = match f.split_once('^') {
+                Some((name, b)) => (name, b.parse::<f32>().map_err(|_| bad_boost(&format!("[{f}]")))?),
+                None => (f, 1.0),
+            };
+            Ok(((name != "*").then(|| name.to_string()), boost))
+        };
+        let fields: Vec<(Option<String>, f32)> = match body.get("fields") {
+            None => vec![(None, 1.0)],
             Some(Value::Array(fs)) => fs
                 .iter()
                 .map(|f| {
-                    let f = f
-                        .as_str()
-                        .ok_or_else(|| ApiError::parsing("[multi_match] fields must be strings"))?;
-                    match f.split_once('^') {
-                        Some((name, boost)) if boost.parse::<f32>() == Ok(1.0) => Ok(Some(name.to_string())),
-                        Some(_) => Err(ApiError::unsupported(format!("field boost [{f}]"))),
-                        None if f == "*" => Ok(None),
-                        None => Ok(Some(f.to_string())),
-                    }
+                    field(
+                        f.as_str()
+                            .ok_or_else(|| ApiError::parsing("[multi_match] fields must be strings"))?,
+                    )
                 })
                 .collect::<ApiResult<_>>()?,
-            Some(Value::String(f)) => vec![Some(f.clone())],
+            Some(Value::String(f)) => vec![field(f)?],
             Some(_) => return Err(ApiError::parsing("[multi_match] fields must be an array of strings")),
         };
         let mut should = vec![];
-        for f in fields {
-            should.push(if phrase {
+        for (f, boost) in fields {
+            let q = if phrase {
                 self.leaf()?;
                 Query::Phrase { field: f, text: text.clone() }
             } else {
                 self.match_field(f, &text, and)?
-            });
+            };
+            should.push(q.boosted(boost).map_err(ApiError::parsing)?);
         }
-        Ok(if should.len() == 1 {
+        let q = if should.len() == 1 {
             should.pop().expect("one")
         } else {
             Query::Bool { must: vec![], should, must_not: vec![], filter: vec![] }
-        })
+        };
+        boosted(q, body)
     }
 
     /// An exact value: a term on keyword and text fields, an equality range on numeric and date fields.
@@ -294,7 +295,6 @@ impl<'a> Translator<'a> {
 
     fn bool(&mut self, body: &Value, depth: usize) -> ApiResult<Query> {
         check_keys("bool", body, &["must", "should", "must_not", "filter", "minimum_should_match", "boost"])?;
-        check_boost(body)?;
         let mut list = |key: &str| -> ApiResult<Vec<Query>> {
             match body.get(key) {
                 None | Some(Value::Null) => Ok(vec![]),
@@ -336,10 +336,10 @@ impl<'a> Translator<'a> {
         if must.is_empty() && should.is_empty() && filter.is_empty() {
             // Elasticsearch: an empty bool (or one with only must_not) matches every other document.
             if must_not.is_empty() {
-                return Ok(Query::MatchAll);
+                return boosted(Query::MatchAll, body);
             }
         }
-        Ok(Query::Bool { must, should, must_not, filter })
+        boosted(Query::Bool { must, should, must_not, filter }, body)
     }
 
     fn field_type(&self, name: &str) -> Option<FieldType> {
@@ -358,6 +358,7 @@ fn set_default_field(q: &mut Query, field: &str) {
                 set_default_field(c, field);
             }
         }
+        Query::Boost { query, .. } => set_default_field(query, field),
         _ => {}
     }
 }
@@ -397,12 +398,26 @@ fn check_keys(kind: &str, v: &(impl AsMap + ?Sized), allowed: &[&str]) -> ApiRes
     Ok(())
 }
 
-fn check_boost(v: &(impl AsMap + ?Sized)) -> ApiResult<()> {
-    match v.as_map().and_then(|m| m.get("boost")) {
-        None => Ok(()),
-        Some(b) if b.as_f64() == Some(1.0) => Ok(()),
-        Some(b) => Err(ApiError::unsupported(format!("[boost] {b} (scores are plain BM25)"))),
-    }
+/// `q` with the `boost` of the clause's parameters `v` (Elasticsearch's: a number, or a string holding one;
+/// 1 without one), or a 400 for a boost that is not a finite number of at least 0.
+fn boosted(q: Query, v: &(impl AsMap + ?Sized)) -> ApiResult<Query> {
+    let boost = match v.as_map().and_then(|m| m.get("boost")) {
+        None | Some(Value::Null) => return Ok(q),
+        Some(Value::Number(n)) => n.as_f64(),
+        Some(Value::String(s)) => s.trim().parse::<f64>().ok(),
+        Some(_) => None,
+    };
+    let Some(boost) = boost else {
+        return Err(bad_boost(&format!(
+            "[boost] {}",
+            v.as_map().and_then(|m| m.get("boost")).expect("present")
+        )));
+    };
+    q.boosted(boost as f32).map_err(ApiError::parsing)
+}
+
+fn bad_boost(what: &str) -> ApiError {
+    ApiError::parsing(format!("{what}: a boost must be a finite number of at least 0"))
 }
 
 trait AsMap {
@@ -452,6 +467,7 @@ pub fn positive_leaves<'q>(q: &'q Query, out: &mut Vec<&'q Query>) {
                 positive_leaves(c, out);
             }
         }
+        Query::Boost { query, .. } => positive_leaves(query, out),
         Query::MatchAll | Query::Range { .. } => {}
         leaf => out.push(leaf),
     }
@@ -555,10 +571,86 @@ mod tests {
             .reason
             .contains("fuzziness"));
         assert!(tr(json!({"match_phrase": {"body": {"query": "x y", "slop": 2}}})).is_err());
-        assert!(tr(json!({"match_all": {"boost": 2.0}})).unwrap_err().reason.contains("boost"));
+        assert!(tr(json!({"match_all": {"boost": -1}})).unwrap_err().reason.contains("boost"));
         assert!(tr(json!({"term": {"tag": {"value": {"x": 1}}}})).is_err());
         assert!(tr(json!([1, 2])).is_err());
         assert!(tr(json!({"match_all": {}, "match_none": {}})).is_err());
+    }
+
+    fn boost(q: Query, boost: f32) -> Query {
+        Query::Boost { query: Box::new(q), boost }
+    }
+
+    #[test]
+    fn boosts_wrap_the_clause() {
+        assert_eq!(tr(json!({"match_all": {"boost": 2}})).unwrap(), boost(Query::MatchAll, 2.0));
+        assert_eq!(
+            tr(json!({"match": {"body": {"query": "one", "boost": 1.5}}})).unwrap(),
+            boost(term("body", "one"), 1.5)
+        );
+        assert_eq!(
+            tr(json!({"term": {"tag": {"value": "t", "boost": "3"}}})).unwrap(),
+            boost(term("tag", "t"), 3.0)
+        );
+        assert_eq!(
+            tr(json!({"match_phrase": {"body": {"query": "a b", "boost": 2}}})).unwrap(),
+            boost(Query::Phrase { field: Some("body".into()), text: "a b".into() }, 2.0)
+        );
+        assert_eq!(
+            tr(json!({"prefix": {"body": {"value": "ab", "boost": 0}}})).unwrap(),
+            boost(Query::Prefix { field: Some("body".into()), prefix: "ab".into() }, 0.0)
+        );
+        let range = tr(json!({"range": {"n": {"gte": 1, "boost": 4}}})).unwrap();
+        assert!(
+            matches!(range, Query::Boost { ref query, boost: 4.0 } if matches!(**query, Query::Range { .. }))
+        );
+        let b = tr(json!({"bool": {"must": [{"match": {"body": "x"}}], "boost": 2}})).unwrap();
+        assert!(matches!(b, Query::Boost { ref query, boost: 2.0 } if matches!(**query, Query::Bool { .. })));
+        assert_eq!(
+            tr(json!({"query_string": {"query": "x^3", "default_field": "body", "boost": 2}})).unwrap(),
+            boost(boost(term("body", "x"), 3.0), 2.0)
+        );
+        // A boost of 1 adds nothing.
+        assert_eq!(
+            tr(json!({"match": {"body": {"query": "one", "boost": 1}}})).unwrap(),
+            term("body", "one")
+        );
+    }
+
+    #[test]
+    fn multi_match_boosts_each_field() {
+        let q = tr(json!({"multi_match": {"query": "x", "fields": ["body^2", "tag"], "boost": 3}})).unwrap();
+        assert_eq!(
+            q,
+            boost(
+                Query::Bool {
+                    must: vec![],
+                    should: vec![boost(term("body", "x"), 2.0), term("tag", "x")],
+                    must_not: vec![],
+                    filter: vec![]
+                },
+                3.0
+            )
+        );
+        assert!(tr(json!({"multi_match": {"query": "x", "fields": ["body^x"]}}))
+            .unwrap_err()
+            .reason
+            .contains("boost"));
+        assert!(tr(json!({"multi_match": {"query": "x", "fields": ["body^-2"]}}))
+            .unwrap_err()
+            .reason
+            .contains("boost"));
+    }
+
+    #[test]
+    fn bad_boosts_are_refused() {
+        for b in [json!(-0.5), json!("abc"), json!([1]), json!({"x": 1})] {
+            let e = tr(json!({"match": {"body": {"query": "x", "boost": b}}})).unwrap_err();
+            assert_eq!((e.status.as_u16(), e.kind), (400, "parsing_exception"), "{b}");
+            assert!(e.reason.contains("boost"), "{}", e.reason);
+        }
+        // The query string's own boosts are checked by its parser.
+        assert_eq!(tr(json!({"query_string": {"query": "x^-1"}})).unwrap_err().kind, "query_shard_exception");
     }
 
     #[test]

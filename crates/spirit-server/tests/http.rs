@@ -470,6 +470,62 @@ fn analyzers_defined_in_settings_apply_to_mapped_and_dynamic_fields() {
     s.stop();
 }
 
+/// Boosts: a clause's `boost` (and the query string's `^N`) multiplies its score and can reorder the hits;
+/// what matches is unchanged; a negative boost is a 400.
+#[test]
+fn boosts_scale_scores_and_reorder_hits() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let mappings = r#"{"mappings": {"properties": {"title": {"type": "text"}, "body": {"type": "text"}}}}"#;
+    assert_eq!(s.call("PUT", "/bo", Some(mappings)).0, 200);
+    for (id, doc) in [
+        ("t", r#"{"title": "dune", "body": "a desert planet and its spice"}"#),
+        ("b", r#"{"title": "arrakis", "body": "dune dune the desert"}"#),
+        ("n", r#"{"title": "other", "body": "nothing here"}"#),
+    ] {
+        assert_eq!(s.call("PUT", &format!("/bo/_doc/{id}"), Some(doc)).0, 201);
+    }
+    let search = |q: &str| {
+        let (status, r) = s.call("POST", "/bo/_search", Some(q));
+        assert_eq!(status, 200, "{r}");
+        r["hits"]["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["_id"].as_str().unwrap().to_string(), h["_score"].as_f64().unwrap()))
+            .collect::<Vec<_>>()
+    };
+    let plain = search(r#"{"query": {"match": {"body": "desert"}}}"#);
+    let boosted = search(r#"{"query": {"match": {"body": {"query": "desert", "boost": 2.5}}}}"#);
+    assert_eq!(plain.len(), 2);
+    for ((a, x), (b, y)) in plain.iter().zip(&boosted) {
+        assert_eq!(a, b);
+        assert!((y / x - 2.5).abs() < 1e-4, "{x} x 2.5 != {y}");
+    }
+    // Unboosted, "b" (dune twice in its body) wins; a title boost puts "t" first; the query string agrees.
+    let either = |tb: f64| {
+        format!(r#"{{"query": {{"multi_match": {{"query": "dune", "fields": ["title^{tb}", "body"]}}}}}}"#)
+    };
+    assert_eq!(search(&either(1.0))[0].0, "b");
+    assert_eq!(search(&either(10.0))[0].0, "t");
+    let qs = search(r#"{"query": {"query_string": {"query": "title:dune^10 body:dune"}}}"#);
+    assert_eq!(qs[0].0, "t");
+    assert_eq!(qs.len(), 2);
+    // A boost of 0 keeps the matches, scoring 0.
+    let zero = search(r#"{"query": {"match": {"body": {"query": "desert", "boost": 0}}}}"#);
+    assert_eq!((zero.len(), zero.iter().all(|h| h.1 == 0.0)), (2, true), "{zero:?}");
+    assert_es_error(
+        &s.call(
+            "POST",
+            "/bo/_search",
+            Some(r#"{"query": {"match": {"body": {"query": "x", "boost": -1}}}}"#),
+        ),
+        400,
+        "parsing_exception",
+    );
+    s.stop();
+}
+
 /// The `_source` mapping: an excluded field is searchable but neither stored nor returned; the mapping is
 /// reported back; a bad one is a 400.
 #[test]

@@ -76,6 +76,14 @@ fn fast_paths_on_long_lists_match_the_reference() {
         r#"body:"w0 w0""#,
         r#"body:"w3 w150""#,
         r#"title:"w0 w1""#,
+        // Boosts fold into the terms' weights: the same paths, scaled scores and bounds.
+        "+body:w0^2 +body:w1",
+        "+body:w0^0 +body:w60^3",
+        "body:w0^0.5 body:w1^3",
+        "body:w150^4 body:w0 body:w120^0",
+        "(body:w3 body:w7)^2.5 body:w1",
+        r#"body:"w0 w1"^2 body:w3"#,
+        "+body:w1 title:w0^10",
     ];
     let segments = index.stats().shard.segments.values().sum::<usize>();
     assert!(segments >= 3, "several segments: {segments}");
@@ -191,6 +199,11 @@ fn fresh_segment_paths_match_the_reference() {
         r#"title:"w0 w1""#,
         r#"body:"w0 zzz""#,
         r#"body:"w0 w0""#,
+        "+body:w0^2 +body:w1",
+        "+body:w3^0 +body:w7 +body:w1^4",
+        "body:w0^0.5 body:w1^3",
+        "body:w199^5 body:w150 body:w120^0",
+        r#"body:"w0 w1"^3 body:w1"#,
     ];
     for i in 0..5000 {
         let d = random_doc(i, true, &mut next);

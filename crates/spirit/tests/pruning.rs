@@ -88,6 +88,10 @@ fn pruned_top_k_equals_exhaustive() {
         let _ = compare(&index, &format!("{} {} {}", vocab(a), vocab(b), vocab(a + b + 1)));
         let _ = compare(&index, &format!("+{} {} -{}", vocab(a), vocab(b), vocab(a + 2)));
         let _ = compare(&index, &format!("\"{} {}\" {}", vocab(a), vocab(b), vocab(b + 3)));
+        // Boosted terms: the boost is in the weights the bounds come from.
+        let _ = compare(&index, &format!("{}^3 {}", vocab(a), vocab(b)));
+        let _ = compare(&index, &format!("+{}^0.5 +{}^2", vocab(a), vocab(b)));
+        let _ = compare(&index, &format!("{} {}^0", vocab(a), vocab(b)));
     }
     assert!(or_maxscore < or_all && or_bmw < or_all, "both skip: {or_maxscore}, {or_bmw} of {or_all}");
 }

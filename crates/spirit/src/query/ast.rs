@@ -24,11 +24,27 @@ pub enum Query {
     /// least one `should` clause. `must` and `should` clauses contribute to the score; `filter` and
     /// `must_not` do not. A query with only `must_not` clauses matches all other documents.
     Bool { must: Vec<Query>, should: Vec<Query>, must_not: Vec<Query>, filter: Vec<Query> },
+    /// `query` with its score multiplied by `boost` (`title:dune^2`, Elasticsearch's `boost` parameter);
+    /// what matches is unchanged. As in Lucene, the factor is folded into each scoring term's weight (its
+    /// idf), so a boosted term is evaluated — and pruned — exactly like any other; constant-score clauses
+    /// (prefix, range, `match_all`) score `boost` instead of 1. A boost is finite and at least 0
+    /// ([`Query::boosted`] checks); boosts nest by multiplying.
+    Boost { query: Box<Query>, boost: f32 },
 }
 
 impl Query {
     /// An empty boolean query (matches nothing until clauses are added).
     pub fn bool() -> Query {
         Query::Bool { must: vec![], should: vec![], must_not: vec![], filter: vec![] }
+    }
+
+    /// `self` with its score multiplied by `boost`, or why the boost is refused: it must be a finite number
+    /// of at least 0 (Elasticsearch refuses negative boosts too). A boost of 1 changes nothing and adds no
+    /// node.
+    pub fn boosted(self, boost: f32) -> Result<Query, String> {
+        if !boost.is_finite() || boost < 0.0 {
+            return Err(format!("boost must be a finite number of at least 0, got {boost}"));
+        }
+        Ok(if boost == 1.0 { self } else { Query::Boost { query: Box::new(self), boost } })
     }
 }

@@ -388,17 +388,33 @@ enum Weight {
         filter: Vec<Weight>,
     },
     DisMax(Vec<Weight>),
+    /// A constant-score weight (match-all, prefix, exists, range) whose matches score the factor instead
+    /// of 1: a boosted one ([`Node::Boost`]).
+    Scaled(Box<Weight>, f32),
 }
 
 fn weight(n: &Node, ctx: &mut Ctx<'_>) -> Result<Weight> {
+    weight_boosted(n, ctx, 1.0)
+}
+
+/// The weight of `n` with its scores multiplied by `boost` ([`Node::Boost`]s met on the way multiply in).
+/// A scoring term's or phrase's boost is folded into its idf, as Lucene folds it into its BM25 weight: the
+/// score is linear in the idf, and so is every bound the evaluator derives from it (impacts, block maxima,
+/// frequency thresholds), so a boosted term takes every fast path an unboosted one does. A constant-score
+/// weight scores `boost` instead of 1 ([`Weight::Scaled`]). Clauses that never score (`filter`,
+/// `must_not`) are planned unboosted.
+fn weight_boosted(n: &Node, ctx: &mut Ctx<'_>, boost: f32) -> Result<Weight> {
+    debug_assert!(boost.is_finite() && boost >= 0.0, "planning refuses other boosts");
+    // A constant-score weight, scaled when boosted.
+    let scaled = |w: Weight| if boost == 1.0 { w } else { Weight::Scaled(Box::new(w), boost) };
     Ok(match n {
         Node::Nothing | Node::Dropped => Weight::Nothing,
-        Node::All => Weight::All,
+        Node::All => scaled(Weight::All),
         Node::Term { field, key } => {
             ctx.resolve_term(key)?;
             let st = ctx.field_stats(*field);
             let df = ctx.df(key);
-            let (idf, avgdl) = (ctx.idf(df, st.docs), avgdl(st));
+            let (idf, avgdl) = (ctx.idf(df, st.docs) * boost, avgdl(st));
             Weight::Term {
                 key: key.clone(),
                 field: *field,
@@ -414,7 +430,7 @@ fn weight(n: &Node, ctx: &mut Ctx<'_>) -> Result<Weight> {
                 ctx.resolve_term(k)?;
                 idf += ctx.idf(ctx.df(k), st.docs);
             }
-            let avgdl = avgdl(st);
+            let (idf, avgdl) = (idf * boost, avgdl(st));
             Weight::Phrase {
                 keys: keys.clone(),
                 offsets: offsets.clone(),
@@ -428,20 +444,27 @@ fn weight(n: &Node, ctx: &mut Ctx<'_>) -> Result<Weight> {
             for k in keys {
                 ctx.resolve_term(k)?;
             }
-            Weight::TermSet { keys: keys.clone(), zero: Bm25Doc::new(0.0, ctx.bm25, 1.0) }
+            scaled(Weight::TermSet { keys: keys.clone(), zero: Bm25Doc::new(0.0, ctx.bm25, 1.0) })
         }
-        Node::Exists { field } => Weight::Exists { field: *field },
-        Node::Range { field, lower, upper } => Weight::Range { field: *field, lower: *lower, upper: *upper },
+        Node::Exists { field } => scaled(Weight::Exists { field: *field }),
+        Node::Range { field, lower, upper } => {
+            scaled(Weight::Range { field: *field, lower: *lower, upper: *upper })
+        }
         Node::Bool { must, should, must_not, filter } => {
-            let mut ws = |v: &[Node]| -> Result<Vec<Weight>> { v.iter().map(|n| weight(n, ctx)).collect() };
+            let mut ws = |v: &[Node], b: f32| -> Result<Vec<Weight>> {
+                v.iter().map(|n| weight_boosted(n, ctx, b)).collect()
+            };
             Weight::Bool {
-                must: ws(must)?,
-                should: ws(should)?,
-                must_not: ws(must_not)?,
-                filter: ws(filter)?,
+                must: ws(must, boost)?,
+                should: ws(should, boost)?,
+                must_not: ws(must_not, 1.0)?,
+                filter: ws(filter, 1.0)?,
             }
         }
-        Node::DisMax(v) => Weight::DisMax(v.iter().map(|n| weight(n, ctx)).collect::<Result<_>>()?),
+        Node::DisMax(v) => {
+            Weight::DisMax(v.iter().map(|n| weight_boosted(n, ctx, boost)).collect::<Result<_>>()?)
+        }
+        Node::Boost(n, b) => weight_boosted(n, ctx, boost * b)?,
     })
 }
 
@@ -1442,6 +1465,7 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             s.settle(0);
             Box::new(s)
         }
+        Weight::Scaled(w, boost) => Box::new(ConstScorer { inner: scorer(w, ctx, si), score: *boost }),
         Weight::DisMax(ws) => {
             let subs = ws.iter().map(|w| scorer(w, ctx, si)).collect();
             Box::new(UnionScorer::new(subs, true))
@@ -4482,6 +4506,7 @@ fn work(w: &Weight, ctx: &Ctx<'_>) -> u64 {
             must.iter().chain(should).chain(must_not).chain(filter).map(|c| work(c, ctx)).sum()
         }
         Weight::DisMax(v) => v.iter().map(|c| work(c, ctx)).sum(),
+        Weight::Scaled(w, _) => work(w, ctx),
     }
 }
 

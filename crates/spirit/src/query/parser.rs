@@ -9,13 +9,14 @@
 //!
 //! ```text
 //! query    = clause { [ conj ] clause } ;
-//! clause   = [ modifier ] ( "*:*" | [ FIELD ":" ] value ) ;
+//! clause   = [ modifier ] ( "*:*" | [ FIELD ":" ] value ) [ "^" BOOST ] ;
 //! value    = WORD | PHRASE | range | "(" query ")" ;
 //! range    = ( "[" | "{" ) bound "TO" bound ( "]" | "}" )
 //!          | ( ">" | ">=" | "<" | "<=" ) bound ;
 //! modifier = "+" | "-" | "NOT" | "!" ;
 //! conj     = "AND" | "&&" | "OR" | "||" ;
 //! FIELD    = [A-Za-z0-9_.@-]+ ;
+//! BOOST    = [0-9.]+ ;   (a finite number of at least 0)
 //! ```
 //!
 //! Whitespace separates tokens and is otherwise ignored (`title: foo` works).
@@ -35,8 +36,11 @@
 //!   where a word would. Ranges need a field, written on the range or inherited from a group:
 //!   `price:(>=10 AND <20)`.
 //! - `field:(a b)` applies the field to every clause inside that has none of its own.
-//! - `^` (boost) and `~` (fuzzy / proximity) are not supported: they are errors rather than being
-//!   silently dropped, since the AST cannot represent them.
+//! - `^N` after a clause's value multiplies its score by `N` ([`Query::Boost`]): `title:dune^2`,
+//!   `"desert planet"^1.5`, `(a OR b)^0.5`, `*:*^3`. `N` follows the `^` directly; a boost that is not a
+//!   number, or is negative, is an error. A boost of 1 adds nothing.
+//! - `~` (fuzzy / proximity) is not supported: it is an error rather than being silently dropped, since
+//!   the AST cannot represent it.
 //!
 //! # Semantics
 //!
@@ -103,6 +107,8 @@ enum TokenKind {
     Word(Word),
     /// A quoted phrase, escapes resolved.
     Phrase(String),
+    /// `^N`: the boost of the clause before.
+    Boost(f32),
     /// A complete range, `[a TO b}` or `>=a`.
     Range {
         lower: Bound<String>,
@@ -220,7 +226,7 @@ impl<'a> Lexer<'a> {
                 ']' | '}' => {
                     return Err(ParseError::new(offset, format!("unexpected '{c}' outside a range")))
                 }
-                '^' => return Err(ParseError::new(offset, "boosts ('^') are not supported")),
+                '^' => self.boost()?,
                 '~' => {
                     return Err(ParseError::new(
                         offset,
@@ -232,6 +238,24 @@ impl<'a> Lexer<'a> {
             tokens.push(Token { kind, offset, end: self.pos });
         }
         Ok(tokens)
+    }
+
+    /// `^N`: a finite number of at least 0 right after the `^`.
+    fn boost(&mut self) -> Result<TokenKind, ParseError> {
+        let at = self.pos;
+        self.bump();
+        let start = self.pos;
+        while self.peek().is_some_and(|c| c.is_ascii_digit() || c == '.') {
+            self.bump();
+        }
+        let text = &self.input[start..self.pos];
+        match text.parse::<f32>() {
+            Ok(b) if b.is_finite() => Ok(TokenKind::Boost(b)),
+            _ => Err(ParseError::new(
+                at,
+                "a boost '^' must be followed by a number of at least 0, as in 'title:dune^2'",
+            )),
+        }
     }
 
     /// Consumes a backslash and the character it escapes.
@@ -486,14 +510,14 @@ impl Parser<'_> {
         };
         let followed_by_colon =
             matches!(self.tokens.get(self.pos + 1), Some(Token { kind: TokenKind::Colon, .. }));
-        match &token.kind {
+        let query = match &token.kind {
             TokenKind::Word(word) if followed_by_colon => {
                 let (name, offset) = (word.clone(), token.offset);
                 self.pos += 2;
-                self.parse_field_value(name, offset, depth)
+                self.parse_field_value(name, offset, depth)?
             }
             TokenKind::Word(_) | TokenKind::Phrase(_) | TokenKind::Range { .. } | TokenKind::LParen => {
-                self.parse_value(field, depth)
+                self.parse_value(field, depth)?
             }
             _ => {
                 let found = self.describe(self.pos);
@@ -501,8 +525,15 @@ impl Parser<'_> {
                     Some(op) => format!("expected a clause after {}, found {found}", self.describe(op)),
                     None => format!("unexpected {found}"),
                 };
-                Err(ParseError::new(token.offset, message))
+                return Err(ParseError::new(token.offset, message));
             }
+        };
+        match self.tokens.get(self.pos) {
+            Some(&Token { kind: TokenKind::Boost(boost), offset, .. }) => {
+                self.pos += 1;
+                query.boosted(boost).map_err(|m| ParseError::new(offset, m))
+            }
+            _ => Ok(query),
         }
     }
 
@@ -1036,12 +1067,48 @@ mod tests {
         fails(r#""a":b"#, 3, "unexpected ':'");
     }
 
+    fn boost(q: Query, boost: f32) -> Query {
+        Query::Boost { query: Box::new(q), boost }
+    }
+
+    #[test]
+    fn boosts() {
+        assert_eq!(ok("foo^2"), boost(t("foo"), 2.0));
+        assert_eq!(ok("title:dune^0.5"), boost(ft("title", "dune"), 0.5));
+        assert_eq!(ok(r#""a b"^1.5"#), boost(phrase(None, "a b"), 1.5));
+        assert_eq!(ok("pre*^3"), boost(prefix(None, "pre"), 3.0));
+        assert_eq!(ok("*:*^2"), boost(Query::MatchAll, 2.0));
+        assert_eq!(
+            ok("price:[1 TO 5]^2"),
+            boost(range("price", Bound::Included("1"), Bound::Included("5")), 2.0)
+        );
+        // A group's boost applies to the group; the field reaches inside it as always.
+        assert_eq!(ok("title:(a b)^4"), boost(should(vec![ft("title", "a"), ft("title", "b")]), 4.0));
+        // Modifiers and operators see the boosted clause.
+        assert_eq!(ok("+a^2 b"), bool_q(vec![boost(t("a"), 2.0)], vec![t("b")], vec![]));
+        assert_eq!(ok("a^2 AND b^3"), bool_q(vec![boost(t("a"), 2.0), boost(t("b"), 3.0)], vec![], vec![]));
+        // A boost of 1 adds nothing; 0 is allowed (the clause matches but adds no score).
+        assert_eq!(ok("foo^1"), t("foo"));
+        assert_eq!(ok("foo^0"), boost(t("foo"), 0.0));
+        // An escaped caret is part of the word.
+        assert_eq!(ok(r"a\^2"), t("a^2"));
+    }
+
+    #[test]
+    fn boost_errors() {
+        fails("foo^", 3, "followed by a number");
+        fails("foo^-1", 3, "followed by a number");
+        fails("foo^x", 3, "followed by a number");
+        fails("foo^1.2.3", 3, "followed by a number");
+        fails("^2 foo", 0, "unexpected '^2'");
+        fails("foo^2^3", 5, "unexpected '^3'");
+    }
+
     #[test]
     fn error_unsupported_syntax() {
         fails("*foo", 0, "wildcard");
         fails("fo*o", 2, "wildcard");
         fails("foo**", 3, "wildcard");
-        fails("foo^2", 3, "boosts");
         fails("foo~", 3, "fuzzy");
         fails(r#""a b"~2"#, 5, "proximity");
         fails("a]", 1, "unexpected ']' outside a range");
@@ -1163,12 +1230,29 @@ mod tests {
         ]
     }
 
+    /// `q`, sometimes boosted by a factor that prints exactly (never 1: the parser adds no node for it).
+    fn maybe_boosted(q: impl Strategy<Value = Query>) -> impl Strategy<Value = Query> {
+        (q, prop::option::weighted(0.2, prop::sample::select(&[0.0f32, 0.5, 2.0, 2.5, 10.0][..]))).prop_map(
+            |(query, boost)| match boost {
+                Some(boost) => Query::Boost { query: Box::new(query), boost },
+                None => query,
+            },
+        )
+    }
+
     fn arb_query() -> impl Strategy<Value = Query> {
-        leaf().prop_recursive(3, 40, 4, |inner| {
+        maybe_boosted(leaf()).prop_recursive(3, 40, 4, |inner| {
             let clauses = || prop::collection::vec(inner.clone(), 0..3);
-            (clauses(), clauses(), clauses())
-                .prop_filter("a group needs a clause", |(m, s, n)| m.len() + s.len() + n.len() > 0)
-                .prop_map(|(must, should, must_not)| Query::Bool { must, should, must_not, filter: vec![] })
+            maybe_boosted(
+                (clauses(), clauses(), clauses())
+                    .prop_filter("a group needs a clause", |(m, s, n)| m.len() + s.len() + n.len() > 0)
+                    .prop_map(|(must, should, must_not)| Query::Bool {
+                        must,
+                        should,
+                        must_not,
+                        filter: vec![],
+                    }),
+            )
         })
     }
 
@@ -1185,6 +1269,7 @@ mod tests {
                     Query::Bool { must, should, must_not, filter }
                 }
             }
+            Query::Boost { query, boost } => Query::Boost { query: Box::new(normalize(*query)), boost },
             other => other,
         }
     }
@@ -1224,6 +1309,7 @@ mod tests {
                 let first = fields.next()??;
                 fields.all(|f| f == Some(first)).then_some(first)
             }
+            Query::Boost { query, .. } => common_field(query),
         }
     }
 
@@ -1303,6 +1389,7 @@ mod tests {
                 }
                 _ => format!("({})", print_bool(must, should, must_not, ctx, style)),
             },
+            Query::Boost { query, boost } => format!("{}^{boost}", print_clause(query, ctx, style)),
         }
     }
 

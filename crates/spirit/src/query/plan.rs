@@ -51,6 +51,9 @@ pub enum Node {
     },
     /// Best of its clauses (one unqualified term over several default fields).
     DisMax(Vec<Node>),
+    /// The node's scores multiplied by the factor ([`Query::Boost`]; never 1, never around `Nothing` or
+    /// `Dropped`, never directly around another `Boost`: planning folds those).
+    Boost(Box<Node>, f32),
 }
 
 /// Plans `q` against `schema`, expanding prefixes over the segments of `snap`.
@@ -229,7 +232,28 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
             // every document, with score 0.)
             Node::Bool { must, should, must_not, filter }
         }
+        Query::Boost { query, boost } => {
+            if !boost.is_finite() || *boost < 0.0 {
+                return Err(Error::InvalidArgument(format!(
+                    "boost must be a finite number of at least 0, got {boost}"
+                )));
+            }
+            match plan_inner(query, schema, snaps)? {
+                n @ (Node::Nothing | Node::Dropped) => n,
+                Node::Boost(n, inner) => boosted(*n, inner * boost),
+                n => boosted(n, *boost),
+            }
+        }
     })
+}
+
+/// `n` scaled by `boost`: no node for a factor of 1.
+fn boosted(n: Node, boost: f32) -> Node {
+    if boost == 1.0 {
+        n
+    } else {
+        Node::Boost(Box::new(n), boost)
+    }
 }
 
 /// Every term key starting with `prefix` in any segment of the snapshots.

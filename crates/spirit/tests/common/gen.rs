@@ -51,8 +51,18 @@ pub fn leaf() -> impl Strategy<Value = Query> {
     ]
 }
 
+/// `q`, now and then boosted (a factor of 0 included: the clause matches and adds nothing).
+pub fn maybe_boosted(q: impl Strategy<Value = Query>) -> impl Strategy<Value = Query> {
+    (q, proptest::option::weighted(0.15, proptest::sample::select(&[0.0f32, 0.5, 2.0, 3.5][..]))).prop_map(
+        |(query, boost)| match boost {
+            Some(boost) => Query::Boost { query: Box::new(query), boost },
+            None => query,
+        },
+    )
+}
+
 pub fn query() -> impl Strategy<Value = Query> {
-    leaf().prop_recursive(2, 12, 4, |inner| {
+    maybe_boosted(leaf()).prop_recursive(2, 12, 4, |inner| {
         (
             proptest::collection::vec(inner.clone(), 0..3),
             proptest::collection::vec(inner.clone(), 0..3),
@@ -62,12 +72,8 @@ pub fn query() -> impl Strategy<Value = Query> {
             .prop_filter("non-empty bool", |(a, b, c, d)| {
                 !(a.is_empty() && b.is_empty() && c.is_empty() && d.is_empty())
             })
-            .prop_map(|(must, should, must_not, filter)| Query::Bool {
-                must,
-                should,
-                must_not,
-                filter,
-            })
+            .prop_map(|(must, should, must_not, filter)| Query::Bool { must, should, must_not, filter })
+            .prop_flat_map(|q| maybe_boosted(Just(q)))
     })
 }
 

@@ -221,6 +221,7 @@ impl Reference {
                 }
                 Some(score)
             }
+            Query::Boost { query, boost } => self.eval(query, d).map(|s| s * *boost as f64),
         }
     }
 
