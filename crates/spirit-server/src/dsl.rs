@@ -3,7 +3,8 @@
 //! Supported: `match_all`, `match_none`, `match` (`operator`), `match_phrase` (slop 0), `multi_match`
 //! (`best_fields`, `most_fields`, `phrase`; scored as the sum over fields), `term`, `terms`, `range`
 //! (`gt`/`gte`/`lt`/`lte`), `prefix`, `bool` (`must`, `should`, `must_not`, `filter`,
-//! `minimum_should_match` 1) and `query_string` (spirit's Lucene-style syntax, `^` boosts included), each
+//! `minimum_should_match`: a count, negative count, percentage or negative percentage, on `bool` and on
+//! `match`) and `query_string` (spirit's Lucene-style syntax, `^` boosts included), each
 //! with Elasticsearch's `boost` parameter (and `multi_match`'s per-field `"title^3"`): the clause's score
 //! times the boost ([`Query::Boost`]); a negative or non-numeric boost is a 400. Anything else — another
 //! clause, fuzziness, slop — is refused with a 400 that names it, never ignored, so an answer is never
@@ -76,13 +77,18 @@ impl<'a> Translator<'a> {
             }
             "match" => {
                 let (field, params) = single_field(kind, body, "query")?;
-                check_keys(kind, &params, &["query", "operator", "boost", "analyzer", "zero_terms_query"])?;
+                check_keys(
+                    kind,
+                    &params,
+                    &["query", "operator", "boost", "analyzer", "zero_terms_query", "minimum_should_match"],
+                )?;
                 if params.get("analyzer").is_some() {
                     return Err(ApiError::unsupported("[match] with an [analyzer] other than the field's"));
                 }
                 let text = scalar_text(kind, params.get("query"))?;
                 let and = operator_is_and(kind, &params)?;
-                boosted(self.match_field(Some(field), &text, and)?, &params)
+                let q = self.match_field(Some(field), &text, and)?;
+                boosted(with_minimum_should_match(q, params.get("minimum_should_match"))?, &params)
             }
             "match_phrase" => {
                 let (field, params) = single_field(kind, body, "query")?;
@@ -205,6 +211,7 @@ impl<'a> Translator<'a> {
                 Ok(())
             }
             Query::Boost { query, .. } => self.count_leaves(query),
+            Query::AtLeast { of, .. } => of.iter().try_for_each(|c| self.count_leaves(c)),
             _ => self.leaf(),
         }
     }
@@ -311,18 +318,12 @@ impl<'a> Translator<'a> {
         let filter = list("filter")?;
         let msm = match body.get("minimum_should_match") {
             None | Some(Value::Null) => None,
-            Some(v) => match v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())) {
-                Some(n) => Some(n),
-                None => return Err(ApiError::unsupported(format!("[minimum_should_match] [{v}]"))),
-            },
+            Some(v) => Some(minimum_should_match(v, should.len())?),
         };
         let required_elsewhere = !must.is_empty() || !filter.is_empty();
         let should = match msm {
-            None => should,
-            Some(0) if !required_elsewhere && !should.is_empty() => {
-                return Err(ApiError::unsupported("[minimum_should_match] 0 without must or filter clauses"))
-            }
-            Some(0) => should,
+            // Without must or filter clauses one should clause is required anyway (0 is Lucene's default).
+            None | Some(0) => should,
             Some(1) if required_elsewhere && !should.is_empty() => {
                 // At least one should clause is then required: an inner disjunction joins the musts.
                 must.push(Query::Bool { must: vec![], should, must_not: vec![], filter: vec![] });
@@ -330,7 +331,9 @@ impl<'a> Translator<'a> {
             }
             Some(1) => should,
             Some(n) => {
-                return Err(ApiError::unsupported(format!("[minimum_should_match] {n} (only 0 and 1)")))
+                // At least n of them, summed as the should clauses would be: one must clause.
+                must.push(Query::AtLeast { min: n, of: should });
+                vec![]
             }
         };
         if must.is_empty() && should.is_empty() && filter.is_empty() {
@@ -359,6 +362,7 @@ fn set_default_field(q: &mut Query, field: &str) {
             }
         }
         Query::Boost { query, .. } => set_default_field(query, field),
+        Query::AtLeast { of, .. } => of.iter_mut().for_each(|c| set_default_field(c, field)),
         _ => {}
     }
 }
@@ -396,6 +400,51 @@ fn check_keys(kind: &str, v: &(impl AsMap + ?Sized), allowed: &[&str]) -> ApiRes
         }
     }
     Ok(())
+}
+
+/// Elasticsearch's `minimum_should_match` for `n` optional clauses: a count (`2`), all but a count (`-1`), a
+/// percentage rounded down (`"75%"`) or all but a percentage rounded down (`"-25%"`), clamped to `[0, n]`.
+/// Combinations (`"3<90%"`) are refused by name.
+fn minimum_should_match(v: &Value, n: usize) -> ApiResult<usize> {
+    let text = match v {
+        Value::Number(x) => x.to_string(),
+        Value::String(s) => s.trim().to_string(),
+        _ => String::new(),
+    };
+    let (negative, rest) = match text.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, text.as_str()),
+    };
+    let (percent, digits) = match rest.strip_suffix('%') {
+        Some(d) => (true, d),
+        None => (false, rest),
+    };
+    let Ok(x) = digits.parse::<u64>() else {
+        return Err(ApiError::unsupported(format!(
+            "[minimum_should_match] [{v}] (a count, a negative count or a percentage)"
+        )));
+    };
+    let part = if percent { (n as u64).saturating_mul(x.min(100)) / 100 } else { x };
+    let required = if negative { (n as u64).saturating_sub(part) } else { part };
+    Ok(required.min(n as u64) as usize)
+}
+
+/// A `match` query's terms with its `minimum_should_match` (an OR of terms made an at-least; an AND or a
+/// single term is left as it is, as Elasticsearch applies it to the optional clauses only).
+fn with_minimum_should_match(q: Query, msm: Option<&Value>) -> ApiResult<Query> {
+    let Some(v) = msm.filter(|v| !v.is_null()) else { return Ok(q) };
+    Ok(match q {
+        Query::Bool { must, should, must_not, filter } if must.is_empty() && should.len() > 1 => {
+            match minimum_should_match(v, should.len())? {
+                0 | 1 => Query::Bool { must, should, must_not, filter },
+                min => Query::AtLeast { min, of: should },
+            }
+        }
+        q => {
+            minimum_should_match(v, 1)?;
+            q
+        }
+    })
 }
 
 /// `q` with the `boost` of the clause's parameters `v` (Elasticsearch's: a number, or a string holding one;
@@ -468,6 +517,7 @@ pub fn positive_leaves<'q>(q: &'q Query, out: &mut Vec<&'q Query>) {
             }
         }
         Query::Boost { query, .. } => positive_leaves(query, out),
+        Query::AtLeast { of, .. } => of.iter().for_each(|c| positive_leaves(c, out)),
         Query::MatchAll | Query::Range { .. } => {}
         leaf => out.push(leaf),
     }
@@ -651,6 +701,49 @@ mod tests {
         }
         // The query string's own boosts are checked by its parser.
         assert_eq!(tr(json!({"query_string": {"query": "x^-1"}})).unwrap_err().kind, "query_shard_exception");
+    }
+
+    #[test]
+    fn minimum_should_match_counts_and_percentages() {
+        let v = |x: Value, n| minimum_should_match(&x, n);
+        assert_eq!(v(json!(2), 4).unwrap(), 2);
+        assert_eq!(v(json!("3"), 4).unwrap(), 3);
+        assert_eq!(v(json!(-1), 4).unwrap(), 3);
+        assert_eq!(v(json!("75%"), 4).unwrap(), 3);
+        assert_eq!(v(json!("70%"), 4).unwrap(), 2, "rounded down");
+        assert_eq!(v(json!("-25%"), 4).unwrap(), 3);
+        assert_eq!(v(json!("-30%"), 4).unwrap(), 3, "the part left out is rounded down");
+        assert_eq!(v(json!(9), 4).unwrap(), 4, "clamped to the clause count");
+        assert_eq!(v(json!(-9), 4).unwrap(), 0);
+        for bad in [json!("3<90%"), json!("x"), json!(1.5), json!(true)] {
+            let e = v(bad.clone(), 4).unwrap_err();
+            assert!(e.reason.contains("minimum_should_match"), "{bad}: {}", e.reason);
+        }
+    }
+
+    #[test]
+    fn minimum_should_match_above_one_is_an_at_least_clause() {
+        let shoulds = || vec![term("body", "a"), term("body", "b"), term("body", "c")];
+        let q = tr(json!({"bool": {"should": [{"term": {"body": "a"}}, {"term": {"body": "b"}},
+                                             {"term": {"body": "c"}}], "minimum_should_match": "67%"}}));
+        let at_least = Query::AtLeast { min: 2, of: shoulds() };
+        assert_eq!(
+            q.unwrap(),
+            Query::Bool { must: vec![at_least.clone()], should: vec![], must_not: vec![], filter: vec![] }
+        );
+        let q = tr(json!({"match": {"body": {"query": "a b c", "minimum_should_match": -1}}})).unwrap();
+        assert_eq!(q, at_least);
+        // With the AND operator (or one term) there is nothing optional to count.
+        let q =
+            tr(json!({"match": {"body": {"query": "a b", "operator": "and", "minimum_should_match": 2}}}));
+        assert!(matches!(q.unwrap(), Query::Bool { ref must, .. } if must.len() == 2));
+        // 0 keeps Lucene's default: with only should clauses, one of them.
+        let q =
+            tr(json!({"bool": {"should": [{"term": {"body": "a"}}], "minimum_should_match": 0}})).unwrap();
+        assert_eq!(
+            q,
+            Query::Bool { must: vec![], should: vec![term("body", "a")], must_not: vec![], filter: vec![] }
+        );
     }
 
     #[test]

@@ -526,6 +526,63 @@ fn boosts_scale_scores_and_reorder_hits() {
     s.stop();
 }
 
+/// `minimum_should_match` above 1, on `bool` and on `match`: only documents matching that many of the
+/// optional clauses, scored as the sum of those they match.
+#[test]
+fn minimum_should_match_requires_that_many_clauses() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    for (id, body) in
+        [("abc", "alpha beta gamma"), ("ab", "alpha beta"), ("a", "alpha"), ("c", "gamma delta")]
+    {
+        assert_eq!(
+            s.call("PUT", &format!("/ms/_doc/{id}"), Some(&format!(r#"{{"body": "{body}"}}"#))).0,
+            201
+        );
+    }
+    let ids = |q: &str| {
+        let (status, r) = s.call("POST", "/ms/_search", Some(q));
+        assert_eq!(status, 200, "{r}");
+        let mut v: Vec<String> = r["hits"]["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["_id"].as_str().unwrap().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let bool_q = |msm: &str| {
+        format!(
+            r#"{{"query": {{"bool": {{"should": [{{"match": {{"body": "alpha"}}}}, {{"match": {{"body": "beta"}}}},
+                {{"match": {{"body": "gamma"}}}}], "minimum_should_match": {msm}}}}}}}"#
+        )
+    };
+    assert_eq!(ids(&bool_q("1")), ["a", "ab", "abc", "c"]);
+    assert_eq!(ids(&bool_q("2")), ["ab", "abc"]);
+    assert_eq!(ids(&bool_q("\"100%\"")), ["abc"]);
+    assert_eq!(ids(&bool_q("-1")), ["ab", "abc"]);
+    assert_eq!(
+        ids(r#"{"query": {"match": {"body": {"query": "alpha gamma delta", "minimum_should_match": "2"}}}}"#),
+        ["abc", "c"]
+    );
+    // The score is the sum of the clauses matched, as without the minimum.
+    let score =
+        |q: &str| s.call("POST", "/ms/_search", Some(q)).1["hits"]["hits"][0]["_score"].as_f64().unwrap();
+    let all3 = |msm: &str| {
+        format!(
+            r#"{{"query": {{"match": {{"body": {{"query": "alpha beta gamma", "minimum_should_match": {msm}}}}}}}}}"#
+        )
+    };
+    assert!((score(&all3("1")) - score(&all3("2"))).abs() < 1e-6);
+    assert_es_error(
+        &s.call("POST", "/ms/_search", Some(&bool_q("\"2<50%\""))),
+        400,
+        "illegal_argument_exception",
+    );
+    s.stop();
+}
+
 /// The `_source` mapping: an excluded field is searchable but neither stored nor returned; the mapping is
 /// reported back; a bad one is a 400.
 #[test]

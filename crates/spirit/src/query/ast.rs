@@ -30,6 +30,11 @@ pub enum Query {
     /// (prefix, range, `match_all`) score `boost` instead of 1. A boost is finite and at least 0
     /// ([`Query::boosted`] checks); boosts nest by multiplying.
     Boost { query: Box<Query>, boost: f32 },
+    /// Documents matching at least `min` of the clauses `of`, scored as the sum of the clauses they match
+    /// (Elasticsearch's `minimum_should_match` above 1: `{"bool": {"should": [a, b, c],
+    /// "minimum_should_match": 2}}` is `Bool { must: [AtLeast { min: 2, of: [a, b, c] }] }`). `min` is at
+    /// least 1; more than there are clauses matches nothing.
+    AtLeast { min: usize, of: Vec<Query> },
 }
 
 impl Query {

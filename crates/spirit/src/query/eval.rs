@@ -391,6 +391,12 @@ enum Weight {
     /// A constant-score weight (match-all, prefix, exists, range) whose matches score the factor instead
     /// of 1: a boosted one ([`Node::Boost`]).
     Scaled(Box<Weight>, f32),
+    /// At least `min` of the clauses (between 2 and their count less one: planning makes the rest ORs and
+    /// ANDs).
+    AtLeast {
+        min: usize,
+        of: Vec<Weight>,
+    },
 }
 
 fn weight(n: &Node, ctx: &mut Ctx<'_>) -> Result<Weight> {
@@ -465,6 +471,10 @@ fn weight_boosted(n: &Node, ctx: &mut Ctx<'_>, boost: f32) -> Result<Weight> {
             Weight::DisMax(v.iter().map(|n| weight_boosted(n, ctx, boost)).collect::<Result<_>>()?)
         }
         Node::Boost(n, b) => weight_boosted(n, ctx, boost * b)?,
+        Node::AtLeast { min, of } => Weight::AtLeast {
+            min: *min,
+            of: of.iter().map(|n| weight_boosted(n, ctx, boost)).collect::<Result<_>>()?,
+        },
     })
 }
 
@@ -1236,6 +1246,61 @@ impl<S: Scorer> Scorer for UnionScorer<S> {
     }
 }
 
+/// At least `min` of the clauses on a doc ([`Weight::AtLeast`], Elasticsearch's `minimum_should_match`
+/// above 1): the smallest doc that many clauses are on, scored as the sum of those clauses in query order
+/// (as a union adds). No pruning: it never skips on a threshold, so its answers are exhaustive.
+struct AtLeastScorer<'a> {
+    subs: Vec<Box<dyn Scorer + 'a>>,
+    min: usize,
+    doc: u32,
+}
+
+impl AtLeastScorer<'_> {
+    /// From the clauses' current docs on, to the first doc at least `min` of them are on.
+    fn settle(&mut self) -> u32 {
+        loop {
+            let d = self.subs.iter().map(|s| s.doc()).min().unwrap_or(NO_DOC);
+            if d == NO_DOC || self.subs.iter().filter(|s| s.doc() == d).count() >= self.min {
+                self.doc = d;
+                return d;
+            }
+            for s in self.subs.iter_mut().filter(|s| s.doc() == d) {
+                s.next();
+            }
+        }
+    }
+}
+
+impl Scorer for AtLeastScorer<'_> {
+    fn doc(&self) -> u32 {
+        self.doc
+    }
+    fn next(&mut self) -> u32 {
+        let d = self.doc;
+        for s in self.subs.iter_mut().filter(|s| s.doc() == d) {
+            s.next();
+        }
+        self.settle()
+    }
+    fn advance(&mut self, t: u32) -> u32 {
+        for s in self.subs.iter_mut().filter(|s| s.doc() < t) {
+            s.advance(t);
+        }
+        self.settle()
+    }
+    fn score(&mut self) -> f32 {
+        let d = self.doc;
+        let mut acc = 0.0f32;
+        for s in self.subs.iter_mut().filter(|s| s.doc() == d) {
+            acc += s.score();
+        }
+        acc
+    }
+    fn upper_bound(&self) -> f32 {
+        self.subs.iter().map(|s| s.upper_bound()).sum()
+    }
+}
+
 /// AND by leapfrogging, rarest-first order is the caller's job.
 ///
 /// With a threshold it also runs block-max AND: where every clause agrees on a document, the sum of the
@@ -1466,6 +1531,12 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             Box::new(s)
         }
         Weight::Scaled(w, boost) => Box::new(ConstScorer { inner: scorer(w, ctx, si), score: *boost }),
+        Weight::AtLeast { min, of } => {
+            let mut s =
+                AtLeastScorer { subs: of.iter().map(|w| scorer(w, ctx, si)).collect(), min: *min, doc: 0 };
+            s.settle();
+            Box::new(s)
+        }
         Weight::DisMax(ws) => {
             let subs = ws.iter().map(|w| scorer(w, ctx, si)).collect();
             Box::new(UnionScorer::new(subs, true))
@@ -4192,7 +4263,7 @@ fn leaves(w: &Weight, out: &mut Vec<(f32, f32)>) {
                 leaves(c, out);
             }
         }
-        Weight::DisMax(v) => v.iter().for_each(|c| leaves(c, out)),
+        Weight::DisMax(v) | Weight::AtLeast { of: v, .. } => v.iter().for_each(|c| leaves(c, out)),
         _ => {}
     }
 }
@@ -4507,6 +4578,7 @@ fn work(w: &Weight, ctx: &Ctx<'_>) -> u64 {
         }
         Weight::DisMax(v) => v.iter().map(|c| work(c, ctx)).sum(),
         Weight::Scaled(w, _) => work(w, ctx),
+        Weight::AtLeast { of, .. } => of.iter().map(|c| work(c, ctx)).sum(),
     }
 }
 

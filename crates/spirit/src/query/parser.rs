@@ -1310,6 +1310,7 @@ mod tests {
                 fields.all(|f| f == Some(first)).then_some(first)
             }
             Query::Boost { query, .. } => common_field(query),
+            Query::AtLeast { .. } => unreachable!("the generator makes no at-least queries"),
         }
     }
 
@@ -1390,6 +1391,7 @@ mod tests {
                 _ => format!("({})", print_bool(must, should, must_not, ctx, style)),
             },
             Query::Boost { query, boost } => format!("{}^{boost}", print_clause(query, ctx, style)),
+            Query::AtLeast { .. } => unreachable!("the query string cannot express at-least queries"),
         }
     }
 

@@ -54,6 +54,12 @@ pub enum Node {
     /// The node's scores multiplied by the factor ([`Query::Boost`]; never 1, never around `Nothing` or
     /// `Dropped`, never directly around another `Boost`: planning folds those).
     Boost(Box<Node>, f32),
+    /// At least `min` of the clauses ([`Query::AtLeast`]); planning leaves `min` between 2 and the clause
+    /// count less one (1 is a plain OR, all of them an AND).
+    AtLeast {
+        min: usize,
+        of: Vec<Node>,
+    },
 }
 
 /// Plans `q` against `schema`, expanding prefixes over the segments of `snap`.
@@ -232,6 +238,7 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
             // every document, with score 0.)
             Node::Bool { must, should, must_not, filter }
         }
+        Query::AtLeast { min, of } => plan_at_least(*min, of, schema, snaps)?,
         Query::Boost { query, boost } => {
             if !boost.is_finite() || *boost < 0.0 {
                 return Err(Error::InvalidArgument(format!(
@@ -244,6 +251,27 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
                 n => boosted(n, *boost),
             }
         }
+    })
+}
+
+/// [`Query::AtLeast`] planned: clauses that can match nothing (a stop word, an unknown field) cannot help
+/// reach `min` and are left out; what remains is nothing, an OR, an AND or a real `AtLeast`.
+fn plan_at_least(min: usize, of: &[Query], schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
+    if min == 0 {
+        return Err(Error::InvalidArgument("at-least queries need a minimum of 1 or more".into()));
+    }
+    let mut clauses = vec![];
+    for q in of {
+        match plan_inner(q, schema, snaps)? {
+            Node::Nothing | Node::Dropped => {}
+            n => clauses.push(n),
+        }
+    }
+    Ok(match clauses.len() {
+        n if n < min => Node::Nothing,
+        _ if min == 1 => Node::Bool { must: vec![], should: clauses, must_not: vec![], filter: vec![] },
+        n if n == min => Node::Bool { must: clauses, should: vec![], must_not: vec![], filter: vec![] },
+        _ => Node::AtLeast { min, of: clauses },
     })
 }
 

@@ -63,17 +63,25 @@ pub fn maybe_boosted(q: impl Strategy<Value = Query>) -> impl Strategy<Value = Q
 
 pub fn query() -> impl Strategy<Value = Query> {
     maybe_boosted(leaf()).prop_recursive(2, 12, 4, |inner| {
-        (
+        let bool = (
             proptest::collection::vec(inner.clone(), 0..3),
             proptest::collection::vec(inner.clone(), 0..3),
             proptest::collection::vec(inner.clone(), 0..2),
-            proptest::collection::vec(inner, 0..2),
+            proptest::collection::vec(inner.clone(), 0..2),
         )
             .prop_filter("non-empty bool", |(a, b, c, d)| {
                 !(a.is_empty() && b.is_empty() && c.is_empty() && d.is_empty())
             })
-            .prop_map(|(must, should, must_not, filter)| Query::Bool { must, should, must_not, filter })
-            .prop_flat_map(|q| maybe_boosted(Just(q)))
+            .prop_map(|(must, should, must_not, filter)| Query::Bool {
+                must,
+                should,
+                must_not,
+                filter,
+            });
+        // At least 1 to 4 of 1 to 4 clauses: ORs, ANDs, real at-leasts and ones that cannot match.
+        let at_least = (1usize..5, proptest::collection::vec(inner, 1..5))
+            .prop_map(|(min, of)| Query::AtLeast { min, of });
+        prop_oneof![4 => bool, 1 => at_least].prop_flat_map(|q| maybe_boosted(Just(q)))
     })
 }
 

@@ -222,6 +222,10 @@ impl Reference {
                 Some(score)
             }
             Query::Boost { query, boost } => self.eval(query, d).map(|s| s * *boost as f64),
+            Query::AtLeast { min, of } => {
+                let scores: Vec<f64> = of.iter().filter_map(|c| self.eval(c, d)).collect();
+                (scores.len() >= *min).then(|| scores.iter().sum())
+            }
         }
     }
 
