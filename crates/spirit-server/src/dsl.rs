@@ -1,7 +1,8 @@
 //! The Elasticsearch query DSL, translated into spirit's query AST ([`spirit::Query`]).
 //!
 //! Supported: `match_all`, `match_none`, `match` (`operator`), `match_phrase` (slop 0), `multi_match`
-//! (`best_fields`, `most_fields`, `phrase`; scored as the sum over fields), `term`, `terms`, `range`
+//! (`best_fields`, `most_fields`, `phrase`; scored as the sum over fields), `term`, `terms` (constant score,
+//! as in Elasticsearch), `exists`, `constant_score`, `dis_max` (`tie_breaker` 0), `range`
 //! (`gt`/`gte`/`lt`/`lte`), `prefix`, `bool` (`must`, `should`, `must_not`, `filter`,
 //! `minimum_should_match`: a count, negative count, percentage or negative percentage, on `bool` and on
 //! `match`) and `query_string` (spirit's Lucene-style syntax, `^` boosts included), each
@@ -130,7 +131,37 @@ impl<'a> Translator<'a> {
                 for v in values {
                     should.push(self.term(field.clone(), v)?);
                 }
-                boosted(Query::Bool { must: vec![], should, must_not: vec![], filter: vec![] }, body)
+                // A constant-score query in Elasticsearch: every match scores its boost (1 without one).
+                let any = Query::Bool { must: vec![], should, must_not: vec![], filter: vec![] };
+                Ok(Query::ConstantScore { query: Box::new(any), score: boost_value(body)?.unwrap_or(1.0) })
+            }
+            "exists" => {
+                check_keys(kind, body, &["field", "boost"])?;
+                let field = scalar_text(kind, body.get("field"))?;
+                self.leaf()?;
+                // The empty prefix: any term or value in the field (`field:*`).
+                boosted(Query::Prefix { field: Some(field), prefix: String::new() }, body)
+            }
+            "constant_score" => {
+                check_keys(kind, body, &["filter", "boost"])?;
+                let inner = body
+                    .get("filter")
+                    .ok_or_else(|| ApiError::parsing("[constant_score] needs a [filter]"))?;
+                let query = Box::new(self.q(inner, depth + 1)?);
+                Ok(Query::ConstantScore { query, score: boost_value(body)?.unwrap_or(1.0) })
+            }
+            "dis_max" => {
+                check_keys(kind, body, &["queries", "tie_breaker", "boost"])?;
+                if body.get("tie_breaker").and_then(Value::as_f64).is_some_and(|t| t != 0.0) {
+                    return Err(ApiError::unsupported("[dis_max] with a [tie_breaker] other than 0"));
+                }
+                let of = match body.get("queries") {
+                    Some(Value::Array(qs)) if !qs.is_empty() => {
+                        qs.iter().map(|q| self.q(q, depth + 1)).collect::<ApiResult<Vec<_>>>()?
+                    }
+                    _ => return Err(ApiError::parsing("[dis_max] needs a non-empty array of [queries]")),
+                };
+                boosted(Query::DisMax { of }, body)
             }
             "range" => {
                 let (field, params) = single_field(kind, body, "")?;
@@ -211,7 +242,10 @@ impl<'a> Translator<'a> {
                 Ok(())
             }
             Query::Boost { query, .. } => self.count_leaves(query),
-            Query::AtLeast { of, .. } => of.iter().try_for_each(|c| self.count_leaves(c)),
+            Query::AtLeast { of, .. } | Query::DisMax { of } => {
+                of.iter().try_for_each(|c| self.count_leaves(c))
+            }
+            Query::ConstantScore { query, .. } => self.count_leaves(query),
             _ => self.leaf(),
         }
     }
@@ -362,7 +396,10 @@ fn set_default_field(q: &mut Query, field: &str) {
             }
         }
         Query::Boost { query, .. } => set_default_field(query, field),
-        Query::AtLeast { of, .. } => of.iter_mut().for_each(|c| set_default_field(c, field)),
+        Query::AtLeast { of, .. } | Query::DisMax { of } => {
+            of.iter_mut().for_each(|c| set_default_field(c, field))
+        }
+        Query::ConstantScore { query, .. } => set_default_field(query, field),
         _ => {}
     }
 }
@@ -450,19 +487,28 @@ fn with_minimum_should_match(q: Query, msm: Option<&Value>) -> ApiResult<Query> 
 /// `q` with the `boost` of the clause's parameters `v` (Elasticsearch's: a number, or a string holding one;
 /// 1 without one), or a 400 for a boost that is not a finite number of at least 0.
 fn boosted(q: Query, v: &(impl AsMap + ?Sized)) -> ApiResult<Query> {
-    let boost = match v.as_map().and_then(|m| m.get("boost")) {
-        None | Some(Value::Null) => return Ok(q),
-        Some(Value::Number(n)) => n.as_f64(),
-        Some(Value::String(s)) => s.trim().parse::<f64>().ok(),
-        Some(_) => None,
+    match boost_value(v)? {
+        Some(boost) => q.boosted(boost).map_err(ApiError::parsing),
+        None => Ok(q),
+    }
+}
+
+/// The `boost` of the clause's parameters `v`, if it has one: a finite number of at least 0, or a string
+/// holding one.
+fn boost_value(v: &(impl AsMap + ?Sized)) -> ApiResult<Option<f32>> {
+    let given = match v.as_map().and_then(|m| m.get("boost")) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(b) => b,
     };
-    let Some(boost) = boost else {
-        return Err(bad_boost(&format!(
-            "[boost] {}",
-            v.as_map().and_then(|m| m.get("boost")).expect("present")
-        )));
+    let boost = match given {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
     };
-    q.boosted(boost as f32).map_err(ApiError::parsing)
+    match boost.map(|b| b as f32) {
+        Some(b) if b.is_finite() && b >= 0.0 => Ok(Some(b)),
+        _ => Err(bad_boost(&format!("[boost] {given}"))),
+    }
 }
 
 fn bad_boost(what: &str) -> ApiError {
@@ -517,7 +563,8 @@ pub fn positive_leaves<'q>(q: &'q Query, out: &mut Vec<&'q Query>) {
             }
         }
         Query::Boost { query, .. } => positive_leaves(query, out),
-        Query::AtLeast { of, .. } => of.iter().for_each(|c| positive_leaves(c, out)),
+        Query::AtLeast { of, .. } | Query::DisMax { of } => of.iter().for_each(|c| positive_leaves(c, out)),
+        Query::ConstantScore { query, .. } => positive_leaves(query, out),
         Query::MatchAll | Query::Range { .. } => {}
         leaf => out.push(leaf),
     }
@@ -744,6 +791,38 @@ mod tests {
             q,
             Query::Bool { must: vec![], should: vec![term("body", "a")], must_not: vec![], filter: vec![] }
         );
+    }
+
+    #[test]
+    fn constant_score_exists_dis_max_and_terms() {
+        let any = |qs: Vec<Query>| Query::Bool { must: vec![], should: qs, must_not: vec![], filter: vec![] };
+        assert_eq!(
+            tr(json!({"terms": {"tag": ["a", "b"], "boost": 2}})).unwrap(),
+            Query::ConstantScore {
+                query: Box::new(any(vec![term("tag", "a"), term("tag", "b")])),
+                score: 2.0
+            }
+        );
+        assert_eq!(
+            tr(json!({"constant_score": {"filter": {"term": {"tag": "a"}}}})).unwrap(),
+            Query::ConstantScore { query: Box::new(term("tag", "a")), score: 1.0 }
+        );
+        assert_eq!(
+            tr(json!({"exists": {"field": "n"}})).unwrap(),
+            Query::Prefix { field: Some("n".into()), prefix: String::new() }
+        );
+        assert_eq!(
+            tr(json!({"dis_max": {"queries": [{"term": {"tag": "a"}}, {"match": {"body": "x"}}], "tie_breaker": 0}}))
+                .unwrap(),
+            Query::DisMax { of: vec![term("tag", "a"), term("body", "x")] }
+        );
+        let e =
+            tr(json!({"dis_max": {"queries": [{"term": {"tag": "a"}}], "tie_breaker": 0.7}})).unwrap_err();
+        assert!(e.reason.contains("tie_breaker"), "{}", e.reason);
+        assert!(tr(json!({"dis_max": {"queries": []}})).is_err());
+        assert!(tr(json!({"constant_score": {"query": {"term": {"tag": "a"}}}})).is_err());
+        assert!(tr(json!({"constant_score": {"filter": {"term": {"tag": "a"}}, "boost": -2}})).is_err());
+        assert!(tr(json!({"exists": {"field": "n", "x": 1}})).is_err());
     }
 
     #[test]

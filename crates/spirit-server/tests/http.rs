@@ -583,6 +583,54 @@ fn minimum_should_match_requires_that_many_clauses() {
     s.stop();
 }
 
+/// `exists`, `constant_score`, `dis_max` and the constant-score `terms`: what they match and how they score.
+#[test]
+fn exists_constant_score_dis_max_and_terms() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let mappings = r#"{"mappings": {"properties": {"body": {"type": "text"}, "tag": {"type": "keyword"},
+                                                 "n": {"type": "long"}}}}"#;
+    assert_eq!(s.call("PUT", "/cs", Some(mappings)).0, 200);
+    for (id, doc) in [
+        ("1", r#"{"body": "red red fox", "tag": "x", "n": 3}"#),
+        ("2", r#"{"body": "red dog", "tag": "y"}"#),
+        ("3", r#"{"body": "blue whale and a very long body of text", "n": 5}"#),
+    ] {
+        assert_eq!(s.call("PUT", &format!("/cs/_doc/{id}"), Some(doc)).0, 201);
+    }
+    let hits = |q: &str| {
+        let (status, r) = s.call("POST", "/cs/_search", Some(q));
+        assert_eq!(status, 200, "{r}");
+        let mut v: Vec<(String, f64)> = r["hits"]["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["_id"].as_str().unwrap().to_string(), h["_score"].as_f64().unwrap()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    let ids = |q: &str| hits(q).into_iter().map(|h| h.0).collect::<Vec<_>>();
+    assert_eq!(ids(r#"{"query": {"exists": {"field": "n"}}}"#), ["1", "3"]);
+    assert_eq!(ids(r#"{"query": {"exists": {"field": "tag"}}}"#), ["1", "2"]);
+    assert_eq!(ids(r#"{"query": {"exists": {"field": "nope"}}}"#), Vec::<String>::new());
+    // Constant scores: the boost (1 without one), whatever the relevance.
+    let c = hits(r#"{"query": {"constant_score": {"filter": {"match": {"body": "red"}}, "boost": 1.5}}}"#);
+    assert_eq!(c, [("1".to_string(), 1.5), ("2".to_string(), 1.5)]);
+    let t = hits(r#"{"query": {"terms": {"tag": ["x", "y", "z"]}}}"#);
+    assert_eq!(t, [("1".to_string(), 1.0), ("2".to_string(), 1.0)]);
+    // dis_max: the best clause's score, not the sum.
+    let red = hits(r#"{"query": {"match": {"body": "red"}}}"#);
+    let fox = hits(r#"{"query": {"match": {"body": "fox"}}}"#);
+    let best = hits(
+        r#"{"query": {"dis_max": {"queries": [{"match": {"body": "red"}}, {"match": {"body": "fox"}}]}}}"#,
+    );
+    assert_eq!(best.len(), 2);
+    assert!((best[0].1 - red[0].1.max(fox[0].1)).abs() < 1e-5, "{best:?} {red:?} {fox:?}");
+    assert!((best[1].1 - red[1].1).abs() < 1e-5);
+    s.stop();
+}
+
 /// The `_source` mapping: an excluded field is searchable but neither stored nor returned; the mapping is
 /// reported back; a bad one is a 400.
 #[test]

@@ -35,6 +35,12 @@ pub enum Query {
     /// "minimum_should_match": 2}}` is `Bool { must: [AtLeast { min: 2, of: [a, b, c] }] }`). `min` is at
     /// least 1; more than there are clauses matches nothing.
     AtLeast { min: usize, of: Vec<Query> },
+    /// What `query` matches, every match scoring `score` (finite, at least 0) whatever its relevance:
+    /// Elasticsearch's `constant_score` (and its `terms` query, which scores 1).
+    ConstantScore { query: Box<Query>, score: f32 },
+    /// What any clause matches, scored as the best clause's score (Elasticsearch's `dis_max` with a tie
+    /// breaker of 0).
+    DisMax { of: Vec<Query> },
 }
 
 impl Query {

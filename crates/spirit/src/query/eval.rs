@@ -388,8 +388,9 @@ enum Weight {
         filter: Vec<Weight>,
     },
     DisMax(Vec<Weight>),
-    /// A constant-score weight (match-all, prefix, exists, range) whose matches score the factor instead
-    /// of 1: a boosted one ([`Node::Boost`]).
+    /// A weight whose matches all score the factor, whatever the inner weight would score: a boosted
+    /// constant-score clause (match-all, prefix, exists, range; [`Node::Boost`]) or a constant-score query
+    /// ([`Node::Constant`]).
     Scaled(Box<Weight>, f32),
     /// At least `min` of the clauses (between 2 and their count less one: planning makes the rest ORs and
     /// ANDs).
@@ -471,6 +472,7 @@ fn weight_boosted(n: &Node, ctx: &mut Ctx<'_>, boost: f32) -> Result<Weight> {
             Weight::DisMax(v.iter().map(|n| weight_boosted(n, ctx, boost)).collect::<Result<_>>()?)
         }
         Node::Boost(n, b) => weight_boosted(n, ctx, boost * b)?,
+        Node::Constant(n, score) => Weight::Scaled(Box::new(weight_boosted(n, ctx, 1.0)?), score * boost),
         Node::AtLeast { min, of } => Weight::AtLeast {
             min: *min,
             of: of.iter().map(|n| weight_boosted(n, ctx, boost)).collect::<Result<_>>()?,

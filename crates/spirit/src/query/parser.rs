@@ -1310,7 +1310,9 @@ mod tests {
                 fields.all(|f| f == Some(first)).then_some(first)
             }
             Query::Boost { query, .. } => common_field(query),
-            Query::AtLeast { .. } => unreachable!("the generator makes no at-least queries"),
+            Query::AtLeast { .. } | Query::ConstantScore { .. } | Query::DisMax { .. } => {
+                unreachable!("the generator makes only what the query string can express")
+            }
         }
     }
 
@@ -1391,7 +1393,9 @@ mod tests {
                 _ => format!("({})", print_bool(must, should, must_not, ctx, style)),
             },
             Query::Boost { query, boost } => format!("{}^{boost}", print_clause(query, ctx, style)),
-            Query::AtLeast { .. } => unreachable!("the query string cannot express at-least queries"),
+            Query::AtLeast { .. } | Query::ConstantScore { .. } | Query::DisMax { .. } => {
+                unreachable!("the query string cannot express these")
+            }
         }
     }
 

@@ -60,6 +60,8 @@ pub enum Node {
         min: usize,
         of: Vec<Node>,
     },
+    /// Matches of the node, each scoring the constant ([`Query::ConstantScore`]).
+    Constant(Box<Node>, f32),
 }
 
 /// Plans `q` against `schema`, expanding prefixes over the segments of `snap`.
@@ -95,15 +97,29 @@ fn per_field(
             None => Node::Nothing,
         });
     }
+    Ok(dis_max(nodes))
+}
+
+/// The best of `nodes`: dropped if every one of them is (stop words), nothing if none can match, the one
+/// left, or their [`Node::DisMax`].
+fn dis_max(mut nodes: Vec<Node>) -> Node {
     if nodes.iter().all(|n| *n == Node::Dropped) && !nodes.is_empty() {
-        return Ok(Node::Dropped);
+        return Node::Dropped;
     }
     nodes.retain(|n| !matches!(n, Node::Nothing | Node::Dropped));
-    Ok(match nodes.len() {
+    match nodes.len() {
         0 => Node::Nothing,
-        1 => nodes.pop().unwrap(),
+        1 => nodes.pop().expect("one node"),
         _ => Node::DisMax(nodes),
-    })
+    }
+}
+
+/// Refuses a boost or constant score (`what`) that is not a finite number of at least 0.
+fn check_factor(what: &str, x: f32) -> Result<()> {
+    if !x.is_finite() || x < 0.0 {
+        return Err(Error::InvalidArgument(format!("{what} must be a finite number of at least 0, got {x}")));
+    }
+    Ok(())
 }
 
 fn parse_number(schema: &Schema, field: u16, s: &str) -> Result<f64> {
@@ -239,12 +255,18 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
             Node::Bool { must, should, must_not, filter }
         }
         Query::AtLeast { min, of } => plan_at_least(*min, of, schema, snaps)?,
-        Query::Boost { query, boost } => {
-            if !boost.is_finite() || *boost < 0.0 {
-                return Err(Error::InvalidArgument(format!(
-                    "boost must be a finite number of at least 0, got {boost}"
-                )));
+        Query::ConstantScore { query, score } => {
+            check_factor("a constant score", *score)?;
+            match plan_inner(query, schema, snaps)? {
+                n @ (Node::Nothing | Node::Dropped) => n,
+                n => Node::Constant(Box::new(n), *score),
             }
+        }
+        Query::DisMax { of } => {
+            dis_max(of.iter().map(|q| plan_inner(q, schema, snaps)).collect::<Result<_>>()?)
+        }
+        Query::Boost { query, boost } => {
+            check_factor("boost", *boost)?;
             match plan_inner(query, schema, snaps)? {
                 n @ (Node::Nothing | Node::Dropped) => n,
                 Node::Boost(n, inner) => boosted(*n, inner * boost),

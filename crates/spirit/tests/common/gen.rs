@@ -79,9 +79,13 @@ pub fn query() -> impl Strategy<Value = Query> {
                 filter,
             });
         // At least 1 to 4 of 1 to 4 clauses: ORs, ANDs, real at-leasts and ones that cannot match.
-        let at_least = (1usize..5, proptest::collection::vec(inner, 1..5))
+        let at_least = (1usize..5, proptest::collection::vec(inner.clone(), 1..5))
             .prop_map(|(min, of)| Query::AtLeast { min, of });
-        prop_oneof![4 => bool, 1 => at_least].prop_flat_map(|q| maybe_boosted(Just(q)))
+        let constant = (inner.clone(), proptest::sample::select(&[0.0f32, 1.0, 2.5][..]))
+            .prop_map(|(q, score)| Query::ConstantScore { query: Box::new(q), score });
+        let dis_max = proptest::collection::vec(inner, 1..4).prop_map(|of| Query::DisMax { of });
+        prop_oneof![8 => bool, 2 => at_least, 1 => constant, 1 => dis_max]
+            .prop_flat_map(|q| maybe_boosted(Just(q)))
     })
 }
 

@@ -222,6 +222,8 @@ impl Reference {
                 Some(score)
             }
             Query::Boost { query, boost } => self.eval(query, d).map(|s| s * *boost as f64),
+            Query::ConstantScore { query, score } => self.eval(query, d).map(|_| *score as f64),
+            Query::DisMax { of } => of.iter().filter_map(|c| self.eval(c, d)).reduce(f64::max),
             Query::AtLeast { min, of } => {
                 let scores: Vec<f64> = of.iter().filter_map(|c| self.eval(c, d)).collect();
                 (scores.len() >= *min).then(|| scores.iter().sum())
