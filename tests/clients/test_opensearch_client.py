@@ -255,6 +255,34 @@ def test_count_with_query(client, ix):
     assert r["hits"]["total"]["relation"] == "eq"
 
 
+def test_boost_and_minimum_should_match(client, ix):
+    """A boost multiplies a clause's score; minimum_should_match keeps documents matching that many clauses."""
+    q = {"match": {"body": "boundary"}}
+    plain = client.search(index=INDEX, body={"query": q, "size": 20})
+    boosted = client.search(index=INDEX, body={"query": {"match": {"body": {"query": "boundary", "boost": 3}}}, "size": 20})
+    assert ids(plain) == ids(boosted) and ids(plain)
+    for a, b in zip(hits(plain), hits(boosted)):
+        assert abs(b["_score"] - 3 * a["_score"]) < 1e-4 * b["_score"]
+    words3 = ["boundary", "layer", "pressure"]
+    msm = {"bool": {"should": [{"match": {"body": w}} for w in words3], "minimum_should_match": 2}}
+    r = client.search(index=INDEX, body={"query": msm, "size": 200})
+    assert hits(r)
+    for h in hits(r):
+        assert sum(has_word(h["_source"]["body"], w[:6]) for w in words3) >= 2, h["_id"]
+
+
+def test_mget_and_msearch(client, ix):
+    some = sorted(ix.docs)[:3]
+    r = client.mget(index=INDEX, body={"ids": some + ["no-such-id"]})
+    assert [d["found"] for d in r["docs"]] == [True, True, True, False]
+    assert [d["_source"] for d in r["docs"][:3]] == [ix.docs[i] for i in some]
+    r = client.msearch(body=[{"index": INDEX}, {"query": {"match": {"body": "boundary"}}, "size": 3},
+                             {"index": INDEX}, {"query": {"term": {"id": some[0]}}}])
+    assert [x["status"] for x in r["responses"]] == [200, 200]
+    assert len(hits(r["responses"][0])) == 3
+    assert ids(r["responses"][1]) == [some[0]]
+
+
 def test_real_time_visibility(client, ix):
     for i in range(50):
         doc_id = f"rt{i}"

@@ -16,6 +16,7 @@ pub mod error;
 pub mod highlight;
 pub mod indices;
 pub mod metrics;
+pub mod multi;
 pub mod pool;
 pub mod search;
 
@@ -166,6 +167,8 @@ pub fn router(state: Shared) -> Router {
         .route("/_refresh", get(refresh_all).post(refresh_all))
         .route("/_search", get(search_all).post(search_all))
         .route("/_count", get(search_all).post(search_all))
+        .route("/_mget", get(mget_all).post(mget_all))
+        .route("/_msearch", get(msearch_all).post(msearch_all))
         .route("/{index}", put(create_index).get(get_index).delete(delete_index))
         .route("/{index}/_mapping", get(get_mapping).put(put_mapping).post(put_mapping))
         .route("/{index}/_settings", get(get_settings))
@@ -177,6 +180,8 @@ pub fn router(state: Shared) -> Router {
         .route("/{index}/_bulk", post(bulk_index).put(bulk_index))
         .route("/{index}/_search", get(search).post(search))
         .route("/{index}/_count", get(count).post(count))
+        .route("/{index}/_mget", get(mget).post(mget))
+        .route("/{index}/_msearch", get(msearch).post(msearch))
         .route("/{index}/_refresh", get(refresh).post(refresh))
         .route("/{index}/_forcemerge", post(force_merge))
         .fallback(no_handler)
@@ -644,20 +649,52 @@ async fn index_auto_id(
 
 /// Real-time get: the stored `_source`, from any lifecycle stage, right after the write returned.
 async fn fetch(st: &Shared, index: &str, id: &str) -> ApiResult<Option<Value>> {
-    let i = st.index(index)?;
-    let id = id.to_string();
-    st.pool
-        .run(move || {
-            let Some(bytes) = i.get(&id)? else { return Ok(None) };
-            serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "spirit_exception",
-                    format!("stored source of [{id}] is not JSON: {e}"),
-                )
-            })
-        })
-        .await
+    st.index(index)?;
+    let (st2, index, id) = (st.clone(), index.to_string(), id.to_string());
+    st.pool.run(move || multi::get_one(&st2, &index, &id)).await
+}
+
+/// `_mget`, with the default index from the path if any ([`multi::mget`]).
+async fn run_mget(
+    st: Shared,
+    index: Option<String>,
+    params: HashMap<String, String>,
+    b: Body,
+) -> ApiResult<Json<Value>> {
+    let v = json_body(b)?;
+    let st2 = st.clone();
+    st.pool.run(move || multi::mget(&st2, index.as_deref(), &v, &params)).await.map(Json)
+}
+
+async fn mget_all(Ext(st): Ext<Shared>, Query(params): Params, b: Body) -> ApiResult<Json<Value>> {
+    run_mget(st, None, params, b).await
+}
+
+async fn mget(
+    Ext(st): Ext<Shared>,
+    Path(index): Path<String>,
+    Query(params): Params,
+    b: Body,
+) -> ApiResult<Json<Value>> {
+    run_mget(st, Some(index), params, b).await
+}
+
+/// `_msearch`, with the default index from the path if any ([`multi::msearch`]).
+async fn run_msearch(st: Shared, index: Option<String>, b: Body) -> ApiResult<Json<Value>> {
+    let t0 = Instant::now();
+    let bytes = body(b)?;
+    let st2 = st.clone();
+    let r = st.pool.run(move || multi::msearch(&st2, index.as_deref(), &bytes, &st2.limits)).await;
+    st.metrics.query(t0.elapsed(), r.is_ok());
+    r.map(Json)
+}
+
+async fn msearch_all(Ext(st): Ext<Shared>, b: Body) -> ApiResult<Json<Value>> {
+    run_msearch(st, None, b).await
+}
+
+async fn msearch(Ext(st): Ext<Shared>, Path(index): Path<String>, b: Body) -> ApiResult<Json<Value>> {
+    run_msearch(st, Some(index), b).await
 }
 
 async fn get_doc(

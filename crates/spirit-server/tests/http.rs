@@ -631,6 +631,81 @@ fn exists_constant_score_dis_max_and_terms() {
     s.stop();
 }
 
+/// `_mget` and `_msearch`: many gets or searches in one request, answered item by item in order; a failing
+/// item (a missing index, a bad query) has its own error and never fails the others.
+#[test]
+fn mget_and_msearch_answer_item_by_item() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    for (id, doc) in [("1", r#"{"body": "red fox", "n": 1}"#), ("2", r#"{"body": "blue whale", "n": 2}"#)] {
+        assert_eq!(s.call("PUT", &format!("/mm/_doc/{id}"), Some(doc)).0, 201);
+    }
+    // _mget with docs: found (source filtered as asked), not found, and a missing index.
+    let (status, r) = s.call(
+        "POST",
+        "/_mget",
+        Some(
+            r#"{"docs": [{"_index": "mm", "_id": "1", "_source": ["n"]}, {"_index": "mm", "_id": "9"},
+                          {"_index": "nope", "_id": "1"}]}"#,
+        ),
+    );
+    assert_eq!(status, 200, "{r}");
+    let docs = r["docs"].as_array().unwrap();
+    assert_eq!(docs.len(), 3);
+    assert_eq!((docs[0]["found"].clone(), docs[0]["_source"].clone()), (json!(true), json!({"n": 1})));
+    assert_eq!((docs[1]["_id"].clone(), docs[1]["found"].clone()), (json!("9"), json!(false)));
+    assert_eq!(docs[2]["error"]["type"], json!("index_not_found_exception"), "{r}");
+    // _mget with ids under the index, right after a write (real time).
+    assert_eq!(s.call("PUT", "/mm/_doc/3", Some(r#"{"body": "green frog"}"#)).0, 201);
+    let (_, r) = s.call("GET", "/mm/_mget", Some(r#"{"ids": ["3", "2"]}"#));
+    let got: Vec<&str> =
+        r["docs"].as_array().unwrap().iter().map(|d| d["_source"]["body"].as_str().unwrap()).collect();
+    assert_eq!(got, ["green frog", "blue whale"]);
+    assert_es_error(&s.call("POST", "/_mget", Some(r#"{"ids": ["1"]}"#)), 400, "illegal_argument_exception");
+    assert_es_error(
+        &s.call("POST", "/_mget", Some(r#"{"docs": [{"_index": "mm"}]}"#)),
+        400,
+        "parsing_exception",
+    );
+    // _msearch: the path's index by default, another named in a header, a bad query and a missing index.
+    let body = concat!(
+        "{}\n",
+        r#"{"query": {"match": {"body": "fox"}}}"#,
+        "\n",
+        r#"{"index": "mm"}"#,
+        "\n",
+        r#"{"query": {"match_all": {}}, "size": 1}"#,
+        "\n",
+        "{}\n",
+        r#"{"query": {"no_such_query": {}}}"#,
+        "\n",
+        r#"{"index": "nope"}"#,
+        "\n",
+        "{}\n",
+    );
+    let (status, r) = s.call("POST", "/mm/_msearch", Some(body));
+    assert_eq!(status, 200, "{r}");
+    let rs = r["responses"].as_array().unwrap();
+    assert_eq!(rs.len(), 4);
+    assert_eq!((rs[0]["status"].clone(), rs[0]["hits"]["hits"][0]["_id"].clone()), (json!(200), json!("1")));
+    assert_eq!(
+        (rs[1]["hits"]["total"]["value"].clone(), rs[1]["hits"]["hits"].as_array().unwrap().len()),
+        (json!(3), 1)
+    );
+    assert_eq!(
+        (rs[2]["status"].clone(), rs[2]["error"]["type"].clone()),
+        (json!(400), json!("parsing_exception"))
+    );
+    assert_eq!(
+        (rs[3]["status"].clone(), rs[3]["error"]["type"].clone()),
+        (json!(404), json!("index_not_found_exception"))
+    );
+    // A header without its body, or one that is not an object, fails the request.
+    assert_es_error(&s.call("POST", "/mm/_msearch", Some("{}\n")), 400, "parsing_exception");
+    assert_es_error(&s.call("POST", "/mm/_msearch", Some("[1]\n{}\n")), 400, "parsing_exception");
+    s.stop();
+}
+
 /// The `_source` mapping: an excluded field is searchable but neither stored nor returned; the mapping is
 /// reported back; a bad one is a 400.
 #[test]
