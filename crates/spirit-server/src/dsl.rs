@@ -241,11 +241,10 @@ impl<'a> Translator<'a> {
                 }
                 Ok(())
             }
-            Query::Boost { query, .. } => self.count_leaves(query),
+            Query::Boost { query, .. } | Query::ConstantScore { query, .. } => self.count_leaves(query),
             Query::AtLeast { of, .. } | Query::DisMax { of } => {
                 of.iter().try_for_each(|c| self.count_leaves(c))
             }
-            Query::ConstantScore { query, .. } => self.count_leaves(query),
             _ => self.leaf(),
         }
     }
@@ -395,11 +394,10 @@ fn set_default_field(q: &mut Query, field: &str) {
                 set_default_field(c, field);
             }
         }
-        Query::Boost { query, .. } => set_default_field(query, field),
+        Query::Boost { query, .. } | Query::ConstantScore { query, .. } => set_default_field(query, field),
         Query::AtLeast { of, .. } | Query::DisMax { of } => {
             of.iter_mut().for_each(|c| set_default_field(c, field))
         }
-        Query::ConstantScore { query, .. } => set_default_field(query, field),
         _ => {}
     }
 }
@@ -562,9 +560,8 @@ pub fn positive_leaves<'q>(q: &'q Query, out: &mut Vec<&'q Query>) {
                 positive_leaves(c, out);
             }
         }
-        Query::Boost { query, .. } => positive_leaves(query, out),
+        Query::Boost { query, .. } | Query::ConstantScore { query, .. } => positive_leaves(query, out),
         Query::AtLeast { of, .. } | Query::DisMax { of } => of.iter().for_each(|c| positive_leaves(c, out)),
-        Query::ConstantScore { query, .. } => positive_leaves(query, out),
         Query::MatchAll | Query::Range { .. } => {}
         leaf => out.push(leaf),
     }

@@ -649,7 +649,6 @@ async fn index_auto_id(
 
 /// Real-time get: the stored `_source`, from any lifecycle stage, right after the write returned.
 async fn fetch(st: &Shared, index: &str, id: &str) -> ApiResult<Option<Value>> {
-    st.index(index)?;
     let (st2, index, id) = (st.clone(), index.to_string(), id.to_string());
     st.pool.run(move || multi::get_one(&st2, &index, &id)).await
 }

@@ -53,9 +53,16 @@ impl Query {
     /// of at least 0 (Elasticsearch refuses negative boosts too). A boost of 1 changes nothing and adds no
     /// node.
     pub fn boosted(self, boost: f32) -> Result<Query, String> {
-        if !boost.is_finite() || boost < 0.0 {
-            return Err(format!("boost must be a finite number of at least 0, got {boost}"));
-        }
+        check_factor("boost", boost)?;
         Ok(if boost == 1.0 { self } else { Query::Boost { query: Box::new(self), boost } })
     }
+}
+
+/// Refuses a boost or constant score (`what`) that is not a finite number of at least 0; planning checks
+/// the same of queries built without [`Query::boosted`].
+pub(crate) fn check_factor(what: &str, x: f32) -> Result<(), String> {
+    if !x.is_finite() || x < 0.0 {
+        return Err(format!("{what} must be a finite number of at least 0, got {x}"));
+    }
+    Ok(())
 }

@@ -114,12 +114,9 @@ fn dis_max(mut nodes: Vec<Node>) -> Node {
     }
 }
 
-/// Refuses a boost or constant score (`what`) that is not a finite number of at least 0.
+/// [`super::ast::check_factor`] as a planning error.
 fn check_factor(what: &str, x: f32) -> Result<()> {
-    if !x.is_finite() || x < 0.0 {
-        return Err(Error::InvalidArgument(format!("{what} must be a finite number of at least 0, got {x}")));
-    }
-    Ok(())
+    super::ast::check_factor(what, x).map_err(Error::InvalidArgument)
 }
 
 fn parse_number(schema: &Schema, field: u16, s: &str) -> Result<f64> {
