@@ -95,13 +95,21 @@ impl DramHeap {
     /// Allocates a block filled as `fill` says, or `None` when the ring has no room now.
     pub fn try_alloc_filled(self: &Arc<Self>, kind: RingKind, len: usize, fill: Fill) -> Option<DramBlock> {
         let mut rings = self.rings.lock();
+        let reached = rings[Self::idx(kind)].reached();
         let (off, rounded) = rings[Self::idx(kind)].alloc(len)?;
         let used = rings[0].used() + rings[1].used();
         drop(rings);
         self.high_water.fetch_max(used, Ordering::Relaxed);
         let base = if kind == RingKind::ShortTerm { 0 } else { self.short_cap };
-        let block =
-            DramBlock { heap: self.clone(), kind, offset: base + off, ring_offset: off, len: rounded };
+        let reused = reached.saturating_sub(off).min(rounded);
+        let block = DramBlock {
+            heap: self.clone(),
+            kind,
+            offset: base + off,
+            ring_offset: off,
+            len: rounded,
+            reused,
+        };
         if fill == Fill::Zeroed {
             // SAFETY: the ring never hands out overlapping ranges, so this block is the only owner of
             // [offset, offset+len) until it is dropped; zeroing it races with nobody.
@@ -156,6 +164,10 @@ pub struct DramBlock {
     offset: usize,
     ring_offset: usize,
     len: usize,
+    /// Bytes from the block's start that earlier blocks of its ring held; past them lies memory no block ever
+    /// held (`len`: none). The first-fit rings keep reusing low blocks, so after the first few arenas every
+    /// block lies in pages the process has already faulted in.
+    reused: usize,
 }
 
 impl DramBlock {
@@ -203,16 +215,33 @@ impl DramBlock {
 }
 
 impl DramBlock {
-    /// Has the kernel back this block's pages ahead of its writer, up to `reach` bytes from its start as
-    /// `reach` says when asked ([`Mapping::populate_in_background`]; `None` stops): for a large arena filled
-    /// at full speed (a bulk load's fresh segment, hundreds of MiB), whose first touch of each page is a fault
-    /// in which the page is zeroed — 12% of a two-thread bulk load's CPU samples, all of it inside the insert
-    /// stage that bulk workers take turns at (perf, enwiki file). Contents are unchanged, so the writer fills
-    /// the block meanwhile; a block freed and handed out again meanwhile only finds its pages already there.
+    /// Has the kernel back this block's never-used pages ahead of its writer, up to `reach` bytes from the
+    /// block's start as `reach` says when asked ([`Mapping::populate_in_background`]; `None` stops): the
+    /// first touch of a page is a fault in which the kernel zeroes it — under a hypervisor, the host backs it
+    /// too (~320 MB/s on the 2-core benchmark VM). A bulk load's arenas, hundreds of MiB filled at full
+    /// speed, took 12% of a two-thread load's CPU samples in those faults, all inside the insert stage the
+    /// workers take turns at; a real-time writer's first arenas took 7% of the add thread's samples ingesting
+    /// the enwiki file (perf). Only the part of the block no earlier block held is populated, and no thread
+    /// is started when there is none, so once the rings reuse their low blocks this costs nothing. Contents
+    /// are unchanged, so the writer fills the block meanwhile; a block freed and handed out again meanwhile
+    /// only finds its pages already there.
     pub fn prefault_in_background(&self, reach: impl Fn() -> Option<usize> + Send + 'static) {
+        if self.reused >= self.len {
+            return;
+        }
+        let from = self.reused;
         // Not joined: the thread ends once `reach` says stop (the segment is gone), and the anonymous
         // mapping it may hold a step longer locks nothing.
-        let _ = Mapping::populate_in_background(&self.heap.map, self.offset, self.len, reach);
+        let _ =
+            Mapping::populate_in_background(&self.heap.map, self.offset + from, self.len - from, move || {
+                reach().map(|r| r.saturating_sub(from))
+            });
+    }
+
+    /// Bytes from the block's start before memory no earlier block of its ring held (the block's length
+    /// when it lies wholly in reused memory).
+    pub fn reused_bytes(&self) -> usize {
+        self.reused
     }
 }
 
@@ -244,6 +273,32 @@ mod tests {
         }
         assert_eq!(a.as_slice()[12345], 9);
         assert!(a.as_slice()[..12345].iter().all(|&x| x == 0));
+    }
+
+    /// A block knows how much of it earlier blocks held, so only memory never used before is prefaulted.
+    #[test]
+    fn blocks_know_their_reused_part() {
+        let heap = DramHeap::new(8 << 20, 4 << 20).unwrap();
+        let a = heap.try_alloc_filled(RingKind::ShortTerm, 1 << 20, Fill::Overwritten).unwrap();
+        assert_eq!(a.reused_bytes(), 0, "the ring's first block is all new memory");
+        let b = heap.try_alloc_filled(RingKind::ShortTerm, 1 << 20, Fill::Overwritten).unwrap();
+        assert_eq!(b.reused_bytes(), 0);
+        drop(a);
+        let c = heap.try_alloc_filled(RingKind::ShortTerm, 1 << 20, Fill::Overwritten).unwrap();
+        assert_eq!(c.reused_bytes(), c.len(), "the freed first block is reused whole");
+        drop((b, c));
+        let d = heap.try_alloc_filled(RingKind::ShortTerm, 3 << 20, Fill::Overwritten).unwrap();
+        assert_eq!(d.reused_bytes(), 2 << 20, "two blocks' worth was held before, the rest never");
+        // The long-term ring keeps its own account.
+        let e = heap.try_alloc(RingKind::LongTerm, 1 << 20).unwrap();
+        assert_eq!(e.reused_bytes(), 0);
+        // Prefaulting a wholly reused block starts nothing, and a partly new one keeps its contents.
+        drop(d);
+        let mut f = heap.try_alloc_filled(RingKind::ShortTerm, 4 << 20, Fill::Overwritten).unwrap();
+        f.as_mut_slice()[(3 << 20) + 5] = 3;
+        f.prefault_in_background(|| Some(usize::MAX));
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(f.as_slice()[(3 << 20) + 5], 3);
     }
 
     #[test]

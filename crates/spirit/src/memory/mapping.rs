@@ -167,8 +167,9 @@ impl Mapping {
     /// [`populate_write`](Self::populate_write) of `[offset, offset+len)` front to back on a short-lived
     /// thread at background priority ([`super::run_in_background`]), a huge page's worth at a time, never past
     /// what `reach` says is wanted by now (bytes from `offset`; once the thread catches up it asks again after
-    /// a nap that doubles from 1 to 64 ms while nothing more is wanted, so an idle writer costs ~16 wakeups a
-    /// second; `None` stops the thread): the pages an owner is about to fill at full speed are faulted in
+    /// a nap that doubles from 1 to 64 ms while nothing more is wanted, and gives up once nothing more has
+    /// been wanted for a second, so a writer gone idle costs a few wakeups and no thread; `None` stops the
+    /// thread): the pages an owner is about to fill at full speed are faulted in
     /// (zeroed by the kernel — and, under a hypervisor, backed by the host) on CPU time the pipeline leaves
     /// idle rather than on the writer's. The thread holds the mapping only during a step, so a mapping dropped
     /// meanwhile is unmapped right after. Best effort: no thread, or a kernel without the advice, leaves the
@@ -183,21 +184,26 @@ impl Mapping {
         const STEP: usize = 2 << 20;
         const NAP_MIN: std::time::Duration = std::time::Duration::from_millis(1);
         const NAP_MAX: std::time::Duration = std::time::Duration::from_millis(64);
+        const GIVE_UP: std::time::Duration = std::time::Duration::from_secs(1);
         let map = std::sync::Arc::downgrade(map);
         std::thread::Builder::new()
             .name("spirit-prefault".into())
             .spawn(move || {
                 super::run_in_background();
-                let (mut at, mut nap) = (0, NAP_MIN);
+                let (mut at, mut nap, mut idle) = (0, NAP_MIN, std::time::Duration::ZERO);
                 while at < len {
                     let Some(want) = reach() else { return };
                     let want = want.min(len);
                     if at >= want {
+                        if idle >= GIVE_UP {
+                            return;
+                        }
                         std::thread::sleep(nap);
+                        idle += nap;
                         nap = (nap * 2).min(NAP_MAX);
                         continue;
                     }
-                    nap = NAP_MIN;
+                    (nap, idle) = (NAP_MIN, std::time::Duration::ZERO);
                     let Some(map) = map.upgrade() else { return };
                     let step = STEP.min(want - at);
                     if !map.populate_write(offset + at, step) {
@@ -313,6 +319,19 @@ mod tests {
         assert_eq!(bytes(&map), expected);
         let _ = map.populate_write(len - page, 10 * page);
         assert_eq!(bytes(&map), expected);
+    }
+
+    /// A populating thread whose writer wants nothing more gives up after about a second, instead of
+    /// napping for as long as the mapping lives (an idle shard's fresh segment may live for days).
+    #[test]
+    fn populating_thread_gives_up_on_an_idle_writer() {
+        let map = Arc::new(Mapping::anonymous(16 * page_size()).unwrap());
+        let t0 = std::time::Instant::now();
+        let t = Mapping::populate_in_background(&map, 0, map.len(), || Some(0)).expect("a thread");
+        t.join().unwrap();
+        let took = t0.elapsed();
+        assert!(took >= std::time::Duration::from_millis(900), "gave up too early: {took:?}");
+        assert!(Arc::strong_count(&map) == 1, "the thread held the mapping only during a step");
     }
 
     /// The background thread goes no further than `reach` says and ends when it says stop (a segment gone,

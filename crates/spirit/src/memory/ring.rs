@@ -20,11 +20,14 @@ pub(crate) struct Ring {
     /// Live allocations by offset: (offset, len), disjoint.
     live: Vec<(usize, usize)>,
     used: usize,
+    /// The furthest end any allocation ever reached: below it the ring's memory has been handed out (and, on
+    /// an anonymous mapping, most likely touched); above it, never.
+    reached: usize,
 }
 
 impl Ring {
     pub(crate) fn new(capacity: usize) -> Ring {
-        Ring { capacity: capacity / RING_ALIGN * RING_ALIGN, live: Vec::new(), used: 0 }
+        Ring { capacity: capacity / RING_ALIGN * RING_ALIGN, live: Vec::new(), used: 0, reached: 0 }
     }
 
     pub(crate) fn capacity(&self) -> usize {
@@ -36,8 +39,14 @@ impl Ring {
         self.used
     }
 
+    /// The furthest end any allocation has reached so far (see [`alloc`](Self::alloc)).
+    pub(crate) fn reached(&self) -> usize {
+        self.reached
+    }
+
     /// Allocates `len` bytes (rounded up) at the lowest offset where they fit, or `None` if no contiguous
-    /// room exists now.
+    /// room exists now. [`reached`](Self::reached) read before the call tells whether the block extends into
+    /// memory no allocation ever held.
     pub(crate) fn alloc(&mut self, len: usize) -> Option<(usize, usize)> {
         let len = len.max(1).div_ceil(RING_ALIGN) * RING_ALIGN;
         let mut at = 0;
@@ -54,6 +63,7 @@ impl Ring {
         }
         self.live.insert(slot, (at, len));
         self.used += len;
+        self.reached = self.reached.max(at + len);
         debug_assert!(self.live.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0));
         Some((at, len))
     }
@@ -114,6 +124,7 @@ mod tests {
             seen.insert(next);
         }
         assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![0, 1024]);
+        assert_eq!(r.reached(), 2048, "the furthest end ever handed out");
     }
 
     /// The fresh-segment discipline (`ShardConfig::short_term_bytes`): the writer holds the arena it just

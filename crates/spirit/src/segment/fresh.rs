@@ -341,11 +341,12 @@ impl FreshSegment {
         self.block.len()
     }
 
-    /// Has the kernel back the arena `ahead` bytes past the writer's cursor, on a background thread, for as
-    /// long as the segment lives ([`DramBlock::prefault_in_background`]): a bulk load fills its arena at full
-    /// speed, and its first touch of each page is a fault inside the insert stage the bulk workers take turns
-    /// at. Bounded by the cursor, not the arena: a load that ends early (or a small `_bulk` that fills a real-time
-    /// arena) leaves at most `ahead` bytes touched for nothing, not hundreds of MiB.
+    /// Has the kernel back the arena's never-used pages `ahead` bytes past the writer's cursor, on a
+    /// background thread, for as long as the segment lives ([`DramBlock::prefault_in_background`]; no thread
+    /// for an arena in reused memory): a writer at full speed would otherwise take each page's first-touch
+    /// fault itself — inside the insert stage bulk workers take turns at, or on the add thread. Bounded by
+    /// the cursor, not the arena: a load that ends early, or a shard that gets a few documents, leaves at most
+    /// `ahead` bytes touched for nothing, not the whole arena.
     pub fn prefault_ahead(self: &Arc<Self>, ahead: usize) {
         let seg = Arc::downgrade(self);
         self.block.prefault_in_background(move || seg.upgrade().map(|s| s.used.load(Relaxed) * 4 + ahead));

@@ -45,9 +45,14 @@ use std::time::{Duration, Instant};
 /// Name of the persistent heap file in a shard directory.
 pub const HEAP_FILE: &str = "heap.spirit";
 const MANIFEST_FORMAT: u32 = 1;
-/// How far past the writer a bulk arena is faulted in ([`FreshSegment::prefault_ahead`]): a few tenths of a
-/// second of a two-thread bulk load's writing, and at most this much touched for nothing when a load ends.
+/// How far past the writer a bulk arena's never-used memory is faulted in ([`FreshSegment::prefault_ahead`]):
+/// a few tenths of a second of a two-thread bulk load's writing, and at most this much touched for nothing
+/// when a load ends.
 const BULK_PREFAULT_AHEAD: usize = 32 << 20;
+/// The same for a real-time arena: tens of milliseconds of a single writer at full speed, and little memory
+/// made resident for nothing in a shard that receives a handful of documents (every shard of every index
+/// has its own arenas).
+const REALTIME_PREFAULT_AHEAD: usize = 4 << 20;
 
 /// What a clean close leaves for the next open (serialized as JSON inside the heap).
 #[derive(Debug, Serialize, Deserialize)]
@@ -449,6 +454,7 @@ impl Shard {
             .try_alloc_filled(RingKind::ShortTerm, cfg.fresh_bytes(), Fill::Overwritten)
             .ok_or_else(|| Error::ResourceExhausted("DRAM budget too small for one fresh segment".into()))?;
         let fresh = Arc::new(FreshSegment::new(fresh_block, cfg.max_docs_per_segment));
+        fresh.prefault_ahead(REALTIME_PREFAULT_AHEAD);
         let fresh_deletes = Arc::new(DeleteBitmap::new(fresh.max_docs()));
         let mut segments = segments;
         segments.push(Arc::new(SegmentDesc {
@@ -1126,10 +1132,8 @@ impl ShardInner {
             }
         };
         let fresh = Arc::new(FreshSegment::new(block, self.cfg.max_docs_per_segment));
-        if w.bulk_loads > 0 {
-            // Filled at full speed by the bulk load: its pages are faulted in ahead of the writer.
-            fresh.prefault_ahead(BULK_PREFAULT_AHEAD);
-        }
+        // Pages no arena used before are faulted in ahead of the writer (nothing happens for reused ones).
+        fresh.prefault_ahead(if w.bulk_loads > 0 { BULK_PREFAULT_AHEAD } else { REALTIME_PREFAULT_AHEAD });
         let deletes = Arc::new(DeleteBitmap::new(fresh.max_docs()));
         let id = w.next_seg;
         w.next_seg += 1;
