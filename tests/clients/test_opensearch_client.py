@@ -283,6 +283,35 @@ def test_mget_and_msearch(client, ix):
     assert ids(r["responses"][1]) == [some[0]]
 
 
+def test_aggregations(client, ix):
+    """Metric and bucket aggregations over the live documents, computed here from the data: stats of n, a
+    histogram of n, and terms of the keyword id under a query (each id is its own bucket)."""
+    ns = [d["n"] for d in ix.docs.values() if "n" in d]
+    body = {
+        "size": 0,
+        "aggs": {
+            "n": {"stats": {"field": "n"}},
+            "hundreds": {"histogram": {"field": "n", "interval": 100, "min_doc_count": 1}},
+            "boundary": {"filter": {"match": {"body": "boundary"}}, "aggs": {"ids": {"terms": {"field": "id", "size": 5}}}},
+        },
+    }
+    r = client.search(index=INDEX, body=body)
+    a = r["aggregations"]
+    assert a["n"]["count"] == len(ns) and a["n"]["min"] == min(ns) and a["n"]["max"] == max(ns)
+    assert a["n"]["sum"] == sum(ns)
+    want = {}
+    for n in ns:
+        want[float(n // 100 * 100)] = want.get(float(n // 100 * 100), 0) + 1
+    assert {b["key"]: b["doc_count"] for b in a["hundreds"]["buckets"]} == want
+    found = client.search(index=INDEX, body={"query": {"match": {"body": "boundary"}}, "size": 5000, "_source": False})
+    matching = ids(found)
+    assert a["boundary"]["doc_count"] == len(matching) == found["hits"]["total"]["value"] > 5
+    ids_buckets = a["boundary"]["ids"]["buckets"]
+    assert [b["key"] for b in ids_buckets] == sorted(matching)[:5]
+    assert all(b["doc_count"] == 1 for b in ids_buckets)
+    assert a["boundary"]["ids"]["sum_other_doc_count"] == len(matching) - 5
+
+
 def test_real_time_visibility(client, ix):
     for i in range(50):
         doc_id = f"rt{i}"

@@ -34,6 +34,11 @@ impl<'a> Translator<'a> {
         Translator { schema, max_clauses, max_depth, clauses: 0 }
     }
 
+    /// How deep a request may nest (queries, and aggregations).
+    pub fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+
     /// Translates `{"<kind>": {...}}`.
     pub fn query(&mut self, v: &Value) -> ApiResult<Query> {
         self.q(v, 0)

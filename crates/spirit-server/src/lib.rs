@@ -10,6 +10,7 @@
 //! * one middleware enforces the optional API key, the request timeout and counts responses;
 //! * limits are explicit ([`Limits`]): request body, bulk actions, query clauses and depth, result window.
 
+pub mod aggs;
 pub mod documents;
 pub mod dsl;
 pub mod error;

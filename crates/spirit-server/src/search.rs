@@ -162,6 +162,8 @@ pub struct SearchRequest {
     highlight: Option<HighlightSpec>,
     /// `?request_cache=false` bypasses the result cache (answers are the same either way).
     cache: bool,
+    /// `aggs` (or `aggregations`), translated when the request runs (filters are queries on the schema).
+    aggs: Option<Value>,
 }
 
 const KNOWN_KEYS: &[&str] = &[
@@ -176,6 +178,8 @@ const KNOWN_KEYS: &[&str] = &[
     "version",
     "seq_no_primary_term",
     "track_scores",
+    "aggs",
+    "aggregations",
 ];
 
 impl SearchRequest {
@@ -190,10 +194,7 @@ impl SearchRequest {
         let obj = body.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
         for k in obj.keys() {
             if !KNOWN_KEYS.contains(&k.as_str()) {
-                return Err(match k.as_str() {
-                    "aggs" | "aggregations" => ApiError::unsupported("aggregations"),
-                    _ => ApiError::parsing(format!("unknown key [{k}] in the search request")),
-                });
+                return Err(ApiError::parsing(format!("unknown key [{k}] in the search request")));
             }
         }
         let num = |key: &str, default: usize| -> ApiResult<usize> {
@@ -268,14 +269,22 @@ impl SearchRequest {
                 return Err(ApiError::parsing(format!("[request_cache] must be true or false, got [{v}]")));
             }
         };
-        Ok(SearchRequest { query, from, size, sort, track, source, highlight, cache })
+        let aggs = match (obj.get("aggs"), obj.get("aggregations")) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::parsing("found both [aggs] and [aggregations] in the search request"))
+            }
+            (a, b) => a.or(b).cloned(),
+        };
+        Ok(SearchRequest { query, from, size, sort, track, source, highlight, cache, aggs })
     }
 
     /// Runs the search (on a query-pool thread) and builds the response.
     pub fn execute(&self, index: &Index, limits: &Limits) -> ApiResult<Value> {
         let t0 = std::time::Instant::now();
         let schema = index.schema();
-        let q: Query = Translator::new(&schema, limits.max_clauses, limits.max_depth).query(&self.query)?;
+        let mut tr = Translator::new(&schema, limits.max_clauses, limits.max_depth);
+        let q: Query = tr.query(&self.query)?;
+        let aggs = self.aggs.as_ref().map(|a| crate::aggs::parse(a, &mut tr, 0)).transpose()?;
         let fetch = self.size > 0;
         let sort = match &self.sort {
             SortSpec::Score => Sort::Score,
@@ -352,12 +361,18 @@ impl SearchRequest {
         }
         hits_obj.insert("max_score".into(), json!(max_score));
         hits_obj.insert("hits".into(), Value::Array(hits));
-        Ok(json!({
-            "took": t0.elapsed().as_millis() as u64,
+        let mut out = json!({
+            "took": 0,
             "timed_out": false,
             "_shards": {"total": index.shards().len(), "successful": index.shards().len(), "skipped": 0, "failed": 0},
             "hits": hits_obj,
-        }))
+        });
+        if let Some(aggs) = aggs {
+            let (_, results) = index.aggregate(&q, &aggs)?;
+            out["aggregations"] = crate::aggs::render(&results, &aggs, &schema);
+        }
+        out["took"] = json!(t0.elapsed().as_millis() as u64);
+        Ok(out)
     }
 }
 
@@ -501,10 +516,15 @@ mod tests {
             .unwrap_err()
             .reason
             .contains("Result window"));
-        assert!(SearchRequest::parse(br#"{"aggs": {}}"#, &p, &l)
+        assert!(SearchRequest::parse(br#"{"aggs": {}}"#, &p, &l).is_ok());
+        assert!(SearchRequest::parse(br#"{"aggs": {}, "aggregations": {}}"#, &p, &l)
             .unwrap_err()
             .reason
-            .contains("aggregations"));
+            .contains("both"));
+        assert!(SearchRequest::parse(br#"{"agg": {}}"#, &p, &l)
+            .unwrap_err()
+            .reason
+            .contains("unknown key [agg]"));
         assert!(SearchRequest::parse(br#"{"query": "#, &p, &l).is_err());
         assert!(SearchRequest::parse(b"", &p, &l).is_ok());
     }

@@ -158,7 +158,11 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
             "parsing_exception",
         ),
         (
-            s.call("POST", "/bad/_search", Some(r#"{"query": {"match_all": {}}, "aggs": {"a": {}}}"#)),
+            s.call(
+                "POST",
+                "/bad/_search",
+                Some(r#"{"query": {"match_all": {}}, "aggs": {"a": {"percentiles": {"field": "x"}}}}"#),
+            ),
             400,
             "illegal_argument_exception",
         ),
@@ -628,6 +632,116 @@ fn exists_constant_score_dis_max_and_terms() {
     assert_eq!(best.len(), 2);
     assert!((best[0].1 - red[0].1.max(fox[0].1)).abs() < 1e-5, "{best:?} {red:?} {fox:?}");
     assert!((best[1].1 - red[1].1).abs() < 1e-5);
+    s.stop();
+}
+
+/// Aggregations in Elasticsearch's request and response shapes: metrics (with date forms), terms with a
+/// sub-aggregation, histograms with empty buckets, a calendar date histogram, ranges, filter and filters;
+/// the counts follow writes at once; what is not implemented, or a text field, is a 400 that names it.
+#[test]
+fn aggregations_answer_in_elasticsearch_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let mappings = r#"{"mappings": {"properties": {"body": {"type": "text"}, "genre": {"type": "keyword"},
+        "year": {"type": "long"}, "price": {"type": "double"}, "at": {"type": "date"}}}}"#;
+    assert_eq!(s.call("PUT", "/shop", Some(mappings)).0, 200);
+    for (id, doc) in [
+        ("1", r#"{"body": "dune", "genre": "scifi", "year": 1965, "price": 10.5, "at": "2015-01-03"}"#),
+        ("2", r#"{"body": "emma", "genre": "novel", "year": 1815, "price": 4.0, "at": "2015-01-20"}"#),
+        ("3", r#"{"body": "solaris", "genre": "scifi", "year": 1961, "price": 8.0, "at": "2015-03-02"}"#),
+        ("4", r#"{"body": "unpriced", "genre": ["scifi", "classic"], "year": 1968}"#),
+    ] {
+        assert_eq!(s.call("PUT", &format!("/shop/_doc/{id}"), Some(doc)).0, 201);
+    }
+    let aggs = |body: &str| {
+        let (status, r) = s.call("POST", "/shop/_search", Some(body));
+        assert_eq!(status, 200, "{r}");
+        r["aggregations"].clone()
+    };
+    let a = aggs(
+        r#"{"size": 0, "aggs": {
+            "genres": {"terms": {"field": "genre"}, "aggs": {"avg_price": {"avg": {"field": "price"}}}},
+            "first": {"min": {"field": "at"}},
+            "prices": {"stats": {"field": "price"}},
+            "decades": {"histogram": {"field": "year", "interval": 50}},
+            "months": {"date_histogram": {"field": "at", "calendar_interval": "month"}},
+            "cheap": {"range": {"field": "price", "ranges": [{"to": 5}, {"from": 5, "key": "dear"}]}},
+            "old": {"filter": {"range": {"year": {"lt": 1900}}}, "aggs": {"n": {"value_count": {"field": "year"}}}},
+            "split": {"filters": {"filters": {"dune": {"match": {"body": "dune"}}, "all": {"match_all": {}}}}},
+            "kinds": {"cardinality": {"field": "genre"}}
+        }}"#,
+    );
+    assert_eq!(
+        a["genres"],
+        json!({"doc_count_error_upper_bound": 0, "sum_other_doc_count": 0, "buckets": [
+            {"key": "scifi", "doc_count": 3, "avg_price": {"value": 9.25}},
+            {"key": "classic", "doc_count": 1, "avg_price": {"value": null}},
+            {"key": "novel", "doc_count": 1, "avg_price": {"value": 4.0}}]})
+    );
+    assert_eq!(a["first"], json!({"value": 1420243200000.0, "value_as_string": "2015-01-03T00:00:00.000Z"}));
+    assert_eq!(a["prices"], json!({"count": 3, "min": 4.0, "max": 10.5, "avg": 7.5, "sum": 22.5}));
+    let decades: Vec<(f64, u64)> = a["decades"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["key"].as_f64().unwrap(), b["doc_count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(decades, [(1800.0, 1), (1850.0, 0), (1900.0, 0), (1950.0, 3)], "empty buckets in between");
+    assert_eq!(
+        a["months"]["buckets"],
+        json!([
+            {"key_as_string": "2015-01-01T00:00:00.000Z", "key": 1420070400000i64, "doc_count": 2},
+            {"key_as_string": "2015-02-01T00:00:00.000Z", "key": 1422748800000i64, "doc_count": 0},
+            {"key_as_string": "2015-03-01T00:00:00.000Z", "key": 1425168000000i64, "doc_count": 1}])
+    );
+    assert_eq!(
+        a["cheap"]["buckets"],
+        json!([{"key": "*-5.0", "to": 5.0, "doc_count": 1}, {"key": "dear", "from": 5.0, "doc_count": 2}])
+    );
+    assert_eq!(a["old"], json!({"doc_count": 1, "n": {"value": 1}}));
+    assert_eq!(a["split"], json!({"buckets": {"dune": {"doc_count": 1}, "all": {"doc_count": 4}}}));
+    assert_eq!(a["kinds"], json!({"value": 3}));
+    // The query narrows what is aggregated, and a write is counted by the very next request.
+    let scifi = r#"{"query": {"term": {"genre": "scifi"}}, "size": 0, "aggregations": {"y": {"max": {"field": "year"}}}}"#;
+    assert_eq!(aggs(scifi)["y"], json!({"value": 1968.0}));
+    assert_eq!(s.call("PUT", "/shop/_doc/5", Some(r#"{"genre": "scifi", "year": 2011}"#)).0, 201);
+    assert_eq!(aggs(scifi)["y"], json!({"value": 2011.0}));
+    assert_eq!(s.call("DELETE", "/shop/_doc/5", None).0, 200);
+    assert_eq!(aggs(scifi)["y"], json!({"value": 1968.0}));
+    // Terms by key, and a size that leaves buckets out.
+    let t = aggs(
+        r#"{"size": 0, "aggs": {"g": {"terms": {"field": "genre", "size": 1, "order": {"_key": "asc"}}}}}"#,
+    );
+    assert_eq!(
+        t["g"],
+        json!({"doc_count_error_upper_bound": 0, "sum_other_doc_count": 4,
+        "buckets": [{"key": "classic", "doc_count": 1}]})
+    );
+    // Refusals name what is missing; nothing is ignored.
+    for (body, what) in [
+        (r#"{"aggs": {"g": {"terms": {"field": "body"}}}}"#, "Text fields"),
+        (r#"{"aggs": {"g": {"percentiles": {"field": "price"}}}}"#, "percentiles"),
+        (r#"{"aggs": {"g": {"terms": {"field": "genre", "include": "sc.*"}}}}"#, "include"),
+        (r#"{"aggs": {"g": {"date_histogram": {"field": "at", "interval": "1d"}}}}"#, "fixed_interval"),
+        (
+            r#"{"aggs": {"g": {"date_histogram": {"field": "at", "calendar_interval": "fortnight"}}}}"#,
+            "calendar",
+        ),
+        (
+            r#"{"aggs": {"g": {"max": {"field": "year"}, "aggs": {"h": {"min": {"field": "year"}}}}}}"#,
+            "sub-aggregations",
+        ),
+        (r#"{"aggs": {"g": {"avg": {"field": "genre"}}}}"#, "not supported for aggregation [avg]"),
+        (r#"{"aggs": {"g": {}}}"#, "Missing definition"),
+    ] {
+        let (status, r) = s.call("POST", "/shop/_search", Some(body));
+        assert_eq!(status, 400, "{body}: {r}");
+        assert!(r["error"]["reason"].as_str().unwrap().contains(what), "{body}: {r}");
+    }
+    // An unmapped field aggregates nothing, as in Elasticsearch.
+    let u = aggs(r#"{"aggs": {"g": {"terms": {"field": "nope"}}, "m": {"max": {"field": "nope"}}}}"#);
+    assert_eq!(u["g"]["buckets"], json!([]));
+    assert_eq!(u["m"], json!({"value": null}));
     s.stop();
 }
 

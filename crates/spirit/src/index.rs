@@ -886,6 +886,22 @@ impl Index {
         Ok((total, exact, all.into_iter().skip(offset).take(limit).map(|(q, i, h)| (i, q, h)).collect()))
     }
 
+    /// Aggregates the documents `q` matches ([`query::aggs`]: Elasticsearch's metric and bucket
+    /// aggregations, nested): every shard's snapshot is pinned once and read at the same watermarks, so the
+    /// buckets partition the same documents even while writes go on. Returns the number of matches and a
+    /// result per aggregation, in order.
+    pub fn aggregate(
+        &self,
+        q: &Query,
+        aggs: &[query::aggs::Agg],
+    ) -> Result<(u64, Vec<query::aggs::AggResult>)> {
+        let snaps: Vec<_> = self.shards.iter().map(|s| s.pin()).collect();
+        let refs: Vec<&Snapshot> = snaps.iter().map(|s| &**s).collect();
+        // A copy: an aggregation may take a while, and the lock would hold up writes that add fields.
+        let schema = self.schema();
+        query::aggs::aggregate(&schema, &refs, q, aggs)
+    }
+
     /// A sort by the numeric or date field `name` (an error for other field types and unknown fields).
     pub fn field_sort(&self, name: &str, descending: bool) -> Result<Sort> {
         let schema = self.schema.read();

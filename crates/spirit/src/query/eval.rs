@@ -4167,6 +4167,41 @@ fn field_entry(value: Option<f64>, descending: bool, doc: u32) -> FieldEntry {
     FieldEntry { missing: value.is_none(), key, doc, value }
 }
 
+/// How many documents of each segment of `snap` are visible now: watermarks to evaluate several queries
+/// at ([`matching_docs`], [`execute_at`]) so that they all see the same documents while the writer adds.
+pub fn watermarks(snap: &Snapshot) -> Watermarks {
+    snap.segments.iter().map(|s| s.visible_docs()).collect()
+}
+
+/// Every live document of `snap` that `node` matches (at `marks`; `None`: the current watermarks), as doc
+/// ids in ascending order: the document set aggregations bucket. Exhaustive: the scorers visit every match
+/// (no threshold, no top-k), and scores are not computed.
+pub fn matching_docs(snap: &Snapshot, node: &Node, marks: Option<&[u32]>) -> Result<Vec<u32>> {
+    let mut ctx = Ctx::new(snap, Bm25::default(), None, marks)?;
+    let w = weight(node, &mut ctx)?;
+    let ctx = ctx;
+    let mut out = Vec::new();
+    for (si, seg) in ctx.segs.iter().enumerate() {
+        if seg.visible == 0 {
+            continue;
+        }
+        let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
+        let mut s = scorer(&w, &ctx, si);
+        let mut d = s.doc();
+        while d != NO_DOC && d < seg.visible {
+            if !del.is_deleted(d) {
+                out.push(base + d);
+            }
+            d = s.next();
+        }
+        if let Some(e) = ctx.err.borrow_mut().take() {
+            return Err(Error::Format(format!("segment {}: {}", seg.desc.id, e.0)));
+        }
+    }
+    debug_assert!(out.windows(2).all(|w| w[0] < w[1]), "segments follow each other in doc ids");
+    Ok(out)
+}
+
 /// Evaluates a planned query on a pinned snapshot.
 pub fn execute(snap: &Snapshot, node: &Node, opts: &SearchOptions) -> Result<SearchHits> {
     execute_cached(snap, node, opts, None)

@@ -2,6 +2,7 @@
 //! an AST into weights against a GDT snapshot (analysis, prefix expansion, index-wide BM25 statistics), and
 //! the document-at-a-time evaluator that scores and collects top-k per segment.
 
+pub mod aggs;
 pub mod ast;
 mod cache;
 mod eval;
@@ -12,8 +13,8 @@ mod scratch;
 pub use ast::Query;
 pub use cache::{CacheStats, ResultCache};
 pub use eval::{
-    collection_stats, execute, execute_at, execute_cached, Bm25, CollectionStats, Disjunction, ScoredDoc,
-    SearchHits, SearchOptions, Sort,
+    collection_stats, execute, execute_at, execute_cached, matching_docs, watermarks, Bm25, CollectionStats,
+    Disjunction, ScoredDoc, SearchHits, SearchOptions, Sort, Watermarks,
 };
 pub use parser::{parse, ParseError};
 pub use plan::{plan, plan_shards, Node};

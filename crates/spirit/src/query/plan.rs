@@ -305,37 +305,44 @@ fn boosted(n: Node, boost: f32) -> Node {
 
 /// Every term key starting with `prefix` in any segment of the snapshots.
 fn expand_prefix(snaps: &[&Snapshot], prefix: &[u8]) -> Result<Vec<Vec<u8>>> {
-    let mut keys = BTreeSet::new();
-    let too_many = || {
+    keys_with_prefix(snaps, prefix, MAX_PREFIX_EXPANSION)?.ok_or_else(|| {
         Error::InvalidArgument(format!(
             "prefix query expands to more than {MAX_PREFIX_EXPANSION} terms; use a longer prefix"
         ))
-    };
+    })
+}
+
+/// Every term key starting with `prefix` in any segment of the snapshots, in key order; `None` once there
+/// are more than `limit`.
+pub(crate) fn keys_with_prefix(
+    snaps: &[&Snapshot],
+    prefix: &[u8],
+    limit: usize,
+) -> Result<Option<Vec<Vec<u8>>>> {
+    let mut keys = BTreeSet::new();
     for s in snaps.iter().flat_map(|snap| &snap.segments) {
         match &s.data {
             SegData::Fresh(f) => {
-                let mut n = 0;
                 f.for_each_key(&mut |k, _| {
                     if k.starts_with(prefix) {
                         keys.insert(k.to_vec());
-                        n += 1;
                     }
                 });
             }
             SegData::Image { .. } => {
                 let v = s.image().expect("image").map_err(|e| Error::Format(e.0))?;
                 let r = v.prefix_range(prefix).map_err(|e| Error::Format(e.0))?;
-                if r.len() > MAX_PREFIX_EXPANSION {
-                    return Err(too_many());
+                if r.len() > limit {
+                    return Ok(None);
                 }
                 for i in r {
                     keys.insert(v.key_at(i).map_err(|e| Error::Format(e.0))?.to_vec());
                 }
             }
         }
-        if keys.len() > MAX_PREFIX_EXPANSION {
-            return Err(too_many());
+        if keys.len() > limit {
+            return Ok(None);
         }
     }
-    Ok(keys.into_iter().collect())
+    Ok(Some(keys.into_iter().collect()))
 }

@@ -10,7 +10,7 @@ mod date;
 pub mod document;
 mod source;
 
-pub use date::parse_date_millis;
+pub use date::{format_date_millis, parse_date_millis, CalendarUnit};
 pub use document::{analyze_document, AnalyzedDoc};
 pub use source::{simple_match, SourceFilter};
 

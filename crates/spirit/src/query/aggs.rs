@@ -1,0 +1,672 @@
+//! Aggregations: Elasticsearch's `aggs` over the documents a query matches — metrics (`min`, `max`, `sum`,
+//! `avg`, `stats`, `value_count`, `cardinality`) and buckets (`terms`, `histogram`, `date_histogram`,
+//! `range`, `filter`, `filters`), nested to any depth.
+//!
+//! Everything is computed from what the index already holds, exactly: numbers from the numeric columns of
+//! the segments (one value per document), keyword values from the postings — a `terms` aggregation reads
+//! each of the field's terms' documents once per request and intersects them with each bucket's documents
+//! (a bitmap per bucket), so its cost is the field's postings, not the matches times the values, and no
+//! per-document keyword column is kept for it (spirit has none). Sharded indexes are aggregated over every
+//! shard's documents at once, so counts are exact where Elasticsearch's are per-shard estimates
+//! (`doc_count_error_upper_bound` is always 0). Every shard is read at watermarks taken once, so the
+//! buckets of one request partition the same documents even while writes go on.
+//!
+//! Limits, as Elasticsearch's: at most [`MAX_BUCKETS`] buckets in one request (`search.max_buckets`) and
+//! at most [`MAX_TERMS`] distinct values read for one `terms`, `value_count` or `cardinality` of a keyword
+//! field; an unmapped field aggregates nothing (empty buckets, null metrics), and a text field is refused
+//! as Elasticsearch refuses it without fielddata.
+
+use super::eval::{matching_docs, watermarks, Watermarks};
+use super::plan::{keys_with_prefix, plan_shards, Node};
+use super::Query;
+use crate::error::{Error, Result};
+use crate::gdt::{SegData, Snapshot};
+use crate::schema::{CalendarUnit, FieldType, Schema};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+/// Most buckets one request may make, over all its aggregations (Elasticsearch's `search.max_buckets`).
+pub const MAX_BUCKETS: usize = 65_536;
+/// Most distinct values of a keyword field one aggregation reads.
+pub const MAX_TERMS: usize = 65_536;
+
+/// One named aggregation and the aggregations nested under its buckets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agg {
+    pub name: String,
+    pub kind: AggKind,
+    /// Sub-aggregations, computed per bucket (bucket aggregations only).
+    pub aggs: Vec<Agg>,
+}
+
+/// What an aggregation computes. Fields are named as in the mapping.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AggKind {
+    Min(String),
+    Max(String),
+    Sum(String),
+    Avg(String),
+    /// Count, min, max, average and sum at once.
+    Stats(String),
+    /// Values of the field among the documents (a keyword document counts each of its values).
+    ValueCount(String),
+    /// Distinct values (exact).
+    Cardinality(String),
+    /// A bucket per value, the `size` first in `order`, those with at least `min_doc_count` documents.
+    Terms {
+        field: String,
+        size: usize,
+        min_doc_count: u64,
+        order: TermsOrder,
+    },
+    /// Buckets of width `interval` from `offset`; with `min_doc_count` 0 the empty ones between the first
+    /// and the last are listed too.
+    Histogram {
+        field: String,
+        interval: f64,
+        offset: f64,
+        min_doc_count: u64,
+    },
+    DateHistogram {
+        field: String,
+        interval: DateInterval,
+        min_doc_count: u64,
+    },
+    /// A bucket per range, `from` included, `to` excluded, in the order given.
+    Range {
+        field: String,
+        ranges: Vec<RangeSpec>,
+    },
+    /// One bucket: the documents that also match the query.
+    Filter(Query),
+    /// A bucket per named query.
+    Filters(Vec<(String, Query)>),
+}
+
+/// Order of `terms` buckets (ties in key order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TermsOrder {
+    CountDesc,
+    CountAsc,
+    KeyAsc,
+    KeyDesc,
+}
+
+/// The bucket width of a date histogram.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DateInterval {
+    /// A fixed number of milliseconds (`fixed_interval`).
+    Fixed(i64),
+    /// A calendar unit (`calendar_interval`).
+    Calendar(CalendarUnit),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RangeSpec {
+    pub key: Option<String>,
+    pub from: Option<f64>,
+    pub to: Option<f64>,
+}
+
+/// An aggregation's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AggResult {
+    pub name: String,
+    pub value: AggValue,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AggValue {
+    /// `min`, `max`, `sum`, `avg` and `stats`: over the `count` values (min and max are infinite when there
+    /// are none).
+    Stats { count: u64, min: f64, max: f64, sum: f64 },
+    /// `value_count` and `cardinality`.
+    Count(u64),
+    /// `terms`, histograms and `range`: the buckets, and the documents of the buckets left out (`terms`).
+    Buckets { buckets: Vec<Bucket>, other_doc_count: u64 },
+    /// `filter`.
+    Single(Bucket),
+    /// `filters`: a bucket per name, keys [`BucketKey::Str`].
+    Keyed(Vec<Bucket>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bucket {
+    pub key: BucketKey,
+    pub doc_count: u64,
+    pub aggs: Vec<AggResult>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum BucketKey {
+    /// `filter`.
+    None,
+    /// A keyword value or a filter's name.
+    Str(String),
+    /// A number, or a date as epoch milliseconds.
+    Num(f64),
+    Range {
+        key: Option<String>,
+        from: Option<f64>,
+        to: Option<f64>,
+    },
+}
+
+/// The documents of one bucket: per shard, doc ids in ascending order.
+type DocSet = Vec<Vec<u32>>;
+
+/// Each value of a keyword field with its documents, in key order.
+type KeywordValues = Rc<Vec<(String, DocSet)>>;
+
+/// Aggregates the documents `q` matches in the shards' snapshots (one per shard of an index, read at the
+/// same moment). Returns the number of matches and a result per aggregation, in order.
+pub fn aggregate(
+    schema: &Schema,
+    snaps: &[&Snapshot],
+    q: &Query,
+    aggs: &[Agg],
+) -> Result<(u64, Vec<AggResult>)> {
+    let node = plan_shards(q, schema, snaps)?;
+    let ev = Evaluator {
+        schema,
+        snaps: snaps.to_vec(),
+        marks: snaps.iter().map(|s| watermarks(s)).collect(),
+        keyword_values: RefCell::default(),
+        buckets: Cell::new(0),
+    };
+    let set = ev.matching(&node)?;
+    let total = set.iter().map(|d| d.len() as u64).sum();
+    Ok((total, ev.all(aggs, &set)?))
+}
+
+struct Evaluator<'a> {
+    schema: &'a Schema,
+    snaps: Vec<&'a Snapshot>,
+    /// Per shard, the watermarks every query of the request is evaluated at.
+    marks: Vec<Watermarks>,
+    /// Per keyword field, each value's documents (in key order), read once per request.
+    keyword_values: RefCell<HashMap<u16, KeywordValues>>,
+    /// Buckets made so far.
+    buckets: Cell<usize>,
+}
+
+/// How an aggregation may read a field.
+#[derive(Clone, Copy, PartialEq)]
+enum Source {
+    /// Not in the mapping: nothing to aggregate.
+    Unmapped,
+    Numbers(u16, FieldType),
+    Keywords(u16),
+}
+
+impl<'a> Evaluator<'a> {
+    fn matching(&self, node: &Node) -> Result<DocSet> {
+        self.snaps.iter().zip(&self.marks).map(|(s, m)| matching_docs(s, node, Some(m))).collect()
+    }
+
+    fn all(&self, aggs: &[Agg], set: &DocSet) -> Result<Vec<AggResult>> {
+        aggs.iter().map(|a| Ok(AggResult { name: a.name.clone(), value: self.one(a, set)? })).collect()
+    }
+
+    /// How `what` (an aggregation's name, for errors) reads field `name`; `numeric_only` refuses keywords.
+    fn source(&self, name: &str, what: &str, numeric_only: bool) -> Result<Source> {
+        let Some(id) = self.schema.field_id(name) else { return Ok(Source::Unmapped) };
+        match self.schema.field(id).ty {
+            FieldType::Text => Err(Error::InvalidArgument(format!(
+                "Text fields are not optimised for operations that require per-document field data like \
+                 aggregations and sorting, so these operations are disabled by default. Please use a keyword \
+                 field instead. (field [{name}], aggregation [{what}])"
+            ))),
+            FieldType::Keyword if numeric_only => Err(Error::InvalidArgument(format!(
+                "Field [{name}] of type [keyword] is not supported for aggregation [{what}]"
+            ))),
+            FieldType::Keyword => Ok(Source::Keywords(id)),
+            ty => Ok(Source::Numbers(id, ty)),
+        }
+    }
+
+    /// Counts `n` more buckets against [`MAX_BUCKETS`].
+    fn count_buckets(&self, n: usize) -> Result<()> {
+        let total = self.buckets.get() + n;
+        if total > MAX_BUCKETS {
+            return Err(too_many_buckets(total));
+        }
+        self.buckets.set(total);
+        Ok(())
+    }
+
+    fn bucket(&self, key: BucketKey, set: &DocSet, subs: &[Agg]) -> Result<Bucket> {
+        let doc_count = set.iter().map(|d| d.len() as u64).sum();
+        Ok(Bucket { key, doc_count, aggs: self.all(subs, set)? })
+    }
+
+    fn one(&self, a: &Agg, set: &DocSet) -> Result<AggValue> {
+        let what = a.kind.type_name();
+        if !a.aggs.is_empty() && !a.kind.has_buckets() {
+            return Err(Error::InvalidArgument(format!(
+                "Aggregator [{}] of type [{what}] cannot accept sub-aggregations",
+                a.name
+            )));
+        }
+        Ok(match &a.kind {
+            AggKind::Min(f) | AggKind::Max(f) | AggKind::Sum(f) | AggKind::Avg(f) | AggKind::Stats(f) => {
+                let (mut count, mut min, mut max, mut sum) = (0u64, f64::INFINITY, f64::NEG_INFINITY, 0.0);
+                if let Source::Numbers(id, _) = self.source(f, what, true)? {
+                    self.numbers(id, set, |_, _, v| {
+                        count += 1;
+                        min = min.min(v);
+                        max = max.max(v);
+                        sum += v;
+                    })?;
+                }
+                AggValue::Stats { count, min, max, sum }
+            }
+            AggKind::ValueCount(f) => AggValue::Count(match self.source(f, what, false)? {
+                Source::Unmapped => 0,
+                Source::Numbers(id, _) => {
+                    let mut n = 0;
+                    self.numbers(id, set, |_, _, _| n += 1)?;
+                    n
+                }
+                Source::Keywords(id) => self.keyword_counts(id, f, set)?.iter().sum(),
+            }),
+            AggKind::Cardinality(f) => AggValue::Count(match self.source(f, what, false)? {
+                Source::Unmapped => 0,
+                Source::Numbers(id, _) => {
+                    let mut seen = std::collections::HashSet::new();
+                    self.numbers(id, set, |_, _, v| {
+                        seen.insert(v.to_bits());
+                    })?;
+                    seen.len() as u64
+                }
+                Source::Keywords(id) => {
+                    self.keyword_counts(id, f, set)?.iter().filter(|&&c| c > 0).count() as u64
+                }
+            }),
+            AggKind::Terms { field, size, min_doc_count, order } => {
+                self.terms(field, (*size, *min_doc_count, *order), set, &a.aggs)?
+            }
+            AggKind::Histogram { field, interval, offset, min_doc_count } => {
+                if !(interval.is_finite() && *interval > 0.0) {
+                    return Err(Error::InvalidArgument(format!(
+                        "[interval] must be >0 for histogram aggregation [{}]",
+                        a.name
+                    )));
+                }
+                let (interval, offset) = (*interval, *offset);
+                let Source::Numbers(id, _) = self.source(field, what, true)? else {
+                    return Ok(AggValue::Buckets { buckets: vec![], other_doc_count: 0 });
+                };
+                let idx = |v: f64| ((v - offset) / interval).floor() as i64;
+                let by = self.group(id, set, |v| Some(idx(v)))?;
+                self.series(
+                    by,
+                    *min_doc_count,
+                    &a.aggs,
+                    |i| i + 1,
+                    |i| BucketKey::Num(i as f64 * interval + offset),
+                )?
+            }
+            AggKind::DateHistogram { field, interval, min_doc_count } => {
+                let Source::Numbers(id, ty) = self.source(field, what, true)? else {
+                    return Ok(AggValue::Buckets { buckets: vec![], other_doc_count: 0 });
+                };
+                if ty != FieldType::Date {
+                    return Err(Error::InvalidArgument(format!(
+                        "Field [{field}] of type [{}] is not supported for aggregation [date_histogram]",
+                        ty.es_name()
+                    )));
+                }
+                match *interval {
+                    DateInterval::Fixed(ms) => {
+                        if ms <= 0 {
+                            return Err(Error::InvalidArgument("[fixed_interval] must be positive".into()));
+                        }
+                        let by = self.group(id, set, |v| Some((v as i64).div_euclid(ms) * ms))?;
+                        self.series(by, *min_doc_count, &a.aggs, |k| k + ms, |k| BucketKey::Num(k as f64))?
+                    }
+                    DateInterval::Calendar(unit) => {
+                        let by = self.group(id, set, |v| Some(unit.floor(v as i64)))?;
+                        self.series(
+                            by,
+                            *min_doc_count,
+                            &a.aggs,
+                            |k| unit.next(k),
+                            |k| BucketKey::Num(k as f64),
+                        )?
+                    }
+                }
+            }
+            AggKind::Range { field, ranges } => {
+                self.count_buckets(ranges.len())?;
+                let mut sets: Vec<DocSet> = vec![vec![vec![]; set.len()]; ranges.len()];
+                if let Source::Numbers(id, _) = self.source(field, what, true)? {
+                    self.numbers(id, set, |shard, doc, v| {
+                        for (r, s) in ranges.iter().zip(&mut sets) {
+                            if r.from.is_none_or(|f| v >= f) && r.to.is_none_or(|t| v < t) {
+                                s[shard].push(doc);
+                            }
+                        }
+                    })?;
+                }
+                let buckets = ranges
+                    .iter()
+                    .zip(&sets)
+                    .map(|(r, s)| {
+                        let key = BucketKey::Range { key: r.key.clone(), from: r.from, to: r.to };
+                        self.bucket(key, s, &a.aggs)
+                    })
+                    .collect::<Result<_>>()?;
+                AggValue::Buckets { buckets, other_doc_count: 0 }
+            }
+            AggKind::Filter(q) => {
+                self.count_buckets(1)?;
+                AggValue::Single(self.bucket(BucketKey::None, &self.filtered(q, set)?, &a.aggs)?)
+            }
+            AggKind::Filters(named) => {
+                self.count_buckets(named.len())?;
+                let buckets = named
+                    .iter()
+                    .map(|(name, q)| {
+                        self.bucket(BucketKey::Str(name.clone()), &self.filtered(q, set)?, &a.aggs)
+                    })
+                    .collect::<Result<_>>()?;
+                AggValue::Keyed(buckets)
+            }
+        })
+    }
+
+    /// The documents of `set` that `q` matches.
+    fn filtered(&self, q: &Query, set: &DocSet) -> Result<DocSet> {
+        let node = plan_shards(q, self.schema, &self.snaps)?;
+        Ok(self.matching(&node)?.iter().zip(set).map(|(m, s)| intersect(m, s)).collect())
+    }
+
+    /// Calls `f(shard, doc, value)` for every document of `set` with a value in numeric field `field`, in
+    /// doc order per shard.
+    fn numbers(&self, field: u16, set: &DocSet, mut f: impl FnMut(usize, u32, f64)) -> Result<()> {
+        for (shard, docs) in set.iter().enumerate() {
+            let mut j = 0;
+            for (seg, &mark) in self.snaps[shard].segments.iter().zip(&self.marks[shard]) {
+                let (base, end) = (seg.base_doc, seg.base_doc + mark);
+                let from = j + docs[j..].partition_point(|&d| d < base);
+                let to = from + docs[from..].partition_point(|&d| d < end);
+                j = to;
+                if from == to {
+                    continue;
+                }
+                match &seg.data {
+                    SegData::Fresh(fr) => {
+                        for &d in &docs[from..to] {
+                            if let Some(v) = fr.numeric(field, d - base) {
+                                f(shard, d, v);
+                            }
+                        }
+                    }
+                    SegData::Image { .. } => {
+                        let v = seg.image().expect("image").map_err(|e| Error::Format(e.0))?;
+                        let Some(col) = v.numbers(field) else { continue };
+                        for &d in &docs[from..to] {
+                            if let Some(x) = crate::segment::image::number_at(col, d - base) {
+                                f(shard, d, x);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The documents of `set` per group key `key` gives their value (`None`: in no group).
+    fn group(
+        &self,
+        field: u16,
+        set: &DocSet,
+        key: impl Fn(f64) -> Option<i64>,
+    ) -> Result<BTreeMap<i64, DocSet>> {
+        let mut by: BTreeMap<i64, DocSet> = BTreeMap::new();
+        let shards = set.len();
+        self.numbers(field, set, |shard, doc, v| {
+            if let Some(k) = key(v) {
+                by.entry(k).or_insert_with(|| vec![vec![]; shards])[shard].push(doc);
+            }
+        })?;
+        Ok(by)
+    }
+
+    /// Histogram buckets from groups keyed in ascending order: with `min_doc_count` 0 every key from the
+    /// first to the last (`next` steps from one to the following) gets a bucket, empty or not.
+    fn series(
+        &self,
+        by: BTreeMap<i64, DocSet>,
+        min_doc_count: u64,
+        subs: &[Agg],
+        next: impl Fn(i64) -> i64,
+        key: impl Fn(i64) -> BucketKey,
+    ) -> Result<AggValue> {
+        let shards = self.snaps.len();
+        let mut keys: Vec<i64> = by.keys().copied().collect();
+        if min_doc_count == 0 {
+            if let (Some(&first), Some(&last)) = (keys.first(), keys.last()) {
+                keys.clear();
+                let mut k = first;
+                while k <= last {
+                    keys.push(k);
+                    if keys.len() + self.buckets.get() > MAX_BUCKETS {
+                        return Err(too_many_buckets(keys.len() + self.buckets.get()));
+                    }
+                    k = next(k);
+                }
+            }
+        }
+        let empty: DocSet = vec![vec![]; shards];
+        let mut buckets = Vec::with_capacity(keys.len());
+        for k in keys {
+            let s = by.get(&k).unwrap_or(&empty);
+            if (s.iter().map(|d| d.len() as u64).sum::<u64>()) < min_doc_count {
+                continue;
+            }
+            self.count_buckets(1)?;
+            buckets.push(self.bucket(key(k), s, subs)?);
+        }
+        Ok(AggValue::Buckets { buckets, other_doc_count: 0 })
+    }
+
+    /// Each value of keyword field `field` with its documents (per shard), in key order; read once per
+    /// request.
+    fn keyword_docs(&self, field: u16, name: &str) -> Result<KeywordValues> {
+        if let Some(v) = self.keyword_values.borrow().get(&field) {
+            return Ok(v.clone());
+        }
+        let keys = keys_with_prefix(&self.snaps, &field.to_be_bytes(), MAX_TERMS)?.ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "field [{name}] has more than {MAX_TERMS} distinct values, more than one aggregation reads"
+            ))
+        })?;
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let label = String::from_utf8_lossy(&key[2..]).into_owned();
+            out.push((label, self.matching(&Node::Term { field, key })?));
+        }
+        let out = Rc::new(out);
+        self.keyword_values.borrow_mut().insert(field, out.clone());
+        Ok(out)
+    }
+
+    /// How many documents of `set` hold each value of keyword field `field` (in key order).
+    fn keyword_counts(&self, field: u16, name: &str, set: &DocSet) -> Result<Vec<u64>> {
+        let values = self.keyword_docs(field, name)?;
+        let maps: Vec<Vec<u64>> = set.iter().map(|d| bitmap(d)).collect();
+        Ok(values
+            .iter()
+            .map(|(_, docs)| {
+                docs.iter().zip(&maps).map(|(d, m)| d.iter().filter(|&&x| has(m, x)).count() as u64).sum()
+            })
+            .collect())
+    }
+
+    fn terms(
+        &self,
+        field: &str,
+        (size, min_doc_count, order): (usize, u64, TermsOrder),
+        set: &DocSet,
+        subs: &[Agg],
+    ) -> Result<AggValue> {
+        // (key, count, the bucket's documents when sub-aggregations need them).
+        let mut rows: Vec<(BucketKey, u64, Option<DocSet>)> = match self.source(field, "terms", false)? {
+            Source::Unmapped => vec![],
+            Source::Keywords(id) if subs.is_empty() => {
+                let counts = self.keyword_counts(id, field, set)?;
+                let values = self.keyword_docs(id, field)?;
+                values
+                    .iter()
+                    .zip(counts)
+                    .map(|((label, _), n)| (BucketKey::Str(label.clone()), n, None))
+                    .collect()
+            }
+            Source::Keywords(id) => {
+                let values = self.keyword_docs(id, field)?;
+                let maps: Vec<Vec<u64>> = set.iter().map(|d| bitmap(d)).collect();
+                values
+                    .iter()
+                    .map(|(label, docs)| {
+                        let mine: DocSet = docs
+                            .iter()
+                            .zip(&maps)
+                            .map(|(d, m)| d.iter().copied().filter(|&x| has(m, x)).collect())
+                            .collect();
+                        let n = mine.iter().map(|d| d.len() as u64).sum();
+                        (BucketKey::Str(label.clone()), n, Some(mine))
+                    })
+                    .collect()
+            }
+            Source::Numbers(id, _) => {
+                let mut by: HashMap<u64, DocSet> = HashMap::new();
+                let shards = set.len();
+                self.numbers(id, set, |shard, doc, v| {
+                    by.entry(v.to_bits()).or_insert_with(|| vec![vec![]; shards])[shard].push(doc);
+                })?;
+                by.into_iter()
+                    .map(|(bits, s)| {
+                        let n = s.iter().map(|d| d.len() as u64).sum();
+                        (BucketKey::Num(f64::from_bits(bits)), n, Some(s))
+                    })
+                    .collect()
+            }
+        };
+        rows.retain(|r| r.1 >= min_doc_count);
+        let by_key = |a: &BucketKey, b: &BucketKey| match (a, b) {
+            (BucketKey::Num(x), BucketKey::Num(y)) => x.total_cmp(y),
+            (BucketKey::Str(x), BucketKey::Str(y)) => x.cmp(y),
+            _ => std::cmp::Ordering::Equal,
+        };
+        rows.sort_by(|a, b| match order {
+            TermsOrder::CountDesc => b.1.cmp(&a.1).then_with(|| by_key(&a.0, &b.0)),
+            TermsOrder::CountAsc => a.1.cmp(&b.1).then_with(|| by_key(&a.0, &b.0)),
+            TermsOrder::KeyAsc => by_key(&a.0, &b.0),
+            TermsOrder::KeyDesc => by_key(&b.0, &a.0),
+        });
+        let other_doc_count = rows.iter().skip(size).map(|r| r.1).sum();
+        rows.truncate(size);
+        self.count_buckets(rows.len())?;
+        let buckets = rows
+            .into_iter()
+            .map(|(key, n, docs)| match docs {
+                Some(d) => self.bucket(key, &d, subs),
+                None => Ok(Bucket { key, doc_count: n, aggs: vec![] }),
+            })
+            .collect::<Result<_>>()?;
+        Ok(AggValue::Buckets { buckets, other_doc_count })
+    }
+}
+
+impl AggKind {
+    /// Elasticsearch's name of the aggregation type.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            AggKind::Min(_) => "min",
+            AggKind::Max(_) => "max",
+            AggKind::Sum(_) => "sum",
+            AggKind::Avg(_) => "avg",
+            AggKind::Stats(_) => "stats",
+            AggKind::ValueCount(_) => "value_count",
+            AggKind::Cardinality(_) => "cardinality",
+            AggKind::Terms { .. } => "terms",
+            AggKind::Histogram { .. } => "histogram",
+            AggKind::DateHistogram { .. } => "date_histogram",
+            AggKind::Range { .. } => "range",
+            AggKind::Filter(_) => "filter",
+            AggKind::Filters(_) => "filters",
+        }
+    }
+
+    /// Whether it makes buckets (and so takes sub-aggregations).
+    pub fn has_buckets(&self) -> bool {
+        matches!(
+            self,
+            AggKind::Terms { .. }
+                | AggKind::Histogram { .. }
+                | AggKind::DateHistogram { .. }
+                | AggKind::Range { .. }
+                | AggKind::Filter(_)
+                | AggKind::Filters(_)
+        )
+    }
+
+    /// The field it reads, if any.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            AggKind::Min(f)
+            | AggKind::Max(f)
+            | AggKind::Sum(f)
+            | AggKind::Avg(f)
+            | AggKind::Stats(f)
+            | AggKind::ValueCount(f)
+            | AggKind::Cardinality(f)
+            | AggKind::Terms { field: f, .. }
+            | AggKind::Histogram { field: f, .. }
+            | AggKind::DateHistogram { field: f, .. }
+            | AggKind::Range { field: f, .. } => Some(f),
+            AggKind::Filter(_) | AggKind::Filters(_) => None,
+        }
+    }
+}
+
+fn too_many_buckets(total: usize) -> Error {
+    Error::InvalidArgument(format!(
+        "Trying to create too many buckets. Must be less than or equal to: [{MAX_BUCKETS}] but was [{total}]. \
+         This limit can be set by changing the [search.max_buckets] cluster level setting."
+    ))
+}
+
+/// The sorted docs of `a` that are also in sorted `b`.
+fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
+/// A bitmap of `docs`, for membership tests in constant time.
+fn bitmap(docs: &[u32]) -> Vec<u64> {
+    let mut b = vec![0u64; docs.last().map_or(0, |&d| d as usize / 64 + 1)];
+    for &d in docs {
+        b[d as usize / 64] |= 1 << (d % 64);
+    }
+    b
+}
+
+fn has(bits: &[u64], doc: u32) -> bool {
+    bits.get(doc as usize / 64).is_some_and(|w| w >> (doc % 64) & 1 == 1)
+}
