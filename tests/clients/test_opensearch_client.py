@@ -312,6 +312,19 @@ def test_aggregations(client, ix):
     assert a["boundary"]["ids"]["sum_other_doc_count"] == len(matching) - 5
 
 
+def test_delete_by_query(client, ix):
+    """delete_by_query removes what its query matches, visibly to the very next request."""
+    for i in range(5):
+        doc = {"id": f"dbq{i}", "title": "zqxdeletebyquery", "body": "to be deleted by query", "n": 200_000 + i}
+        client.index(index=INDEX, id=doc["id"], body=doc)
+    q = {"match": {"title": "zqxdeletebyquery"}}
+    assert client.count(index=INDEX, body={"query": q})["count"] == 5
+    r = client.delete_by_query(index=INDEX, body={"query": q})
+    assert r["deleted"] == 5 and r["version_conflicts"] == 0 and r["failures"] == []
+    assert client.count(index=INDEX, body={"query": q})["count"] == 0
+    assert client.count(index=INDEX)["count"] == len(ix.docs)
+
+
 def test_real_time_visibility(client, ix):
     for i in range(50):
         doc_id = f"rt{i}"

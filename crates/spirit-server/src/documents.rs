@@ -80,6 +80,81 @@ fn version_conflict(index: &str, id: &str) -> ApiError {
     .with("index", json!(index))
 }
 
+/// `POST /{index}/_delete_by_query`: deletes the documents the body's `query` matches (all of them without
+/// one), in two steps as Elasticsearch does — the matches are taken from one snapshot, then each is deleted
+/// only if it is still the live version of its `_id`: a version written in between is left alone and is a
+/// version conflict, which ends the run with a 409 (`conflicts=abort`, the default) or is counted
+/// (`conflicts=proceed`). `max_docs` bounds the documents deleted. Runs to completion before answering
+/// (`wait_for_completion=true`), durable in crash-safe mode; `refresh` is accepted and changes nothing, as
+/// every write is visible at once.
+pub fn delete_by_query(
+    index: &Index,
+    body: &Value,
+    params: &HashMap<String, String>,
+    limits: &crate::Limits,
+) -> ApiResult<(StatusCode, Value)> {
+    let t0 = std::time::Instant::now();
+    for k in params.keys() {
+        if !matches!(k.as_str(), "conflicts" | "refresh" | "wait_for_completion" | "max_docs" | "pretty") {
+            return Err(ApiError::unsupported(format!("the [{k}] parameter of _delete_by_query")));
+        }
+    }
+    if params.get("wait_for_completion").is_some_and(|v| v == "false") {
+        return Err(ApiError::unsupported("wait_for_completion=false (_delete_by_query answers when done)"));
+    }
+    let obj = body.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
+    if let Some(k) = obj.keys().find(|k| !matches!(k.as_str(), "query" | "max_docs" | "conflicts")) {
+        return Err(ApiError::parsing(format!("unknown key [{k}] in the _delete_by_query request")));
+    }
+    let conflicts =
+        obj.get("conflicts").and_then(Value::as_str).or(params.get("conflicts").map(String::as_str));
+    let abort = match conflicts {
+        None | Some("abort") => true,
+        Some("proceed") => false,
+        Some(c) => return Err(ApiError::parsing(format!("[conflicts] must be abort or proceed, got [{c}]"))),
+    };
+    let max_docs = match (obj.get("max_docs"), params.get("max_docs")) {
+        (Some(v), _) => {
+            Some(v.as_u64().ok_or_else(|| ApiError::parsing("[max_docs] must be a non-negative integer"))?)
+        }
+        (None, Some(v)) => Some(
+            v.parse::<u64>().map_err(|_| ApiError::parsing("[max_docs] must be a non-negative integer"))?,
+        ),
+        (None, None) => None,
+    };
+    let query = obj.get("query").cloned().unwrap_or_else(|| json!({"match_all": {}}));
+    let schema = index.schema();
+    let q = crate::dsl::Translator::new(&schema, limits.max_clauses, limits.max_depth).query(&query)?;
+    let mut versions = index.matching_versions(&q)?;
+    if let Some(m) = max_docs {
+        versions.truncate(m.min(usize::MAX as u64) as usize);
+    }
+    let total = versions.len() as u64;
+    let done = index.delete_versions(&versions, abort)?;
+    let name = index.name();
+    let failures: Vec<Value> = if abort {
+        done.conflicts
+            .iter()
+            .map(|id| {
+                json!({"index": name, "id": id, "status": 409, "cause": {
+                    "type": "version_conflict_engine_exception",
+                    "reason": format!("[{id}]: version conflict, the document changed after the query matched it"),
+                    "index": name}})
+            })
+            .collect()
+    } else {
+        vec![]
+    };
+    let status = if failures.is_empty() { StatusCode::OK } else { StatusCode::CONFLICT };
+    Ok((
+        status,
+        json!({"took": t0.elapsed().as_millis() as u64, "timed_out": false, "total": total, "deleted": done.deleted,
+               "batches": 1, "version_conflicts": done.conflicts.len(), "noops": 0,
+               "retries": {"bulk": 0, "search": 0}, "throttled_millis": 0, "requests_per_second": -1.0,
+               "throttled_until_millis": 0, "failures": failures}),
+    ))
+}
+
 /// Indexes one document (id `None`: generated). `create` refuses an existing id.
 pub fn index_doc(
     state: &State,

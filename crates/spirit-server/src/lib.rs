@@ -185,6 +185,7 @@ pub fn router(state: Shared) -> Router {
         .route("/{index}/_msearch", get(msearch).post(msearch))
         .route("/{index}/_refresh", get(refresh).post(refresh))
         .route("/{index}/_forcemerge", post(force_merge))
+        .route("/{index}/_delete_by_query", post(delete_by_query))
         .fallback(no_handler)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
@@ -738,6 +739,26 @@ async fn delete_doc(Ext(st): Ext<Shared>, Path((index, id)): Path<(String, Strin
     let (status, result) =
         if found { (StatusCode::OK, "deleted") } else { (StatusCode::NOT_FOUND, "not_found") };
     Ok((status, Json(documents::write_result(&index, &id, result, None))).into_response())
+}
+
+async fn delete_by_query(
+    Ext(st): Ext<Shared>,
+    Path(index): Path<String>,
+    Query(params): Params,
+    b: Body,
+) -> ApiResult<Response> {
+    let i = st.index(&index)?;
+    let b = body(b)?;
+    let req: Value = if b.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(&b)
+            .map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?
+    };
+    st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let limits = st.limits.clone();
+    let (status, v) = pool::blocking(move || documents::delete_by_query(&i, &req, &params, &limits)).await?;
+    Ok((status, Json(v)).into_response())
 }
 
 async fn update_doc(

@@ -745,6 +745,56 @@ fn aggregations_answer_in_elasticsearch_shape() {
     s.stop();
 }
 
+/// `_delete_by_query`: deletes what the query matches, visibly to the very next request, answers in
+/// Elasticsearch's shape, honours `max_docs`, and refuses what it does not implement by name.
+#[test]
+fn delete_by_query_deletes_the_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    for i in 0..20 {
+        let doc = format!(r#"{{"body": "{} doc", "n": {i}}}"#, if i % 4 == 0 { "spam" } else { "ham" });
+        assert_eq!(s.call("PUT", &format!("/dbq/_doc/{i}"), Some(&doc)).0, 201);
+    }
+    let count = |q: &str| s.call("POST", "/dbq/_count", Some(q)).1["count"].as_u64().unwrap();
+    let (status, r) =
+        s.call("POST", "/dbq/_delete_by_query", Some(r#"{"query": {"match": {"body": "spam"}}}"#));
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        (r["total"].clone(), r["deleted"].clone(), r["version_conflicts"].clone()),
+        (json!(5), json!(5), json!(0))
+    );
+    assert_eq!(r["failures"], json!([]));
+    assert_eq!(count(r#"{"query": {"match": {"body": "spam"}}}"#), 0);
+    assert_eq!(count(r#"{"query": {"match": {"body": "ham"}}}"#), 15);
+    assert_eq!(s.call("GET", "/dbq/_doc/4", None).0, 404);
+    // max_docs bounds the deletes; the rest stay.
+    let (status, r) = s.call(
+        "POST",
+        "/dbq/_delete_by_query?max_docs=3",
+        Some(r#"{"query": {"range": {"n": {"gte": 10}}}}"#),
+    );
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["deleted"], json!(3));
+    assert_eq!(count(r#"{"query": {"range": {"n": {"gte": 10}}}}"#), 5, "8 matched, 3 deleted");
+    for (path, body, what) in [
+        ("/dbq/_delete_by_query?slices=4", "{}", "slices"),
+        ("/dbq/_delete_by_query?conflicts=maybe", "{}", "conflicts"),
+        ("/dbq/_delete_by_query", r#"{"query": {"match_all": {}}, "script": {}}"#, "script"),
+        ("/dbq/_delete_by_query?wait_for_completion=false", "{}", "wait_for_completion"),
+    ] {
+        let (status, r) = s.call("POST", path, Some(body));
+        assert_eq!(status, 400, "{path}: {r}");
+        assert!(r["error"]["reason"].as_str().unwrap().contains(what), "{path}: {r}");
+    }
+    assert_es_error(&s.call("POST", "/nope/_delete_by_query", Some("{}")), 404, "index_not_found_exception");
+    // No query: everything.
+    let (status, r) = s.call("POST", "/dbq/_delete_by_query?conflicts=proceed&refresh=true", Some("{}"));
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["deleted"], json!(12));
+    assert_eq!(count("{}"), 0);
+    s.stop();
+}
+
 /// `_mget` and `_msearch`: many gets or searches in one request, answered item by item in order; a failing
 /// item (a missing index, a bad query) has its own error and never fails the others.
 #[test]

@@ -123,6 +123,16 @@ impl PendingSet {
     }
 }
 
+/// What [`Index::delete_versions`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeletedVersions {
+    pub deleted: u64,
+    /// `_id`s whose version was replaced since it matched: left alone (a version conflict).
+    pub conflicts: Vec<String>,
+    /// Versions deleted by someone else since they matched.
+    pub gone: u64,
+}
+
 /// One search hit.
 #[derive(Debug, Clone)]
 pub struct Hit {
@@ -767,6 +777,64 @@ impl Index {
         let shard = self.shard_of(id);
         let (found, lsn) = self.shards[shard].delete_deferred(id)?;
         Ok((found, lsn.map(|lsn| Pending { shard, lsn })))
+    }
+
+    /// The documents `q` matches now, as (shard, doc id, `_id`) in each shard's doc order: the first half of
+    /// `_delete_by_query`, whose second half, [`delete_versions`](Self::delete_versions), deletes exactly
+    /// these versions.
+    pub fn matching_versions(&self, q: &Query) -> Result<Vec<(usize, u32, String)>> {
+        let snaps: Vec<_> = self.shards.iter().map(|s| s.pin()).collect();
+        let refs: Vec<&Snapshot> = snaps.iter().map(|s| &**s).collect();
+        let node = {
+            let schema = self.schema.read();
+            query::plan_shards(q, &schema, &refs)?
+        };
+        let mut out = vec![];
+        for (shard, snap) in refs.iter().enumerate() {
+            for doc in query::matching_docs(snap, &node, None)? {
+                let seg =
+                    snap.segment_of(doc).ok_or_else(|| Error::Format(format!("doc {doc} has no segment")))?;
+                let local = doc - seg.base_doc;
+                let (id, _) = match &seg.data {
+                    crate::gdt::SegData::Fresh(f) => f.stored(local),
+                    crate::gdt::SegData::Image { .. } => {
+                        seg.image().expect("image").and_then(|v| v.stored(local))
+                    }
+                }
+                .map_err(|e| Error::Format(format!("segment {}: {}", seg.id, e.0)))?;
+                out.push((shard, doc, id));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes the given versions ([`matching_versions`](Self::matching_versions)), each only if it is still
+    /// the live version of its `_id` — one written since is left alone and counted as a conflict, as in
+    /// Elasticsearch; with `stop_at_conflict` the first conflict ends the run (Elasticsearch's default
+    /// `conflicts=abort`). Durable when it returns (one persist barrier per shard in crash-safe mode).
+    pub fn delete_versions(
+        &self,
+        versions: &[(usize, u32, String)],
+        stop_at_conflict: bool,
+    ) -> Result<DeletedVersions> {
+        let mut out = DeletedVersions::default();
+        let mut pending = PendingSet::default();
+        for (shard, doc, id) in versions {
+            let (what, lsn) = self.shards[*shard].delete_version_deferred(id, *doc)?;
+            pending.note(lsn.map(|lsn| Pending { shard: *shard, lsn }));
+            match what {
+                crate::shard::VersionDelete::Deleted => out.deleted += 1,
+                crate::shard::VersionDelete::Replaced => {
+                    out.conflicts.push(id.clone());
+                    if stop_at_conflict {
+                        break;
+                    }
+                }
+                crate::shard::VersionDelete::Gone => out.gone += 1,
+            }
+        }
+        self.sync_pending(&mut pending)?;
+        Ok(out)
     }
 
     /// Real-time get by `_id`: the `_source` bytes of the live document.

@@ -43,7 +43,7 @@ pub use config::{parse_size, CommitPolicy, CompactionPolicy, Durability, Retenti
 pub use engine::{default_shards, Engine, EngineConfig, IndexOptions};
 pub use error::{Error, Result};
 pub use index::{
-    AddResult, BulkGuard, Hit, Index, IndexSettings, IndexStats, Pending, PendingSet, PreparedDoc,
-    SearchResult,
+    AddResult, BulkGuard, DeletedVersions, Hit, Index, IndexSettings, IndexStats, Pending, PendingSet,
+    PreparedDoc, SearchResult,
 };
 pub use query::{Disjunction, Query, SearchOptions, Sort};

@@ -358,3 +358,46 @@ fn updates_find_their_id_among_many_images() {
     check_all(&index, &r, "after updates of merged documents");
     index.close().unwrap();
 }
+
+/// `_delete_by_query`'s two steps: the versions a query matched are deleted only while they are still live —
+/// a version written in between survives and is a conflict, a document deleted in between is counted as
+/// gone — with one and with three shards, and stopping at the first conflict when asked.
+#[test]
+fn deleting_matched_versions_spares_newer_ones() {
+    for shards in [1, 3] {
+        for stop in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let settings = spirit::IndexSettings { number_of_shards: shards, ..Default::default() };
+            let c = ShardConfig { dram_budget: shards * (8 << 20), ..cfg() };
+            let index = Index::open("t", dir.path(), c, None, Some(settings)).unwrap();
+            for i in 0..30 {
+                index.add(serde_json::json!({"_id": format!("d{i}"), "body": if i % 3 == 0 { "gone" } else { "kept" }})).unwrap();
+                if i % 7 == 6 {
+                    index.seal().unwrap();
+                }
+            }
+            let q = spirit::query::parse("body:gone").unwrap();
+            let versions = index.matching_versions(&q).unwrap();
+            let mut ids: Vec<&str> = versions.iter().map(|v| v.2.as_str()).collect();
+            ids.sort();
+            let mut want: Vec<String> = (0..30).filter(|i| i % 3 == 0).map(|i| format!("d{i}")).collect();
+            want.sort();
+            assert_eq!(ids, want);
+            // Between the two steps: d0 gets a new version, d3 is deleted.
+            index.add(serde_json::json!({"_id": "d0", "body": "gone again"})).unwrap();
+            assert!(index.delete("d3").unwrap());
+            let done = index.delete_versions(&versions, stop).unwrap();
+            assert_eq!(done.conflicts, ["d0"], "shards {shards}");
+            if stop {
+                assert!(done.deleted < 8, "stopped at the conflict: {done:?}");
+            } else {
+                assert_eq!((done.deleted, done.gone), (8, 1), "shards {shards}");
+                let opts = SearchOptions { limit: 100, ..Default::default() };
+                let left: Vec<String> =
+                    index.search("body:gone", &opts).unwrap().hits.into_iter().map(|h| h.id).collect();
+                assert_eq!(left, ["d0"], "the newer version survives");
+                assert_eq!(index.search("body:kept", &opts).unwrap().total, 20);
+            }
+        }
+    }
+}

@@ -54,6 +54,17 @@ const BULK_PREFAULT_AHEAD: usize = 32 << 20;
 /// has its own arenas).
 const REALTIME_PREFAULT_AHEAD: usize = 4 << 20;
 
+/// What [`Shard::delete_version_deferred`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VersionDelete {
+    /// The version asked for was live and is deleted.
+    Deleted,
+    /// Another version of the `_id` is live now: nothing was deleted.
+    Replaced,
+    /// No version of the `_id` is live: nothing was deleted.
+    Gone,
+}
+
 /// What a clean close leaves for the next open (serialized as JSON inside the heap).
 #[derive(Debug, Serialize, Deserialize)]
 struct Manifest {
@@ -714,17 +725,33 @@ impl Shard {
     /// Like [`delete`](Self::delete), but not yet durable: returns the tLog LSN to pass to
     /// [`sync_to`](Self::sync_to) (bulk requests sync once for many operations).
     pub fn delete_deferred(&self, id: &str) -> Result<(bool, Option<u64>)> {
+        let (what, lsn) = self.delete_live(id, None)?;
+        Ok((what == VersionDelete::Deleted, lsn))
+    }
+
+    /// Deletes the document with `_id` only if its live version is still doc `doc` (a doc id of this shard):
+    /// the conditional delete of `_delete_by_query`, which must not delete a newer version written after the
+    /// query matched the old one (Elasticsearch's version conflict). Not yet durable: returns the tLog LSN as
+    /// [`delete_deferred`](Self::delete_deferred) does.
+    pub fn delete_version_deferred(&self, id: &str, doc: u32) -> Result<(VersionDelete, Option<u64>)> {
+        self.delete_live(id, Some(doc))
+    }
+
+    /// Deletes the live version of `_id` — if `version` is given, only when that is its doc id — and logs
+    /// the delete; returns what happened and the tLog LSN.
+    fn delete_live(&self, id: &str, version: Option<u32>) -> Result<(VersionDelete, Option<u64>)> {
         let w = self.inner.writer.lock();
         self.inner.check_open(&w)?;
         match self.find_id(id) {
-            Some((seg, local)) => {
+            Some((seg, local)) if version.is_none_or(|v| v == seg.base_doc + local) => {
                 seg.deletes.delete(local);
                 if let SegData::Fresh(f) = &seg.data {
                     f.forget_id(id);
                 }
-                Ok((true, self.inner.log_delete(seg.base_doc + local, id)?))
+                Ok((VersionDelete::Deleted, self.inner.log_delete(seg.base_doc + local, id)?))
             }
-            None => Ok((false, None)),
+            Some(_) => Ok((VersionDelete::Replaced, None)),
+            None => Ok((VersionDelete::Gone, None)),
         }
     }
 
