@@ -485,6 +485,17 @@ fn refusals_and_limits() {
         r[0].value,
         AggValue::Stats { count: 0, min: f64::INFINITY, max: f64::NEG_INFINITY, sum: 0.0 }
     );
+    // -0 and 0 are one value.
+    index.add(json!({"_id": "3", "price": -0.0})).unwrap();
+    index.add(json!({"_id": "4", "price": 0.0})).unwrap();
+    let r = run(agg("c", AggKind::Cardinality("price".into()), vec![])).unwrap();
+    assert_eq!(r[0].value, AggValue::Count(1));
+    let terms =
+        AggKind::Terms { field: "price".into(), size: 10, min_doc_count: 1, order: TermsOrder::CountDesc };
+    let r = run(agg("t", terms, vec![])).unwrap();
+    let AggValue::Buckets { buckets, .. } = &r[0].value else { panic!("buckets") };
+    assert_eq!(buckets.len(), 1);
+    assert_eq!(buckets[0].doc_count, 2);
 }
 
 /// A real-time index: documents added after the request pinned its snapshot are in no bucket, and every

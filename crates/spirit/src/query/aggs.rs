@@ -276,7 +276,7 @@ impl<'a> Evaluator<'a> {
                 Source::Numbers(id, _) => {
                     let mut seen = std::collections::HashSet::new();
                     self.numbers(id, set, |_, _, v| {
-                        seen.insert(v.to_bits());
+                        seen.insert(value_key(v));
                     })?;
                     seen.len() as u64
                 }
@@ -546,7 +546,7 @@ impl<'a> Evaluator<'a> {
                 let mut by: HashMap<u64, DocSet> = HashMap::new();
                 let shards = set.len();
                 self.numbers(id, set, |shard, doc, v| {
-                    by.entry(v.to_bits()).or_insert_with(|| vec![vec![]; shards])[shard].push(doc);
+                    by.entry(value_key(v)).or_insert_with(|| vec![vec![]; shards])[shard].push(doc);
                 })?;
                 by.into_iter()
                     .map(|(bits, s)| {
@@ -631,6 +631,15 @@ impl AggKind {
             | AggKind::Range { field: f, .. } => Some(f),
             AggKind::Filter(_) | AggKind::Filters(_) => None,
         }
+    }
+}
+
+/// A number as a hash key: its bits, with -0 as 0 (they are one value).
+fn value_key(v: f64) -> u64 {
+    if v == 0.0 {
+        0f64.to_bits()
+    } else {
+        v.to_bits()
     }
 }
 
