@@ -127,6 +127,11 @@ fn parse_kind(name: &str, ty: &str, v: &Value, tr: &mut Translator<'_>) -> ApiRe
                 Some(o) => parse_order(name, o)?,
             };
             let size = p.count("size", 10)? as usize;
+            if size == 0 {
+                return Err(ApiError::parsing(format!(
+                    "[size] must be greater than 0. Found [0] in [{name}]"
+                )));
+            }
             AggKind::Terms { field: p.field()?, size, min_doc_count: p.count("min_doc_count", 1)?, order }
         }
         "histogram" => {

@@ -733,6 +733,7 @@ fn aggregations_answer_in_elasticsearch_shape() {
         ),
         (r#"{"aggs": {"g": {"avg": {"field": "genre"}}}}"#, "not supported for aggregation [avg]"),
         (r#"{"aggs": {"g": {}}}"#, "Missing definition"),
+        (r#"{"aggs": {"g": {"terms": {"field": "genre", "size": 0}}}}"#, "greater than 0"),
     ] {
         let (status, r) = s.call("POST", "/shop/_search", Some(body));
         assert_eq!(status, 400, "{body}: {r}");
