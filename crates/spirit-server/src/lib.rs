@@ -749,12 +749,7 @@ async fn delete_by_query(
 ) -> ApiResult<Response> {
     let i = st.index(&index)?;
     let b = body(b)?;
-    let req: Value = if b.iter().all(u8::is_ascii_whitespace) {
-        json!({})
-    } else {
-        serde_json::from_slice(&b)
-            .map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?
-    };
+    let req = search::json_or_empty(&b)?;
     st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let limits = st.limits.clone();
     let (status, v) = pool::blocking(move || documents::delete_by_query(&i, &req, &params, &limits)).await?;

@@ -185,12 +185,7 @@ const KNOWN_KEYS: &[&str] = &[
 impl SearchRequest {
     /// From a request body (may be empty) and the URL parameters.
     pub fn parse(body: &[u8], params: &HashMap<String, String>, limits: &Limits) -> ApiResult<SearchRequest> {
-        let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
-            json!({})
-        } else {
-            serde_json::from_slice(body)
-                .map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?
-        };
+        let body = json_or_empty(body)?;
         let obj = body.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
         for k in obj.keys() {
             if !KNOWN_KEYS.contains(&k.as_str()) {
@@ -441,6 +436,15 @@ fn parse_sort(v: &Value) -> ApiResult<SortSpec> {
     Ok(sort.unwrap_or(SortSpec::Score))
 }
 
+/// A request body that may be empty (`{}` then), as the search-like endpoints take it.
+pub fn json_or_empty(body: &[u8]) -> ApiResult<Value> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))
+}
+
 /// `_count`: the number of live documents matching the query.
 pub fn count(
     index: &Index,
@@ -448,12 +452,7 @@ pub fn count(
     params: &HashMap<String, String>,
     limits: &Limits,
 ) -> ApiResult<Value> {
-    let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
-        json!({})
-    } else {
-        serde_json::from_slice(body)
-            .map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?
-    };
+    let body = json_or_empty(body)?;
     let obj = body.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
     if let Some(k) = obj.keys().find(|k| k.as_str() != "query") {
         return Err(ApiError::parsing(format!("unknown key [{k}] in the count request")));

@@ -181,6 +181,15 @@ fn seq_of(snap: &Snapshot, field: u16, doc: u32) -> Result<u64> {
     Ok(x.map_or(0, |x| x as u64))
 }
 
+/// `_id` and `_source` of doc `local` of segment `seg`.
+fn stored(seg: &crate::gdt::SegmentDesc, local: u32) -> Result<(String, Vec<u8>)> {
+    match &seg.data {
+        crate::gdt::SegData::Fresh(f) => f.stored(local),
+        crate::gdt::SegData::Image { .. } => seg.image().expect("image").and_then(|v| v.stored(local)),
+    }
+    .map_err(|e| Error::Format(format!("segment {}: {}", seg.id, e.0)))
+}
+
 /// Sorts hits from several shards (`(seq, shard, hit)`) into the query's order, breaking ties by `seq` the way
 /// one shard breaks them by doc id: by score (ties newest first), newest first, or by field value (documents
 /// without one last, ties oldest first).
@@ -794,14 +803,7 @@ impl Index {
             for doc in query::matching_docs(snap, &node, None)? {
                 let seg =
                     snap.segment_of(doc).ok_or_else(|| Error::Format(format!("doc {doc} has no segment")))?;
-                let local = doc - seg.base_doc;
-                let (id, _) = match &seg.data {
-                    crate::gdt::SegData::Fresh(f) => f.stored(local),
-                    crate::gdt::SegData::Image { .. } => {
-                        seg.image().expect("image").and_then(|v| v.stored(local))
-                    }
-                }
-                .map_err(|e| Error::Format(format!("segment {}: {}", seg.id, e.0)))?;
+                let (id, _) = stored(seg, doc - seg.base_doc)?;
                 out.push((shard, doc, id));
             }
         }
@@ -841,15 +843,7 @@ impl Index {
     pub fn get(&self, id: &str) -> Result<Option<Vec<u8>>> {
         match self.shards[self.shard_of(id)].find_id(id) {
             None => Ok(None),
-            Some((seg, local)) => {
-                let r = match &seg.data {
-                    crate::gdt::SegData::Fresh(f) => f.stored(local),
-                    crate::gdt::SegData::Image { .. } => {
-                        seg.image().expect("image").and_then(|v| v.stored(local))
-                    }
-                };
-                r.map(|(_, src)| Some(src)).map_err(|e| Error::Format(e.0))
-            }
+            Some((seg, local)) => stored(&seg, local).map(|(_, src)| Some(src)),
         }
     }
 
@@ -884,14 +878,7 @@ impl Index {
                 let seg = snap
                     .segment_of(h.doc)
                     .ok_or_else(|| Error::Format(format!("hit {} has no segment", h.doc)))?;
-                let local = h.doc - seg.base_doc;
-                match &seg.data {
-                    crate::gdt::SegData::Fresh(f) => f.stored(local),
-                    crate::gdt::SegData::Image { .. } => {
-                        seg.image().expect("image").and_then(|v| v.stored(local))
-                    }
-                }
-                .map_err(|e| Error::Format(format!("segment {}: {}", seg.id, e.0)))?
+                stored(seg, h.doc - seg.base_doc)?
             } else {
                 (String::new(), vec![])
             };

@@ -495,16 +495,35 @@ impl<'a> Evaluator<'a> {
         Ok(out)
     }
 
-    /// How many documents of `set` hold each value of keyword field `field` (in key order).
-    fn keyword_counts(&self, field: u16, name: &str, set: &DocSet) -> Result<Vec<u64>> {
+    /// Each value of keyword field `field` (in key order) with how many documents of `set` hold it, and —
+    /// with `keep` — which ones (per shard).
+    fn keyword_split(
+        &self,
+        field: u16,
+        name: &str,
+        set: &DocSet,
+        keep: bool,
+    ) -> Result<Vec<(String, u64, Option<DocSet>)>> {
         let values = self.keyword_docs(field, name)?;
         let maps: Vec<Vec<u64>> = set.iter().map(|d| bitmap(d)).collect();
         Ok(values
             .iter()
-            .map(|(_, docs)| {
-                docs.iter().zip(&maps).map(|(d, m)| d.iter().filter(|&&x| has(m, x)).count() as u64).sum()
+            .map(|(label, docs)| {
+                let mine = docs.iter().zip(&maps).map(|(d, m)| d.iter().copied().filter(|&x| has(m, x)));
+                if keep {
+                    let mine: DocSet = mine.map(Iterator::collect).collect();
+                    let n = mine.iter().map(|d| d.len() as u64).sum();
+                    (label.clone(), n, Some(mine))
+                } else {
+                    (label.clone(), mine.map(|d| d.count() as u64).sum(), None)
+                }
             })
             .collect())
+    }
+
+    /// How many documents of `set` hold each value of keyword field `field` (in key order).
+    fn keyword_counts(&self, field: u16, name: &str, set: &DocSet) -> Result<Vec<u64>> {
+        Ok(self.keyword_split(field, name, set, false)?.into_iter().map(|(_, n, _)| n).collect())
     }
 
     fn terms(
@@ -517,31 +536,11 @@ impl<'a> Evaluator<'a> {
         // (key, count, the bucket's documents when sub-aggregations need them).
         let mut rows: Vec<(BucketKey, u64, Option<DocSet>)> = match self.source(field, "terms", false)? {
             Source::Unmapped => vec![],
-            Source::Keywords(id) if subs.is_empty() => {
-                let counts = self.keyword_counts(id, field, set)?;
-                let values = self.keyword_docs(id, field)?;
-                values
-                    .iter()
-                    .zip(counts)
-                    .map(|((label, _), n)| (BucketKey::Str(label.clone()), n, None))
-                    .collect()
-            }
-            Source::Keywords(id) => {
-                let values = self.keyword_docs(id, field)?;
-                let maps: Vec<Vec<u64>> = set.iter().map(|d| bitmap(d)).collect();
-                values
-                    .iter()
-                    .map(|(label, docs)| {
-                        let mine: DocSet = docs
-                            .iter()
-                            .zip(&maps)
-                            .map(|(d, m)| d.iter().copied().filter(|&x| has(m, x)).collect())
-                            .collect();
-                        let n = mine.iter().map(|d| d.len() as u64).sum();
-                        (BucketKey::Str(label.clone()), n, Some(mine))
-                    })
-                    .collect()
-            }
+            Source::Keywords(id) => self
+                .keyword_split(id, field, set, !subs.is_empty())?
+                .into_iter()
+                .map(|(label, n, docs)| (BucketKey::Str(label), n, docs))
+                .collect(),
             Source::Numbers(id, _) => {
                 let mut by: HashMap<u64, DocSet> = HashMap::new();
                 let shards = set.len();
