@@ -1227,6 +1227,12 @@ impl ShardInner {
             }
         };
         let direct = matches!(data, SegData::Image { dram: None, .. });
+        // Counted before the state is published, as merges are (a segment committed directly is engraved too).
+        self.counters.flushes.fetch_add(1, Relaxed);
+        self.counters.flush_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
+        if direct {
+            self.counters.engraves.fetch_add(1, Relaxed);
+        }
         // The delete bitmap stays the same object through every state, so deletes racing with this swap
         // are never lost.
         self.gdt.update_segment(id, |d| {
@@ -1237,10 +1243,7 @@ impl ShardInner {
                 d.sealed_at = crate::gdt::now_millis();
             }
         });
-        self.counters.flushes.fetch_add(1, Relaxed);
-        self.counters.flush_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
         if direct {
-            self.counters.engraves.fetch_add(1, Relaxed);
             if let Some(tx) = self.merge_tx.lock().as_ref() {
                 let _ = tx.send(id);
             }
@@ -1354,14 +1357,15 @@ impl ShardInner {
             self.log_engraved(&seg, off, bytes.len())?;
         }
         let p = PersistentImage::new(self.heap.clone(), off, bytes.len());
+        // Counted before the state is published, as flushes and merges are.
+        self.counters.engraves.fetch_add(1, Relaxed);
+        self.counters.engrave_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
         self.gdt.update_segment(id, |d| {
             d.state = SegState::Engraved;
             if let SegData::Image { persistent, .. } = &mut d.data {
                 *persistent = Some(p);
             }
         });
-        self.counters.engraves.fetch_add(1, Relaxed);
-        self.counters.engrave_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
         if self.logs.is_some() {
             // A checkpoint after each engrave moves the tLog's replay point past this segment's documents
             // (skipped if the writer lock is busy: see `try_checkpoint`).
@@ -1508,6 +1512,10 @@ impl ShardInner {
             Err(e) => return Err(e),
         }
         drop(snap);
+        // Counted before the state is published: whoever sees the segment merged (a caller of
+        // `commit_and_merge_all`, then `stats`) sees the merge counted.
+        self.counters.merges.fetch_add(1, Relaxed);
+        self.counters.merge_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
         self.gdt.update(|s| {
             if let Some(i) = s.index_of(id) {
                 let mut d = (*s.segments[i]).clone();
@@ -1520,8 +1528,6 @@ impl ShardInner {
             // A checkpoint after each merge bounds recovery and lets the tLog recycle its chunks.
             self.write_manifest(None, false)?;
         }
-        self.counters.merges.fetch_add(1, Relaxed);
-        self.counters.merge_nanos.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
         Ok(true)
     }
 }
