@@ -1,14 +1,14 @@
 //! The Elasticsearch query DSL, translated into spirit's query AST ([`spirit::Query`]).
 //!
-//! Supported: `match_all`, `match_none`, `match` (`operator`), `match_phrase` (slop 0), `multi_match`
-//! (`best_fields`, `most_fields`, `phrase`; scored as the sum over fields), `term`, `terms` (constant score,
+//! Supported: `match_all`, `match_none`, `match` (`operator`), `match_phrase` (`slop`), `multi_match`
+//! (`best_fields`, `most_fields`, `phrase` with `slop`; scored as the sum over fields), `term`, `terms` (constant score,
 //! as in Elasticsearch), `exists`, `constant_score`, `dis_max` (`tie_breaker` 0), `range`
 //! (`gt`/`gte`/`lt`/`lte`), `prefix`, `bool` (`must`, `should`, `must_not`, `filter`,
 //! `minimum_should_match`: a count, negative count, percentage or negative percentage, on `bool` and on
 //! `match`) and `query_string` (spirit's Lucene-style syntax, `^` boosts included), each
 //! with Elasticsearch's `boost` parameter (and `multi_match`'s per-field `"title^3"`): the clause's score
 //! times the boost ([`Query::Boost`]); a negative or non-numeric boost is a 400. Anything else — another
-//! clause, fuzziness, slop — is refused with a 400 that names it, never ignored, so an answer is never
+//! clause, fuzziness — is refused with a 400 that names it, never ignored, so an answer is never
 //! silently different from what was asked.
 //!
 //! Limits: at most [`Limits::max_clauses`](crate::Limits) leaf clauses and a nesting depth of
@@ -99,9 +99,7 @@ impl<'a> Translator<'a> {
             "match_phrase" => {
                 let (field, params) = single_field(kind, body, "query")?;
                 check_keys(kind, &params, &["query", "slop", "boost", "analyzer"])?;
-                if params.get("slop").and_then(Value::as_u64).unwrap_or(0) != 0 {
-                    return Err(ApiError::unsupported("[match_phrase] with [slop] above 0"));
-                }
+                let slop = slop(kind, params.get("slop"))?;
                 if params.get("analyzer").is_some() {
                     return Err(ApiError::unsupported(
                         "[match_phrase] with an [analyzer] other than the field's",
@@ -109,7 +107,7 @@ impl<'a> Translator<'a> {
                 }
                 self.leaf()?;
                 let text = scalar_text(kind, params.get("query"))?;
-                boosted(Query::Phrase { field: Some(field), text }, &params)
+                boosted(Query::Phrase { field: Some(field), text, slop }, &params)
             }
             "multi_match" => self.multi_match(body),
             "term" => {
@@ -278,7 +276,7 @@ impl<'a> Translator<'a> {
 
     fn multi_match(&mut self, body: &Value) -> ApiResult<Query> {
         let kind = "multi_match";
-        check_keys(kind, body, &["query", "fields", "type", "operator", "boost"])?;
+        check_keys(kind, body, &["query", "fields", "type", "operator", "boost", "slop"])?;
         let text = scalar_text(kind, body.get("query"))?;
         let and = operator_is_and(kind, body)?;
         let phrase = match body.get("type").and_then(Value::as_str).unwrap_or("best_fields") {
@@ -286,6 +284,11 @@ impl<'a> Translator<'a> {
             "phrase" => true,
             other => return Err(ApiError::unsupported(format!("[multi_match] of type [{other}]"))),
         };
+        let slop = slop(kind, body.get("slop"))?;
+        if slop > 0 && !phrase {
+            // Elasticsearch would ignore it: refused, so no one believes it applied.
+            return Err(ApiError::unsupported("[multi_match] [slop] with a type other than [phrase]"));
+        }
         // Each field with its boost (`"title^3"`; 1 without one).
         let field = |f: &str| -> ApiResult<(Option<String>, f32)> {
             let (name, boost) = match f.split_once('^') {
@@ -312,7 +315,7 @@ impl<'a> Translator<'a> {
         for (f, boost) in fields {
             let q = if phrase {
                 self.leaf()?;
-                Query::Phrase { field: f, text: text.clone() }
+                Query::Phrase { field: f, text: text.clone(), slop }
             } else {
                 self.match_field(f, &text, and)?
             };
@@ -386,6 +389,20 @@ impl<'a> Translator<'a> {
     fn field_type(&self, name: &str) -> Option<FieldType> {
         self.schema.field_id(name).map(|id| self.schema.field(id).ty)
     }
+}
+
+/// A phrase's `slop` parameter (0 when absent): a whole number of at least 0, as a JSON number or a string of
+/// digits (Elasticsearch takes both), at most [`spirit::MAX_SLOP`].
+fn slop(kind: &str, slop: Option<&Value>) -> ApiResult<u32> {
+    let n = match slop {
+        None | Some(Value::Null) => return Ok(0),
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(s)) => s.parse::<u64>().ok(),
+        Some(_) => None,
+    };
+    n.filter(|&n| n <= spirit::MAX_SLOP as u64).map(|n| n as u32).ok_or_else(|| {
+        ApiError::parsing(format!("[{kind}] [slop] must be a whole number from 0 to {}", spirit::MAX_SLOP))
+    })
 }
 
 /// Every term without a field in `q` searches `field` instead of the index's default fields.
@@ -669,11 +686,40 @@ mod tests {
             .unwrap_err()
             .reason
             .contains("fuzziness"));
-        assert!(tr(json!({"match_phrase": {"body": {"query": "x y", "slop": 2}}})).is_err());
+        for bad in [json!(-1), json!(1.5), json!("x"), json!([2]), json!(1u64 << 40)] {
+            let e = tr(json!({"match_phrase": {"body": {"query": "x y", "slop": bad}}})).unwrap_err();
+            assert!(e.reason.contains("[slop] must be a whole number"), "{}", e.reason);
+        }
+        let e = tr(json!({"multi_match": {"query": "x y", "fields": ["body"], "slop": 2}})).unwrap_err();
+        assert!(e.reason.contains("[slop] with a type other than [phrase]"), "{}", e.reason);
         assert!(tr(json!({"match_all": {"boost": -1}})).unwrap_err().reason.contains("boost"));
         assert!(tr(json!({"term": {"tag": {"value": {"x": 1}}}})).is_err());
         assert!(tr(json!([1, 2])).is_err());
         assert!(tr(json!({"match_all": {}, "match_none": {}})).is_err());
+    }
+
+    #[test]
+    fn phrase_slop_is_passed_on() {
+        let phrase =
+            |field: &str, slop| Query::Phrase { field: Some(field.into()), text: "a b".into(), slop };
+        assert_eq!(
+            tr(json!({"match_phrase": {"body": {"query": "a b", "slop": 2}}})).unwrap(),
+            phrase("body", 2)
+        );
+        assert_eq!(
+            tr(json!({"match_phrase": {"body": {"query": "a b", "slop": "3"}}})).unwrap(),
+            phrase("body", 3)
+        );
+        assert_eq!(tr(json!({"match_phrase": {"body": "a b"}})).unwrap(), phrase("body", 0));
+        assert_eq!(
+            tr(json!({"multi_match": {"query": "a b", "fields": ["title"], "type": "phrase", "slop": 1}}))
+                .unwrap(),
+            phrase("title", 1)
+        );
+        assert_eq!(
+            tr(json!({"query_string": {"query": "\"a b\"~4", "default_field": "body"}})).unwrap(),
+            phrase("body", 4)
+        );
     }
 
     fn boost(q: Query, boost: f32) -> Query {
@@ -693,7 +739,7 @@ mod tests {
         );
         assert_eq!(
             tr(json!({"match_phrase": {"body": {"query": "a b", "boost": 2}}})).unwrap(),
-            boost(Query::Phrase { field: Some("body".into()), text: "a b".into() }, 2.0)
+            boost(Query::Phrase { field: Some("body".into()), text: "a b".into(), slop: 0 }, 2.0)
         );
         assert_eq!(
             tr(json!({"prefix": {"body": {"value": "ab", "boost": 0}}})).unwrap(),

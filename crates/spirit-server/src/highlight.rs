@@ -136,7 +136,7 @@ impl<'a> Highlighter<'a> {
         let mut wanted: HashMap<u16, Wanted> = HashMap::new();
         for leaf in leaves {
             let (field, text, prefix) = match leaf {
-                Query::Term { field, text } | Query::Phrase { field, text } => (field, text, false),
+                Query::Term { field, text } | Query::Phrase { field, text, .. } => (field, text, false),
                 Query::Prefix { field, prefix } => (field, prefix, true),
                 _ => continue,
             };

@@ -1143,3 +1143,47 @@ fn a_large_bulk_request_is_analyzed_in_parallel_and_applied_in_order() {
     }
     s.stop();
 }
+
+#[test]
+fn phrase_slop_finds_near_matches_closest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    // Four tokens each, so only the phrase frequency orders them.
+    for (id, body) in [
+        ("exact", "quick fox a b"),
+        ("gap", "quick x fox a"),
+        ("swap", "fox quick a b"),
+        ("far", "quick x y fox"),
+    ] {
+        let doc = format!(r#"{{"body": "{body}"}}"#);
+        assert_eq!(s.call("PUT", &format!("/slop/_doc/{id}"), Some(&doc)).0, 201);
+    }
+    let ids = |q: &str| {
+        let (status, v) = s.call("POST", "/slop/_search", Some(q));
+        assert_eq!(status, 200, "{v}");
+        let hits = v["hits"]["hits"].as_array().unwrap().clone();
+        let ids: Vec<String> = hits.iter().map(|h| h["_id"].as_str().unwrap().to_string()).collect();
+        let scores: Vec<f64> = hits.iter().map(|h| h["_score"].as_f64().unwrap()).collect();
+        (ids, scores)
+    };
+    let phrase = |slop: u32| {
+        format!(r#"{{"query": {{"match_phrase": {{"body": {{"query": "quick fox", "slop": {slop}}}}}}}}}"#)
+    };
+    assert_eq!(ids(&phrase(0)).0, ["exact"]);
+    assert_eq!(ids(&phrase(1)).0, ["exact", "gap"]);
+    // A transposition is two moves, as is a gap of two.
+    let (two, scores) = ids(&phrase(2));
+    assert_eq!(&two[..2], ["exact", "gap"]);
+    let mut rest = two[2..].to_vec();
+    rest.sort();
+    assert_eq!(rest, ["far", "swap"]);
+    assert!(scores[0] > scores[1] && scores[1] > scores[2] && scores[2] == scores[3], "{scores:?}");
+    // The query string's `~N` is the same query.
+    assert_eq!(ids(r#"{"query": {"query_string": {"query": "body:\"quick fox\"~2"}}}"#), ids(&phrase(2)));
+    let (status, v) = s.call(
+        "POST",
+        "/slop/_search",
+        Some(r#"{"query": {"match_phrase": {"body": {"query": "quick fox", "slop": -1}}}}"#),
+    );
+    assert_eq!(status, 400, "{v}");
+}

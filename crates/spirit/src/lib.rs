@@ -46,4 +46,4 @@ pub use index::{
     AddResult, BulkGuard, DeletedVersions, Hit, Index, IndexSettings, IndexStats, Pending, PendingSet,
     PreparedDoc, SearchResult,
 };
-pub use query::{Disjunction, Query, SearchOptions, Sort};
+pub use query::{Disjunction, Query, SearchOptions, Sort, MAX_SLOP};

@@ -53,6 +53,7 @@ fn run(commit: CommitPolicy, n_docs: usize, readers: usize) {
                     1 => Query::Phrase {
                         field: Some("body".into()),
                         text: format!("{} {}", WORDS[k % 3], WORDS[(k / 3) % 3]),
+                        slop: (k % 3) as u32,
                     },
                     2 => spirit::query::parse(&format!("+{} -title:{}", WORDS[k % 5], WORDS[(k / 5) % 5]))
                         .unwrap(),

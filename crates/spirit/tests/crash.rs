@@ -104,7 +104,7 @@ fn queries() -> Vec<Query> {
         t(Some("body"), "gamma"),
         t(Some("title"), "beta"),
         t(Some("tag"), "red"),
-        Query::Phrase { field: Some("body".into()), text: "alpha beta".into() },
+        Query::Phrase { field: Some("body".into()), text: "alpha beta".into(), slop: 0 },
         Query::Prefix { field: None, prefix: "ga".into() },
         Query::Range {
             field: "n".into(),

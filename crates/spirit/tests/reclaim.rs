@@ -37,7 +37,7 @@ fn cfg(durability: Durability, factor: u32) -> ShardConfig {
 
 fn queries() -> Vec<Query> {
     let mut q: Vec<Query> = WORDS.iter().map(|w| Query::Term { field: None, text: w.to_string() }).collect();
-    q.push(Query::Phrase { field: Some("body".into()), text: "alpha delta".into() });
+    q.push(Query::Phrase { field: Some("body".into()), text: "alpha delta".into(), slop: 0 });
     q.push(Query::Prefix { field: None, prefix: "e".into() });
     q.push(Query::Term { field: Some("tag".into()), text: "red".into() });
     q.push(Query::MatchAll);

@@ -4,6 +4,10 @@
 
 use std::ops::Bound;
 
+/// The largest phrase slop accepted (Lucene's and Elasticsearch's slop is a Java `int`): past any document's
+/// length it changes nothing, so this only keeps the arithmetic on positions in range.
+pub const MAX_SLOP: u32 = i32::MAX as u32;
+
 /// A parsed query.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Query {
@@ -12,8 +16,11 @@ pub enum Query {
     /// One term in a field (`None` = the index's default fields). The text is analyzed; if analysis yields
     /// several tokens (`wi-fi`), they are treated as a phrase (as Tantivy does; Lucene ORs them).
     Term { field: Option<String>, text: String },
-    /// A phrase (`"a b"`): the analyzed tokens must occur at consecutive positions.
-    Phrase { field: Option<String>, text: String },
+    /// A phrase (`"a b"`): the analyzed tokens must occur at consecutive positions — or, with a `slop`
+    /// above 0 (`"a b"~2`, Elasticsearch's `match_phrase` `slop`), within that many position moves of them,
+    /// as in Lucene's sloppy phrase query: a match whose terms lie `d` moves from the exact phrase counts
+    /// `1 / (d + 1)` towards the phrase frequency, so closer matches score higher.
+    Phrase { field: Option<String>, text: String, slop: u32 },
     /// Every term starting with `prefix` (`pre*`), lowercased, not stemmed.
     Prefix { field: Option<String>, prefix: String },
     /// A range over a numeric or date field (`price:[10 TO 20]`, `date:{* TO 2015-01-01]`).

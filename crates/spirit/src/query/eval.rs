@@ -363,6 +363,8 @@ enum Weight {
     Phrase {
         keys: Vec<Vec<u8>>,
         offsets: Vec<u32>,
+        /// 0 for an exact phrase (every fast path), else a sloppy one (`PhraseScorer` alone).
+        slop: u32,
         field: u16,
         idf: f32,
         avgdl: f32,
@@ -430,7 +432,7 @@ fn weight_boosted(n: &Node, ctx: &mut Ctx<'_>, boost: f32) -> Result<Weight> {
                 bm: Bm25Doc::new(idf, ctx.bm25, avgdl),
             }
         }
-        Node::Phrase { field, keys, offsets } => {
+        Node::Phrase { field, keys, offsets, slop } => {
             let st = ctx.field_stats(*field);
             let mut idf = 0.0;
             for k in keys {
@@ -441,6 +443,7 @@ fn weight_boosted(n: &Node, ctx: &mut Ctx<'_>, boost: f32) -> Result<Weight> {
             Weight::Phrase {
                 keys: keys.clone(),
                 offsets: offsets.clone(),
+                slop: *slop,
                 field: *field,
                 idf,
                 avgdl,
@@ -962,10 +965,13 @@ macro_rules! settle_driven {
 struct PhraseScorer<'a> {
     ps: Vec<Postings<'a>>,
     offsets: Vec<u32>,
+    /// A sloppy phrase's slop and its terms' repeat groups ([`Sloppy`]); `None` for an exact phrase.
+    sloppy: Option<Sloppy>,
     norms: Norms<'a>,
     bm: &'a Bm25Doc,
     doc: u32,
-    freq: u32,
+    /// The current doc's phrase frequency (a sloppy phrase's is a sum of fractions).
+    freq: f32,
     bufs: Vec<Vec<u32>>,
     /// What a match must score to be wanted ([`Scorer::set_threshold`]; `-∞` for every match).
     theta: f32,
@@ -982,11 +988,15 @@ impl PhraseScorer<'_> {
                 self.doc = NO_DOC;
                 return NO_DOC;
             }
-            // A phrase occurs at most as often as its least frequent term here: below the threshold at that
-            // frequency, the document cannot be wanted, and its positions stay unread.
+            // An exact phrase occurs at most as often as its least frequent term here, a sloppy one's
+            // frequency is at most [`Sloppy::freq_bound`]: below the threshold at that frequency, the
+            // document cannot be wanted, and its positions stay unread.
             if self.theta > f32::NEG_INFINITY {
-                let least = self.ps.iter_mut().map(|p| p.freq()).min().unwrap_or(0);
-                if self.bm.score(least as f32, self.norms.get(target)) < self.theta {
+                let most = match &self.sloppy {
+                    None => self.ps.iter_mut().map(|p| p.freq()).min().unwrap_or(0) as f32,
+                    Some(_) => Sloppy::freq_bound(self.ps.iter_mut().map(|p| p.freq())),
+                };
+                if self.bm.score(most, self.norms.get(target)) < self.theta {
                     target += 1;
                     if target == NO_DOC {
                         self.doc = NO_DOC;
@@ -1001,8 +1011,11 @@ impl PhraseScorer<'_> {
                 self.ps[i].positions(&mut b);
                 self.bufs[i] = b;
             }
-            let freq = phrase_freq(&self.bufs, &self.offsets);
-            if freq > 0 {
+            let freq = match &mut self.sloppy {
+                None => phrase_freq(&self.bufs, &self.offsets) as f32,
+                Some(sl) => sl.freq(&self.bufs, &self.offsets),
+            };
+            if freq > 0.0 {
                 self.doc = target;
                 self.freq = freq;
                 return target;
@@ -1065,10 +1078,125 @@ fn phrase_freq2(a: &[u32], b: &[u32], shift: u32) -> u32 {
     a.iter().filter(|&&p| b.binary_search(&p.wrapping_add(shift)).is_ok()).count() as u32
 }
 
+/// A sloppy phrase's matching, as Lucene's `SloppyPhraseMatcher`: each term's cursor over its positions
+/// stands at a *phrase position* (its position less the term's offset in the phrase; an exact match has all
+/// equal). The cursor furthest behind moves on; each time it passes the next one, the spread of phrase
+/// positions it left (the match length, the furthest ahead less its own) is a match if at most the slop,
+/// counting `1 / (1 + length)` towards the frequency, then the next furthest behind moves. So `"a b"~1`
+/// finds `a x b` (length 1: ½), while `b a` has length 2 (a transposition is two moves) and needs `~2`. A
+/// term repeated in the phrase (`"to be or not to be"~2`) never has two of its cursors on one position: on
+/// a collision the one behind in phrase position moves on, as Lucene's repeat handling does.
+struct Sloppy {
+    slop: u32,
+    /// For each term, the first term of the phrase with the same key (itself when it does not repeat).
+    group: Vec<usize>,
+    repeats: bool,
+    /// Per term: the index of its current position, and its phrase position.
+    at: Vec<usize>,
+    pos: Vec<i64>,
+}
+
+impl Sloppy {
+    fn new(keys: &[Vec<u8>], slop: u32) -> Sloppy {
+        let group: Vec<usize> =
+            keys.iter().map(|k| keys.iter().position(|x| x == k).expect("the key itself")).collect();
+        let repeats = group.iter().enumerate().any(|(i, &g)| g != i);
+        Sloppy { slop, group, repeats, at: vec![], pos: vec![] }
+    }
+
+    /// An upper bound of the frequency from the terms' frequencies in a document: every match but the last
+    /// is followed by at least one cursor move, each move takes one position, and a match counts at most 1.
+    fn freq_bound(tfs: impl Iterator<Item = u32>) -> f32 {
+        let (sum, n) = tfs.fold((0u64, 0u64), |(s, n), tf| (s + tf as u64, n + 1));
+        (sum + 1).saturating_sub(n).max(1) as f32
+    }
+
+    /// The sloppy frequency of one document from its terms' positions (sorted, in `bufs`).
+    fn freq(&mut self, bufs: &[Vec<u32>], offsets: &[u32]) -> f32 {
+        let n = bufs.len();
+        if bufs.iter().any(|b| b.is_empty()) {
+            return 0.0;
+        }
+        self.at.clear();
+        self.at.resize(n, 0);
+        self.pos.clear();
+        self.pos.extend((0..n).map(|t| bufs[t][0] as i64 - offsets[t] as i64));
+        let mut end = *self.pos.iter().max().expect("a phrase has terms");
+        if self.repeats {
+            for t in 0..n {
+                if !self.resolve(t, bufs, offsets, &mut end) {
+                    return 0.0;
+                }
+            }
+        }
+        let slop = self.slop as i64;
+        let weight = |len: i64| 1.0 / (1.0 + len as f32);
+        let mut freq = 0.0f32;
+        loop {
+            // The cursor furthest behind (ties: the lower term, as any order gives the same lengths), and
+            // the phrase position of the next one.
+            let p = (0..n).min_by_key(|&t| (self.pos[t], t)).expect("a phrase has terms");
+            let next = (0..n).filter(|&t| t != p).map(|t| self.pos[t]).min().unwrap_or(i64::MAX);
+            let mut len = end - self.pos[p];
+            loop {
+                if !self.advance(p, bufs, offsets, &mut end)
+                    || (self.repeats && !self.resolve(p, bufs, offsets, &mut end))
+                {
+                    // A term has no position left: the last match, if it is one.
+                    if len <= slop {
+                        freq += weight(len);
+                    }
+                    return freq;
+                }
+                if self.pos[p] > next {
+                    if len <= slop {
+                        freq += weight(len);
+                    }
+                    break;
+                }
+                len = len.min(end - self.pos[p]);
+            }
+        }
+    }
+
+    /// Moves term `t` to its next position; false when it has none.
+    fn advance(&mut self, t: usize, bufs: &[Vec<u32>], offsets: &[u32], end: &mut i64) -> bool {
+        self.at[t] += 1;
+        let Some(&p) = bufs[t].get(self.at[t]) else {
+            return false;
+        };
+        self.pos[t] = p as i64 - offsets[t] as i64;
+        *end = (*end).max(self.pos[t]);
+        true
+    }
+
+    /// While term `t`'s cursor shares a position with another of its repeat group, the one behind in
+    /// phrase position (the larger offset) moves on; false when it runs out.
+    fn resolve(&mut self, t: usize, bufs: &[Vec<u32>], offsets: &[u32], end: &mut i64) -> bool {
+        let mut p = t;
+        loop {
+            let here = self.pos[p] + offsets[p] as i64;
+            let g = self.group[p];
+            let Some(u) = (0..self.pos.len())
+                .find(|&u| u != p && self.group[u] == g && self.pos[u] + offsets[u] as i64 == here)
+            else {
+                return true;
+            };
+            // The lesser: smaller phrase position, then smaller offset (Lucene's order).
+            if (self.pos[u], offsets[u]) < (self.pos[p], offsets[p]) {
+                p = u;
+            }
+            if !self.advance(p, bufs, offsets, end) {
+                return false;
+            }
+        }
+    }
+}
+
 impl Scorer for PhraseScorer<'_> {
     settle_driven!();
     fn score(&mut self) -> f32 {
-        self.bm.score(self.freq as f32, self.norms.get(self.doc))
+        self.bm.score(self.freq, self.norms.get(self.doc))
     }
     fn set_threshold(&mut self, theta: f32) {
         self.theta = self.theta.max(theta);
@@ -1464,16 +1592,17 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             Box::new(s)
         }
         Weight::Term { .. } => Box::new(term_scorer(w, ctx, si).expect("a term weight")),
-        Weight::Phrase { keys, offsets, field, bm, .. } => {
+        Weight::Phrase { keys, offsets, slop, field, bm, .. } => {
             let ps: Vec<Postings<'a>> = keys.iter().map(|k| term_postings(ctx, si, k)).collect();
             let n = ps.len();
             let mut s = PhraseScorer {
                 ps,
                 offsets: offsets.clone(),
+                sloppy: (*slop > 0).then(|| Sloppy::new(keys, *slop)),
                 norms: norms(seg, *field),
                 bm,
                 doc: 0,
-                freq: 0,
+                freq: 0.0,
                 bufs: vec![vec![]; n],
                 theta: f32::NEG_INFINITY,
             };
@@ -1791,7 +1920,7 @@ fn eval_segment(
                     with_scratch(col, |col, s| fresh_conj_top_k(ctx, si, f, must, col, s, prune));
                     return Ok(());
                 }
-                Weight::Phrase { keys, offsets, field, bm, .. }
+                Weight::Phrase { keys, offsets, slop: 0, field, bm, .. }
                     if (2..=FRESH_MAX_TERMS).contains(&keys.len()) =>
                 {
                     with_scratch(col, |col, s| {
@@ -1832,7 +1961,7 @@ fn eval_segment(
                 Weight::Term { key, field, bm, .. } => {
                     return term_top_k(ctx, si, key, *field, bm, col, prune)
                 }
-                Weight::Phrase { keys, offsets, field, bm, .. } => {
+                Weight::Phrase { keys, offsets, slop: 0, field, bm, .. } => {
                     return with_scratch(col, |col, s| {
                         phrase_top_k(ctx, si, keys, offsets, *field, bm, col, s, prune)
                     })
@@ -4623,6 +4752,73 @@ fn work(w: &Weight, ctx: &Ctx<'_>) -> u64 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Sloppy frequency of a phrase of `n` distinct terms at offsets `0..n` from each term's positions.
+    fn sloppy(bufs: &[Vec<u32>], slop: u32) -> f32 {
+        let keys: Vec<Vec<u8>> = (0..bufs.len()).map(|t| vec![t as u8]).collect();
+        let offsets: Vec<u32> = (0..bufs.len() as u32).collect();
+        Sloppy::new(&keys, slop).freq(bufs, &offsets)
+    }
+
+    #[test]
+    fn sloppy_phrase_lengths_are_lucenes() {
+        // "a b"~1 on `a x b`: one move, ½.
+        assert_eq!(sloppy(&[vec![0], vec![2]], 1), 0.5);
+        // "a b"~1 on `b a`: a transposition is two moves.
+        assert_eq!(sloppy(&[vec![1], vec![0]], 1), 0.0);
+        assert_eq!(sloppy(&[vec![1], vec![0]], 2), 1.0 / 3.0);
+        // The exact phrase is length 0: 1, as an exact phrase counts it.
+        assert_eq!(sloppy(&[vec![4], vec![5]], 3), 1.0);
+        // Two matches in one document, `a b x x x a x b`: 1 + ½.
+        assert_eq!(sloppy(&[vec![0, 5], vec![1, 7]], 1), 1.5);
+        // Too far apart.
+        assert_eq!(sloppy(&[vec![0], vec![9]], 3), 0.0);
+        // "a b c"~2 on `a x b c`: b and c one move from a.
+        assert_eq!(sloppy(&[vec![0], vec![2], vec![3]], 2), 0.5);
+        // A repeated term never uses one position twice: "a a"~1 on a single `a` is no match, on `a x a`
+        // one move (½).
+        let rep =
+            |pos: Vec<u32>, slop| Sloppy::new(&[vec![7], vec![7]], slop).freq(&[pos.clone(), pos], &[0, 1]);
+        assert_eq!(rep(vec![3], 5), 0.0);
+        assert_eq!(rep(vec![3, 5], 1), 0.5);
+        assert_eq!(rep(vec![3, 4], 1), 1.0);
+    }
+
+    proptest! {
+        /// A document matches a sloppy phrase of distinct terms exactly when some choice of one position
+        /// per term spreads their phrase positions (position less offset) over at most the slop (brute
+        /// force over every choice); the frequency never exceeds the bound pruning relies on, and slop 0
+        /// counts what the exact phrase counts.
+        #[test]
+        fn sloppy_phrase_matches_iff_a_window_fits(
+            bufs in prop::collection::vec(prop::collection::btree_set(0u32..24, 1..5), 2..4),
+            slop in 0u32..6,
+        ) {
+            let bufs: Vec<Vec<u32>> = bufs.into_iter().map(|s| s.into_iter().collect()).collect();
+            let n = bufs.len();
+            let mut best = i64::MAX;
+            let mut pick = vec![0usize; n];
+            'all: loop {
+                let pp: Vec<i64> = (0..n).map(|t| bufs[t][pick[t]] as i64 - t as i64).collect();
+                best = best.min(pp.iter().max().unwrap() - pp.iter().min().unwrap());
+                for t in 0..n {
+                    pick[t] += 1;
+                    if pick[t] < bufs[t].len() {
+                        continue 'all;
+                    }
+                    pick[t] = 0;
+                }
+                break;
+            }
+            let f = sloppy(&bufs, slop);
+            prop_assert_eq!(f > 0.0, best <= slop as i64, "best spread {}", best);
+            prop_assert!(f <= Sloppy::freq_bound(bufs.iter().map(|b| b.len() as u32)));
+            let offsets: Vec<u32> = (0..n as u32).collect();
+            if slop == 0 {
+                prop_assert_eq!(f, phrase_freq(&bufs, &offsets) as f32);
+            }
+        }
+    }
 
     proptest! {
         /// A block-bound table made at a grid cell's average length bounds, times the idf, every posting's

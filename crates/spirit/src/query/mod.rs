@@ -10,7 +10,7 @@ pub mod parser;
 mod plan;
 mod scratch;
 
-pub use ast::Query;
+pub use ast::{Query, MAX_SLOP};
 pub use cache::{CacheStats, ResultCache};
 pub use eval::{
     collection_stats, execute, execute_at, execute_cached, matching_docs, watermarks, Bm25, CollectionStats,

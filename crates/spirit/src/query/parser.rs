@@ -39,8 +39,9 @@
 //! - `^N` after a clause's value multiplies its score by `N` ([`Query::Boost`]): `title:dune^2`,
 //!   `"desert planet"^1.5`, `(a OR b)^0.5`, `*:*^3`. `N` follows the `^` directly; a boost that is not a
 //!   number, or is negative, is an error. A boost of 1 adds nothing.
-//! - `~` (fuzzy / proximity) is not supported: it is an error rather than being silently dropped, since
-//!   the AST cannot represent it.
+//! - `~N` right after a phrase's closing quote is its slop (`"desert planet"~3`, Lucene's proximity search;
+//!   [`Query::Phrase`]): a whole number, directly after the `~`. `~` after a word (fuzzy) is not supported:
+//!   it is an error rather than being silently dropped.
 //!
 //! # Semantics
 //!
@@ -58,7 +59,7 @@
 use std::fmt;
 use std::ops::Bound;
 
-use super::ast::Query;
+use super::ast::{Query, MAX_SLOP};
 
 /// The most leaf clauses (terms, phrases, prefixes, ranges, match-alls) one query may contain.
 pub const MAX_QUERY_CLAUSES: usize = 1024;
@@ -105,8 +106,8 @@ pub fn parse(input: &str) -> Result<Query, ParseError> {
 #[derive(Debug, Clone, PartialEq)]
 enum TokenKind {
     Word(Word),
-    /// A quoted phrase, escapes resolved.
-    Phrase(String),
+    /// A quoted phrase, escapes resolved, and its slop (`"a b"~2`; 0 without `~`).
+    Phrase(String, u32),
     /// `^N`: the boost of the clause before.
     Boost(f32),
     /// A complete range, `[a TO b}` or `>=a`.
@@ -208,33 +209,35 @@ impl<'a> Lexer<'a> {
             self.skip_whitespace();
             let offset = self.pos;
             let Some(c) = self.peek() else { break };
-            let kind = match c {
-                '(' | ')' | ':' | '+' | '-' | '!' => {
-                    self.bump();
-                    match c {
-                        '(' => TokenKind::LParen,
-                        ')' => TokenKind::RParen,
-                        ':' => TokenKind::Colon,
-                        '+' => TokenKind::Plus,
-                        '-' => TokenKind::Minus,
-                        _ => TokenKind::Not,
+            let kind =
+                match c {
+                    '(' | ')' | ':' | '+' | '-' | '!' => {
+                        self.bump();
+                        match c {
+                            '(' => TokenKind::LParen,
+                            ')' => TokenKind::RParen,
+                            ':' => TokenKind::Colon,
+                            '+' => TokenKind::Plus,
+                            '-' => TokenKind::Minus,
+                            _ => TokenKind::Not,
+                        }
                     }
-                }
-                '"' => TokenKind::Phrase(self.quoted()?),
-                '[' | '{' => self.bracket_range()?,
-                '>' | '<' => self.comparison()?,
-                ']' | '}' => {
-                    return Err(ParseError::new(offset, format!("unexpected '{c}' outside a range")))
-                }
-                '^' => self.boost()?,
-                '~' => {
-                    return Err(ParseError::new(
+                    '"' => {
+                        let text = self.quoted()?;
+                        TokenKind::Phrase(text, self.slop()?)
+                    }
+                    '[' | '{' => self.bracket_range()?,
+                    '>' | '<' => self.comparison()?,
+                    ']' | '}' => {
+                        return Err(ParseError::new(offset, format!("unexpected '{c}' outside a range")))
+                    }
+                    '^' => self.boost()?,
+                    '~' => return Err(ParseError::new(
                         offset,
-                        "fuzzy and proximity queries ('~') are not supported",
-                    ))
-                }
-                _ => self.word()?,
-            };
+                        "fuzzy queries ('~' after a word) are not supported; '~N' after a phrase is its slop",
+                    )),
+                    _ => self.word()?,
+                };
             tokens.push(Token { kind, offset, end: self.pos });
         }
         Ok(tokens)
@@ -254,6 +257,29 @@ impl<'a> Lexer<'a> {
             _ => Err(ParseError::new(
                 at,
                 "a boost '^' must be followed by a number of at least 0, as in 'title:dune^2'",
+            )),
+        }
+    }
+
+    /// `~N` right after a phrase's closing quote: its slop, a whole number (Lucene's proximity search,
+    /// `"jakarta apache"~10`); 0 when no `~` follows.
+    fn slop(&mut self) -> Result<u32, ParseError> {
+        if self.peek() != Some('~') {
+            return Ok(0);
+        }
+        let at = self.pos;
+        self.bump();
+        let start = self.pos;
+        while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+            self.bump();
+        }
+        // A slop ends like a word; anything else glued to it (`~2.5`, `~x`) is refused, not half read.
+        let clean_end = self.peek().is_none_or(ends_word);
+        match self.input[start..self.pos].parse::<u32>() {
+            Ok(n) if clean_end && n <= MAX_SLOP => Ok(n),
+            _ => Err(ParseError::new(
+                at,
+                format!("a phrase's '~' must be followed by a whole number of at most {MAX_SLOP}, as in '\"a b\"~2'"),
             )),
         }
     }
@@ -516,7 +542,7 @@ impl Parser<'_> {
                 self.pos += 2;
                 self.parse_field_value(name, offset, depth)?
             }
-            TokenKind::Word(_) | TokenKind::Phrase(_) | TokenKind::Range { .. } | TokenKind::LParen => {
+            TokenKind::Word(_) | TokenKind::Phrase(..) | TokenKind::Range { .. } | TokenKind::LParen => {
                 self.parse_value(field, depth)?
             }
             _ => {
@@ -557,7 +583,7 @@ impl Parser<'_> {
         match self.tokens.get(self.pos) {
             None => Err(ParseError::new(offset, format!("field '{}' has no value", name.text))),
             Some(Token {
-                kind: TokenKind::Word(_) | TokenKind::Phrase(_) | TokenKind::Range { .. } | TokenKind::LParen,
+                kind: TokenKind::Word(_) | TokenKind::Phrase(..) | TokenKind::Range { .. } | TokenKind::LParen,
                 ..
             }) => self.parse_value(Some(&name.text), depth),
             Some(token) => Err(ParseError::new(
@@ -577,9 +603,9 @@ impl Parser<'_> {
                 self.count_leaf(offset)?;
                 word_query(field, word)
             }
-            TokenKind::Phrase(text) => {
+            TokenKind::Phrase(text, slop) => {
                 self.count_leaf(offset)?;
-                Ok(Query::Phrase { field: owned_field(), text })
+                Ok(Query::Phrase { field: owned_field(), text, slop })
             }
             TokenKind::Range { lower, upper } => {
                 let Some(field) = field else {
@@ -712,7 +738,7 @@ mod tests {
     }
 
     fn phrase(field: Option<&str>, text: &str) -> Query {
-        Query::Phrase { field: field.map(Into::into), text: text.into() }
+        Query::Phrase { field: field.map(Into::into), text: text.into(), slop: 0 }
     }
 
     fn prefix(field: Option<&str>, prefix: &str) -> Query {
@@ -773,6 +799,21 @@ mod tests {
         assert_eq!(ok(r#"title:"a b""#), phrase(Some("title"), "a b"));
         assert_eq!(ok(r#""""#), phrase(None, ""));
         assert_eq!(ok(r#"foo"bar""#), should(vec![t("foo"), phrase(None, "bar")]));
+    }
+
+    #[test]
+    fn phrase_slop() {
+        let sloppy = |field: Option<&str>, text: &str, slop| Query::Phrase {
+            field: field.map(Into::into),
+            text: text.into(),
+            slop,
+        };
+        assert_eq!(ok(r#""a b"~2"#), sloppy(None, "a b", 2));
+        assert_eq!(ok(r#"title:"a b"~10"#), sloppy(Some("title"), "a b", 10));
+        assert_eq!(ok(r#""a b"~0"#), phrase(None, "a b"));
+        assert_eq!(ok(r#""a b"~3^2"#), boost(sloppy(None, "a b", 3), 2.0));
+        assert_eq!(ok(r#"+"a b"~1 c"#), bool_q(vec![sloppy(None, "a b", 1)], vec![t("c")], vec![]));
+        assert_eq!(ok(r#"("a b"~1)"#), sloppy(None, "a b", 1));
     }
 
     #[test]
@@ -1110,7 +1151,12 @@ mod tests {
         fails("fo*o", 2, "wildcard");
         fails("foo**", 3, "wildcard");
         fails("foo~", 3, "fuzzy");
-        fails(r#""a b"~2"#, 5, "proximity");
+        fails(r#""a b"~"#, 5, "whole number");
+        fails(r#""a b"~2.5"#, 5, "whole number");
+        fails(r#""a b"~x"#, 5, "whole number");
+        fails(r#""a b"~-1"#, 5, "whole number");
+        fails(r#""a b"~99999999999"#, 5, "whole number");
+        fails(r#""a b" ~2"#, 6, "fuzzy");
         fails("a]", 1, "unexpected ']' outside a range");
         fails("}", 0, "unexpected '}' outside a range");
         fails(r"a\", 1, "escape character");
@@ -1222,7 +1268,8 @@ mod tests {
         let field = prop::option::of(field_name());
         prop_oneof![
             4 => (field.clone(), word_text()).prop_map(|(field, text)| Query::Term { field, text }),
-            2 => (field.clone(), phrase_text()).prop_map(|(field, text)| Query::Phrase { field, text }),
+            2 => (field.clone(), phrase_text(), prop::sample::select(&[0u32, 0, 1, 3][..]))
+                .prop_map(|(field, text, slop)| Query::Phrase { field, text, slop }),
             2 => (field, word_text()).prop_map(|(field, prefix)| Query::Prefix { field, prefix }),
             2 => (field_name(), bound(), bound())
                 .prop_map(|(field, lower, upper)| Query::Range { field, lower, upper }),
@@ -1377,8 +1424,9 @@ mod tests {
         match query {
             Query::MatchAll => if ctx.is_none() && style.flip() { "*" } else { "*:*" }.to_owned(),
             Query::Term { field, text } => field_prefix(field.as_deref(), style) + &escape_word(text),
-            Query::Phrase { field, text } => {
-                format!("{}\"{}\"", field_prefix(field.as_deref(), style), escape_phrase(text))
+            Query::Phrase { field, text, slop } => {
+                let slop = if *slop > 0 { format!("~{slop}") } else { String::new() };
+                format!("{}\"{}\"{slop}", field_prefix(field.as_deref(), style), escape_phrase(text))
             }
             Query::Prefix { field, prefix } => {
                 field_prefix(field.as_deref(), style) + &escape_word(prefix) + "*"

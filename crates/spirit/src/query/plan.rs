@@ -1,7 +1,7 @@
 //! Planning: from the AST to a [`Node`] tree with analyzed term keys, resolved fields and expanded
 //! prefixes.
 
-use super::ast::Query;
+use super::ast::{Query, MAX_SLOP};
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, Snapshot};
 use crate::schema::{parse_date_millis, term_key, FieldType, Schema};
@@ -23,11 +23,13 @@ pub enum Node {
         field: u16,
         key: Vec<u8>,
     },
-    /// Terms at relative positions `offsets` (from the analyzer, so removed stop words leave gaps).
+    /// Terms at relative positions `offsets` (from the analyzer, so removed stop words leave gaps,
+    /// ascending), or within `slop` position moves of them ([`Query::Phrase`]).
     Phrase {
         field: u16,
         keys: Vec<Vec<u8>>,
         offsets: Vec<u32>,
+        slop: u32,
     },
     /// Union of terms with constant score 1 (prefix queries).
     TermSet {
@@ -138,8 +140,16 @@ fn parse_number(schema: &Schema, field: u16, s: &str) -> Result<f64> {
 fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
     Ok(match q {
         Query::MatchAll => Node::All,
-        Query::Term { field, text } | Query::Phrase { field, text } => {
-            let phrase = matches!(q, Query::Phrase { .. });
+        Query::Term { field, text } | Query::Phrase { field, text, .. } => {
+            let (phrase, slop) = match q {
+                Query::Phrase { slop, .. } => (true, *slop),
+                _ => (false, 0),
+            };
+            if slop > MAX_SLOP {
+                return Err(Error::InvalidArgument(format!(
+                    "phrase slop must be at most {MAX_SLOP}, got {slop}"
+                )));
+            }
             per_field(field, schema, |fid| {
                 let def = schema.field(fid);
                 Ok(match def.ty {
@@ -168,7 +178,7 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
                                     })
                                     .collect();
                                 let offsets = toks.iter().map(|(_, p)| p - first).collect();
-                                Node::Phrase { field: fid, keys, offsets }
+                                Node::Phrase { field: fid, keys, offsets, slop }
                             }
                         }
                     }

@@ -39,7 +39,10 @@ pub fn leaf() -> impl Strategy<Value = Query> {
     let field = prop_oneof![Just(None), Just(Some("title".to_string())), Just(Some("body".to_string()))];
     prop_oneof![
         4 => (field.clone(), word()).prop_map(|(field, text)| Query::Term { field, text }),
-        2 => (field.clone(), word(), word()).prop_map(|(field, a, b)| Query::Phrase { field, text: format!("{a} {b}") }),
+        2 => (field.clone(), word(), word(), prop::sample::select(&[0u32, 0, 1, 2, 5][..]))
+            .prop_map(|(field, a, b, slop)| Query::Phrase { field, text: format!("{a} {b}"), slop }),
+        1 => (field.clone(), word(), word(), word(), 1u32..4)
+            .prop_map(|(field, a, b, c, slop)| Query::Phrase { field, text: format!("{a} {b} {c}"), slop }),
         1 => (field, 0usize..10, 1usize..3).prop_map(|(field, w, n)| Query::Prefix { field, prefix: WORDS[w][..n].to_string() }),
         1 => (0usize..3).prop_map(|t| Query::Term { field: Some("tag".into()), text: TAGS[t].into() }),
         1 => (0i64..40, 0i64..20, any::<bool>()).prop_map(|(lo, w, inc)| Query::Range {

@@ -140,7 +140,11 @@ impl Reference {
     pub fn eval(&self, q: &Query, d: &RefDoc) -> Option<f64> {
         match q {
             Query::MatchAll => Some(1.0),
-            Query::Term { field, text } | Query::Phrase { field, text } => {
+            Query::Term { field, text } | Query::Phrase { field, text, .. } => {
+                let slop = match q {
+                    Query::Phrase { slop, .. } => *slop as i64,
+                    _ => 0,
+                };
                 let toks: Vec<String> = spirit::analysis::Analyzer::new(Default::default())
                     .analyze_to_vec(text)
                     .into_iter()
@@ -160,7 +164,7 @@ impl Reference {
                             idf * 1.0 / (1.0 + K1)
                         }),
                         "n" => text.parse::<f64>().ok().filter(|x| *x == d.n as f64).map(|_| 1.0),
-                        "title" | "body" => self.text_score(f, &toks, d),
+                        "title" | "body" => self.text_score(f, &toks, slop, d),
                         _ => None,
                     };
                     if let Some(s) = s {
@@ -231,13 +235,18 @@ impl Reference {
         }
     }
 
-    fn text_score(&self, f: &str, toks: &[String], d: &RefDoc) -> Option<f64> {
+    fn text_score(&self, f: &str, toks: &[String], slop: i64, d: &RefDoc) -> Option<f64> {
         let ts = d.field(f).unwrap();
         match toks.len() {
             0 => None,
             1 => {
                 let tf = ts.iter().filter(|t| **t == toks[0]).count();
                 (tf > 0).then(|| self.bm25(f, self.idf(f, &toks[0]), tf as f64, ts.len()))
+            }
+            _ if slop > 0 => {
+                let freq = sloppy_freq(ts, toks, slop);
+                let idf: f64 = toks.iter().map(|t| self.idf(f, t)).sum();
+                (freq > 0.0).then(|| self.bm25(f, idf, freq, ts.len()))
             }
             _ => {
                 let freq = (0..ts.len())
@@ -256,6 +265,80 @@ impl Reference {
             .filter(|d| d.live)
             .filter_map(|d| self.eval(q, d).map(|s| (s, d.seq, d.id.clone())))
             .collect()
+    }
+}
+
+/// Lucene's sloppy phrase frequency of the phrase `toks` (consecutive offsets) in the tokens `ts`, written
+/// as a set of cursors ordered by phrase position (position less offset): the one furthest behind moves on;
+/// when it passes the next, the spread it left is a match if at most `slop`, counting `1 / (1 + spread)`.
+/// Cursors of a repeated term never share a position (the one behind in phrase position moves on).
+fn sloppy_freq(ts: &[String], toks: &[String], slop: i64) -> f64 {
+    let lists: Vec<Vec<i64>> =
+        toks.iter().map(|t| (0..ts.len()).filter(|&i| ts[i] == *t).map(|i| i as i64).collect()).collect();
+    if lists.iter().any(Vec::is_empty) {
+        return 0.0;
+    }
+    let n = toks.len();
+    let mut idx = vec![0usize; n];
+    // (phrase position, term) of every cursor, ordered.
+    let mut set: std::collections::BTreeSet<(i64, usize)> =
+        (0..n).map(|j| (lists[j][0] - j as i64, j)).collect();
+    let mut end = set.iter().map(|c| c.0).max().unwrap();
+    // Moves cursor `j` on; false at its end.
+    let step = |j: usize,
+                idx: &mut Vec<usize>,
+                set: &mut std::collections::BTreeSet<(i64, usize)>,
+                end: &mut i64| {
+        let old = lists[j][idx[j]] - j as i64;
+        idx[j] += 1;
+        let Some(&p) = lists[j].get(idx[j]) else { return false };
+        set.remove(&(old, j));
+        set.insert((p - j as i64, j));
+        *end = (*end).max(p - j as i64);
+        true
+    };
+    let here = |j: usize, idx: &Vec<usize>| lists[j][idx[j]];
+    // Moves colliding cursors of `j`'s term (same position) until none collide; false when one runs out.
+    let settle = |j: usize,
+                  idx: &mut Vec<usize>,
+                  set: &mut std::collections::BTreeSet<(i64, usize)>,
+                  end: &mut i64| {
+        let mut p = j;
+        while let Some(k) = (0..n).find(|&k| k != p && toks[k] == toks[p] && here(k, idx) == here(p, idx)) {
+            // Same position: the larger offset is the one behind in phrase position.
+            p = p.max(k);
+            if !step(p, idx, set, end) {
+                return false;
+            }
+        }
+        true
+    };
+    for j in 0..n {
+        if !settle(j, &mut idx, &mut set, &mut end) {
+            return 0.0;
+        }
+    }
+    let mut freq = 0.0;
+    loop {
+        let &(first, p) = set.iter().next().unwrap();
+        let next = set.iter().nth(1).map_or(i64::MAX, |c| c.0);
+        let mut spread = end - first;
+        loop {
+            if !step(p, &mut idx, &mut set, &mut end) || !settle(p, &mut idx, &mut set, &mut end) {
+                if spread <= slop {
+                    freq += 1.0 / (1.0 + spread as f64);
+                }
+                return freq;
+            }
+            let now = lists[p][idx[p]] - p as i64;
+            if now > next {
+                if spread <= slop {
+                    freq += 1.0 / (1.0 + spread as f64);
+                }
+                break;
+            }
+            spread = spread.min(end - now);
+        }
     }
 }
 
