@@ -1,0 +1,27 @@
+// The Lucene side of tests/lucene_parity.rs: exact and sloppy phrase scores on a few documents, printed as
+// `QUERY ~SLOP: DOC=SCORE ...`. Run with the Lucene core jar the benchmark's Maven build fetches:
+//   CP=~/.m2/repository/org/apache/lucene/lucene-core/10.4.0/lucene-core-10.4.0.jar
+//   javac -cp $CP PhraseScores.java && java -cp $CP:. PhraseScores
+import org.apache.lucene.analysis.standard.StandardAnalyzer;
+import org.apache.lucene.document.*;
+import org.apache.lucene.index.*;
+import org.apache.lucene.search.*;
+import org.apache.lucene.store.*;
+public class PhraseScores {
+  public static void main(String[] a) throws Exception {
+    Directory d = new ByteBuffersDirectory();
+    IndexWriter w = new IndexWriter(d, new IndexWriterConfig(new StandardAnalyzer(org.apache.lucene.analysis.CharArraySet.EMPTY_SET)));
+    String[] docs = {"quick fox a b", "quick x fox a", "fox quick a b", "quick x y fox", "quick fox quick x fox fox quick", "a a x a b a", "to be or not to be x to be"};
+    for (String s : docs) { Document doc = new Document(); doc.add(new TextField("body", s, Field.Store.YES)); w.addDocument(doc); }
+    w.close();
+    IndexSearcher s = new IndexSearcher(DirectoryReader.open(d));
+    String[][] qs = {{"quick","fox"},{"a","a"},{"a","b"},{"to","be","or","not","to","be"},{"fox","quick"},{"quick","x","fox"}};
+    for (String[] q : qs) for (int slop : new int[]{0,1,2,3}) {
+      PhraseQuery.Builder b = new PhraseQuery.Builder(); for (String t : q) b.add(new Term("body", t)); b.setSlop(slop);
+      TopDocs td = s.search(b.build(), 10);
+      StringBuilder sb = new StringBuilder(String.join(" ", q) + " ~" + slop + ":");
+      for (ScoreDoc sd : td.scoreDocs) sb.append(" " + sd.doc + "=" + sd.score);
+      System.out.println(sb);
+    }
+  }
+}
