@@ -144,6 +144,19 @@ def test_match_phrase(client, ix):
         assert re.search(r"\bboundar[a-z]*[^a-z0-9]+layer", h["_source"]["body"].lower()), h["_id"]
 
 
+def test_match_phrase_slop(client, ix):
+    def ids(text, slop):
+        body = {"query": {"match_phrase": {"body": {"query": text, "slop": slop}}}, "size": 1000}
+        return {h["_id"] for h in hits(client.search(index=INDEX, body=body))}
+
+    # Two swapped words are two moves apart: "layer boundary"~2 finds every "boundary layer" too.
+    swapped, near, exact = ids("layer boundary", 0), ids("layer boundary", 2), ids("boundary layer", 0)
+    assert exact and swapped | exact <= near and swapped < near
+    assert not exact <= ids("layer boundary", 1)
+    r = client.search(index=INDEX, body={"query": {"query_string": {"query": 'body:"layer boundary"~2'}}, "size": 1000})
+    assert {h["_id"] for h in hits(r)} == near
+
+
 def test_bool_must_must_not_filter_should(client, ix):
     q = {
         "bool": {
