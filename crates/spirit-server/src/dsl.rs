@@ -4,7 +4,7 @@
 //! (`best_fields`, `most_fields`, `phrase` with `slop`; scored as the sum over fields), `term`, `terms` (constant score,
 //! as in Elasticsearch), `exists`, `constant_score`, `dis_max` (`tie_breaker` 0), `range`
 //! (`gt`/`gte`/`lt`/`lte`), `prefix`, `bool` (`must`, `should`, `must_not`, `filter`,
-//! `minimum_should_match`: a count, negative count, percentage or negative percentage, on `bool` and on
+//! `minimum_should_match`: a count, negative count, percentage, negative percentage or conditions, on `bool` and on
 //! `match`) and `query_string` (spirit's Lucene-style syntax, `^` boosts included), each
 //! with Elasticsearch's `boost` parameter (and `multi_match`'s per-field `"title^3"`): the clause's score
 //! times the boost ([`Query::Boost`]); a negative or non-numeric boost is a 400. Anything else — another
@@ -460,30 +460,55 @@ fn check_keys(kind: &str, v: &(impl AsMap + ?Sized), allowed: &[&str]) -> ApiRes
 }
 
 /// Elasticsearch's `minimum_should_match` for `n` optional clauses: a count (`2`), all but a count (`-1`), a
-/// percentage rounded down (`"75%"`) or all but a percentage rounded down (`"-25%"`), clamped to `[0, n]`.
-/// Combinations (`"3<90%"`) are refused by name.
+/// percentage rounded down (`"75%"`) or all but a percentage rounded down (`"-25%"`), clamped to `[0, n]`;
+/// or conditions (`"3<90%"`, `"2<-25% 9<-3"`), as Lucene's `calculateMinShouldMatch` reads them: every
+/// clause is required up to the first bound, past each `N<spec` the spec applies (the last whose bound `n`
+/// exceeds).
 fn minimum_should_match(v: &Value, n: usize) -> ApiResult<usize> {
     let text = match v {
         Value::Number(x) => x.to_string(),
         Value::String(s) => s.trim().to_string(),
         _ => String::new(),
     };
+    let bad = || {
+        ApiError::unsupported(format!(
+            "[minimum_should_match] [{v}] (a count, a negative count, a percentage, or conditions like \"3<90%\")"
+        ))
+    };
+    if !text.contains('<') {
+        return simple_minimum_should_match(&text, n).ok_or_else(bad);
+    }
+    // Spaces around `<` do not separate conditions.
+    let mut squeezed = text.clone();
+    while squeezed.contains(" <") || squeezed.contains("< ") {
+        squeezed = squeezed.replace(" <", "<").replace("< ", "<");
+    }
+    let mut required = n;
+    for cond in squeezed.split_whitespace() {
+        let (bound, spec) = cond.split_once('<').ok_or_else(bad)?;
+        let bound: usize = bound.parse().map_err(|_| bad())?;
+        if n <= bound {
+            return Ok(required);
+        }
+        required = simple_minimum_should_match(spec, n).ok_or_else(bad)?;
+    }
+    Ok(required)
+}
+
+/// One `minimum_should_match` spec without conditions ([`minimum_should_match`]), or `None` if malformed.
+fn simple_minimum_should_match(text: &str, n: usize) -> Option<usize> {
     let (negative, rest) = match text.strip_prefix('-') {
         Some(r) => (true, r),
-        None => (false, text.as_str()),
+        None => (false, text),
     };
     let (percent, digits) = match rest.strip_suffix('%') {
         Some(d) => (true, d),
         None => (false, rest),
     };
-    let Ok(x) = digits.parse::<u64>() else {
-        return Err(ApiError::unsupported(format!(
-            "[minimum_should_match] [{v}] (a count, a negative count or a percentage)"
-        )));
-    };
+    let x = digits.parse::<u64>().ok()?;
     let part = if percent { (n as u64).saturating_mul(x.min(100)) / 100 } else { x };
     let required = if negative { (n as u64).saturating_sub(part) } else { part };
-    Ok(required.min(n as u64) as usize)
+    Some(required.min(n as u64) as usize)
 }
 
 /// A `match` query's terms with its `minimum_should_match` (an OR of terms made an at-least; an AND or a
@@ -810,7 +835,17 @@ mod tests {
         assert_eq!(v(json!("-30%"), 4).unwrap(), 3, "the part left out is rounded down");
         assert_eq!(v(json!(9), 4).unwrap(), 4, "clamped to the clause count");
         assert_eq!(v(json!(-9), 4).unwrap(), 0);
-        for bad in [json!("3<90%"), json!("x"), json!(1.5), json!(true)] {
+        // Conditions: all up to the first bound, then the spec of the last bound exceeded.
+        for (n, want) in [(1, 1), (3, 3), (4, 3), (10, 9)] {
+            assert_eq!(v(json!("3<90%"), n).unwrap(), want, "3<90% of {n}");
+        }
+        for (n, want) in [(2, 2), (3, 3), (4, 3), (9, 7), (10, 7), (12, 9)] {
+            assert_eq!(v(json!("2<-25% 9<-3"), n).unwrap(), want, "2<-25% 9<-3 of {n}");
+        }
+        assert_eq!(v(json!(" 2 < -25%  9 <-3 "), 12).unwrap(), 9, "spaces around '<'");
+        for bad in
+            [json!("3<"), json!("<90%"), json!("x<1"), json!("3<90% 5"), json!("x"), json!(1.5), json!(true)]
+        {
             let e = v(bad.clone(), 4).unwrap_err();
             assert!(e.reason.contains("minimum_should_match"), "{bad}: {}", e.reason);
         }
