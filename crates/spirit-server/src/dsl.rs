@@ -2,7 +2,7 @@
 //!
 //! Supported: `match_all`, `match_none`, `match` (`operator`), `match_phrase` (`slop`), `multi_match`
 //! (`best_fields`, `most_fields`, `phrase` with `slop`; scored as the sum over fields), `term`, `terms` (constant score,
-//! as in Elasticsearch), `exists`, `constant_score`, `dis_max` (`tie_breaker` 0), `range`
+//! as in Elasticsearch), `exists`, `constant_score`, `dis_max` (`tie_breaker` from 0 to 1), `range`
 //! (`gt`/`gte`/`lt`/`lte`), `prefix`, `bool` (`must`, `should`, `must_not`, `filter`,
 //! `minimum_should_match`: a count, negative count, percentage, negative percentage or conditions, on `bool` and on
 //! `match`) and `query_string` (spirit's Lucene-style syntax, `^` boosts included), each
@@ -155,16 +155,22 @@ impl<'a> Translator<'a> {
             }
             "dis_max" => {
                 check_keys(kind, body, &["queries", "tie_breaker", "boost"])?;
-                if body.get("tie_breaker").and_then(Value::as_f64).is_some_and(|t| t != 0.0) {
-                    return Err(ApiError::unsupported("[dis_max] with a [tie_breaker] other than 0"));
+                let tie_breaker = match body.get("tie_breaker") {
+                    None | Some(Value::Null) => Some(0.0),
+                    Some(Value::Number(n)) => n.as_f64(),
+                    Some(Value::String(s)) => s.trim().parse::<f64>().ok(),
+                    Some(_) => None,
                 }
+                .filter(|t| (0.0..=1.0).contains(t))
+                .ok_or_else(|| ApiError::parsing("[dis_max] [tie_breaker] must be a number from 0 to 1"))?
+                    as f32;
                 let of = match body.get("queries") {
                     Some(Value::Array(qs)) if !qs.is_empty() => {
                         qs.iter().map(|q| self.q(q, depth + 1)).collect::<ApiResult<Vec<_>>>()?
                     }
                     _ => return Err(ApiError::parsing("[dis_max] needs a non-empty array of [queries]")),
                 };
-                boosted(Query::DisMax { of }, body)
+                boosted(Query::DisMax { of, tie_breaker }, body)
             }
             "range" => {
                 let (field, params) = single_field(kind, body, "")?;
@@ -245,7 +251,7 @@ impl<'a> Translator<'a> {
                 Ok(())
             }
             Query::Boost { query, .. } | Query::ConstantScore { query, .. } => self.count_leaves(query),
-            Query::AtLeast { of, .. } | Query::DisMax { of } => {
+            Query::AtLeast { of, .. } | Query::DisMax { of, .. } => {
                 of.iter().try_for_each(|c| self.count_leaves(c))
             }
             _ => self.leaf(),
@@ -417,7 +423,7 @@ fn set_default_field(q: &mut Query, field: &str) {
             }
         }
         Query::Boost { query, .. } | Query::ConstantScore { query, .. } => set_default_field(query, field),
-        Query::AtLeast { of, .. } | Query::DisMax { of } => {
+        Query::AtLeast { of, .. } | Query::DisMax { of, .. } => {
             of.iter_mut().for_each(|c| set_default_field(c, field))
         }
         _ => {}
@@ -608,7 +614,9 @@ pub fn positive_leaves<'q>(q: &'q Query, out: &mut Vec<&'q Query>) {
             }
         }
         Query::Boost { query, .. } | Query::ConstantScore { query, .. } => positive_leaves(query, out),
-        Query::AtLeast { of, .. } | Query::DisMax { of } => of.iter().for_each(|c| positive_leaves(c, out)),
+        Query::AtLeast { of, .. } | Query::DisMax { of, .. } => {
+            of.iter().for_each(|c| positive_leaves(c, out))
+        }
         Query::MatchAll | Query::Range { .. } => {}
         leaf => out.push(leaf),
     }
@@ -897,11 +905,17 @@ mod tests {
         assert_eq!(
             tr(json!({"dis_max": {"queries": [{"term": {"tag": "a"}}, {"match": {"body": "x"}}], "tie_breaker": 0}}))
                 .unwrap(),
-            Query::DisMax { of: vec![term("tag", "a"), term("body", "x")] }
+            Query::DisMax { of: vec![term("tag", "a"), term("body", "x")], tie_breaker: 0.0 }
         );
-        let e =
-            tr(json!({"dis_max": {"queries": [{"term": {"tag": "a"}}], "tie_breaker": 0.7}})).unwrap_err();
-        assert!(e.reason.contains("tie_breaker"), "{}", e.reason);
+        assert_eq!(
+            tr(json!({"dis_max": {"queries": [{"term": {"tag": "a"}}], "tie_breaker": 0.7}})).unwrap(),
+            Query::DisMax { of: vec![term("tag", "a")], tie_breaker: 0.7 }
+        );
+        for bad in [json!(-0.1), json!(1.5), json!("x"), json!([0.5])] {
+            let e = tr(json!({"dis_max": {"queries": [{"term": {"tag": "a"}}], "tie_breaker": bad}}))
+                .unwrap_err();
+            assert!(e.reason.contains("tie_breaker"), "{}", e.reason);
+        }
         assert!(tr(json!({"dis_max": {"queries": []}})).is_err());
         assert!(tr(json!({"constant_score": {"query": {"term": {"tag": "a"}}}})).is_err());
         assert!(tr(json!({"constant_score": {"filter": {"term": {"tag": "a"}}, "boost": -2}})).is_err());

@@ -1,10 +1,11 @@
-//! Phrase scores equal Lucene's: exact and sloppy phrases (`"a b"~N`) on a few documents, including
-//! repeated terms, give the hits and BM25 scores that Lucene 10.4's `PhraseQuery` gives (standard analyzer
+//! Scores equal Lucene's: exact and sloppy phrases (`"a b"~N`) on a few documents, including repeated
+//! terms, give the hits and BM25 scores that Lucene 10.4's `PhraseQuery` gives, and a dis-max of terms with
+//! a tie breaker those of its `DisjunctionMaxQuery` (standard analyzer
 //! without stop words, k1 1.2, b 0.75). The expected values were printed by `tests/lucene/PhraseScores.java`
 //! (how to run it is at its top); one shard, so the statistics are the same whole-index ones. Checked on the
 //! fresh segment and again after a force merge.
 
-use spirit::{Index, SearchOptions, ShardConfig};
+use spirit::{Index, Query, SearchOptions, ShardConfig};
 
 const DOCS: [&str; 7] = [
     "quick fox a b",
@@ -41,7 +42,10 @@ fox quick ~3: 4=0.43310574 2=0.38172525 0=0.19267052 1=0.15442896
 quick x fox ~0: 1=0.5725879 4=0.45684552
 quick x fox ~1: 1=0.5725879 4=0.45684552 3=0.3841282
 quick x fox ~2: 1=0.5725879 4=0.45684552 3=0.3841282
-quick x fox ~3: 1=0.5725879 4=0.5183866 3=0.3841282";
+quick x fox ~3: 1=0.5725879 4=0.5183866 3=0.3841282
+dismax quick fox a ~0.0: 5=0.43466875 0=0.29308096 1=0.29308096 2=0.29308096 4=0.2520062 3=0.19086263
+dismax quick fox a ~0.3: 5=0.43466875 0=0.40759853 1=0.40759853 2=0.40759853 4=0.32760808 3=0.24812141
+dismax quick fox a ~1.0: 0=0.67480624 1=0.67480624 2=0.67480624 4=0.5040124 5=0.43466875 3=0.38172525";
 
 #[test]
 fn phrase_scores_equal_lucenes() {
@@ -69,7 +73,18 @@ fn check(index: &Index) {
                 (d.to_string(), s.parse().unwrap())
             })
             .collect();
-        let res = index.search(&format!("body:\"{terms}\"~{slop}"), &opts).unwrap();
+        let res = match terms.strip_prefix("dismax ") {
+            // A dis_max of term queries, `~` its tie breaker.
+            Some(terms) => {
+                let of = terms
+                    .split(' ')
+                    .map(|t| Query::Term { field: Some("body".into()), text: t.into() })
+                    .collect();
+                let q = Query::DisMax { of, tie_breaker: slop.parse().unwrap() };
+                index.search_query(&q, &opts).unwrap()
+            }
+            None => index.search(&format!("body:\"{terms}\"~{slop}"), &opts).unwrap(),
+        };
         let mut got: Vec<(String, f32)> = res.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
         // Ties may come in another order (Lucene's oldest first, spirit's newest first).
         let by_id = |v: &mut Vec<(String, f32)>| v.sort_by(|a, b| a.0.cmp(&b.0));

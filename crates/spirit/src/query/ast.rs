@@ -45,9 +45,9 @@ pub enum Query {
     /// What `query` matches, every match scoring `score` (finite, at least 0) whatever its relevance:
     /// Elasticsearch's `constant_score` (and its `terms` query, which scores 1).
     ConstantScore { query: Box<Query>, score: f32 },
-    /// What any clause matches, scored as the best clause's score (Elasticsearch's `dis_max` with a tie
-    /// breaker of 0).
-    DisMax { of: Vec<Query> },
+    /// What any clause matches, scored as the best clause's score plus `tie_breaker` (from 0 to 1) times the
+    /// other matching clauses' scores (Elasticsearch's `dis_max`, Lucene's `DisjunctionMaxQuery`).
+    DisMax { of: Vec<Query>, tie_breaker: f32 },
 }
 
 impl Query {

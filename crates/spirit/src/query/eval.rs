@@ -389,7 +389,8 @@ enum Weight {
         must_not: Vec<Weight>,
         filter: Vec<Weight>,
     },
-    DisMax(Vec<Weight>),
+    /// Best clause plus the tie breaker times the others.
+    DisMax(Vec<Weight>, f32),
     /// A weight whose matches all score the factor, whatever the inner weight would score: a boosted
     /// constant-score clause (match-all, prefix, exists, range; [`Node::Boost`]) or a constant-score query
     /// ([`Node::Constant`]).
@@ -471,8 +472,8 @@ fn weight_boosted(n: &Node, ctx: &mut Ctx<'_>, boost: f32) -> Result<Weight> {
                 filter: ws(filter, 1.0)?,
             }
         }
-        Node::DisMax(v) => {
-            Weight::DisMax(v.iter().map(|n| weight_boosted(n, ctx, boost)).collect::<Result<_>>()?)
+        Node::DisMax(v, tie) => {
+            Weight::DisMax(v.iter().map(|n| weight_boosted(n, ctx, boost)).collect::<Result<_>>()?, *tie)
         }
         Node::Boost(n, b) => weight_boosted(n, ctx, boost * b)?,
         Node::Constant(n, score) => Weight::Scaled(Box::new(weight_boosted(n, ctx, 1.0)?), score * boost),
@@ -1272,10 +1273,20 @@ impl Scorer for ConstScorer<'_> {
 /// sorted by upper bound, and the longest prefix whose bounds add up to less than the threshold is
 /// *non-essential* — those clauses alone cannot make a document competitive, so the union only iterates the
 /// essential ones and merely advances the others to each candidate.
+/// How a union combines its matching clauses' scores.
+#[derive(Clone, Copy, PartialEq)]
+enum Combine {
+    /// Their sum (an OR).
+    Sum,
+    /// The best plus `tie` (0 to 1) times the others, summed in query order (a dis-max, as Lucene's
+    /// `DisjunctionMaxScorer`: the others in double precision).
+    Max { tie: f32 },
+}
+
 struct UnionScorer<S> {
     subs: Vec<S>,
     doc: u32,
-    max: bool,
+    combine: Combine,
     /// Clauses `0..essential_from` are non-essential (MaxScore); 0 without a threshold.
     essential_from: usize,
     /// `cum[i]` = sum of the upper bounds of clauses `0..=i` (clauses sorted by bound).
@@ -1290,7 +1301,7 @@ struct UnionScorer<S> {
 }
 
 impl<S: Scorer> UnionScorer<S> {
-    fn new(subs: Vec<S>, max: bool) -> UnionScorer<S> {
+    fn new(subs: Vec<S>, combine: Combine) -> UnionScorer<S> {
         let mut sorted: Vec<(usize, S)> = subs.into_iter().enumerate().collect();
         sorted.sort_by(|a, b| a.1.upper_bound().total_cmp(&b.1.upper_bound()));
         let (plan, subs): (Vec<usize>, Vec<_>) = sorted.into_iter().unzip();
@@ -1303,8 +1314,16 @@ impl<S: Scorer> UnionScorer<S> {
             })
             .collect();
         let parts = vec![None; subs.len()];
-        let mut u =
-            UnionScorer { subs, doc: 0, max, essential_from: 0, cum, theta: f32::NEG_INFINITY, plan, parts };
+        let mut u = UnionScorer {
+            subs,
+            doc: 0,
+            combine,
+            essential_from: 0,
+            cum,
+            theta: f32::NEG_INFINITY,
+            plan,
+            parts,
+        };
         u.settle();
         u
     }
@@ -1344,21 +1363,43 @@ impl<S: Scorer> Scorer for UnionScorer<S> {
                 self.parts[self.plan[i]] = Some(s.score());
             }
         }
-        let mut acc = 0.0f32;
-        for x in self.parts.iter_mut().filter_map(Option::take) {
-            acc = if self.max { acc.max(x) } else { acc + x };
+        match self.combine {
+            Combine::Sum => self.parts.iter_mut().filter_map(Option::take).fold(0.0f32, |acc, x| acc + x),
+            Combine::Max { tie } => {
+                let (mut best, mut others) = (0.0f32, 0.0f64);
+                for x in self.parts.iter_mut().filter_map(Option::take) {
+                    if x >= best {
+                        others += best as f64;
+                        best = x;
+                    } else {
+                        others += x as f64;
+                    }
+                }
+                if tie == 0.0 {
+                    best
+                } else {
+                    (best as f64 + others * tie as f64) as f32
+                }
+            }
         }
-        acc
     }
     fn upper_bound(&self) -> f32 {
-        if self.max {
-            self.subs.iter().map(|s| s.upper_bound()).fold(0.0, f32::max)
-        } else {
-            self.cum.last().copied().unwrap_or(0.0)
+        let sum = self.cum.last().copied().unwrap_or(0.0);
+        match self.combine {
+            Combine::Sum => sum,
+            // best + tie·others ≤ max + tie·sum, with room for the roundings (others ≤ sum − best).
+            Combine::Max { tie } => {
+                let max = self.subs.iter().map(|s| s.upper_bound()).fold(0.0, f32::max);
+                if tie == 0.0 {
+                    max
+                } else {
+                    max + tie * sum
+                }
+            }
         }
     }
     fn set_threshold(&mut self, theta: f32) {
-        if self.max || theta <= self.theta {
+        if self.combine != Combine::Sum || theta <= self.theta {
             return;
         }
         self.theta = theta;
@@ -1618,7 +1659,10 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
                 })
                 .filter(|s| s.doc() != NO_DOC)
                 .collect();
-            Box::new(ConstScorer { inner: Box::new(UnionScorer::new(subs, true)), score: 1.0 })
+            Box::new(ConstScorer {
+                inner: Box::new(UnionScorer::new(subs, Combine::Max { tie: 0.0 })),
+                score: 1.0,
+            })
         }
         Weight::Exists { field } => {
             let field = *field;
@@ -1668,9 +1712,9 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             s.settle();
             Box::new(s)
         }
-        Weight::DisMax(ws) => {
+        Weight::DisMax(ws, tie) => {
             let subs = ws.iter().map(|w| scorer(w, ctx, si)).collect();
-            Box::new(UnionScorer::new(subs, true))
+            Box::new(UnionScorer::new(subs, Combine::Max { tie: *tie }))
         }
         Weight::Bool { must, should, must_not, filter } => {
             // Only terms, all required or all optional (AND and OR of words): clauses of one concrete type.
@@ -1685,7 +1729,7 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
                         c.settle(0);
                         return Box::new(c);
                     }
-                    Some(t) if t.len() > 1 => return Box::new(UnionScorer::new(t, false)),
+                    Some(t) if t.len() > 1 => return Box::new(UnionScorer::new(t, Combine::Sum)),
                     _ => {}
                 }
             }
@@ -1699,7 +1743,10 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
                 if ws.is_empty() {
                     return None;
                 }
-                Some(Box::new(UnionScorer::new(ws.iter().map(|w| scorer(w, ctx, si)).collect(), false)))
+                Some(Box::new(UnionScorer::new(
+                    ws.iter().map(|w| scorer(w, ctx, si)).collect(),
+                    Combine::Sum,
+                )))
             };
             let opt = union(should);
             let excl = union(must_not);
@@ -4429,7 +4476,7 @@ fn leaves(w: &Weight, out: &mut Vec<(f32, f32)>) {
                 leaves(c, out);
             }
         }
-        Weight::DisMax(v) | Weight::AtLeast { of: v, .. } => v.iter().for_each(|c| leaves(c, out)),
+        Weight::DisMax(v, _) | Weight::AtLeast { of: v, .. } => v.iter().for_each(|c| leaves(c, out)),
         _ => {}
     }
 }
@@ -4742,7 +4789,7 @@ fn work(w: &Weight, ctx: &Ctx<'_>) -> u64 {
         Weight::Bool { must, should, must_not, filter } => {
             must.iter().chain(should).chain(must_not).chain(filter).map(|c| work(c, ctx)).sum()
         }
-        Weight::DisMax(v) => v.iter().map(|c| work(c, ctx)).sum(),
+        Weight::DisMax(v, _) => v.iter().map(|c| work(c, ctx)).sum(),
         Weight::Scaled(w, _) => work(w, ctx),
         Weight::AtLeast { of, .. } => of.iter().map(|c| work(c, ctx)).sum(),
     }

@@ -51,8 +51,9 @@ pub enum Node {
         must_not: Vec<Node>,
         filter: Vec<Node>,
     },
-    /// Best of its clauses (one unqualified term over several default fields).
-    DisMax(Vec<Node>),
+    /// Best of its clauses plus the tie breaker (from 0 to 1) times the others' scores (one unqualified term
+    /// over several default fields: tie breaker 0).
+    DisMax(Vec<Node>, f32),
     /// The node's scores multiplied by the factor ([`Query::Boost`]; never 1, never around `Nothing` or
     /// `Dropped`, never directly around another `Boost`: planning folds those).
     Boost(Box<Node>, f32),
@@ -99,12 +100,12 @@ fn per_field(
             None => Node::Nothing,
         });
     }
-    Ok(dis_max(nodes))
+    Ok(dis_max(nodes, 0.0))
 }
 
 /// The best of `nodes`: dropped if every one of them is (stop words), nothing if none can match, the one
 /// left, or their [`Node::DisMax`].
-fn dis_max(mut nodes: Vec<Node>) -> Node {
+fn dis_max(mut nodes: Vec<Node>, tie_breaker: f32) -> Node {
     if nodes.iter().all(|n| *n == Node::Dropped) && !nodes.is_empty() {
         return Node::Dropped;
     }
@@ -112,7 +113,7 @@ fn dis_max(mut nodes: Vec<Node>) -> Node {
     match nodes.len() {
         0 => Node::Nothing,
         1 => nodes.pop().expect("one node"),
-        _ => Node::DisMax(nodes),
+        _ => Node::DisMax(nodes, tie_breaker),
     }
 }
 
@@ -269,8 +270,13 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
                 n => Node::Constant(Box::new(n), *score),
             }
         }
-        Query::DisMax { of } => {
-            dis_max(of.iter().map(|q| plan_inner(q, schema, snaps)).collect::<Result<_>>()?)
+        Query::DisMax { of, tie_breaker } => {
+            if !(0.0..=1.0).contains(tie_breaker) {
+                return Err(Error::InvalidArgument(format!(
+                    "[dis_max] tie_breaker must be from 0 to 1, got {tie_breaker}"
+                )));
+            }
+            dis_max(of.iter().map(|q| plan_inner(q, schema, snaps)).collect::<Result<_>>()?, *tie_breaker)
         }
         Query::Boost { query, boost } => {
             check_factor("boost", *boost)?;

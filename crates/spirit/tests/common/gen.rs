@@ -86,7 +86,9 @@ pub fn query() -> impl Strategy<Value = Query> {
             .prop_map(|(min, of)| Query::AtLeast { min, of });
         let constant = (inner.clone(), proptest::sample::select(&[0.0f32, 1.0, 2.5][..]))
             .prop_map(|(q, score)| Query::ConstantScore { query: Box::new(q), score });
-        let dis_max = proptest::collection::vec(inner, 1..4).prop_map(|of| Query::DisMax { of });
+        let dis_max =
+            (proptest::collection::vec(inner, 1..4), prop::sample::select(&[0.0f32, 0.0, 0.3, 1.0][..]))
+                .prop_map(|(of, tie_breaker)| Query::DisMax { of, tie_breaker });
         prop_oneof![8 => bool, 2 => at_least, 1 => constant, 1 => dis_max]
             .prop_flat_map(|q| maybe_boosted(Just(q)))
     })

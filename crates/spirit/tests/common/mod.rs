@@ -227,7 +227,12 @@ impl Reference {
             }
             Query::Boost { query, boost } => self.eval(query, d).map(|s| s * *boost as f64),
             Query::ConstantScore { query, score } => self.eval(query, d).map(|_| *score as f64),
-            Query::DisMax { of } => of.iter().filter_map(|c| self.eval(c, d)).reduce(f64::max),
+            Query::DisMax { of, tie_breaker } => {
+                // The best clause plus the tie breaker times the rest.
+                let scores: Vec<f64> = of.iter().filter_map(|c| self.eval(c, d)).collect();
+                let best = scores.iter().copied().reduce(f64::max)?;
+                Some(best + *tie_breaker as f64 * (scores.iter().sum::<f64>() - best))
+            }
             Query::AtLeast { min, of } => {
                 let scores: Vec<f64> = of.iter().filter_map(|c| self.eval(c, d)).collect();
                 (scores.len() >= *min).then(|| scores.iter().sum())

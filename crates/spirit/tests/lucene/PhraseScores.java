@@ -1,4 +1,5 @@
-// The Lucene side of tests/lucene_parity.rs: exact and sloppy phrase scores on a few documents, printed as
+// The Lucene side of tests/lucene_parity.rs: exact and sloppy phrase scores, and dis-max scores with tie
+// breakers, on a few documents, printed as
 // `QUERY ~SLOP: DOC=SCORE ...`. Run with the Lucene core jar the benchmark's Maven build fetches:
 //   CP=~/.m2/repository/org/apache/lucene/lucene-core/10.4.0/lucene-core-10.4.0.jar
 //   javac -cp $CP PhraseScores.java && java -cp $CP:. PhraseScores
@@ -20,6 +21,15 @@ public class PhraseScores {
       PhraseQuery.Builder b = new PhraseQuery.Builder(); for (String t : q) b.add(new Term("body", t)); b.setSlop(slop);
       TopDocs td = s.search(b.build(), 10);
       StringBuilder sb = new StringBuilder(String.join(" ", q) + " ~" + slop + ":");
+      for (ScoreDoc sd : td.scoreDocs) sb.append(" " + sd.doc + "=" + sd.score);
+      System.out.println(sb);
+    }
+    // dis_max of terms with tie breakers.
+    for (float tie : new float[]{0f, 0.3f, 1f}) {
+      java.util.List<Query> terms = new java.util.ArrayList<>();
+      for (String t : new String[]{"quick", "fox", "a"}) terms.add(new TermQuery(new Term("body", t)));
+      TopDocs td = s.search(new DisjunctionMaxQuery(terms, tie), 10);
+      StringBuilder sb = new StringBuilder("dismax quick fox a ~" + tie + ":");
       for (ScoreDoc sd : td.scoreDocs) sb.append(" " + sd.doc + "=" + sd.score);
       System.out.println(sb);
     }
