@@ -304,6 +304,7 @@ def test_aggregations(client, ix):
         "size": 0,
         "aggs": {
             "n": {"stats": {"field": "n"}},
+            "median": {"percentiles": {"field": "n", "percents": [50]}},
             "hundreds": {"histogram": {"field": "n", "interval": 100, "min_doc_count": 1}},
             "boundary": {"filter": {"match": {"body": "boundary"}}, "aggs": {"ids": {"terms": {"field": "id", "size": 5}}}},
         },
@@ -312,6 +313,11 @@ def test_aggregations(client, ix):
     a = r["aggregations"]
     assert a["n"]["count"] == len(ns) and a["n"]["min"] == min(ns) and a["n"]["max"] == max(ns)
     assert a["n"]["sum"] == sum(ns)
+    # Exact: linear between the two values around rank (len - 1) / 2.
+    srt = sorted(ns)
+    mid = (len(srt) - 1) / 2
+    lo, hi = srt[int(mid)], srt[min(int(mid) + 1, len(srt) - 1)]
+    assert abs(a["median"]["values"]["50.0"] - (lo + (hi - lo) * (mid - int(mid)))) < 1e-9
     want = {}
     for n in ns:
         want[float(n // 100 * 100)] = want.get(float(n // 100 * 100), 0) + 1

@@ -120,6 +120,31 @@ fn parse_kind(name: &str, ty: &str, v: &Value, tr: &mut Translator<'_>) -> ApiRe
         "cardinality" => {
             AggKind::Cardinality(Params::new(name, ty, v, &["field", "precision_threshold"])?.field()?)
         }
+        "percentiles" => {
+            let p = Params::new(name, ty, v, &["field", "percents", "keyed"])?;
+            let percents = match p.obj.get("percents") {
+                None => vec![1.0, 5.0, 25.0, 50.0, 75.0, 95.0, 99.0],
+                Some(Value::Array(xs)) if !xs.is_empty() => xs
+                    .iter()
+                    .map(|x| x.as_f64().filter(|x| (0.0..=100.0).contains(x)))
+                    .collect::<Option<Vec<f64>>>()
+                    .ok_or_else(|| {
+                        ApiError::parsing(format!("[percents] of [{name}] must be numbers from 0 to 100"))
+                    })?,
+                Some(_) => {
+                    return Err(ApiError::parsing(format!(
+                        "[percents] of [{name}] must be a non-empty array"
+                    )))
+                }
+            };
+            let keyed = match p.obj.get("keyed") {
+                None => true,
+                Some(k) => k
+                    .as_bool()
+                    .ok_or_else(|| ApiError::parsing(format!("[keyed] of [{name}] must be a boolean")))?,
+            };
+            AggKind::Percentiles { field: p.field()?, percents, keyed }
+        }
         "terms" => {
             let p = Params::new(name, ty, v, &["field", "size", "min_doc_count", "order", "shard_size"])?;
             let order = match p.obj.get("order") {
@@ -343,6 +368,28 @@ fn render_one(v: &AggValue, a: &Agg, schema: &Schema) -> Value {
             Value::Object(out)
         }
         AggValue::Count(n) => json!({ "value": n }),
+        AggValue::Percentiles(values) => {
+            // Keys as Java prints a double ("50.0", "99.9"), as Elasticsearch keys them.
+            let key = |p: f64| if p.fract() == 0.0 { format!("{p:.1}") } else { p.to_string() };
+            if matches!(a.kind, AggKind::Percentiles { keyed: false, .. }) {
+                let list: Vec<Value> = values
+                    .iter()
+                    .map(|&(p, x)| {
+                        let mut out = Map::new();
+                        out.insert("key".into(), json!(p));
+                        value(x, "value", &mut out);
+                        Value::Object(out)
+                    })
+                    .collect();
+                json!({ "values": list })
+            } else {
+                let mut out = Map::new();
+                for &(p, x) in values {
+                    value(x, &key(p), &mut out);
+                }
+                json!({ "values": out })
+            }
+        }
         AggValue::Buckets { buckets, other_doc_count } => {
             let list: Vec<Value> = buckets.iter().map(|b| bucket(b, a, ty, schema)).collect();
             match a.kind {

@@ -708,6 +708,24 @@ fn aggregations_answer_in_elasticsearch_shape() {
     assert_eq!(aggs(scifi)["y"], json!({"value": 2011.0}));
     assert_eq!(s.call("DELETE", "/shop/_doc/5", None).0, 200);
     assert_eq!(aggs(scifi)["y"], json!({"value": 1968.0}));
+    // Percentiles, exact: prices 4, 8 and 10.5; keyed by default, a list with `keyed: false`; dates with
+    // their date form.
+    let p = aggs(
+        r#"{"size": 0, "aggs": {"p": {"percentiles": {"field": "price", "percents": [0, 25, 50, 99.9, 100]}},
+            "l": {"percentiles": {"field": "price", "percents": [50], "keyed": false}},
+            "d": {"percentiles": {"field": "at", "percents": [50]}},
+            "none": {"percentiles": {"field": "nope", "percents": [50]}}}}"#,
+    );
+    assert_eq!(
+        p["p"],
+        json!({"values": {"0.0": 4.0, "25.0": 6.0, "50.0": 8.0, "99.9": 10.495, "100.0": 10.5}})
+    );
+    assert_eq!(p["l"], json!({"values": [{"key": 50.0, "value": 8.0}]}));
+    assert_eq!(
+        p["d"],
+        json!({"values": {"50.0": 1421712000000.0, "50.0_as_string": "2015-01-20T00:00:00.000Z"}})
+    );
+    assert_eq!(p["none"], json!({"values": {"50.0": null}}));
     // Terms by key, and a size that leaves buckets out.
     let t = aggs(
         r#"{"size": 0, "aggs": {"g": {"terms": {"field": "genre", "size": 1, "order": {"_key": "asc"}}}}}"#,
@@ -720,7 +738,9 @@ fn aggregations_answer_in_elasticsearch_shape() {
     // Refusals name what is missing; nothing is ignored.
     for (body, what) in [
         (r#"{"aggs": {"g": {"terms": {"field": "body"}}}}"#, "Text fields"),
-        (r#"{"aggs": {"g": {"percentiles": {"field": "price"}}}}"#, "percentiles"),
+        (r#"{"aggs": {"g": {"percentile_ranks": {"field": "price", "values": [5]}}}}"#, "percentile_ranks"),
+        (r#"{"aggs": {"g": {"percentiles": {"field": "price", "percents": [101]}}}}"#, "from 0 to 100"),
+        (r#"{"aggs": {"g": {"percentiles": {"field": "price", "tdigest": {}}}}}"#, "tdigest"),
         (r#"{"aggs": {"g": {"terms": {"field": "genre", "include": "sc.*"}}}}"#, "include"),
         (r#"{"aggs": {"g": {"date_histogram": {"field": "at", "interval": "1d"}}}}"#, "fixed_interval"),
         (

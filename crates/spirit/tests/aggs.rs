@@ -159,6 +159,15 @@ fn requests() -> Vec<Agg> {
         agg("min_at", AggKind::Min("at".into()), vec![]),
         agg("distinct_n", AggKind::Cardinality("n".into()), vec![]),
         agg(
+            "pct_price",
+            AggKind::Percentiles {
+                field: "price".into(),
+                percents: vec![0.0, 10.0, 50.0, 99.9, 100.0],
+                keyed: true,
+            },
+            vec![],
+        ),
+        agg(
             "unmapped",
             AggKind::Terms { field: "nope".into(), size: 10, min_doc_count: 1, order: TermsOrder::CountDesc },
             vec![],
@@ -177,6 +186,11 @@ fn flatten(prefix: &str, results: &[AggResult], out: &mut Flat) {
                 out.push((p, format!("n={count} min={min} max={max} sum={sum}")));
             }
             AggValue::Count(n) => out.push((p, n.to_string())),
+            AggValue::Percentiles(values) => {
+                for (pct, v) in values {
+                    out.push((format!("{p}[{pct}]"), format!("{v:?}")));
+                }
+            }
             AggValue::Buckets { buckets, other_doc_count } => {
                 out.push((format!("{p}#other"), other_doc_count.to_string()));
                 for b in buckets {
@@ -357,6 +371,20 @@ fn expected(docs: &[&Doc]) -> Flat {
         "/distinct_n".into(),
         docs.iter().filter_map(|d| d.n).collect::<BTreeSet<_>>().len().to_string(),
     ));
+    // Percentiles of price: between the sorted values around rank p/100·(n − 1), by that share.
+    let mut ps = prices(docs);
+    ps.sort_by(f64::total_cmp);
+    for pct in [0.0, 10.0, 50.0, 99.9, 100.0] {
+        let v = (!ps.is_empty()).then(|| {
+            let rank = pct / 100.0 * (ps.len() - 1) as f64;
+            let below = ps[rank as usize];
+            match ps.get(rank as usize + 1) {
+                Some(&above) if rank.fract() > 0.0 => below + (above - below) * rank.fract(),
+                _ => below,
+            }
+        });
+        out.push((format!("/pct_price[{pct}]"), format!("{v:?}")));
+    }
     out.push(("/unmapped#other".into(), "0".into()));
     out
 }

@@ -1,5 +1,5 @@
 //! Aggregations: Elasticsearch's `aggs` over the documents a query matches — metrics (`min`, `max`, `sum`,
-//! `avg`, `stats`, `value_count`, `cardinality`) and buckets (`terms`, `histogram`, `date_histogram`,
+//! `avg`, `stats`, `value_count`, `cardinality`, `percentiles`) and buckets (`terms`, `histogram`, `date_histogram`,
 //! `range`, `filter`, `filters`), nested to any depth.
 //!
 //! Everything is computed from what the index already holds, exactly: numbers from the numeric columns of
@@ -53,6 +53,15 @@ pub enum AggKind {
     ValueCount(String),
     /// Distinct values (exact).
     Cardinality(String),
+    /// The values at the `percents` (each from 0 to 100) of a numeric or date field's values among the
+    /// documents, exact: linearly interpolated between the two closest ranks (rank `p/100·(n − 1)` of the
+    /// `n` sorted values), where Elasticsearch estimates them with a t-digest. `keyed` only says how the
+    /// server renders them.
+    Percentiles {
+        field: String,
+        percents: Vec<f64>,
+        keyed: bool,
+    },
     /// A bucket per value, the `size` first in `order`, those with at least `min_doc_count` documents.
     Terms {
         field: String,
@@ -123,6 +132,8 @@ pub enum AggValue {
     Stats { count: u64, min: f64, max: f64, sum: f64 },
     /// `value_count` and `cardinality`.
     Count(u64),
+    /// `percentiles`: each percent with its value (`None` without values).
+    Percentiles(Vec<(f64, Option<f64>)>),
     /// `terms`, histograms and `range`: the buckets, and the documents of the buckets left out (`terms`).
     Buckets { buckets: Vec<Bucket>, other_doc_count: u64 },
     /// `filter`.
@@ -284,6 +295,20 @@ impl<'a> Evaluator<'a> {
                     self.keyword_counts(id, f, set)?.iter().filter(|&&c| c > 0).count() as u64
                 }
             }),
+            AggKind::Percentiles { field, percents, .. } => {
+                if let Some(p) = percents.iter().find(|p| !(0.0..=100.0).contains(*p)) {
+                    return Err(Error::InvalidArgument(format!(
+                        "percent must be in [0,100], got [{p}]: [{}]",
+                        a.name
+                    )));
+                }
+                let mut values = vec![];
+                if let Source::Numbers(id, _) = self.source(field, what, true)? {
+                    self.numbers(id, set, |_, _, v| values.push(v))?;
+                }
+                values.sort_by(f64::total_cmp);
+                AggValue::Percentiles(percents.iter().map(|&p| (p, percentile(&values, p))).collect())
+            }
             AggKind::Terms { field, size, min_doc_count, order } => {
                 self.terms(field, (*size, *min_doc_count, *order), set, &a.aggs)?
             }
@@ -592,6 +617,7 @@ impl AggKind {
             AggKind::Stats(_) => "stats",
             AggKind::ValueCount(_) => "value_count",
             AggKind::Cardinality(_) => "cardinality",
+            AggKind::Percentiles { .. } => "percentiles",
             AggKind::Terms { .. } => "terms",
             AggKind::Histogram { .. } => "histogram",
             AggKind::DateHistogram { .. } => "date_histogram",
@@ -624,6 +650,7 @@ impl AggKind {
             | AggKind::Stats(f)
             | AggKind::ValueCount(f)
             | AggKind::Cardinality(f)
+            | AggKind::Percentiles { field: f, .. }
             | AggKind::Terms { field: f, .. }
             | AggKind::Histogram { field: f, .. }
             | AggKind::DateHistogram { field: f, .. }
@@ -631,6 +658,16 @@ impl AggKind {
             AggKind::Filter(_) | AggKind::Filters(_) => None,
         }
     }
+}
+
+/// The value at percent `p` (0 to 100) of the ascending `sorted` values: linear between the two closest
+/// ranks, `None` without values.
+fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+    let last = sorted.len().checked_sub(1)?;
+    let rank = p / 100.0 * last as f64;
+    let (lo, hi) = (rank.floor() as usize, (rank.ceil() as usize).min(last));
+    let (a, b) = (sorted[lo], sorted[hi]);
+    Some(if lo == hi { a } else { a + (b - a) * (rank - lo as f64) })
 }
 
 /// A number as a hash key: its bits, with -0 as 0 (they are one value).
