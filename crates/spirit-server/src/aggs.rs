@@ -276,9 +276,17 @@ fn parse_order(name: &str, o: &Value) -> ApiResult<TermsOrder> {
         ("_count", false) => TermsOrder::CountAsc,
         ("_key" | "_term", false) => TermsOrder::KeyAsc,
         ("_key" | "_term", true) => TermsOrder::KeyDesc,
+        // A sub-aggregation (`avg_price`, `prices.max`); the engine checks that it names a metric.
+        (k, desc) if !k.starts_with('_') && !k.contains('>') && !k.contains('[') => {
+            let (agg, stat) = match k.split_once('.') {
+                Some((a, s)) => (a.to_string(), Some(s.to_string())),
+                None => (k.to_string(), None),
+            };
+            TermsOrder::Metric { agg, stat, desc }
+        }
         (k, _) => {
             return Err(ApiError::unsupported(format!(
-                "ordering terms [{name}] by [{k}] (only _count and _key)"
+                "ordering terms [{name}] by [{k}] (only _count, _key or a metric sub-aggregation)"
             )))
         }
     })

@@ -726,6 +726,17 @@ fn aggregations_answer_in_elasticsearch_shape() {
         json!({"values": {"50.0": 1421712000000.0, "50.0_as_string": "2015-01-20T00:00:00.000Z"}})
     );
     assert_eq!(p["none"], json!({"values": {"50.0": null}}));
+    // Terms by a metric sub-aggregation: the average price (classic has none: last), a stats value.
+    let o = aggs(
+        r#"{"size": 0, "aggs": {
+            "by_avg": {"terms": {"field": "genre", "order": {"avg_price": "desc"}}, "aggs": {"avg_price": {"avg": {"field": "price"}}}},
+            "by_max": {"terms": {"field": "genre", "order": {"p.max": "asc"}, "size": 1}, "aggs": {"p": {"stats": {"field": "price"}}}}}}"#,
+    );
+    let keys =
+        |v: &Value| v["buckets"].as_array().unwrap().iter().map(|b| b["key"].clone()).collect::<Vec<_>>();
+    assert_eq!(keys(&o["by_avg"]), [json!("scifi"), json!("novel"), json!("classic")]);
+    assert_eq!(keys(&o["by_max"]), [json!("novel")]);
+    assert_eq!(o["by_max"]["sum_other_doc_count"], json!(4));
     // Terms by key, and a size that leaves buckets out.
     let t = aggs(
         r#"{"size": 0, "aggs": {"g": {"terms": {"field": "genre", "size": 1, "order": {"_key": "asc"}}}}}"#,
@@ -741,6 +752,18 @@ fn aggregations_answer_in_elasticsearch_shape() {
         (r#"{"aggs": {"g": {"percentile_ranks": {"field": "price", "values": [5]}}}}"#, "percentile_ranks"),
         (r#"{"aggs": {"g": {"percentiles": {"field": "price", "percents": [101]}}}}"#, "from 0 to 100"),
         (r#"{"aggs": {"g": {"percentiles": {"field": "price", "tdigest": {}}}}}"#, "tdigest"),
+        (
+            r#"{"aggs": {"g": {"terms": {"field": "genre", "order": {"nope": "desc"}}}}}"#,
+            "Invalid aggregation order path [nope]",
+        ),
+        (
+            r#"{"aggs": {"g": {"terms": {"field": "genre", "order": {"p.median": "desc"}}, "aggs": {"p": {"stats": {"field": "price"}}}}}}"#,
+            "Invalid aggregation order path [p]",
+        ),
+        (
+            r#"{"aggs": {"g": {"terms": {"field": "genre", "order": {"f>n": "desc"}}}}}"#,
+            "a metric sub-aggregation",
+        ),
         (r#"{"aggs": {"g": {"terms": {"field": "genre", "include": "sc.*"}}}}"#, "include"),
         (r#"{"aggs": {"g": {"date_histogram": {"field": "at", "interval": "1d"}}}}"#, "fixed_interval"),
         (

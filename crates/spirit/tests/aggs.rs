@@ -96,6 +96,26 @@ fn requests() -> Vec<Agg> {
             vec![],
         ),
         agg(
+            "tags_by_avg",
+            AggKind::Terms {
+                field: "tag".into(),
+                size: 2,
+                min_doc_count: 1,
+                order: TermsOrder::Metric { agg: "avg_n".into(), stat: None, desc: true },
+            },
+            vec![avg_n()],
+        ),
+        agg(
+            "ns_by_max_price",
+            AggKind::Terms {
+                field: "n".into(),
+                size: 3,
+                min_doc_count: 1,
+                order: TermsOrder::Metric { agg: "prices".into(), stat: Some("max".into()), desc: false },
+            },
+            vec![agg("prices", AggKind::Stats("price".into()), vec![])],
+        ),
+        agg(
             "ns",
             AggKind::Terms { field: "n".into(), size: 4, min_doc_count: 1, order: TermsOrder::CountAsc },
             vec![],
@@ -262,6 +282,46 @@ fn expected(docs: &[&Doc]) -> Flat {
     out.push(("/tags_by_key#other".into(), "0".into()));
     for (t, ds) in tc.iter().rev() {
         out.push((format!("/tags_by_key[{t}]"), ds.len().to_string()));
+    }
+    // tags_by_avg: the 2 tags with the highest average n (tags without one last), ties by key; and
+    // ns_by_max_price: the 3 values of n whose documents' largest price is lowest.
+    let avg = |ds: &[&Doc]| {
+        let xs = ns(ds);
+        (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+    };
+    let mut by_avg: Vec<(&String, &Vec<&Doc>)> = tc.iter().collect();
+    by_avg.sort_by(|a, b| match (avg(a.1), avg(b.1)) {
+        (Some(x), Some(y)) => y.total_cmp(&x).then(a.0.cmp(b.0)),
+        (x, y) => y.is_some().cmp(&x.is_some()).then(a.0.cmp(b.0)),
+    });
+    out.push((
+        "/tags_by_avg#other".into(),
+        by_avg.iter().skip(2).map(|r| r.1.len()).sum::<usize>().to_string(),
+    ));
+    for (t, ds) in by_avg.iter().take(2) {
+        out.push((format!("/tags_by_avg[{t}]"), ds.len().to_string()));
+        stats(format!("/tags_by_avg[{t}]/avg_n"), &ns(ds), &mut out);
+    }
+    let mut by_n: BTreeMap<i64, Vec<&Doc>> = BTreeMap::new();
+    for d in docs {
+        if let Some(n) = d.n {
+            by_n.entry(n).or_default().push(*d);
+        }
+    }
+    let max_price = |ds: &[&Doc]| prices(ds).into_iter().reduce(f64::max);
+    let mut by_max: Vec<(&i64, &Vec<&Doc>)> = by_n.iter().collect();
+    by_max.sort_by(|a, b| match (max_price(a.1), max_price(b.1)) {
+        (Some(x), Some(y)) => x.total_cmp(&y).then(a.0.cmp(b.0)),
+        (x, y) => y.is_some().cmp(&x.is_some()).then(a.0.cmp(b.0)),
+    });
+    out.push((
+        "/ns_by_max_price#other".into(),
+        by_max.iter().skip(3).map(|r| r.1.len()).sum::<usize>().to_string(),
+    ));
+    for (n, ds) in by_max.iter().take(3) {
+        let k = format!("/ns_by_max_price[{}]", **n as f64);
+        out.push((k.clone(), ds.len().to_string()));
+        stats(format!("{k}/prices"), &prices(ds), &mut out);
     }
     // ns: terms on a long, 4 by count ascending, ties by value.
     let mut nc: BTreeMap<i64, usize> = BTreeMap::new();

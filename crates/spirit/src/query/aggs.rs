@@ -94,12 +94,21 @@ pub enum AggKind {
 }
 
 /// Order of `terms` buckets (ties in key order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TermsOrder {
     CountDesc,
     CountAsc,
     KeyAsc,
     KeyDesc,
+    /// By the value of the bucket's sub-aggregation `agg`: a single-value metric (`min`, `max`, `sum`, `avg`,
+    /// `value_count`, `cardinality`), or `stat` (`min`, `max`, `avg`, `sum`, `count`) of a `stats`
+    /// (Elasticsearch's `{"order": {"prices.max": "desc"}}`). Buckets without a value (an `avg`, `min` or
+    /// `max` of nothing) come last either way.
+    Metric {
+        agg: String,
+        stat: Option<String>,
+        desc: bool,
+    },
 }
 
 /// The bucket width of a date histogram.
@@ -310,7 +319,7 @@ impl<'a> Evaluator<'a> {
                 AggValue::Percentiles(percents.iter().map(|&p| (p, percentile(&values, p))).collect())
             }
             AggKind::Terms { field, size, min_doc_count, order } => {
-                self.terms(field, (*size, *min_doc_count, *order), set, &a.aggs)?
+                self.terms(field, (*size, *min_doc_count, order), set, &a.aggs)?
             }
             AggKind::Histogram { field, interval, offset, min_doc_count } => {
                 if !(interval.is_finite() && *interval > 0.0) {
@@ -554,10 +563,15 @@ impl<'a> Evaluator<'a> {
     fn terms(
         &self,
         field: &str,
-        (size, min_doc_count, order): (usize, u64, TermsOrder),
+        (size, min_doc_count, order): (usize, u64, &TermsOrder),
         set: &DocSet,
         subs: &[Agg],
     ) -> Result<AggValue> {
+        // Ordered by a sub-aggregation: the one it names, and which of its values.
+        let metric = match order {
+            TermsOrder::Metric { agg, stat, .. } => Some(order_metric(subs, agg, stat.as_deref())?),
+            _ => None,
+        };
         // (key, count, the bucket's documents when sub-aggregations need them).
         let mut rows: Vec<(BucketKey, u64, Option<DocSet>)> = match self.source(field, "terms", false)? {
             Source::Unmapped => vec![],
@@ -586,12 +600,38 @@ impl<'a> Evaluator<'a> {
             (BucketKey::Str(x), BucketKey::Str(y)) => x.cmp(y),
             _ => std::cmp::Ordering::Equal,
         };
-        rows.sort_by(|a, b| match order {
-            TermsOrder::CountDesc => b.1.cmp(&a.1).then_with(|| by_key(&a.0, &b.0)),
-            TermsOrder::CountAsc => a.1.cmp(&b.1).then_with(|| by_key(&a.0, &b.0)),
-            TermsOrder::KeyAsc => by_key(&a.0, &b.0),
-            TermsOrder::KeyDesc => by_key(&b.0, &a.0),
+        // Each bucket's ordering value (every bucket's, before any is left out).
+        let values: Vec<Option<f64>> = match metric {
+            Some((sub, stat)) => rows
+                .iter()
+                .map(|r| {
+                    let docs = r.2.as_ref().expect("a sub-aggregation reads its bucket's documents");
+                    Ok(metric_value(&self.one(sub, docs)?, &sub.kind, stat))
+                })
+                .collect::<Result<_>>()?,
+            None => vec![None; rows.len()],
+        };
+        let mut at: Vec<usize> = (0..rows.len()).collect();
+        at.sort_by(|&i, &j| {
+            let (a, b) = (&rows[i], &rows[j]);
+            match order {
+                TermsOrder::CountDesc => b.1.cmp(&a.1).then_with(|| by_key(&a.0, &b.0)),
+                TermsOrder::CountAsc => a.1.cmp(&b.1).then_with(|| by_key(&a.0, &b.0)),
+                TermsOrder::KeyAsc => by_key(&a.0, &b.0),
+                TermsOrder::KeyDesc => by_key(&b.0, &a.0),
+                TermsOrder::Metric { desc, .. } => match (values[i], values[j]) {
+                    (Some(x), Some(y)) if *desc => y.total_cmp(&x),
+                    (Some(x), Some(y)) => x.total_cmp(&y),
+                    (Some(_), None) => std::cmp::Ordering::Less,
+                    (None, Some(_)) => std::cmp::Ordering::Greater,
+                    (None, None) => std::cmp::Ordering::Equal,
+                }
+                .then_with(|| by_key(&a.0, &b.0)),
+            }
         });
+        let mut slots: Vec<Option<_>> = rows.into_iter().map(Some).collect();
+        let mut rows: Vec<(BucketKey, u64, Option<DocSet>)> =
+            at.into_iter().map(|i| slots[i].take().expect("each row once")).collect();
         let other_doc_count = rows.iter().skip(size).map(|r| r.1).sum();
         rows.truncate(size);
         self.count_buckets(rows.len())?;
@@ -657,6 +697,59 @@ impl AggKind {
             | AggKind::Range { field: f, .. } => Some(f),
             AggKind::Filter(_) | AggKind::Filters(_) => None,
         }
+    }
+}
+
+/// The sub-aggregation a `terms` order names (`agg`, with `stat` of a `stats`), checked to give one value.
+fn order_metric<'s>(
+    subs: &'s [Agg],
+    agg: &str,
+    stat: Option<&str>,
+) -> Result<(&'s Agg, Option<&'static str>)> {
+    let bad = |why: &str| Error::InvalidArgument(format!("Invalid aggregation order path [{agg}]: {why}"));
+    let sub = subs.iter().find(|s| s.name == agg).ok_or_else(|| bad("no such sub-aggregation"))?;
+    let known = |s: &str| ["min", "max", "avg", "sum", "count"].into_iter().find(|x| *x == s);
+    let stat = match (&sub.kind, stat) {
+        (
+            AggKind::Min(_)
+            | AggKind::Max(_)
+            | AggKind::Sum(_)
+            | AggKind::Avg(_)
+            | AggKind::ValueCount(_)
+            | AggKind::Cardinality(_),
+            None,
+        ) => None,
+        (AggKind::Stats(_), Some(s)) if known(s).is_some() => known(s),
+        (AggKind::Stats(_), _) => {
+            return Err(bad("a stats aggregation orders by .min, .max, .avg, .sum or .count"))
+        }
+        _ => return Err(bad("only a single-value metric or a stats value orders buckets")),
+    };
+    Ok((sub, stat))
+}
+
+/// The value a `terms` order reads from a sub-aggregation's result (`None`: it has none).
+fn metric_value(v: &AggValue, kind: &AggKind, stat: Option<&str>) -> Option<f64> {
+    match v {
+        AggValue::Count(n) => Some(*n as f64),
+        AggValue::Stats { count, min, max, sum } => {
+            let what = match (kind, stat) {
+                (_, Some(s)) => s,
+                (AggKind::Min(_), _) => "min",
+                (AggKind::Max(_), _) => "max",
+                (AggKind::Avg(_), _) => "avg",
+                _ => "sum",
+            };
+            match what {
+                "count" => Some(*count as f64),
+                "sum" => Some(*sum),
+                _ if *count == 0 => None,
+                "min" => Some(*min),
+                "max" => Some(*max),
+                _ => Some(sum / *count as f64),
+            }
+        }
+        _ => None,
     }
 }
 
