@@ -99,7 +99,7 @@ impl<'a> Translator<'a> {
             "match_phrase" => {
                 let (field, params) = single_field(kind, body, "query")?;
                 check_keys(kind, &params, &["query", "slop", "boost", "analyzer"])?;
-                let slop = slop(kind, params.get("slop"))?;
+                let slop = slop(kind, "slop", params.get("slop"))?;
                 if params.get("analyzer").is_some() {
                     return Err(ApiError::unsupported(
                         "[match_phrase] with an [analyzer] other than the field's",
@@ -201,7 +201,14 @@ impl<'a> Translator<'a> {
             "query_string" => {
                 let params =
                     body.as_object().ok_or_else(|| ApiError::parsing("[query_string] needs an object"))?;
-                check_keys(kind, body, &["query", "default_field", "fields", "default_operator", "boost"])?;
+                check_keys(
+                    kind,
+                    body,
+                    &["query", "default_field", "fields", "default_operator", "boost", "phrase_slop"],
+                )?;
+                let opts = spirit::query::ParseOptions {
+                    phrase_slop: slop(kind, "phrase_slop", params.get("phrase_slop"))?,
+                };
                 let text = scalar_text(kind, params.get("query"))?;
                 if let Some(op) = params.get("default_operator").and_then(Value::as_str) {
                     if !op.eq_ignore_ascii_case("or") {
@@ -225,7 +232,7 @@ impl<'a> Translator<'a> {
                         ))
                     }
                 };
-                let mut q = spirit::query::parse(&text).map_err(|e| {
+                let mut q = spirit::query::parse_with(&text, &opts).map_err(|e| {
                     ApiError::new(
                         axum::http::StatusCode::BAD_REQUEST,
                         "query_shard_exception",
@@ -290,7 +297,7 @@ impl<'a> Translator<'a> {
             "phrase" => true,
             other => return Err(ApiError::unsupported(format!("[multi_match] of type [{other}]"))),
         };
-        let slop = slop(kind, body.get("slop"))?;
+        let slop = slop(kind, "slop", body.get("slop"))?;
         if slop > 0 && !phrase {
             // Elasticsearch would ignore it: refused, so no one believes it applied.
             return Err(ApiError::unsupported("[multi_match] [slop] with a type other than [phrase]"));
@@ -397,9 +404,10 @@ impl<'a> Translator<'a> {
     }
 }
 
-/// A phrase's `slop` parameter (0 when absent): a whole number of at least 0, as a JSON number or a string of
-/// digits (Elasticsearch takes both), at most [`spirit::MAX_SLOP`].
-fn slop(kind: &str, slop: Option<&Value>) -> ApiResult<u32> {
+/// A phrase's slop parameter `key` (`slop`, or `query_string`'s `phrase_slop`; 0 when absent): a whole
+/// number of at least 0, as a JSON number or a string of digits (Elasticsearch takes both), at most
+/// [`spirit::MAX_SLOP`].
+fn slop(kind: &str, key: &str, slop: Option<&Value>) -> ApiResult<u32> {
     let n = match slop {
         None | Some(Value::Null) => return Ok(0),
         Some(Value::Number(n)) => n.as_u64(),
@@ -407,7 +415,7 @@ fn slop(kind: &str, slop: Option<&Value>) -> ApiResult<u32> {
         Some(_) => None,
     };
     n.filter(|&n| n <= spirit::MAX_SLOP as u64).map(|n| n as u32).ok_or_else(|| {
-        ApiError::parsing(format!("[{kind}] [slop] must be a whole number from 0 to {}", spirit::MAX_SLOP))
+        ApiError::parsing(format!("[{kind}] [{key}] must be a whole number from 0 to {}", spirit::MAX_SLOP))
     })
 }
 
@@ -753,6 +761,13 @@ mod tests {
             tr(json!({"query_string": {"query": "\"a b\"~4", "default_field": "body"}})).unwrap(),
             phrase("body", 4)
         );
+        assert_eq!(
+            tr(json!({"query_string": {"query": "\"a b\"", "default_field": "body", "phrase_slop": 3}}))
+                .unwrap(),
+            phrase("body", 3)
+        );
+        let e = tr(json!({"query_string": {"query": "x", "phrase_slop": -2}})).unwrap_err();
+        assert!(e.reason.contains("[phrase_slop] must be a whole number"), "{}", e.reason);
     }
 
     fn boost(q: Query, boost: f32) -> Query {

@@ -16,5 +16,5 @@ pub use eval::{
     collection_stats, execute, execute_at, execute_cached, matching_docs, watermarks, Bm25, CollectionStats,
     Disjunction, ScoredDoc, SearchHits, SearchOptions, Sort, Watermarks,
 };
-pub use parser::{parse, ParseError};
+pub use parser::{parse, parse_with, ParseError, ParseOptions};
 pub use plan::{plan, plan_shards, Node};

@@ -92,7 +92,22 @@ impl std::error::Error for ParseError {}
 
 /// Parses a Lucene-style query string (see the [module docs](self) for the syntax).
 pub fn parse(input: &str) -> Result<Query, ParseError> {
-    let tokens = Lexer::new(input).tokenize()?;
+    parse_with(input, &ParseOptions::default())
+}
+
+/// How [`parse_with`] reads what the query string leaves open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParseOptions {
+    /// The slop of a phrase written without `~N` (Lucene's and Elasticsearch's `phrase_slop`; 0 by default).
+    pub phrase_slop: u32,
+}
+
+/// [`parse`] with options.
+pub fn parse_with(input: &str, opts: &ParseOptions) -> Result<Query, ParseError> {
+    if opts.phrase_slop > MAX_SLOP {
+        return Err(ParseError::new(0, format!("phrase slop must be at most {MAX_SLOP}")));
+    }
+    let tokens = Lexer { input, pos: 0, phrase_slop: opts.phrase_slop }.tokenize()?;
     if tokens.is_empty() {
         return Err(ParseError::new(0, "empty query"));
     }
@@ -180,11 +195,13 @@ impl RangeItem {
 struct Lexer<'a> {
     input: &'a str,
     pos: usize,
+    /// The slop of a phrase without `~N`.
+    phrase_slop: u32,
 }
 
 impl<'a> Lexer<'a> {
     fn new(input: &'a str) -> Self {
-        Lexer { input, pos: 0 }
+        Lexer { input, pos: 0, phrase_slop: 0 }
     }
 
     fn peek(&self) -> Option<char> {
@@ -262,10 +279,10 @@ impl<'a> Lexer<'a> {
     }
 
     /// `~N` right after a phrase's closing quote: its slop, a whole number (Lucene's proximity search,
-    /// `"jakarta apache"~10`); 0 when no `~` follows.
+    /// `"jakarta apache"~10`); the default phrase slop when no `~` follows.
     fn slop(&mut self) -> Result<u32, ParseError> {
         if self.peek() != Some('~') {
-            return Ok(0);
+            return Ok(self.phrase_slop);
         }
         let at = self.pos;
         self.bump();
@@ -799,6 +816,17 @@ mod tests {
         assert_eq!(ok(r#"title:"a b""#), phrase(Some("title"), "a b"));
         assert_eq!(ok(r#""""#), phrase(None, ""));
         assert_eq!(ok(r#"foo"bar""#), should(vec![t("foo"), phrase(None, "bar")]));
+    }
+
+    #[test]
+    fn default_phrase_slop() {
+        let opts = ParseOptions { phrase_slop: 2 };
+        let sloppy = |text: &str, slop| Query::Phrase { field: None, text: text.into(), slop };
+        assert_eq!(parse_with(r#""a b""#, &opts).unwrap(), sloppy("a b", 2));
+        assert_eq!(parse_with(r#""a b"~0"#, &opts).unwrap(), sloppy("a b", 0), "an explicit slop wins");
+        assert_eq!(parse_with(r#""a b"~5"#, &opts).unwrap(), sloppy("a b", 5));
+        assert_eq!(parse_with("a", &opts).unwrap(), t("a"));
+        assert!(parse_with("a", &ParseOptions { phrase_slop: MAX_SLOP + 1 }).is_err());
     }
 
     #[test]
