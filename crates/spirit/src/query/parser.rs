@@ -200,10 +200,6 @@ struct Lexer<'a> {
 }
 
 impl<'a> Lexer<'a> {
-    fn new(input: &'a str) -> Self {
-        Lexer { input, pos: 0, phrase_slop: 0 }
-    }
-
     fn peek(&self) -> Option<char> {
         self.input[self.pos..].chars().next()
     }
