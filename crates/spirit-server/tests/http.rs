@@ -161,7 +161,7 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
             s.call(
                 "POST",
                 "/bad/_search",
-                Some(r#"{"query": {"match_all": {}}, "aggs": {"a": {"percentiles": {"field": "x"}}}}"#),
+                Some(r#"{"query": {"match_all": {}}, "aggs": {"a": {"percentile_ranks": {"field": "x"}}}}"#),
             ),
             400,
             "illegal_argument_exception",
@@ -566,6 +566,9 @@ fn minimum_should_match_requires_that_many_clauses() {
     assert_eq!(ids(&bool_q("2")), ["ab", "abc"]);
     assert_eq!(ids(&bool_q("\"100%\"")), ["abc"]);
     assert_eq!(ids(&bool_q("-1")), ["ab", "abc"]);
+    // Conditions: all 3 up to 3 clauses, 1 past 2.
+    assert_eq!(ids(&bool_q("\"3<1\"")), ["abc"]);
+    assert_eq!(ids(&bool_q("\"2<1\"")), ["a", "ab", "abc", "c"]);
     assert_eq!(
         ids(r#"{"query": {"match": {"body": {"query": "alpha gamma delta", "minimum_should_match": "2"}}}}"#),
         ["abc", "c"]
@@ -580,7 +583,7 @@ fn minimum_should_match_requires_that_many_clauses() {
     };
     assert!((score(&all3("1")) - score(&all3("2"))).abs() < 1e-6);
     assert_es_error(
-        &s.call("POST", "/ms/_search", Some(&bool_q("\"2<50%\""))),
+        &s.call("POST", "/ms/_search", Some(&bool_q("\"2<\""))),
         400,
         "illegal_argument_exception",
     );
