@@ -254,6 +254,15 @@ fn tag_counts<'a>(ds: &[&'a Doc]) -> BTreeMap<String, Vec<&'a Doc>> {
     m
 }
 
+/// Two buckets' ordering values, ascending or descending, a bucket without one after any with one.
+fn values_missing_last(x: Option<f64>, y: Option<f64>, desc: bool) -> std::cmp::Ordering {
+    match (x, y) {
+        (Some(x), Some(y)) if desc => y.total_cmp(&x),
+        (Some(x), Some(y)) => x.total_cmp(&y),
+        _ => y.is_some().cmp(&x.is_some()),
+    }
+}
+
 /// The brute force: the same flattened answer computed from the live documents `docs`.
 fn expected(docs: &[&Doc]) -> Flat {
     let mut out = vec![];
@@ -290,10 +299,7 @@ fn expected(docs: &[&Doc]) -> Flat {
         (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
     };
     let mut by_avg: Vec<(&String, &Vec<&Doc>)> = tc.iter().collect();
-    by_avg.sort_by(|a, b| match (avg(a.1), avg(b.1)) {
-        (Some(x), Some(y)) => y.total_cmp(&x).then(a.0.cmp(b.0)),
-        (x, y) => y.is_some().cmp(&x.is_some()).then(a.0.cmp(b.0)),
-    });
+    by_avg.sort_by(|a, b| values_missing_last(avg(a.1), avg(b.1), true).then(a.0.cmp(b.0)));
     out.push((
         "/tags_by_avg#other".into(),
         by_avg.iter().skip(2).map(|r| r.1.len()).sum::<usize>().to_string(),
@@ -310,10 +316,7 @@ fn expected(docs: &[&Doc]) -> Flat {
     }
     let max_price = |ds: &[&Doc]| prices(ds).into_iter().reduce(f64::max);
     let mut by_max: Vec<(&i64, &Vec<&Doc>)> = by_n.iter().collect();
-    by_max.sort_by(|a, b| match (max_price(a.1), max_price(b.1)) {
-        (Some(x), Some(y)) => x.total_cmp(&y).then(a.0.cmp(b.0)),
-        (x, y) => y.is_some().cmp(&x.is_some()).then(a.0.cmp(b.0)),
-    });
+    by_max.sort_by(|a, b| values_missing_last(max_price(a.1), max_price(b.1), false).then(a.0.cmp(b.0)));
     out.push((
         "/ns_by_max_price#other".into(),
         by_max.iter().skip(3).map(|r| r.1.len()).sum::<usize>().to_string(),

@@ -611,27 +611,22 @@ impl<'a> Evaluator<'a> {
                 .collect::<Result<_>>()?,
             None => vec![None; rows.len()],
         };
-        let mut at: Vec<usize> = (0..rows.len()).collect();
-        at.sort_by(|&i, &j| {
-            let (a, b) = (&rows[i], &rows[j]);
-            match order {
-                TermsOrder::CountDesc => b.1.cmp(&a.1).then_with(|| by_key(&a.0, &b.0)),
-                TermsOrder::CountAsc => a.1.cmp(&b.1).then_with(|| by_key(&a.0, &b.0)),
-                TermsOrder::KeyAsc => by_key(&a.0, &b.0),
-                TermsOrder::KeyDesc => by_key(&b.0, &a.0),
-                TermsOrder::Metric { desc, .. } => match (values[i], values[j]) {
-                    (Some(x), Some(y)) if *desc => y.total_cmp(&x),
-                    (Some(x), Some(y)) => x.total_cmp(&y),
-                    (Some(_), None) => std::cmp::Ordering::Less,
-                    (None, Some(_)) => std::cmp::Ordering::Greater,
-                    (None, None) => std::cmp::Ordering::Equal,
-                }
-                .then_with(|| by_key(&a.0, &b.0)),
+        let mut rows: Vec<_> = rows.into_iter().zip(values).collect();
+        rows.sort_by(|(a, va), (b, vb)| match order {
+            TermsOrder::CountDesc => b.1.cmp(&a.1).then_with(|| by_key(&a.0, &b.0)),
+            TermsOrder::CountAsc => a.1.cmp(&b.1).then_with(|| by_key(&a.0, &b.0)),
+            TermsOrder::KeyAsc => by_key(&a.0, &b.0),
+            TermsOrder::KeyDesc => by_key(&b.0, &a.0),
+            TermsOrder::Metric { desc, .. } => match (va, vb) {
+                (Some(x), Some(y)) if *desc => y.total_cmp(x),
+                (Some(x), Some(y)) => x.total_cmp(y),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => std::cmp::Ordering::Equal,
             }
+            .then_with(|| by_key(&a.0, &b.0)),
         });
-        let mut slots: Vec<Option<_>> = rows.into_iter().map(Some).collect();
-        let mut rows: Vec<(BucketKey, u64, Option<DocSet>)> =
-            at.into_iter().map(|i| slots[i].take().expect("each row once")).collect();
+        let mut rows: Vec<(BucketKey, u64, Option<DocSet>)> = rows.into_iter().map(|(r, _)| r).collect();
         let other_doc_count = rows.iter().skip(size).map(|r| r.1).sum();
         rows.truncate(size);
         self.count_buckets(rows.len())?;
