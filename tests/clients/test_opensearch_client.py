@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 from opensearchpy import helpers
-from opensearchpy.exceptions import NotFoundError, RequestError
+from opensearchpy.exceptions import ConflictError, NotFoundError, RequestError
 
 INDEX = f"cranfield-client-{uuid.uuid4().hex[:10]}"
 
@@ -389,6 +389,29 @@ def test_get_exists_update_delete(client, ix):
     assert ids(client.search(index=INDEX, body={"query": {"term": {"id": doc_id}}})) == []
     with pytest.raises(NotFoundError):
         client.delete(index=INDEX, id=doc_id)
+    assert client.count(index=INDEX)["count"] == len(ix.docs)
+
+
+def test_optimistic_concurrency(client, ix):
+    # The read-then-conditional-write pattern: _seq_no/_primary_term from a get name the version to replace.
+    doc_id = "occ-1"
+    r = client.index(index=INDEX, id=doc_id, body={"title": "occ", "n": 1})
+    got = client.get(index=INDEX, id=doc_id)
+    assert got["_seq_no"] == r["_seq_no"] and got["_primary_term"] == 1
+    r2 = client.index(index=INDEX, id=doc_id, body={"title": "occ", "n": 2},
+                      if_seq_no=got["_seq_no"], if_primary_term=got["_primary_term"])
+    assert r2["result"] == "updated" and r2["_seq_no"] > got["_seq_no"]
+    with pytest.raises(ConflictError) as e:
+        client.index(index=INDEX, id=doc_id, body={"title": "occ", "n": 3},
+                     if_seq_no=got["_seq_no"], if_primary_term=1)
+    assert e.value.error == "version_conflict_engine_exception"
+    assert client.get(index=INDEX, id=doc_id)["_source"]["n"] == 2
+    with pytest.raises(ConflictError):
+        client.delete(index=INDEX, id=doc_id, if_seq_no=got["_seq_no"], if_primary_term=1)
+    hit = client.search(index=INDEX, body={"query": {"match": {"title": "occ"}}, "seq_no_primary_term": True})
+    assert [h["_seq_no"] for h in hit["hits"]["hits"] if h["_id"] == doc_id] == [r2["_seq_no"]]
+    assert client.delete(index=INDEX, id=doc_id, if_seq_no=r2["_seq_no"], if_primary_term=1)["result"] == "deleted"
+    assert client.exists(index=INDEX, id=doc_id) is False
     assert client.count(index=INDEX)["count"] == len(ix.docs)
 
 

@@ -2,14 +2,19 @@
 //! update (`_update`) and `_bulk`. A write answers only once it is acknowledged by the engine — in
 //! crash-safe mode, once its tLog record is durable; a bulk request shares one persist barrier per index.
 //!
-//! spirit keeps no per-document versions: `_version` is reported as 1 and `_seq_no` is the internal doc id
-//! (it grows with every write), so optimistic concurrency control (`if_seq_no`) is refused, not faked.
+//! Optimistic concurrency control: a document's `_seq_no` is its doc id in its shard, which only grows, is new
+//! for every write of an `_id` and survives merges, so it names one version of the `_id`; `_primary_term` is
+//! always 1 (no replicas). `if_seq_no` + `if_primary_term` on index, update, delete and bulk items make the
+//! write conditional on that version being live, checked by the engine under the shard's writer lock with
+//! the write itself ([`spirit::Precondition`]); `op_type=create` is the engine's `Absent` condition. spirit
+//! keeps no per-document version counts: `_version` is reported as 1, and `version`/`version_type` are
+//! refused, not faked.
 
 use crate::error::{ApiError, ApiResult};
 use crate::State;
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
-use spirit::{AddResult, Index};
+use spirit::{Index, PendingSet, Precondition};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -51,33 +56,88 @@ pub fn check_document(v: Value) -> ApiResult<Value> {
     Ok(v)
 }
 
-/// Optimistic concurrency parameters are refused (spirit keeps no versions).
-pub fn refuse_versioning(params: &HashMap<String, String>) -> ApiResult<()> {
-    for p in ["if_seq_no", "if_primary_term", "version", "version_type"] {
-        if params.contains_key(p) {
-            return Err(ApiError::unsupported(format!(
-                "the [{p}] parameter (spirit keeps no document versions)"
-            )));
+/// A write's `if_seq_no` and `if_primary_term` (Elasticsearch's optimistic concurrency control).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IfSeqNo {
+    pub seq_no: u64,
+    pub primary_term: u64,
+}
+
+impl IfSeqNo {
+    /// The pair from a request's URL parameters or a bulk item's metadata (`get` reads one, as text); `None`
+    /// when neither is given. `version` and `version_type` are refused: spirit counts no versions.
+    pub fn read(get: impl Fn(&str) -> Option<String>) -> ApiResult<Option<IfSeqNo>> {
+        for p in ["version", "version_type"] {
+            if get(p).is_some() {
+                return Err(ApiError::unsupported(format!(
+                    "the [{p}] parameter (spirit keeps no document version numbers; use if_seq_no and if_primary_term)"
+                )));
+            }
+        }
+        let num = |k: &str| -> ApiResult<Option<u64>> {
+            get(k)
+                .map(|v| {
+                    v.parse::<u64>().map_err(|_| {
+                        ApiError::bad_request(format!("[{k}] must be a non-negative integer, got [{v}]"))
+                    })
+                })
+                .transpose()
+        };
+        match (num("if_seq_no")?, num("if_primary_term")?) {
+            (None, None) => Ok(None),
+            (Some(seq_no), Some(primary_term)) if primary_term > 0 => {
+                Ok(Some(IfSeqNo { seq_no, primary_term }))
+            }
+            (Some(_), _) => Err(validation("ifSeqNo is set, but primary term is [0]")),
+            (None, Some(t)) => Err(validation(&format!("ifSeqNo is unassigned, but primary term is [{t}]"))),
         }
     }
-    Ok(())
-}
 
-/// `op_type=create` semantics: fails when the id exists. Callers hold the id's update lock.
-fn create(index: &Index, id: &str, doc: Value) -> ApiResult<AddResult> {
-    if index.get(id)?.is_some() {
-        return Err(version_conflict(index.name(), id));
+    /// The engine's condition for a write to `id`. Every version here has primary term 1, so another term is
+    /// a conflict whatever is live (reported with the live version, as Elasticsearch does).
+    fn precondition(self, index: &Index, id: &str) -> ApiResult<Precondition> {
+        if self.primary_term == 1 {
+            return Ok(Precondition::SeqNo(self.seq_no));
+        }
+        let (want, term) = (self.seq_no, self.primary_term);
+        let why = match index.get_versioned(id)? {
+            Some((have, _)) => format!("current document has seqNo [{have}] and primary term [1]"),
+            None => "but no document was found".into(),
+        };
+        Err(spirit::Error::VersionConflict(format!(
+            "[{id}]: version conflict, required seqNo [{want}], primary term [{term}]. {why}"
+        ))
+        .into())
     }
-    Ok(index.add_with_id(Some(id.to_string()), doc)?)
 }
 
-fn version_conflict(index: &str, id: &str) -> ApiError {
+/// Elasticsearch's request validation failure.
+fn validation(what: &str) -> ApiError {
     ApiError::new(
-        StatusCode::CONFLICT,
-        "version_conflict_engine_exception",
-        format!("[{id}]: version conflict, document already exists"),
+        StatusCode::BAD_REQUEST,
+        "action_request_validation_exception",
+        format!("Validation Failed: 1: {what};"),
     )
-    .with("index", json!(index))
+}
+
+/// The engine's condition for an index or create write (`cond`: its `if_seq_no`, if any).
+fn index_condition(
+    index: &Index,
+    id: Option<&str>,
+    create: bool,
+    cond: Option<IfSeqNo>,
+) -> ApiResult<Precondition> {
+    match (cond, id) {
+        (None, _) if create => Ok(Precondition::Absent),
+        (None, _) => Ok(Precondition::None),
+        (Some(_), _) if create => {
+            Err(validation("create operations do not support compare and set. use index instead"))
+        }
+        (Some(_), None) => {
+            Err(validation("compare and write operations can not be used with autoGenerateId"))
+        }
+        (Some(c), Some(id)) => c.precondition(index, id),
+    }
 }
 
 /// `POST /{index}/_delete_by_query`: deletes the documents the body's `query` matches (all of them without
@@ -155,25 +215,42 @@ pub fn delete_by_query(
     ))
 }
 
-/// Indexes one document (id `None`: generated). `create` refuses an existing id.
+/// Indexes one document (id `None`: generated). `create` refuses an existing id; `cond` replaces only the
+/// version it names. Both are checked by the engine together with the write.
 pub fn index_doc(
     state: &State,
     index: &Arc<Index>,
     id: Option<String>,
     doc: Value,
     create_only: bool,
+    cond: Option<IfSeqNo>,
 ) -> ApiResult<(StatusCode, Value)> {
-    let r = match (&id, create_only) {
-        (Some(id), true) => {
-            let _g = state.id_lock(index.name(), id);
-            create(index, id, doc)?
-        }
-        _ => index.add_with_id(id, doc)?,
-    };
+    let pre = index_condition(index, id.as_deref(), create_only, cond)?;
+    let r = index.add_with_id_if(id, doc, pre)?;
     state.metrics.docs_ingested.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (status, result) =
         if r.replaced { (StatusCode::OK, "updated") } else { (StatusCode::CREATED, "created") };
     Ok((status, write_result(index.name(), &r.id, result, Some(r.doc))))
+}
+
+/// Deletes one document; with `cond`, only the version it names (a conflict otherwise). Durable when it
+/// returns (crash-safe mode). Not found is a 404 with result `not_found`.
+pub fn delete_doc(index: &Index, id: &str, cond: Option<IfSeqNo>) -> ApiResult<(StatusCode, Value)> {
+    let found = match cond {
+        None => index.delete(id)?,
+        Some(c) => {
+            let Precondition::SeqNo(seq_no) = c.precondition(index, id)? else {
+                unreachable!("a sequence number")
+            };
+            let mut pending = PendingSet::default();
+            pending.note(index.delete_if_deferred(id, seq_no)?);
+            index.sync_pending(&mut pending)?;
+            true
+        }
+    };
+    let (status, result) =
+        if found { (StatusCode::OK, "deleted") } else { (StatusCode::NOT_FOUND, "not_found") };
+    Ok((status, write_result(index.name(), id, result, None)))
 }
 
 /// Recursively merges `patch` into `base` (objects merge key by key; anything else replaces), as
@@ -202,12 +279,18 @@ pub fn merge(base: &mut Value, patch: &Value) -> bool {
     }
 }
 
-/// `POST /{index}/_update/{id}` with `doc` (and `doc_as_upsert` or `upsert`). Scripts are refused.
+/// `POST /{index}/_update/{id}` with `doc` (and `doc_as_upsert` or `upsert`). Scripts are refused. The
+/// update reads the live version and writes the merged document on condition that this version is still the
+/// live one ([`Precondition::SeqNo`], or `Absent` for an upsert), so a write in between is never lost: it is
+/// a conflict, retried `retries` times (`retry_on_conflict`) and then a 409, as in Elasticsearch. With
+/// `cond` (`if_seq_no`) the version read must be the one it names.
 pub fn update_doc(
     state: &State,
     index: &Arc<Index>,
     id: &str,
     body: &Value,
+    cond: Option<IfSeqNo>,
+    retries: usize,
 ) -> ApiResult<(StatusCode, Value)> {
     let obj = body.as_object().ok_or_else(|| ApiError::parsing("an update request must be a JSON object"))?;
     for k in obj.keys() {
@@ -217,6 +300,9 @@ pub fn update_doc(
             other => return Err(ApiError::parsing(format!("unknown field [{other}] in the update request"))),
         }
     }
+    if cond.is_some() && retries > 0 {
+        return Err(validation("compare and write operations can not be retried"));
+    }
     let doc = obj.get("doc");
     if let Some(d) = doc {
         if !d.is_object() {
@@ -225,57 +311,79 @@ pub fn update_doc(
     }
     let as_upsert = obj.get("doc_as_upsert").and_then(Value::as_bool).unwrap_or(false);
     let detect_noop = obj.get("detect_noop").and_then(Value::as_bool).unwrap_or(true);
+    // Updates of one id wait for each other; other writes are caught by the write's condition.
     let _g = state.id_lock(index.name(), id);
-    let current = index.get(id)?;
-    let (status, result, r) = match current {
-        None => {
-            let new = match (obj.get("upsert"), as_upsert, doc) {
-                (Some(u), _, _) => u.clone(),
-                (None, true, Some(d)) => d.clone(),
-                _ => {
-                    return Err(ApiError::new(
-                        StatusCode::NOT_FOUND,
-                        "document_missing_exception",
-                        format!("[{id}]: document missing"),
-                    )
-                    .with("index", json!(index.name())))
-                }
+    let mut attempt = 0;
+    let (status, result, written, seq_no) = loop {
+        let current = index.get_versioned(id)?;
+        let live = current.as_ref().map(|(seq, _)| *seq as u32);
+        if let Some(c) = cond {
+            let Precondition::SeqNo(want) = c.precondition(index, id)? else {
+                unreachable!("a sequence number")
             };
-            if !new.is_object() {
-                return Err(ApiError::parsing("[upsert] must be a JSON object"));
-            }
-            (StatusCode::CREATED, "created", Some(index.add_with_id(Some(id.to_string()), new)?))
+            // The version read must be the one named (the engine checks it again with the write).
+            Precondition::SeqNo(want).check(id, live)?;
         }
-        Some(bytes) => {
-            let mut source: Value = serde_json::from_slice(&bytes).map_err(|e| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "spirit_exception",
-                    format!("stored source of [{id}] is not JSON: {e}"),
-                )
-            })?;
-            let changed = doc.is_some_and(|d| merge(&mut source, d));
-            if !changed && detect_noop {
-                (StatusCode::OK, "noop", None)
-            } else {
-                (StatusCode::OK, "updated", Some(index.add_with_id(Some(id.to_string()), source)?))
+        let (status, result, write) = match current {
+            None => {
+                let new = match (obj.get("upsert"), as_upsert, doc) {
+                    (Some(u), _, _) => u.clone(),
+                    (None, true, Some(d)) => d.clone(),
+                    _ => {
+                        return Err(ApiError::new(
+                            StatusCode::NOT_FOUND,
+                            "document_missing_exception",
+                            format!("[{id}]: document missing"),
+                        )
+                        .with("index", json!(index.name())))
+                    }
+                };
+                if !new.is_object() {
+                    return Err(ApiError::parsing("[upsert] must be a JSON object"));
+                }
+                (StatusCode::CREATED, "created", Some((new, Precondition::Absent)))
             }
+            Some((seq, bytes)) => {
+                let mut source: Value = serde_json::from_slice(&bytes).map_err(|e| {
+                    ApiError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "spirit_exception",
+                        format!("stored source of [{id}] is not JSON: {e}"),
+                    )
+                })?;
+                let changed = doc.is_some_and(|d| merge(&mut source, d));
+                if !changed && detect_noop {
+                    (StatusCode::OK, "noop", None)
+                } else {
+                    (StatusCode::OK, "updated", Some((source, Precondition::SeqNo(seq))))
+                }
+            }
+        };
+        let Some((new, pre)) = write else {
+            // A no-op answers with the live version's sequence number.
+            break (status, result, None, live);
+        };
+        match index.add_with_id_if(Some(id.to_string()), new, pre) {
+            Ok(r) => break (status, result, Some(r.doc), Some(r.doc)),
+            Err(spirit::Error::VersionConflict(_)) if attempt < retries => attempt += 1,
+            Err(e) => return Err(e.into()),
         }
     };
-    if r.is_some() {
+    if written.is_some() {
         state.metrics.docs_ingested.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
-    Ok((status, write_result(index.name(), id, result, r.map(|r| r.doc))))
+    Ok((status, write_result(index.name(), id, result, seq_no)))
 }
 
 /// The outcome of one bulk item: its status and body, or its error.
 type ItemResult = Result<(StatusCode, Value), ApiError>;
 
 /// One action of a bulk request.
+/// Each may carry an `if_seq_no` condition; an update also its `retry_on_conflict`.
 enum Action {
-    Index { create: bool, id: Option<String>, doc: Result<Value, ApiError> },
-    Update { id: String, body: Result<Value, ApiError> },
-    Delete { id: String },
+    Index { create: bool, id: Option<String>, doc: Result<Value, ApiError>, cond: Option<IfSeqNo> },
+    Update { id: String, body: Result<Value, ApiError>, cond: Option<IfSeqNo>, retries: usize },
+    Delete { id: String, cond: Option<IfSeqNo> },
 }
 
 struct Item {
@@ -317,24 +425,15 @@ pub fn bulk(state: &State, default_index: Option<&str>, body: &[u8]) -> ApiResul
             };
             // The document analyzed ahead of time, if it was (and for this very index).
             let ready = prepared[n].take().filter(|(i, _)| Arc::ptr_eq(i, &index)).map(|(_, p)| p);
-            let add = |id: Option<String>, doc: Result<Value, ApiError>| -> ApiResult<spirit::AddResult> {
-                let p = match ready {
-                    Some(p) => p?,
-                    None => index.prepare(id, &doc?)?,
-                };
-                Ok(index.insert_prepared(p)?.0)
-            };
             match action {
-                Action::Index { create: true, id: Some(id), doc } => {
-                    let _g = state.id_lock(index.name(), &id);
-                    if index.get(&id)?.is_some() {
-                        return Err(version_conflict(index.name(), &id));
-                    }
-                    let r = add(Some(id), doc)?;
-                    Ok((StatusCode::CREATED, write_result(index.name(), &r.id, "created", Some(r.doc)), true))
-                }
-                Action::Index { id, doc, .. } => {
-                    let r = add(id, doc)?;
+                Action::Index { create, id, doc, cond } => {
+                    // The engine checks the condition with the write (create: no live version).
+                    let pre = index_condition(&index, id.as_deref(), create, cond)?;
+                    let p = match ready {
+                        Some(p) => p?,
+                        None => index.prepare(id, &doc?)?,
+                    };
+                    let r = index.insert_prepared_if(p, pre)?.0;
                     let (status, result) = if r.replaced {
                         (StatusCode::OK, "updated")
                     } else {
@@ -342,18 +441,13 @@ pub fn bulk(state: &State, default_index: Option<&str>, body: &[u8]) -> ApiResul
                     };
                     Ok((status, write_result(index.name(), &r.id, result, Some(r.doc)), true))
                 }
-                Action::Update { id, body } => {
-                    let (status, v) = update_doc(state, &index, &id, &body?)?;
+                Action::Update { id, body, cond, retries } => {
+                    let (status, v) = update_doc(state, &index, &id, &body?, cond, retries)?;
                     Ok((status, v, false))
                 }
-                Action::Delete { id } => {
-                    let found = index.delete(&id)?;
-                    let (status, result) = if found {
-                        (StatusCode::OK, "deleted")
-                    } else {
-                        (StatusCode::NOT_FOUND, "not_found")
-                    };
-                    Ok((status, write_result(index.name(), &id, result, None), false))
+                Action::Delete { id, cond } => {
+                    let (status, v) = delete_doc(&index, &id, cond)?;
+                    Ok((status, v, false))
                 }
             }
         })();
@@ -477,9 +571,24 @@ fn parse_bulk(default_index: Option<&str>, body: &[u8], max_actions: usize) -> A
             Some(Value::Number(n)) => Some(n.to_string()),
             Some(_) => return Err(malformed("[_id] must be a string".into())),
         };
-        let unsupported = meta
-            .keys()
-            .find(|k| ["if_seq_no", "if_primary_term", "version", "version_type"].contains(&k.as_str()));
+        let meta_text = |k: &str| {
+            meta.get(k).map(|v| match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+        };
+        let cond = IfSeqNo::read(meta_text);
+        let retries = match meta_text("retry_on_conflict") {
+            None => Ok(0),
+            Some(v) if op == "update" => v.parse::<usize>().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "[retry_on_conflict] must be a non-negative integer, got [{v}]"
+                ))
+            }),
+            Some(_) => Err(ApiError::bad_request(format!(
+                "[retry_on_conflict] applies to update actions, not [{op}]"
+            ))),
+        };
         let mut source = || -> ApiResult<Value> {
             let (m, l) = lines.next().ok_or_else(|| {
                 ApiError::bad_request(format!("the [{op}] action on line {} has no source line", n + 1))
@@ -493,31 +602,25 @@ fn parse_bulk(default_index: Option<&str>, body: &[u8], max_actions: usize) -> A
             })
         };
         let action = match op {
-            "delete" => id
-                .map(|id| Action::Delete { id })
-                .ok_or_else(|| ApiError::bad_request("[delete] needs an [_id]")),
+            "delete" => match id {
+                Some(id) => retries.and(cond).map(|cond| Action::Delete { id, cond }),
+                None => Err(ApiError::bad_request("[delete] needs an [_id]")),
+            },
             "update" => {
                 let body = source();
                 match id {
-                    Some(id) => Ok(Action::Update { id, body }),
+                    Some(id) => {
+                        cond.and_then(|cond| Ok(Action::Update { id, body, cond, retries: retries? }))
+                    }
                     None => Err(ApiError::bad_request("[update] needs an [_id]")),
                 }
             }
             _ => {
                 let doc = source().and_then(check_document);
-                if op == "create" && id.is_none() {
-                    // Elasticsearch generates an id for create without one.
-                    Ok(Action::Index { create: false, id: None, doc })
-                } else {
-                    Ok(Action::Index { create: op == "create", id, doc })
-                }
+                // Elasticsearch generates an id for create without one.
+                let create = op == "create" && id.is_some();
+                retries.and(cond).map(|cond| Action::Index { create, id, doc, cond })
             }
-        };
-        let action = match unsupported {
-            Some(k) => {
-                Err(ApiError::unsupported(format!("the [{k}] parameter (spirit keeps no document versions)")))
-            }
-            None => action,
         };
         items.push(Item { op, index, action });
     }
@@ -544,7 +647,7 @@ mod tests {
         assert_eq!((items[0].op, items[0].index.as_str()), ("index", "d"));
         assert_eq!((items[1].op, items[1].index.as_str()), ("delete", "other"));
         assert!(
-            matches!(&items[2].action, Ok(Action::Index { create: true, id: Some(id), doc: Err(_) }) if id == "3")
+            matches!(&items[2].action, Ok(Action::Index { create: true, id: Some(id), doc: Err(_), cond: None }) if id == "3")
         );
         assert!(matches!(&items[3].action, Ok(Action::Update { .. })));
         assert!(parse_bulk(Some("d"), b"{\"nope\":{}}\n", 100).is_err());

@@ -106,6 +106,9 @@ impl From<spirit::Error> for ApiError {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "resource_exhausted_exception", reason)
             }
             E::Closed => ApiError::new(StatusCode::BAD_REQUEST, "index_closed_exception", reason),
+            E::VersionConflict(_) => {
+                ApiError::new(StatusCode::CONFLICT, "version_conflict_engine_exception", reason)
+            }
             E::Corrupt { .. } => {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt_index_exception", reason)
             }

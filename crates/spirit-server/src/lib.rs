@@ -613,13 +613,13 @@ async fn do_index(
     create: bool,
 ) -> ApiResult<Response> {
     check_name(&index, &Method::PUT, &format!("/{index}/_doc"))?;
-    documents::refuse_versioning(&params)?;
+    let cond = documents::IfSeqNo::read(|k| params.get(k).cloned())?;
     let create = create || params.get("op_type").map(String::as_str) == Some("create");
     let doc = documents::parse_document(&body(b)?)?;
     st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let i = st.index_or_create(&index)?;
     let st2 = st.clone();
-    pool::blocking(move || documents::index_doc(&st2, &i, id, doc, create)).await.map(write_response)
+    pool::blocking(move || documents::index_doc(&st2, &i, id, doc, create, cond)).await.map(write_response)
 }
 
 async fn index_doc(
@@ -650,7 +650,7 @@ async fn index_auto_id(
 }
 
 /// Real-time get: the stored `_source`, from any lifecycle stage, right after the write returned.
-async fn fetch(st: &Shared, index: &str, id: &str) -> ApiResult<Option<Value>> {
+async fn fetch(st: &Shared, index: &str, id: &str) -> ApiResult<Option<(u64, Value)>> {
     let (st2, index, id) = (st.clone(), index.to_string(), id.to_string());
     st.pool.run(move || multi::get_one(&st2, &index, &id)).await
 }
@@ -705,8 +705,8 @@ async fn get_doc(
 ) -> ApiResult<Response> {
     let source = fetch(&st, &index, &id).await?;
     Ok(match source {
-        Some(src) => {
-            let mut v = json!({"_index": index, "_id": id, "_version": 1, "_seq_no": 0, "_primary_term": 1, "found": true});
+        Some((seq_no, src)) => {
+            let mut v = json!({"_index": index, "_id": id, "_version": 1, "_seq_no": seq_no, "_primary_term": 1, "found": true});
             if let Some(s) = search::SourceFilter::from_params(&params).unwrap_or_default().apply(src) {
                 v["_source"] = s;
             }
@@ -722,7 +722,7 @@ async fn get_source(
     Ext(st): Ext<Shared>,
     Path((index, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    fetch(&st, &index, &id).await?.map(Json).ok_or_else(|| {
+    fetch(&st, &index, &id).await?.map(|(_, src)| Json(src)).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
             "resource_not_found_exception",
@@ -731,14 +731,15 @@ async fn get_source(
     })
 }
 
-async fn delete_doc(Ext(st): Ext<Shared>, Path((index, id)): Path<(String, String)>) -> ApiResult<Response> {
+async fn delete_doc(
+    Ext(st): Ext<Shared>,
+    Path((index, id)): Path<(String, String)>,
+    Query(params): Params,
+) -> ApiResult<Response> {
+    let cond = documents::IfSeqNo::read(|k| params.get(k).cloned())?;
     let i = st.index(&index)?;
     st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let id2 = id.clone();
-    let found = pool::blocking(move || Ok(i.delete(&id2)?)).await?;
-    let (status, result) =
-        if found { (StatusCode::OK, "deleted") } else { (StatusCode::NOT_FOUND, "not_found") };
-    Ok((status, Json(documents::write_result(&index, &id, result, None))).into_response())
+    pool::blocking(move || documents::delete_doc(&i, &id, cond)).await.map(write_response)
 }
 
 async fn delete_by_query(
@@ -762,12 +763,20 @@ async fn update_doc(
     Query(params): Params,
     b: Body,
 ) -> ApiResult<Response> {
-    documents::refuse_versioning(&params)?;
+    let cond = documents::IfSeqNo::read(|k| params.get(k).cloned())?;
+    let retries = match params.get("retry_on_conflict") {
+        None => 0,
+        Some(v) => v.parse::<usize>().map_err(|_| {
+            ApiError::bad_request(format!("[retry_on_conflict] must be a non-negative integer, got [{v}]"))
+        })?,
+    };
     let req = json_body(b)?;
     st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let i = st.index_or_create(&index)?;
     let st2 = st.clone();
-    pool::blocking(move || documents::update_doc(&st2, &i, &id, &req)).await.map(write_response)
+    pool::blocking(move || documents::update_doc(&st2, &i, &id, &req, cond, retries))
+        .await
+        .map(write_response)
 }
 
 async fn run_bulk(st: Shared, index: Option<String>, b: Body) -> ApiResult<Json<Value>> {

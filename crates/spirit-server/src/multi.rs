@@ -73,8 +73,8 @@ pub fn mget(
                 return json!({"_id": id, "error": e.body()});
             };
             match get_one(st, &index, &id) {
-                Ok(Some(src)) => {
-                    let mut v = json!({"_index": index, "_id": id, "_version": 1, "_seq_no": 0,
+                Ok(Some((seq_no, src))) => {
+                    let mut v = json!({"_index": index, "_id": id, "_version": 1, "_seq_no": seq_no,
                                        "_primary_term": 1, "found": true});
                     if let Some(s) = filter.unwrap_or_default().apply(src) {
                         v["_source"] = s;
@@ -89,10 +89,11 @@ pub fn mget(
     Ok(json!({ "docs": docs }))
 }
 
-/// One real-time get: the stored `_source` as JSON, `None` when no live document has the id.
-pub fn get_one(st: &ServerState, index: &str, id: &str) -> ApiResult<Option<Value>> {
-    let Some(bytes) = st.index(index)?.get(id)? else { return Ok(None) };
-    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+/// One real-time get: the live version's sequence number (`_seq_no`) and its stored `_source` as JSON,
+/// `None` when no live document has the id.
+pub fn get_one(st: &ServerState, index: &str, id: &str) -> ApiResult<Option<(u64, Value)>> {
+    let Some((seq_no, bytes)) = st.index(index)?.get_versioned(id)? else { return Ok(None) };
+    serde_json::from_slice(&bytes).map(|v| Some((seq_no, v))).map_err(|e| {
         ApiError::new(
             axum::http::StatusCode::INTERNAL_SERVER_ERROR,
             "spirit_exception",

@@ -164,6 +164,10 @@ pub struct SearchRequest {
     cache: bool,
     /// `aggs` (or `aggregations`), translated when the request runs (filters are queries on the schema).
     aggs: Option<Value>,
+    /// `version` and `seq_no_primary_term`: each hit's `_version` (always 1), and its `_seq_no` (doc id in its
+    /// shard, what a conditional write names) and `_primary_term` (1).
+    version: bool,
+    seq_no: bool,
 }
 
 const KNOWN_KEYS: &[&str] = &[
@@ -270,7 +274,20 @@ impl SearchRequest {
             }
             (a, b) => a.or(b).cloned(),
         };
-        Ok(SearchRequest { query, from, size, sort, track, source, highlight, cache, aggs })
+        let flag = |key: &str| -> ApiResult<bool> {
+            match (obj.get(key), params.get(key).map(String::as_str)) {
+                (Some(v), _) => {
+                    v.as_bool().ok_or_else(|| ApiError::parsing(format!("[{key}] must be a boolean")))
+                }
+                (None, None | Some("false")) => Ok(false),
+                (None, Some("true" | "")) => Ok(true),
+                (None, Some(v)) => {
+                    Err(ApiError::parsing(format!("[{key}] must be true or false, got [{v}]")))
+                }
+            }
+        };
+        let (version, seq_no) = (flag("version")?, flag("seq_no_primary_term")?);
+        Ok(SearchRequest { query, from, size, sort, track, source, highlight, cache, aggs, version, seq_no })
     }
 
     /// Runs the search (on a query-pool thread) and builds the response.
@@ -306,6 +323,13 @@ impl SearchRequest {
                 let mut hit = Map::new();
                 hit.insert("_index".into(), json!(name));
                 hit.insert("_id".into(), json!(h.id));
+                if self.version {
+                    hit.insert("_version".into(), json!(1));
+                }
+                if self.seq_no {
+                    hit.insert("_seq_no".into(), json!(h.doc));
+                    hit.insert("_primary_term".into(), json!(1));
+                }
                 match &self.sort {
                     SortSpec::Newest => {
                         hit.insert("_score".into(), Value::Null);

@@ -213,7 +213,17 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
             "document_missing_exception",
         ),
         (s.call("PUT", "/bad/_create/1", Some(r#"{"n": 3}"#)), 409, "version_conflict_engine_exception"),
-        (s.call("PUT", "/bad/_doc/1?if_seq_no=3", Some(r#"{"n": 3}"#)), 400, "illegal_argument_exception"),
+        (
+            s.call("PUT", "/bad/_doc/1?if_seq_no=3", Some(r#"{"n": 3}"#)),
+            400,
+            "action_request_validation_exception",
+        ),
+        (s.call("PUT", "/bad/_doc/1?version=3", Some(r#"{"n": 3}"#)), 400, "illegal_argument_exception"),
+        (
+            s.call("PUT", "/bad/_doc/1?if_seq_no=x&if_primary_term=1", Some(r#"{"n": 3}"#)),
+            400,
+            "illegal_argument_exception",
+        ),
         (
             s.call(
                 "POST",
@@ -1232,4 +1242,107 @@ fn phrase_slop_finds_near_matches_closest_first() {
         Some(r#"{"query": {"match_phrase": {"body": {"query": "quick fox", "slop": -1}}}}"#),
     );
     assert_eq!(status, 400, "{v}");
+}
+
+/// Optimistic concurrency control as the clients use it: `_seq_no` and `_primary_term` from a get, a search
+/// hit or a write name the live version; a write or delete with `if_seq_no`/`if_primary_term` goes in only
+/// while that version is live, else it is a 409 that writes nothing — on one shard and on three.
+#[test]
+fn if_seq_no_writes_replace_only_the_version_read() {
+    for shards in [1, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = TestServer::start(dir.path(), ServerConfig::default());
+        let settings = format!(r#"{{"settings": {{"number_of_shards": {shards}}}}}"#);
+        assert_eq!(s.call("PUT", "/occ", Some(&settings)).0, 200);
+        let (status, r) = s.call("PUT", "/occ/_doc/a", Some(r#"{"n": 1}"#));
+        assert_eq!(status, 201, "{r}");
+        let s1 = r["_seq_no"].as_u64().unwrap();
+        let (_, g) = s.call("GET", "/occ/_doc/a", None);
+        assert_eq!((g["_seq_no"].as_u64(), g["_primary_term"].as_u64()), (Some(s1), Some(1)), "{g}");
+        let (status, r) =
+            s.call("PUT", &format!("/occ/_doc/a?if_seq_no={s1}&if_primary_term=1"), Some(r#"{"n": 2}"#));
+        assert_eq!((status, r["result"].as_str()), (200, Some("updated")), "{r}");
+        let s2 = r["_seq_no"].as_u64().unwrap();
+        assert!(s2 > s1);
+        // The stale version, another primary term, a missing document: conflicts that write nothing.
+        let r = s.call("PUT", &format!("/occ/_doc/a?if_seq_no={s1}&if_primary_term=1"), Some(r#"{"n": 9}"#));
+        assert_es_error(&r, 409, "version_conflict_engine_exception");
+        let why = r.1["error"]["reason"].as_str().unwrap();
+        assert!(
+            why.contains(&format!("required seqNo [{s1}]")) && why.contains(&format!("has seqNo [{s2}]")),
+            "{why}"
+        );
+        let r = s.call("PUT", &format!("/occ/_doc/a?if_seq_no={s2}&if_primary_term=2"), Some(r#"{"n": 9}"#));
+        assert_es_error(&r, 409, "version_conflict_engine_exception");
+        let r = s.call("PUT", "/occ/_doc/none?if_seq_no=0&if_primary_term=1", Some(r#"{"n": 9}"#));
+        assert_es_error(&r, 409, "version_conflict_engine_exception");
+        assert_eq!(s.call("GET", "/occ/_doc/none", None).0, 404);
+        assert_eq!(s.call("GET", "/occ/_doc/a", None).1["_source"], json!({"n": 2}));
+        // Conditions that cannot apply are refused.
+        let r = s.call("POST", "/occ/_doc?if_seq_no=0&if_primary_term=1", Some(r#"{"n": 9}"#));
+        assert_es_error(&r, 400, "action_request_validation_exception");
+        let r =
+            s.call("PUT", &format!("/occ/_create/b?if_seq_no={s2}&if_primary_term=1"), Some(r#"{"n": 9}"#));
+        assert_es_error(&r, 400, "action_request_validation_exception");
+        let r = s.call(
+            "POST",
+            &format!("/occ/_update/a?if_seq_no={s2}&if_primary_term=1&retry_on_conflict=2"),
+            Some(r#"{"doc": {"m": 1}}"#),
+        );
+        assert_es_error(&r, 400, "action_request_validation_exception");
+        // Partial updates: with the live version's number, then with the old one.
+        let (status, r) = s.call(
+            "POST",
+            &format!("/occ/_update/a?if_seq_no={s2}&if_primary_term=1"),
+            Some(r#"{"doc": {"m": 1}}"#),
+        );
+        assert_eq!(status, 200, "{r}");
+        let s3 = r["_seq_no"].as_u64().unwrap();
+        let r = s.call(
+            "POST",
+            &format!("/occ/_update/a?if_seq_no={s2}&if_primary_term=1"),
+            Some(r#"{"doc": {"m": 2}}"#),
+        );
+        assert_es_error(&r, 409, "version_conflict_engine_exception");
+        // A search hit carries the same numbers.
+        let (_, r) = s.call(
+            "POST",
+            "/occ/_search",
+            Some(r#"{"query": {"term": {"m": 1}}, "seq_no_primary_term": true, "version": true}"#),
+        );
+        let hit = &r["hits"]["hits"][0];
+        assert_eq!(
+            (hit["_seq_no"].as_u64(), hit["_primary_term"].as_u64(), hit["_version"].as_u64()),
+            (Some(s3), Some(1), Some(1)),
+            "{r}"
+        );
+        // Conditional deletes.
+        let r = s.call("DELETE", &format!("/occ/_doc/a?if_seq_no={s2}&if_primary_term=1"), None);
+        assert_es_error(&r, 409, "version_conflict_engine_exception");
+        assert_eq!(s.call("GET", "/occ/_doc/a", None).0, 200);
+        let (status, r) = s.call("DELETE", &format!("/occ/_doc/a?if_seq_no={s3}&if_primary_term=1"), None);
+        assert_eq!((status, r["result"].as_str()), (200, Some("deleted")), "{r}");
+        assert_eq!(s.call("GET", "/occ/_doc/a", None).0, 404);
+        // Bulk items: each condition checked on its own; a failed one fails only its item.
+        s.call("PUT", "/occ/_doc/b", Some(r#"{"n": 1}"#));
+        let sb = s.call("GET", "/occ/_doc/b", None).1["_seq_no"].as_u64().unwrap();
+        let body = format!(
+            "{{\"index\": {{\"_id\": \"b\", \"if_seq_no\": {sb}, \"if_primary_term\": 1}}}}\n{{\"n\": 2}}\n\
+             {{\"index\": {{\"_id\": \"b\", \"if_seq_no\": {sb}, \"if_primary_term\": 1}}}}\n{{\"n\": 3}}\n\
+             {{\"create\": {{\"_id\": \"b\"}}}}\n{{\"n\": 4}}\n\
+             {{\"delete\": {{\"_id\": \"b\", \"if_seq_no\": {sb}, \"if_primary_term\": 1}}}}\n\
+             {{\"update\": {{\"_id\": \"b\", \"retry_on_conflict\": 3}}}}\n{{\"doc\": {{\"m\": 5}}}}\n"
+        );
+        let (status, r) = s.call("POST", "/occ/_bulk", Some(&body));
+        assert_eq!(status, 200, "{r}");
+        let statuses: Vec<u64> = r["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i.as_object().unwrap().values().next().unwrap()["status"].as_u64().unwrap())
+            .collect();
+        assert_eq!(statuses, [200, 409, 409, 409, 200], "{r}");
+        assert_eq!(s.call("GET", "/occ/_doc/b", None).1["_source"], json!({"n": 2, "m": 5}));
+        s.stop();
+    }
 }

@@ -27,6 +27,9 @@ pub enum Error {
     AlreadyExists(String),
     #[error("{0}")]
     ResourceExhausted(String),
+    /// A conditional write found another version of its document live (or none): nothing was written.
+    #[error("{0}")]
+    VersionConflict(String),
     #[error("the index is closed")]
     Closed,
     #[error("data directory {0} is in use by another process")]

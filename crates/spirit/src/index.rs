@@ -15,7 +15,7 @@ use crate::gdt::Snapshot;
 use crate::query::{self, Query, SearchOptions, Sort};
 use crate::schema::document::{analyze_document_logged, new_fields, take_id};
 use crate::schema::{analyze_document, Schema};
-use crate::shard::{Sequencer, Shard, ShardStats};
+use crate::shard::{Precondition, Sequencer, Shard, ShardStats};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -765,15 +765,55 @@ impl Index {
     /// The second half of an add (see [`prepare`](Self::prepare)): draws a generated `_id` if the document
     /// has none, routes it to its shard and inserts it there (replacing a live document with the same
     /// `_id`). Not yet durable in crash-safe mode: sync the returned [`Pending`].
-    pub fn insert_prepared(&self, mut prepared: PreparedDoc) -> Result<(AddResult, Option<Pending>)> {
+    pub fn insert_prepared(&self, prepared: PreparedDoc) -> Result<(AddResult, Option<Pending>)> {
+        self.insert_prepared_if(prepared, Precondition::None)
+    }
+
+    /// [`insert_prepared`](Self::insert_prepared) only if `cond` holds for the `_id`'s live version, checked
+    /// atomically with the write ([`Error::VersionConflict`] otherwise, nothing written). A generated `_id`
+    /// is new: `Absent` holds for it, `SeqNo` never does.
+    pub fn insert_prepared_if(
+        &self,
+        mut prepared: PreparedDoc,
+        cond: Precondition,
+    ) -> Result<(AddResult, Option<Pending>)> {
         let analyzed = &mut prepared.analyzed;
         if prepared.generated {
+            if let Precondition::SeqNo(_) = cond {
+                return Err(Error::InvalidArgument("an if_seq_no condition needs the document's _id".into()));
+            }
             analyzed.id = self.next_id();
         }
         let shard = self.shard_of(&analyzed.id);
-        let (doc, replaced, lsn) = self.shards[shard].upsert_deferred(analyzed, !prepared.generated)?;
+        let cond = if prepared.generated { Precondition::None } else { cond };
+        let (doc, replaced, lsn) = self.shards[shard].upsert_deferred(analyzed, !prepared.generated, cond)?;
         let id = std::mem::take(&mut analyzed.id);
         Ok((AddResult { id, doc, shard, replaced }, lsn.map(|lsn| Pending { shard, lsn })))
+    }
+
+    /// [`add_with_id`](Self::add_with_id) only if `cond` holds for the `_id`'s live version, checked
+    /// atomically with the write: [`Precondition::Absent`] creates, [`Precondition::SeqNo`] replaces exactly
+    /// the version read before (optimistic concurrency); otherwise [`Error::VersionConflict`] and nothing is
+    /// written. Durable when it returns (crash-safe mode).
+    pub fn add_with_id_if(
+        &self,
+        id: Option<String>,
+        body: serde_json::Value,
+        cond: Precondition,
+    ) -> Result<AddResult> {
+        let (r, pending) = self.insert_prepared_if(self.prepare(id, &body)?, cond)?;
+        if let Some(p) = pending {
+            self.shards[p.shard].sync_to(Some(p.lsn))?;
+        }
+        Ok(r)
+    }
+
+    /// Deletes the document with `_id` only if its live version has sequence number `seq_no`
+    /// ([`Precondition::SeqNo`]); [`Error::VersionConflict`] otherwise. Not yet durable (crash-safe mode).
+    pub fn delete_if_deferred(&self, id: &str, seq_no: u64) -> Result<Option<Pending>> {
+        let shard = self.shard_of(id);
+        let lsn = self.shards[shard].delete_if_deferred(id, seq_no)?;
+        Ok(lsn.map(|lsn| Pending { shard, lsn }))
     }
 
     /// Deletes the document with `_id`; returns whether it existed.
@@ -841,9 +881,17 @@ impl Index {
 
     /// Real-time get by `_id`: the `_source` bytes of the live document.
     pub fn get(&self, id: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.get_versioned(id)?.map(|(_, src)| src))
+    }
+
+    /// Real-time get by `_id` with the live version's sequence number (its doc id in its shard, see
+    /// [`Precondition`]): what a later conditional write names to replace exactly this version.
+    pub fn get_versioned(&self, id: &str) -> Result<Option<(u64, Vec<u8>)>> {
         match self.shards[self.shard_of(id)].find_id(id) {
             None => Ok(None),
-            Some((seg, local)) => stored(&seg, local).map(|(_, src)| Some(src)),
+            Some((seg, local)) => {
+                stored(&seg, local).map(|(_, src)| Some(((seg.base_doc + local) as u64, src)))
+            }
         }
     }
 

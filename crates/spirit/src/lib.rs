@@ -47,3 +47,4 @@ pub use index::{
     PreparedDoc, SearchResult,
 };
 pub use query::{Disjunction, Query, SearchOptions, Sort, MAX_SLOP};
+pub use shard::Precondition;

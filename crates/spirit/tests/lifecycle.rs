@@ -401,3 +401,135 @@ fn deleting_matched_versions_spares_newer_ones() {
         }
     }
 }
+
+/// Optimistic concurrency: a document's sequence number (`get_versioned`) names its live version through
+/// flushes, merges and a graceful reopen; a conditional write or delete naming it goes in, one naming another
+/// version (or a missing document) is a conflict that writes nothing; `Absent` creates only.
+#[test]
+fn conditional_writes_replace_only_the_version_named() {
+    use spirit::{Error, Precondition};
+    let conflict = |r: spirit::Result<spirit::AddResult>| match r {
+        Err(Error::VersionConflict(m)) => m,
+        other => panic!("expected a version conflict, got {other:?}"),
+    };
+    for shards in [1, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = spirit::IndexSettings { number_of_shards: shards, ..Default::default() };
+        let c = ShardConfig { dram_budget: shards * (8 << 20), ..cfg() };
+        let mut seqs = std::collections::HashMap::new();
+        {
+            let index = Index::open("t", dir.path(), c.clone(), None, Some(settings)).unwrap();
+            for i in 0..20 {
+                let id = format!("d{i}");
+                let r = index
+                    .add_with_id_if(Some(id.clone()), serde_json::json!({"n": i}), Precondition::Absent)
+                    .unwrap();
+                seqs.insert(id, r.doc as u64);
+            }
+            let m = conflict(index.add_with_id_if(
+                Some("d1".into()),
+                serde_json::json!({"n": 0}),
+                Precondition::Absent,
+            ));
+            assert!(m.contains("document already exists"), "{m}");
+            // Sealed, flushed and merged: the sequence numbers stay.
+            index.seal().unwrap();
+            index.wait_idle().unwrap();
+            for (id, &seq) in &seqs {
+                assert_eq!(index.get_versioned(id).unwrap().unwrap().0, seq, "{id}, shards {shards}");
+            }
+            // The version read is replaced; a stale one, another one or a missing document is a conflict.
+            let s2 = seqs["d2"];
+            let r = index
+                .add_with_id_if(Some("d2".into()), serde_json::json!({"n": 102}), Precondition::SeqNo(s2))
+                .unwrap();
+            assert!(r.replaced && r.doc as u64 != s2);
+            let m = conflict(index.add_with_id_if(
+                Some("d2".into()),
+                serde_json::json!({"n": 0}),
+                Precondition::SeqNo(s2),
+            ));
+            assert!(
+                m.contains(&format!("required seqNo [{s2}]"))
+                    && m.contains(&format!("current document has seqNo [{}]", r.doc)),
+                "{m}"
+            );
+            seqs.insert("d2".into(), r.doc as u64);
+            let m = conflict(index.add_with_id_if(
+                Some("nope".into()),
+                serde_json::json!({"n": 0}),
+                Precondition::SeqNo(0),
+            ));
+            assert!(m.contains("no document was found"), "{m}");
+            assert!(index.get("nope").unwrap().is_none(), "a failed condition writes nothing");
+            // Conditional deletes.
+            let s3 = seqs["d3"];
+            assert!(matches!(index.delete_if_deferred("d3", s3 + 1_000), Err(Error::VersionConflict(_))));
+            assert!(index.get("d3").unwrap().is_some());
+            index.delete_if_deferred("d3", s3).unwrap();
+            assert!(index.get("d3").unwrap().is_none());
+            assert!(matches!(index.delete_if_deferred("d3", s3), Err(Error::VersionConflict(_))));
+            seqs.remove("d3");
+            index.close().unwrap();
+        }
+        let index = Index::open("t", dir.path(), c, None, None).unwrap();
+        for (id, &seq) in &seqs {
+            assert_eq!(
+                index.get_versioned(id).unwrap().unwrap().0,
+                seq,
+                "{id} after reopen, shards {shards}"
+            );
+        }
+        assert!(String::from_utf8(index.get("d2").unwrap().unwrap()).unwrap().contains("102"));
+        let s4 = seqs["d4"];
+        index
+            .add_with_id_if(Some("d4".into()), serde_json::json!({"n": 104}), Precondition::SeqNo(s4))
+            .unwrap();
+        index.close().unwrap();
+    }
+}
+
+/// Read-modify-write increments with `SeqNo` conditions from several threads lose none: each write that
+/// goes in replaced exactly the version its thread read, so the counter ends at the number of successes.
+#[test]
+fn compare_and_set_increments_lose_no_update() {
+    use spirit::{Error, Precondition};
+    let dir = tempfile::tempdir().unwrap();
+    let index = std::sync::Arc::new(Index::open("t", dir.path(), cfg(), None, None).unwrap());
+    index.add(serde_json::json!({"_id": "c", "n": 0})).unwrap();
+    let (threads, each) = (4, 40);
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let index = index.clone();
+            std::thread::spawn(move || {
+                let mut conflicts = 0;
+                for _ in 0..each {
+                    loop {
+                        let (seq, src) = index.get_versioned("c").unwrap().unwrap();
+                        let n =
+                            serde_json::from_slice::<serde_json::Value>(&src).unwrap()["n"].as_u64().unwrap();
+                        match index.add_with_id_if(
+                            Some("c".into()),
+                            serde_json::json!({"n": n + 1}),
+                            Precondition::SeqNo(seq),
+                        ) {
+                            Ok(_) => break,
+                            Err(Error::VersionConflict(_)) => conflicts += 1,
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
+                conflicts
+            })
+        })
+        .collect();
+    let conflicts: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    let src = index.get("c").unwrap().unwrap();
+    let n = serde_json::from_slice::<serde_json::Value>(&src).unwrap()["n"].as_u64().unwrap();
+    assert_eq!(n, (threads * each) as u64, "every increment counted ({conflicts} conflicts retried)");
+    assert_eq!(
+        index.search("n:[0 TO 1000]", &SearchOptions::default()).unwrap().total,
+        1,
+        "one live version"
+    );
+}

@@ -54,6 +54,40 @@ const BULK_PREFAULT_AHEAD: usize = 32 << 20;
 /// has its own arenas).
 const REALTIME_PREFAULT_AHEAD: usize = 4 << 20;
 
+/// A condition a write to an `_id` must meet, checked under the shard's writer lock together with the write
+/// (Elasticsearch's optimistic concurrency control). A document's *sequence number* is its doc id in its
+/// shard: doc ids only grow, every write of an `_id` gets a new one, and merges keep them — so it names one
+/// version of the `_id`, as Elasticsearch's `_seq_no` does (with primary term 1: spirit has no replicas).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precondition {
+    /// Write whatever is there.
+    #[default]
+    None,
+    /// Only if the `_id` has no live document (`op_type=create`).
+    Absent,
+    /// Only if the `_id`'s live document has this sequence number (`if_seq_no`).
+    SeqNo(u64),
+}
+
+impl Precondition {
+    /// Whether a write may go ahead when the `_id`'s live version is `live` (its doc id; `None`: no live
+    /// document); the conflict error, in Elasticsearch's words, if not.
+    pub fn check(self, id: &str, live: Option<u32>) -> Result<()> {
+        let why = match (self, live) {
+            (Precondition::None, _) | (Precondition::Absent, None) => return Ok(()),
+            (Precondition::SeqNo(want), Some(have)) if want == have as u64 => return Ok(()),
+            (Precondition::Absent, Some(_)) => "document already exists".to_string(),
+            (Precondition::SeqNo(want), Some(have)) => format!(
+                "required seqNo [{want}], primary term [1]. current document has seqNo [{have}] and primary term [1]"
+            ),
+            (Precondition::SeqNo(want), None) => {
+                format!("required seqNo [{want}], primary term [1]. but no document was found")
+            }
+        };
+        Err(Error::VersionConflict(format!("[{id}]: version conflict, {why}")))
+    }
+}
+
 /// What [`Shard::delete_version_deferred`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VersionDelete {
@@ -737,6 +771,18 @@ impl Shard {
         self.delete_live(id, Some(doc))
     }
 
+    /// Deletes the live doc with `_id` only if its sequence number (doc id) is `seq_no` (Elasticsearch's
+    /// `if_seq_no`); another live version, or none, is [`Error::VersionConflict`] and nothing is deleted. Not
+    /// yet durable: returns the tLog LSN as [`delete_deferred`](Self::delete_deferred) does.
+    pub fn delete_if_deferred(&self, id: &str, seq_no: u64) -> Result<Option<u64>> {
+        let w = self.inner.writer.lock();
+        self.inner.check_open(&w)?;
+        let found = self.find_id(id);
+        Precondition::SeqNo(seq_no).check(id, found.as_ref().map(|(seg, local)| seg.base_doc + local))?;
+        let (seg, local) = found.expect("the condition holds only for a live document");
+        self.delete_found(&seg, local, id)
+    }
+
     /// Deletes the live version of `_id` — if `version` is given, only when that is its doc id — and logs
     /// the delete; returns what happened and the tLog LSN.
     fn delete_live(&self, id: &str, version: Option<u32>) -> Result<(VersionDelete, Option<u64>)> {
@@ -744,33 +790,42 @@ impl Shard {
         self.inner.check_open(&w)?;
         match self.find_id(id) {
             Some((seg, local)) if version.is_none_or(|v| v == seg.base_doc + local) => {
-                seg.deletes.delete(local);
-                if let SegData::Fresh(f) = &seg.data {
-                    f.forget_id(id);
-                }
-                Ok((VersionDelete::Deleted, self.inner.log_delete(seg.base_doc + local, id)?))
+                Ok((VersionDelete::Deleted, self.delete_found(&seg, local, id)?))
             }
             Some(_) => Ok((VersionDelete::Replaced, None)),
             None => Ok((VersionDelete::Gone, None)),
         }
     }
 
+    /// Deletes doc `local` of `seg`, the live version of `_id` (the caller holds the writer lock), and logs it.
+    fn delete_found(&self, seg: &SegmentDesc, local: u32, id: &str) -> Result<Option<u64>> {
+        seg.deletes.delete(local);
+        if let SegData::Fresh(f) = &seg.data {
+            f.forget_id(id);
+        }
+        self.inner.log_delete(seg.base_doc + local, id)
+    }
+
     /// Adds `doc`, replacing the live doc with the same `_id` (Elasticsearch `index` semantics). With
     /// `check_existing` false the caller promises the id is new (auto-generated ids). Returns the new doc id
     /// and whether a doc was replaced. In crash-safe mode the write is durable when this returns.
     pub fn upsert(&self, doc: &mut AnalyzedDoc, check_existing: bool) -> Result<(u32, bool)> {
-        let (new, replaced, lsn) = self.upsert_deferred(doc, check_existing)?;
+        let (new, replaced, lsn) = self.upsert_deferred(doc, check_existing, Precondition::None)?;
         self.sync_to(lsn)?;
         Ok((new, replaced))
     }
 
     /// Like [`upsert`](Self::upsert), but not yet durable: also returns the tLog LSN to pass to
-    /// [`sync_to`](Self::sync_to).
+    /// [`sync_to`](Self::sync_to). The write happens only if `cond` holds for the `_id`'s live version, checked
+    /// under the writer lock with the write itself (otherwise [`Error::VersionConflict`], nothing written);
+    /// a condition needs `check_existing`.
     pub fn upsert_deferred(
         &self,
         doc: &mut AnalyzedDoc,
         check_existing: bool,
+        cond: Precondition,
     ) -> Result<(u32, bool, Option<u64>)> {
+        assert!(check_existing || cond == Precondition::None, "a condition looks the _id up");
         // One writer: find, add and delete under the writer lock, so no other write interleaves.
         let mut w = self.inner.writer.lock();
         // Keep only where the old version is, not its segment: a descriptor of a fresh segment owns that
@@ -781,6 +836,7 @@ impl Shard {
         } else {
             None
         };
+        cond.check(&doc.id, old.as_ref().map(|o| o.0))?;
         let seq = w.seq.as_ref().map(|s| {
             let n = s.next.fetch_add(1, Relaxed);
             doc.set_numeric(s.field, n as f64);
