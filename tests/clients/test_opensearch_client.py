@@ -392,6 +392,15 @@ def test_get_exists_update_delete(client, ix):
     assert client.count(index=INDEX)["count"] == len(ix.docs)
 
 
+def test_ids_query(client, ix):
+    some = sorted(ix.docs)[:3]
+    r = client.search(index=INDEX, body={"query": {"ids": {"values": some + ["no-such-id"]}}})
+    assert sorted(h["_id"] for h in r["hits"]["hits"]) == some
+    assert all(h["_score"] == 1.0 for h in r["hits"]["hits"])
+    r = client.search(index=INDEX, body={"query": {"term": {"_id": some[0]}}})
+    assert [h["_id"] for h in r["hits"]["hits"]] == [some[0]]
+
+
 def test_optimistic_concurrency(client, ix):
     # The read-then-conditional-write pattern: _seq_no/_primary_term from a get name the version to replace.
     doc_id = "occ-1"

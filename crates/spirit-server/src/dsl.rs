@@ -138,6 +138,17 @@ impl<'a> Translator<'a> {
                 let any = Query::Bool { must: vec![], should, must_not: vec![], filter: vec![] };
                 Ok(Query::ConstantScore { query: Box::new(any), score: boost_value(body)?.unwrap_or(1.0) })
             }
+            "ids" => {
+                check_keys(kind, body, &["values", "boost"])?;
+                let values = body
+                    .get("values")
+                    .and_then(Value::as_array)
+                    .ok_or_else(|| ApiError::parsing("[ids] needs an array of [values]"))?;
+                let values =
+                    values.iter().map(|v| scalar_text(kind, Some(v))).collect::<ApiResult<Vec<String>>>()?;
+                self.leaf()?;
+                boosted(Query::Ids { values }, body)
+            }
             "exists" => {
                 check_keys(kind, body, &["field", "boost"])?;
                 let field = scalar_text(kind, body.get("field"))?;
@@ -347,6 +358,8 @@ impl<'a> Translator<'a> {
         let text = scalar_text("term", Some(value))?;
         self.leaf()?;
         Ok(match self.field_type(&field) {
+            // `_id` is not a field: its terms are id lookups, scoring 1 as `ids` does.
+            _ if field == "_id" => Query::Ids { values: vec![text] },
             Some(ty) if ty.is_numeric() => {
                 Query::Range { field, lower: Bound::Included(text.clone()), upper: Bound::Included(text) }
             }
@@ -625,7 +638,7 @@ pub fn positive_leaves<'q>(q: &'q Query, out: &mut Vec<&'q Query>) {
         Query::AtLeast { of, .. } | Query::DisMax { of, .. } => {
             of.iter().for_each(|c| positive_leaves(c, out))
         }
-        Query::MatchAll | Query::Range { .. } => {}
+        Query::MatchAll | Query::Range { .. } | Query::Ids { .. } => {}
         leaf => out.push(leaf),
     }
 }

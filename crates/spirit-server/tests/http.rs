@@ -1346,3 +1346,71 @@ fn if_seq_no_writes_replace_only_the_version_read() {
         s.stop();
     }
 }
+
+/// `ids` (and `term`/`terms` on `_id`): documents by `_id`, each scoring 1 (times a boost), whichever shard
+/// and segment holds them, the replaced and deleted versions left out.
+#[test]
+fn ids_query_finds_documents_by_id() {
+    for shards in [1, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = TestServer::start(dir.path(), ServerConfig::default());
+        let settings = format!(r#"{{"settings": {{"number_of_shards": {shards}}}}}"#);
+        assert_eq!(s.call("PUT", "/ids", Some(&settings)).0, 200);
+        for i in 0..30 {
+            s.call(
+                "PUT",
+                &format!("/ids/_doc/d{i}"),
+                Some(&format!(r#"{{"body": "word{}", "n": {i}}}"#, i % 3)),
+            );
+            if i == 14 {
+                // Half the documents in merged segments, half fresh.
+                assert_eq!(s.call("POST", "/ids/_forcemerge", None).0, 200);
+            }
+        }
+        s.call("PUT", "/ids/_doc/d4", Some(r#"{"body": "replaced", "n": 104}"#));
+        assert_eq!(s.call("DELETE", "/ids/_doc/d5", None).0, 200);
+        let hits = |q: &str| {
+            let (status, r) = s.call("POST", "/ids/_search", Some(q));
+            assert_eq!(status, 200, "{q}: {r}");
+            let mut v: Vec<(String, f64)> = r["hits"]["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| (h["_id"].as_str().unwrap().to_string(), h["_score"].as_f64().unwrap()))
+                .collect();
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            v
+        };
+        let one = |ids: &[&str], score: f64| ids.iter().map(|i| (i.to_string(), score)).collect::<Vec<_>>();
+        assert_eq!(
+            hits(r#"{"query": {"ids": {"values": ["d1", "d20", "d4", "d5", "nope", "d1"]}}}"#),
+            one(&["d1", "d20", "d4"], 1.0)
+        );
+        assert_eq!(hits(r#"{"query": {"ids": {"values": ["d2"], "boost": 2.5}}}"#), one(&["d2"], 2.5));
+        assert_eq!(hits(r#"{"query": {"term": {"_id": "d25"}}}"#), one(&["d25"], 1.0));
+        assert_eq!(hits(r#"{"query": {"terms": {"_id": ["d7", "d8"]}}}"#), one(&["d7", "d8"], 1.0));
+        assert_eq!(hits(r#"{"query": {"ids": {"values": []}}}"#), one(&[], 1.0));
+        let (_, r) = s.call("POST", "/ids/_search", Some(r#"{"query": {"ids": {"values": ["d4"]}}}"#));
+        assert_eq!(r["hits"]["hits"][0]["_source"]["n"], json!(104), "the live version");
+        // Combined: ids as a filter of a scored query, and excluded with must_not.
+        let q = r#"{"query": {"bool": {"must": {"match": {"body": "word1"}}, "filter": {"ids": {"values": ["d1", "d2", "d16", "d19"]}}}}}"#;
+        assert_eq!(hits(q).iter().map(|h| h.0.as_str()).collect::<Vec<_>>(), ["d1", "d16", "d19"]);
+        let (_, r) = s.call(
+            "POST",
+            "/ids/_count",
+            Some(r#"{"query": {"bool": {"must_not": {"ids": {"values": ["d0", "d1"]}}}}}"#),
+        );
+        assert_eq!(r["count"], json!(27), "30 less a deleted one less two");
+        assert_es_error(
+            &s.call("POST", "/ids/_search", Some(r#"{"query": {"ids": {"values": "d1"}}}"#)),
+            400,
+            "parsing_exception",
+        );
+        assert_es_error(
+            &s.call("POST", "/ids/_search", Some(r#"{"query": {"ids": {"values": ["d1"], "type": "x"}}}"#)),
+            400,
+            "parsing_exception",
+        );
+        s.stop();
+    }
+}

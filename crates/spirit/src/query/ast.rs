@@ -48,6 +48,9 @@ pub enum Query {
     /// What any clause matches, scored as the best clause's score plus `tie_breaker` (from 0 to 1) times the
     /// other matching clauses' scores (Elasticsearch's `dis_max`, Lucene's `DisjunctionMaxQuery`).
     DisMax { of: Vec<Query>, tie_breaker: f32 },
+    /// Documents whose `_id` is one of `values`, each scoring 1 (Elasticsearch's `ids` query): each segment
+    /// looks the ids up in its id table, so the cost is per id, not per document.
+    Ids { values: Vec<String> },
 }
 
 impl Query {

@@ -23,7 +23,7 @@ use crate::gdt::{SegData, SegState, SegmentDesc, Snapshot};
 use crate::segment::deletes::DeleteBitmap;
 use crate::segment::fresh::MAX_REGION;
 use crate::segment::hot::{BlockTable, PinnedList};
-use crate::segment::image::{norm_at, number_at};
+use crate::segment::image::{id_hash, norm_at, number_at};
 use crate::segment::{FieldStats, FreshPostings, FreshSegment, ImageView, SegmentError};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
@@ -378,6 +378,8 @@ enum Weight {
     Exists {
         field: u16,
     },
+    /// Documents with one of these `_id`s ([`Node::Ids`]).
+    Ids(Vec<String>),
     Range {
         field: u16,
         lower: Bound<f64>,
@@ -458,6 +460,7 @@ fn weight_boosted(n: &Node, ctx: &mut Ctx<'_>, boost: f32) -> Result<Weight> {
             scaled(Weight::TermSet { keys: keys.clone(), zero: Bm25Doc::new(0.0, ctx.bm25, 1.0) })
         }
         Node::Exists { field } => scaled(Weight::Exists { field: *field }),
+        Node::Ids(ids) => scaled(Weight::Ids(ids.clone())),
         Node::Range { field, lower, upper } => {
             scaled(Weight::Range { field: *field, lower: *lower, upper: *upper })
         }
@@ -1228,6 +1231,31 @@ impl Scorer for ScanScorer<'_> {
     }
 }
 
+/// Matches a sorted list of docs, each scoring 1 (the `ids` query's lookups).
+struct ListScorer {
+    docs: Vec<u32>,
+    i: usize,
+}
+impl Scorer for ListScorer {
+    fn doc(&self) -> u32 {
+        self.docs.get(self.i).copied().unwrap_or(NO_DOC)
+    }
+    fn next(&mut self) -> u32 {
+        self.i = (self.i + 1).min(self.docs.len());
+        self.doc()
+    }
+    fn advance(&mut self, target: u32) -> u32 {
+        self.i += self.docs[self.i.min(self.docs.len())..].partition_point(|&d| d < target);
+        self.doc()
+    }
+    fn score(&mut self) -> f32 {
+        1.0
+    }
+    fn upper_bound(&self) -> f32 {
+        1.0
+    }
+}
+
 struct EmptyScorer;
 impl Scorer for EmptyScorer {
     fn doc(&self) -> u32 {
@@ -1680,6 +1708,24 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             let mut s = ScanScorer { doc: 0, max: seg.visible, pred };
             s.settle(0);
             Box::new(s)
+        }
+        Weight::Ids(ids) => {
+            // Each id looked up in the segment's id table (an image keeps every version of an `_id` it
+            // holds, the fresh segment its newest; deleted ones are skipped as for any query).
+            let mut docs: Vec<u32> = match &seg.kind {
+                SegKind::Fresh(f) => ids.iter().filter_map(|id| f.lookup_id(id)).collect(),
+                SegKind::Image(v) => ids
+                    .iter()
+                    .flat_map(|id| {
+                        v.docs_with_id_hash(id_hash(id))
+                            .filter(|&d| v.stored(d).is_ok_and(|(sid, _)| sid == *id))
+                    })
+                    .collect(),
+            };
+            docs.retain(|&d| d < seg.visible);
+            docs.sort_unstable();
+            docs.dedup();
+            Box::new(ListScorer { docs, i: 0 })
         }
         Weight::Range { field, lower, upper } => {
             let (field, lower, upper) = (*field, *lower, *upper);
@@ -4786,6 +4832,7 @@ fn work(w: &Weight, ctx: &Ctx<'_>) -> u64 {
         Weight::Phrase { keys, .. } => keys.iter().map(|k| 2 * df(k)).sum(),
         Weight::TermSet { keys, .. } => keys.iter().map(df).sum(),
         Weight::All | Weight::Exists { .. } | Weight::Range { .. } => docs(),
+        Weight::Ids(ids) => ids.len() as u64 * ctx.segs.len() as u64,
         Weight::Bool { must, should, must_not, filter } => {
             must.iter().chain(should).chain(must_not).chain(filter).map(|c| work(c, ctx)).sum()
         }

@@ -1381,7 +1381,10 @@ mod tests {
                 fields.all(|f| f == Some(first)).then_some(first)
             }
             Query::Boost { query, .. } => common_field(query),
-            Query::AtLeast { .. } | Query::ConstantScore { .. } | Query::DisMax { .. } => {
+            Query::AtLeast { .. }
+            | Query::ConstantScore { .. }
+            | Query::DisMax { .. }
+            | Query::Ids { .. } => {
                 unreachable!("the generator makes only what the query string can express")
             }
         }
@@ -1465,7 +1468,10 @@ mod tests {
                 _ => format!("({})", print_bool(must, should, must_not, ctx, style)),
             },
             Query::Boost { query, boost } => format!("{}^{boost}", print_clause(query, ctx, style)),
-            Query::AtLeast { .. } | Query::ConstantScore { .. } | Query::DisMax { .. } => {
+            Query::AtLeast { .. }
+            | Query::ConstantScore { .. }
+            | Query::DisMax { .. }
+            | Query::Ids { .. } => {
                 unreachable!("the query string cannot express these")
             }
         }

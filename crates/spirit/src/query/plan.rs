@@ -35,6 +35,8 @@ pub enum Node {
     TermSet {
         keys: Vec<Vec<u8>>,
     },
+    /// Documents with one of these `_id`s (sorted, distinct, not empty; constant score 1).
+    Ids(Vec<String>),
     /// Documents with any value in the field (constant score 1).
     Exists {
         field: u16,
@@ -141,6 +143,16 @@ fn parse_number(schema: &Schema, field: u16, s: &str) -> Result<f64> {
 fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
     Ok(match q {
         Query::MatchAll => Node::All,
+        Query::Ids { values } => {
+            let mut v = values.clone();
+            v.sort_unstable();
+            v.dedup();
+            if v.is_empty() {
+                Node::Nothing
+            } else {
+                Node::Ids(v)
+            }
+        }
         Query::Term { field, text } | Query::Phrase { field, text, .. } => {
             let (phrase, slop) = match q {
                 Query::Phrase { slop, .. } => (true, *slop),

@@ -51,6 +51,8 @@ pub fn leaf() -> impl Strategy<Value = Query> {
             upper: Bound::Included((lo + w).to_string()),
         }),
         1 => Just(Query::MatchAll),
+        1 => proptest::collection::vec(0u32..30, 0..4)
+            .prop_map(|ids| Query::Ids { values: ids.into_iter().map(|i| format!("d{i}")).collect() }),
     ]
 }
 

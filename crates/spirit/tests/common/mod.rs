@@ -233,6 +233,7 @@ impl Reference {
                 let best = scores.iter().copied().reduce(f64::max)?;
                 Some(best + *tie_breaker as f64 * (scores.iter().sum::<f64>() - best))
             }
+            Query::Ids { values } => values.contains(&d.id).then_some(1.0),
             Query::AtLeast { min, of } => {
                 let scores: Vec<f64> = of.iter().filter_map(|c| self.eval(c, d)).collect();
                 (scores.len() >= *min).then(|| scores.iter().sum())
