@@ -392,6 +392,29 @@ def test_get_exists_update_delete(client, ix):
     assert client.count(index=INDEX)["count"] == len(ix.docs)
 
 
+def test_sort_by_several_keys_with_search_after(client, ix):
+    # Deep paging as clients do it: a sort whose last key is unique, each page after the previous one's last.
+    sort = [{"n": {"order": "desc", "missing": "_last"}}, {"_doc": "asc"}]
+    seen, after = [], None
+    while True:
+        body = {"query": {"match_all": {}}, "size": 100, "sort": sort}
+        if after is not None:
+            body["search_after"] = after
+        r = client.search(index=INDEX, body=body)
+        page = r["hits"]["hits"]
+        if not page:
+            break
+        assert r["hits"]["total"]["value"] == len(ix.docs)
+        seen.extend(page)
+        after = page[-1]["sort"]
+    assert sorted(h["_id"] for h in seen) == sorted(ix.docs)
+    ns = [h["_source"].get("n") for h in seen]
+    present = [n for n in ns if n is not None]
+    assert present == sorted(present, reverse=True)
+    assert all(n is None for n in ns[len(present):]), "missing values last"
+    assert all(h["sort"][0] == h["_source"].get("n") for h in seen)
+
+
 def test_ids_query(client, ix):
     some = sorted(ix.docs)[:3]
     r = client.search(index=INDEX, body={"query": {"ids": {"values": some + ["no-such-id"]}}})

@@ -7,7 +7,7 @@ use crate::highlight::{HighlightSpec, Highlighter};
 use crate::Limits;
 use serde_json::{json, Map, Value};
 use spirit::schema::simple_match as glob;
-use spirit::{Index, Query, SearchOptions, Sort};
+use spirit::{Index, Query, SearchOptions, Sort, SortKey};
 use std::collections::HashMap;
 
 /// `_source` filtering.
@@ -134,12 +134,37 @@ impl SourceFilter {
     }
 }
 
-/// The order asked for.
+/// The order asked for: one of the engine's single-key sorts (pruned top-k), or several keys
+/// ([`Index::search_sorted`]: every match ordered; also a single key the others do not cover, and any sort
+/// paged with `search_after`).
 #[derive(Debug, Clone, PartialEq)]
 enum SortSpec {
     Score,
     Newest,
     Field { name: String, descending: bool },
+    Keys(Vec<KeySpec>),
+}
+
+/// One sort key as asked for: `_score`, `_doc` (insertion order) or a numeric or date field.
+#[derive(Debug, Clone, PartialEq)]
+struct KeySpec {
+    name: String,
+    descending: bool,
+    /// `"missing": "_first"` (default `_last`).
+    missing_first: bool,
+}
+
+impl SortSpec {
+    /// The keys of this order, for the several-keys path.
+    fn keys(&self) -> Vec<KeySpec> {
+        let key = |name: &str, descending| KeySpec { name: name.into(), descending, missing_first: false };
+        match self {
+            SortSpec::Score => vec![key("_score", true)],
+            SortSpec::Newest => vec![key("_doc", true)],
+            SortSpec::Field { name, descending } => vec![key(name, *descending)],
+            SortSpec::Keys(k) => k.clone(),
+        }
+    }
 }
 
 /// How many hits to count: Elasticsearch's `track_total_hits` (default 10,000).
@@ -168,6 +193,8 @@ pub struct SearchRequest {
     /// shard, what a conditional write names) and `_primary_term` (1).
     version: bool,
     seq_no: bool,
+    /// `search_after`: the previous page's last `sort` values (`None` for a missing value).
+    after: Option<Vec<Option<f64>>>,
 }
 
 const KNOWN_KEYS: &[&str] = &[
@@ -184,6 +211,7 @@ const KNOWN_KEYS: &[&str] = &[
     "track_scores",
     "aggs",
     "aggregations",
+    "search_after",
 ];
 
 impl SearchRequest {
@@ -287,7 +315,47 @@ impl SearchRequest {
             }
         };
         let (version, seq_no) = (flag("version")?, flag("seq_no_primary_term")?);
-        Ok(SearchRequest { query, from, size, sort, track, source, highlight, cache, aggs, version, seq_no })
+        let after = match obj.get("search_after") {
+            None => None,
+            Some(Value::Array(values)) => {
+                if from > 0 {
+                    return Err(ApiError::bad_request(
+                        "[from] parameter must be set to 0 when [search_after] is used",
+                    ));
+                }
+                let one = |v: &Value| match v {
+                    Value::Null => Ok(None),
+                    Value::Number(n) => Ok(n.as_f64()),
+                    Value::String(t) => t.trim().parse::<f64>().map(Some).map_err(|_| {
+                        ApiError::parsing(format!("[search_after] values must be numbers or null, got [{t}]"))
+                    }),
+                    other => Err(ApiError::parsing(format!(
+                        "[search_after] values must be numbers or null, got [{other}]"
+                    ))),
+                };
+                Some(values.iter().map(one).collect::<ApiResult<Vec<_>>>()?)
+            }
+            Some(_) => return Err(ApiError::parsing("[search_after] must be an array of sort values")),
+        };
+        let sort = match (sort, &after) {
+            (SortSpec::Keys(k), _) => SortSpec::Keys(k),
+            (single, Some(_)) => SortSpec::Keys(single.keys()),
+            (single, None) => single,
+        };
+        Ok(SearchRequest {
+            query,
+            from,
+            size,
+            sort,
+            track,
+            source,
+            highlight,
+            cache,
+            aggs,
+            version,
+            seq_no,
+            after,
+        })
     }
 
     /// Runs the search (on a query-pool thread) and builds the response.
@@ -299,20 +367,38 @@ impl SearchRequest {
         let aggs = self.aggs.as_ref().map(|a| crate::aggs::parse(a, &mut tr, 0)).transpose()?;
         let fetch = self.size > 0;
         let sort = match &self.sort {
-            SortSpec::Score => Sort::Score,
-            SortSpec::Newest => Sort::Newest,
-            SortSpec::Field { name, descending } => index.field_sort(name, *descending)?,
+            SortSpec::Score => Some(Sort::Score),
+            SortSpec::Newest => Some(Sort::Newest),
+            SortSpec::Field { name, descending } => Some(index.field_sort(name, *descending)?),
+            SortSpec::Keys(_) => None,
         };
-        let opts = SearchOptions {
-            limit: self.size,
-            offset: self.from,
-            sort,
-            track_total: self.track != TrackTotal::Off,
-            fetch,
-            cache: self.cache,
-            ..Default::default()
+        let res = match sort {
+            Some(sort) => {
+                let opts = SearchOptions {
+                    limit: self.size,
+                    offset: self.from,
+                    sort,
+                    track_total: self.track != TrackTotal::Off,
+                    fetch,
+                    cache: self.cache,
+                    ..Default::default()
+                };
+                index.search_query(&q, &opts)?
+            }
+            None => {
+                let keys = self
+                    .sort
+                    .keys()
+                    .iter()
+                    .map(|k| match k.name.as_str() {
+                        "_score" => Ok(SortKey::Score { descending: k.descending }),
+                        "_doc" => Ok(SortKey::Seq { descending: k.descending }),
+                        name => index.sort_field(name, k.descending, k.missing_first),
+                    })
+                    .collect::<spirit::Result<Vec<_>>>()?;
+                index.search_sorted(&q, &keys, self.after.as_deref(), (self.from, self.size), fetch)?
+            }
         };
-        let res = index.search_query(&q, &opts)?;
         let highlighter = self.highlight.as_ref().map(|h| Highlighter::new(h, &schema, &q));
         let name = index.name();
         let mut max_score: Option<f32> = None;
@@ -331,18 +417,25 @@ impl SearchRequest {
                     hit.insert("_primary_term".into(), json!(1));
                 }
                 match &self.sort {
+                    SortSpec::Keys(keys) => {
+                        if keys.iter().any(|k| k.name == "_score") {
+                            max_score = Some(max_score.map_or(h.score, |m| m.max(h.score)));
+                            hit.insert("_score".into(), json!(h.score));
+                        } else {
+                            hit.insert("_score".into(), Value::Null);
+                        }
+                        hit.insert(
+                            "sort".into(),
+                            Value::Array(h.sort_values.iter().map(|&v| sort_value(v)).collect()),
+                        );
+                    }
                     SortSpec::Newest => {
                         hit.insert("_score".into(), Value::Null);
                         hit.insert("sort".into(), json!([h.seq]));
                     }
                     SortSpec::Field { .. } => {
                         hit.insert("_score".into(), Value::Null);
-                        let v = match h.sort_value {
-                            Some(v) if v.fract() == 0.0 && v.abs() < 9.0e15 => json!(v as i64),
-                            Some(v) => json!(v),
-                            None => Value::Null,
-                        };
-                        hit.insert("sort".into(), json!([v]));
+                        hit.insert("sort".into(), json!([sort_value(h.sort_value)]));
                     }
                     SortSpec::Score => {
                         max_score = Some(max_score.map_or(h.score, |m| m.max(h.score)));
@@ -405,59 +498,75 @@ fn relation(exact: bool) -> &'static str {
 
 /// `sort`: by score (the default), newest first (`_doc` descending; spirit's doc ids grow with time), or by a
 /// numeric or date field (ascending by default, as in Elasticsearch). One sort key.
+/// A sort value as Elasticsearch prints it: whole numbers as integers, `null` for a missing value.
+fn sort_value(v: Option<f64>) -> Value {
+    match v {
+        Some(v) if v.fract() == 0.0 && v.abs() < 9.0e15 => json!(v as i64),
+        Some(v) => json!(v),
+        None => Value::Null,
+    }
+}
+
 fn parse_sort(v: &Value) -> ApiResult<SortSpec> {
     let items: Vec<&Value> = match v {
         Value::Array(a) => a.iter().collect(),
         one => vec![one],
     };
-    let mut sort = None;
+    let mut keys = vec![];
     for item in items {
-        let (key, order) = match item {
+        let (name, order, missing) = match item {
             Value::String(s) => match s.split_once(':') {
-                Some((k, o)) => (k.to_string(), Some(o.to_string())),
-                None => (s.clone(), None),
+                Some((k, o)) => (k.to_string(), Some(o.to_string()), None),
+                None => (s.clone(), None, None),
             },
             Value::Object(m) if m.len() == 1 => {
                 let (k, o) = m.iter().next().expect("one key");
-                let order = match o {
-                    Value::String(s) => Some(s.clone()),
+                let (order, missing) = match o {
+                    Value::String(s) => (Some(s.clone()), None),
                     Value::Object(p) => {
                         if let Some(bad) =
-                            p.keys().find(|k| !["order", "unmapped_type"].contains(&k.as_str()))
+                            p.keys().find(|k| !["order", "unmapped_type", "missing"].contains(&k.as_str()))
                         {
                             return Err(ApiError::unsupported(format!("the sort option [{bad}]")));
                         }
-                        p.get("order").and_then(Value::as_str).map(str::to_string)
+                        (
+                            p.get("order").and_then(Value::as_str).map(str::to_string),
+                            p.get("missing").cloned(),
+                        )
                     }
                     _ => return Err(ApiError::parsing(format!("malformed sort on [{k}]"))),
                 };
-                (k.clone(), order)
+                (k.clone(), order, missing)
             }
             _ => return Err(ApiError::parsing("malformed [sort]")),
         };
         let descending = match order.as_deref() {
-            None => None,
-            Some("desc") => Some(true),
-            Some("asc") => Some(false),
+            // `_score` sorts best first unless asked otherwise; everything else ascending.
+            None => name == "_score",
+            Some("desc") => true,
+            Some("asc") => false,
             Some(o) => return Err(ApiError::parsing(format!("sort order must be asc or desc, found [{o}]"))),
         };
-        let this = match (key.as_str(), descending) {
-            ("_score", None | Some(true)) => SortSpec::Score,
-            ("_score", Some(false)) => return Err(ApiError::unsupported("sorting by [_score] ascending")),
-            ("_doc", Some(true)) => SortSpec::Newest,
-            ("_doc", _) => {
-                return Err(ApiError::unsupported(
-                    "sorting by [_doc] ascending (oldest first); use \"desc\" for newest first",
-                ))
+        let missing_first = match missing.as_ref().map(|m| m.as_str()) {
+            None | Some(Some("_last")) => false,
+            Some(Some("_first")) => true,
+            Some(_) => {
+                return Err(ApiError::unsupported(format!(
+                    "[missing] values other than _first and _last (sorting on [{name}])"
+                )))
             }
-            (field, d) => SortSpec::Field { name: field.to_string(), descending: d.unwrap_or(false) },
         };
-        if sort.is_some() {
-            return Err(ApiError::unsupported("more than one sort key"));
-        }
-        sort = Some(this);
+        keys.push(KeySpec { name, descending, missing_first });
     }
-    Ok(sort.unwrap_or(SortSpec::Score))
+    Ok(match keys.as_slice() {
+        [] => SortSpec::Score,
+        [k] if k.name == "_score" && k.descending => SortSpec::Score,
+        [k] if k.name == "_doc" && k.descending => SortSpec::Newest,
+        [k] if k.name != "_score" && k.name != "_doc" && !k.missing_first => {
+            SortSpec::Field { name: k.name.clone(), descending: k.descending }
+        }
+        _ => SortSpec::Keys(keys),
+    })
 }
 
 /// A request body that may be empty (`{}` then), as the search-like endpoints take it.
@@ -527,8 +636,21 @@ mod tests {
             .unwrap_err()
             .reason
             .contains("mode"));
-        assert!(parse_sort(&json!(["a", "b"])).is_err());
-        assert!(parse_sort(&json!({"_doc": "asc"})).is_err());
+        let key =
+            |name: &str, descending, missing_first| KeySpec { name: name.into(), descending, missing_first };
+        assert_eq!(
+            parse_sort(&json!(["a", {"b": {"order": "desc", "missing": "_first"}}, "_score"])).unwrap(),
+            SortSpec::Keys(vec![key("a", false, false), key("b", true, true), key("_score", true, false)])
+        );
+        assert_eq!(
+            parse_sort(&json!({"_doc": "asc"})).unwrap(),
+            SortSpec::Keys(vec![key("_doc", false, false)])
+        );
+        assert_eq!(
+            parse_sort(&json!({"_score": "asc"})).unwrap(),
+            SortSpec::Keys(vec![key("_score", false, false)])
+        );
+        assert!(parse_sort(&json!([{"price": {"missing": 0}}])).unwrap_err().reason.contains("missing"));
     }
 
     #[test]

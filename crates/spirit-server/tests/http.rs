@@ -183,7 +183,11 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
         ),
         (s.call("POST", "/bad/_search", Some(r#"{"size": "ten"}"#)), 400, "parsing_exception"),
         (
-            s.call("POST", "/bad/_search", Some(r#"{"sort": [{"n": "asc"}, "_score"]}"#)),
+            s.call(
+                "POST",
+                "/bad/_search",
+                Some(r#"{"sort": [{"n": {"order": "asc", "mode": "min"}}, "_score"]}"#),
+            ),
             400,
             "illegal_argument_exception",
         ),
@@ -1411,6 +1415,103 @@ fn ids_query_finds_documents_by_id() {
             400,
             "parsing_exception",
         );
+        s.stop();
+    }
+}
+
+/// Sorting by several keys (fields with ties and missing values, `_score`, `_doc`) and paging with
+/// `search_after` through every match, on one shard and on three: the pages together are the whole order,
+/// each hit carries its `sort` values, and the bad forms are 400s.
+#[test]
+fn several_sort_keys_page_with_search_after() {
+    for shards in [1, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = TestServer::start(dir.path(), ServerConfig::default());
+        let settings = format!(
+            r#"{{"settings": {{"number_of_shards": {shards}}}, "mappings": {{"properties": {{"year": {{"type": "long"}}, "price": {{"type": "double"}}}}}}}}"#
+        );
+        assert_eq!(s.call("PUT", "/books", Some(&settings)).0, 200);
+        for i in 0..40 {
+            let doc = if i % 7 == 3 {
+                format!(r#"{{"title": "book {i}", "price": {}}}"#, (i % 5) as f64 + 0.5)
+            } else {
+                format!(
+                    r#"{{"title": "book {i}", "year": {}, "price": {}}}"#,
+                    2000 + i % 4,
+                    (i % 5) as f64 + 0.5
+                )
+            };
+            assert_eq!(s.call("PUT", &format!("/books/_doc/b{i}"), Some(&doc)).0, 201);
+        }
+        // The whole order in one page: year descending (missing last), then price ascending, then insertion.
+        let sort = r#"[{"year": "desc"}, {"price": {"order": "asc"}}, {"_doc": "asc"}]"#;
+        let (status, all) =
+            s.call("POST", "/books/_search", Some(&format!(r#"{{"size": 100, "sort": {sort}}}"#)));
+        assert_eq!(status, 200, "{all}");
+        let all = all["hits"]["hits"].as_array().unwrap().clone();
+        assert_eq!(all.len(), 40);
+        let key = |h: &Value| {
+            let src = &h["_source"];
+            (
+                src["year"].as_i64().map_or(i64::MAX, |y| -y),
+                (src["price"].as_f64().unwrap() * 2.0) as i64,
+                h["sort"][2].as_u64().unwrap(),
+            )
+        };
+        assert!(all.windows(2).all(|w| key(&w[0]) < key(&w[1])), "in order");
+        for h in &all {
+            assert_eq!(h["sort"][0], h["_source"].get("year").cloned().unwrap_or(Value::Null), "{h}");
+            assert_eq!(h["_score"], Value::Null);
+        }
+        // Pages of 7 through search_after.
+        let mut paged = vec![];
+        let mut after = Value::Null;
+        loop {
+            let body = if after.is_null() {
+                format!(r#"{{"size": 7, "sort": {sort}}}"#)
+            } else {
+                format!(r#"{{"size": 7, "sort": {sort}, "search_after": {after}}}"#)
+            };
+            let (status, r) = s.call("POST", "/books/_search", Some(&body));
+            assert_eq!(status, 200, "{r}");
+            assert_eq!(r["hits"]["total"]["value"], json!(40));
+            let hits = r["hits"]["hits"].as_array().unwrap();
+            let Some(last) = hits.last() else { break };
+            after = last["sort"].clone();
+            paged.extend(hits.iter().map(|h| h["_id"].clone()));
+        }
+        assert_eq!(paged, all.iter().map(|h| h["_id"].clone()).collect::<Vec<_>>());
+        // Missing first, and the score as a later key (scores reported then).
+        let (_, r) = s.call(
+            "POST",
+            "/books/_search",
+            Some(r#"{"query": {"match": {"title": "book"}}, "size": 3, "sort": [{"year": {"order": "asc", "missing": "_first"}}, "_score"]}"#),
+        );
+        let hits = r["hits"]["hits"].as_array().unwrap();
+        assert!(hits.iter().all(|h| h["sort"][0].is_null() && h["_score"].as_f64().unwrap() > 0.0), "{r}");
+        assert_eq!(hits[0]["sort"][1].as_f64(), hits[0]["_score"].as_f64());
+        // search_after on a single-key sort, and _doc ascending alone (oldest first).
+        let (_, r) = s.call("POST", "/books/_search", Some(r#"{"size": 2, "sort": [{"_doc": "asc"}]}"#));
+        let first: Vec<&str> =
+            r["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].as_str().unwrap()).collect();
+        assert_eq!(first, ["b0", "b1"]);
+        let after = &r["hits"]["hits"][1]["sort"];
+        let (_, r) = s.call(
+            "POST",
+            "/books/_search",
+            Some(&format!(r#"{{"size": 1, "sort": [{{"_doc": "asc"}}], "search_after": {after}}}"#)),
+        );
+        assert_eq!(r["hits"]["hits"][0]["_id"], json!("b2"));
+        for bad in [
+            r#"{"sort": ["year"], "search_after": [1, 2]}"#,
+            r#"{"sort": ["year"], "search_after": 2001}"#,
+            r#"{"sort": ["year"], "search_after": [{"a": 1}]}"#,
+            r#"{"from": 5, "sort": ["year"], "search_after": [2001]}"#,
+            r#"{"sort": ["title", "year"]}"#,
+        ] {
+            let (status, r) = s.call("POST", "/books/_search", Some(bad));
+            assert_eq!(status, 400, "{bad}: {r}");
+        }
         s.stop();
     }
 }

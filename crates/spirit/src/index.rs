@@ -148,6 +148,61 @@ pub struct Hit {
     pub source: Vec<u8>,
     /// With [`Sort::Field`]: the hit's value of the sort field.
     pub sort_value: Option<f64>,
+    /// With [`Index::search_sorted`]: the hit's value of each sort key (`None`: the field has none) — what a
+    /// next page passes as `after`.
+    pub sort_values: Vec<Option<f64>>,
+}
+
+/// One key of a sort over several keys ([`Index::search_sorted`]); later keys order what earlier ones tie.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SortKey {
+    /// The BM25 score.
+    Score { descending: bool },
+    /// Insertion order: the doc id in a one-shard index, `_seq` in a sharded one — fixed for a document's
+    /// life (merges keep doc ids), so it makes a stable last key for paging with `after`.
+    Seq { descending: bool },
+    /// A numeric or date field's value ([`Index::sort_field`] resolves a name); documents without one go
+    /// last, or first with `missing_first`.
+    Field { field: u16, descending: bool, missing_first: bool },
+}
+
+impl SortKey {
+    /// The order of two values of this key (`None`: missing).
+    fn cmp(self, a: Option<f64>, b: Option<f64>) -> std::cmp::Ordering {
+        use std::cmp::Ordering::*;
+        let (descending, missing_first) = match self {
+            SortKey::Score { descending } | SortKey::Seq { descending } => (descending, false),
+            SortKey::Field { descending, missing_first, .. } => (descending, missing_first),
+        };
+        match (a, b) {
+            (Some(x), Some(y)) if descending => y.total_cmp(&x),
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            (None, None) => Equal,
+            (None, Some(_)) => {
+                if missing_first {
+                    Less
+                } else {
+                    Greater
+                }
+            }
+            (Some(_), None) => {
+                if missing_first {
+                    Greater
+                } else {
+                    Less
+                }
+            }
+        }
+    }
+}
+
+/// The order of two hits' values under `keys`, key by key.
+fn cmp_sort_values(keys: &[SortKey], a: &[Option<f64>], b: &[Option<f64>]) -> std::cmp::Ordering {
+    keys.iter()
+        .zip(a.iter().zip(b))
+        .map(|(k, (x, y))| k.cmp(*x, *y))
+        .find(|o| o.is_ne())
+        .unwrap_or(std::cmp::Ordering::Equal)
 }
 
 impl Hit {
@@ -169,16 +224,20 @@ type Ranked = (u64, bool, Vec<(usize, u64, query::ScoredDoc)>);
 
 /// The `_seq` of `doc` (a doc id of `snap`'s shard); 0 for a document stored without one.
 fn seq_of(snap: &Snapshot, field: u16, doc: u32) -> Result<u64> {
+    Ok(number_of(snap, field, doc)?.map_or(0, |x| x as u64))
+}
+
+/// The value of numeric field `field` of `doc` (a doc id of `snap`'s shard), if it has one.
+fn number_of(snap: &Snapshot, field: u16, doc: u32) -> Result<Option<f64>> {
     let seg = snap.segment_of(doc).ok_or_else(|| Error::Format(format!("hit {doc} has no segment")))?;
     let local = doc - seg.base_doc;
-    let x = match &seg.data {
+    Ok(match &seg.data {
         crate::gdt::SegData::Fresh(f) => f.numeric(field, local),
         crate::gdt::SegData::Image { .. } => {
             let v = seg.image().expect("image").map_err(|e| Error::Format(e.0))?;
             v.numbers(field).and_then(|c| crate::segment::image::number_at(c, local))
         }
-    };
-    Ok(x.map_or(0, |x| x as u64))
+    })
 }
 
 /// `_id` and `_source` of doc `local` of segment `seg`.
@@ -930,7 +989,16 @@ impl Index {
             } else {
                 (String::new(), vec![])
             };
-            hits.push(Hit { id, score: h.score, doc: h.doc, shard, seq, source, sort_value: h.sort_value });
+            hits.push(Hit {
+                id,
+                score: h.score,
+                doc: h.doc,
+                shard,
+                seq,
+                source,
+                sort_value: h.sort_value,
+                sort_values: vec![],
+            });
         }
         Ok(SearchResult { total, total_exact, hits, took_micros: t0.elapsed().as_micros() as u64 })
     }
@@ -1003,6 +1071,110 @@ impl Index {
         // A copy: an aggregation may take a while, and the lock would hold up writes that add fields.
         let schema = self.schema();
         query::aggs::aggregate(&schema, &refs, q, aggs)
+    }
+
+    /// Searches with a sort over several keys ([`SortKey`]: score, insertion order, numeric and date fields,
+    /// each ascending or descending), returning the hits from `offset` on that come strictly after `after`
+    /// (the previous page's last hit's [`Hit::sort_values`]: Elasticsearch's `search_after`) with their sort
+    /// values. Ties on every key go oldest first. Every match is ordered (the single-key sorts of
+    /// [`search_query`](Self::search_query) prune; this does not), so the count is exact; scores are computed
+    /// only when a key is the score (else they are 0), with index-wide statistics as `search_query` scores.
+    pub fn search_sorted(
+        &self,
+        q: &Query,
+        keys: &[SortKey],
+        after: Option<&[Option<f64>]>,
+        (offset, limit): (usize, usize),
+        fetch: bool,
+    ) -> Result<SearchResult> {
+        let t0 = Instant::now();
+        if keys.is_empty() {
+            return Err(Error::InvalidArgument("a sort needs at least one key".into()));
+        }
+        if after.is_some_and(|a| a.len() != keys.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "search_after has {} value(s) but sort has {}",
+                after.map_or(0, <[_]>::len),
+                keys.len()
+            )));
+        }
+        let snaps: Vec<_> = self.shards.iter().map(|s| s.pin()).collect();
+        let refs: Vec<&Snapshot> = snaps.iter().map(|s| &**s).collect();
+        let node = {
+            let schema = self.schema.read();
+            query::plan_shards(q, &schema, &refs)?
+        };
+        let bm25 = query::Bm25 { k1: self.settings.bm25_k1, b: self.settings.bm25_b };
+        let scored = keys.iter().any(|k| matches!(k, SortKey::Score { .. }));
+        let sharded = self.shards.len() > 1;
+        // A sharded index scores with its index-wide statistics, taken at the watermarks it then reads.
+        let mut stats = query::CollectionStats::default();
+        let mut marks = Vec::with_capacity(refs.len());
+        for s in &refs {
+            let (st, m) = query::collection_stats(s, &node)?;
+            stats.add(st);
+            marks.push(m);
+        }
+        // Every match with its sort values: (values, seq, shard, doc, score).
+        type Cand = (Vec<Option<f64>>, u64, usize, u32, f32);
+        let mut cands: Vec<Cand> = vec![];
+        let mut total = 0u64;
+        for (i, snap) in refs.iter().enumerate() {
+            let matches = if scored {
+                query::scored_matches(snap, &node, bm25, sharded.then_some(&stats), Some(&marks[i]))?
+            } else {
+                query::matching_docs(snap, &node, Some(&marks[i]))?
+                    .into_iter()
+                    .map(|doc| query::ScoredDoc { doc, score: 0.0, sort_value: None })
+                    .collect()
+            };
+            total += matches.len() as u64;
+            for m in matches {
+                let seq = match &self.seq {
+                    Some(s) if sharded => seq_of(snap, s.field, m.doc)?,
+                    _ => m.doc as u64,
+                };
+                let mut values = Vec::with_capacity(keys.len());
+                for k in keys {
+                    values.push(match *k {
+                        SortKey::Score { .. } => Some(m.score as f64),
+                        SortKey::Seq { .. } => Some(seq as f64),
+                        SortKey::Field { field, .. } => number_of(snap, field, m.doc)?,
+                    });
+                }
+                if after.is_none_or(|a| cmp_sort_values(keys, &values, a).is_gt()) {
+                    cands.push((values, seq, i, m.doc, m.score));
+                }
+            }
+        }
+        let order = |a: &Cand, b: &Cand| cmp_sort_values(keys, &a.0, &b.0).then(a.1.cmp(&b.1));
+        let end = offset.saturating_add(limit).min(cands.len());
+        if end > 0 && end < cands.len() {
+            cands.select_nth_unstable_by(end - 1, order);
+            cands.truncate(end);
+        }
+        cands.sort_unstable_by(order);
+        let mut hits = Vec::with_capacity(end.saturating_sub(offset));
+        for (values, seq, shard, doc, score) in cands.into_iter().skip(offset) {
+            let (id, source) = if fetch {
+                let seg = refs[shard]
+                    .segment_of(doc)
+                    .ok_or_else(|| Error::Format(format!("hit {doc} has no segment")))?;
+                stored(seg, doc - seg.base_doc)?
+            } else {
+                (String::new(), vec![])
+            };
+            hits.push(Hit { id, score, doc, shard, seq, source, sort_value: None, sort_values: values });
+        }
+        Ok(SearchResult { total, total_exact: true, hits, took_micros: t0.elapsed().as_micros() as u64 })
+    }
+
+    /// The numeric or date field `name` as a sort key (an error for other field types and unknown fields).
+    pub fn sort_field(&self, name: &str, descending: bool, missing_first: bool) -> Result<SortKey> {
+        match self.field_sort(name, descending)? {
+            Sort::Field { field, descending } => Ok(SortKey::Field { field, descending, missing_first }),
+            _ => unreachable!("field_sort makes field sorts"),
+        }
     }
 
     /// A sort by the numeric or date field `name` (an error for other field types and unknown fields).

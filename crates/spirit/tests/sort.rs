@@ -69,3 +69,115 @@ proptest! {
         prop_assert!(index.field_sort("nope", false).is_err());
     }
 }
+
+/// A sort key as the brute force reads it: 0 = n, 1 = m, 2 = insertion order, 3 = score.
+type KeySpec = (u8, bool, bool);
+
+fn key_of(index: &Index, (what, descending, missing_first): KeySpec) -> spirit::SortKey {
+    match what {
+        0 => index.sort_field("n", descending, missing_first).unwrap(),
+        1 => index.sort_field("m", descending, missing_first).unwrap(),
+        2 => spirit::SortKey::Seq { descending },
+        _ => spirit::SortKey::Score { descending },
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Several keys (two fields with many ties and missing values, insertion order, score; each either way,
+    /// missing first or last) on one shard and on three: the order equals a brute-force sort of the live
+    /// matches (ties oldest first), each hit's sort values are its own, scores are `search_query`'s, and
+    /// paging with `after` (each page's last sort values) walks exactly that order.
+    #[test]
+    fn several_keys_and_search_after_equal_brute_force(
+        docs in prop::collection::vec((prop::option::of(-3i64..3), prop::option::of(-2i64..2), 0usize..4), 1..50),
+        deletes in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
+        keys in prop::collection::vec((0u8..4, any::<bool>(), any::<bool>()), 1..4),
+        shards in prop::sample::select(&[1usize, 3][..]),
+        seal in any::<bool>(),
+        page in 1usize..9,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = spirit::IndexSettings { number_of_shards: shards, ..Default::default() };
+        let mappings = serde_json::json!({"properties": {"n": {"type": "long"}, "m": {"type": "double"}}});
+        let c = ShardConfig { dram_budget: shards * (8 << 20), ..config() };
+        let index = Index::open("s", dir.path(), c, Some(&mappings), Some(settings)).unwrap();
+        for (i, (n, m, k)) in docs.iter().enumerate() {
+            let mut d = serde_json::json!({"_id": i.to_string(), "body": format!("even {}", "odd ".repeat(*k))});
+            if let Some(n) = n { d["n"] = serde_json::json!(n); }
+            if let Some(m) = m { d["m"] = serde_json::json!(*m as f64 / 2.0); }
+            index.add(d).unwrap();
+            if seal && i % 9 == 8 {
+                index.seal().unwrap();
+            }
+        }
+        let mut deleted = std::collections::HashSet::new();
+        for d in &deletes {
+            let i = d.index(docs.len());
+            index.delete(&i.to_string()).unwrap();
+            deleted.insert(i);
+        }
+        let q = spirit::query::parse("even odd").unwrap();
+        // Scores as the ordinary search computes them.
+        let all = index.search_query(&q, &SearchOptions { limit: 1000, ..Default::default() }).unwrap();
+        let score: std::collections::HashMap<String, f32> = all.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
+        let sort_keys: Vec<spirit::SortKey> = keys.iter().map(|&k| key_of(&index, k)).collect();
+        let value = |i: usize, (what, _, _): KeySpec| -> Option<f64> {
+            match what {
+                0 => docs[i].0.map(|n| n as f64),
+                1 => docs[i].1.map(|m| m as f64 / 2.0),
+                2 => Some(i as f64),
+                _ => Some(score[&i.to_string()] as f64),
+            }
+        };
+        let cmp1 = |a: Option<f64>, b: Option<f64>, (_, desc, mf): KeySpec| match (a, b) {
+            (Some(x), Some(y)) => if desc { y.total_cmp(&x) } else { x.total_cmp(&y) },
+            (None, None) => std::cmp::Ordering::Equal,
+            (None, Some(_)) => if mf { std::cmp::Ordering::Less } else { std::cmp::Ordering::Greater },
+            (Some(_), None) => if mf { std::cmp::Ordering::Greater } else { std::cmp::Ordering::Less },
+        };
+        let mut want: Vec<usize> = (0..docs.len()).filter(|i| !deleted.contains(i)).collect();
+        want.sort_by(|&a, &b| {
+            keys.iter().map(|&k| cmp1(value(a, k), value(b, k), k)).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b))
+        });
+        let r = index.search_sorted(&q, &sort_keys, None, (0, 1000), true).unwrap();
+        let got: Vec<usize> = r.hits.iter().map(|h| h.id.parse().unwrap()).collect();
+        prop_assert_eq!(&got, &want, "keys {:?}", keys);
+        prop_assert_eq!(r.total, want.len() as u64);
+        for h in &r.hits {
+            let i: usize = h.id.parse().unwrap();
+            let own: Vec<Option<f64>> = keys.iter().map(|&k| if k.0 == 2 { Some(h.seq as f64) } else { value(i, k) }).collect();
+            prop_assert_eq!(&h.sort_values, &own, "hit {}", i);
+            if keys.iter().any(|k| k.0 == 3) {
+                prop_assert_eq!(h.score, score[&h.id]);
+            }
+        }
+        // Insertion order is the documents' order of adds.
+        let seqs: Vec<u64> = { let mut v: Vec<(usize, u64)> = r.hits.iter().map(|h| (h.id.parse().unwrap(), h.seq)).collect(); v.sort(); v.into_iter().map(|x| x.1).collect() };
+        prop_assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+        // Pages through `after`, and an offset into the order.
+        let mut paged = vec![];
+        let mut after: Option<Vec<Option<f64>>> = None;
+        loop {
+            let p = index.search_sorted(&q, &sort_keys, after.as_deref(), (0, page), true).unwrap();
+            prop_assert_eq!(p.total, want.len() as u64);
+            let Some(last) = p.hits.last() else { break };
+            after = Some(last.sort_values.clone());
+            paged.extend(p.hits.iter().map(|h| h.id.parse::<usize>().unwrap()));
+            prop_assert!(paged.len() <= want.len());
+        }
+        // A page's last values may tie the next page's first on every key only if the keys do not tell
+        // them apart: then `after` skips the rest of that tie, as Elasticsearch's does.
+        let distinct = keys.iter().any(|k| k.0 == 2);
+        if distinct {
+            prop_assert_eq!(&paged, &want);
+        } else {
+            prop_assert!(paged.iter().all(|i| want.contains(i)));
+        }
+        let off = index.search_sorted(&q, &sort_keys, None, (page, 3), false).unwrap();
+        let want_off: Vec<u32> = r.hits.iter().skip(page).take(3).map(|h| h.doc).collect();
+        prop_assert_eq!(off.hits.iter().map(|h| h.doc).collect::<Vec<_>>(), want_off);
+        prop_assert!(index.search_sorted(&q, &sort_keys, Some(&[]), (0, 3), false).is_err());
+    }
+}

@@ -4399,10 +4399,41 @@ pub fn watermarks(snap: &Snapshot) -> Watermarks {
 /// ids in ascending order: the document set aggregations bucket. Exhaustive: the scorers visit every match
 /// (no threshold, no top-k), and scores are not computed.
 pub fn matching_docs(snap: &Snapshot, node: &Node, marks: Option<&[u32]>) -> Result<Vec<u32>> {
-    let mut ctx = Ctx::new(snap, Bm25::default(), None, marks)?;
+    let mut out = Vec::new();
+    each_match(snap, node, (Bm25::default(), None), marks, false, |d, _| out.push(d))?;
+    Ok(out)
+}
+
+/// [`matching_docs`] with each match's score, as [`execute`] computes it under `bm25` and the index-wide
+/// `stats` (a sharded index's; `None`: this snapshot's own): the candidates of a sort over several keys,
+/// which orders every match.
+pub fn scored_matches(
+    snap: &Snapshot,
+    node: &Node,
+    bm25: Bm25,
+    stats: Option<&CollectionStats>,
+    marks: Option<&[u32]>,
+) -> Result<Vec<ScoredDoc>> {
+    let mut out = Vec::new();
+    each_match(snap, node, (bm25, stats), marks, true, |doc, score| {
+        out.push(ScoredDoc { doc, score, sort_value: None })
+    })?;
+    Ok(out)
+}
+
+/// Calls `f` with every live match of `node` in doc order, and its score when `score` (else 0).
+fn each_match(
+    snap: &Snapshot,
+    node: &Node,
+    (bm25, stats): (Bm25, Option<&CollectionStats>),
+    marks: Option<&[u32]>,
+    score: bool,
+    mut f: impl FnMut(u32, f32),
+) -> Result<()> {
+    let mut ctx = Ctx::new(snap, bm25, stats, marks)?;
     let w = weight(node, &mut ctx)?;
     let ctx = ctx;
-    let mut out = Vec::new();
+    let mut last = None;
     for (si, seg) in ctx.segs.iter().enumerate() {
         if seg.visible == 0 {
             continue;
@@ -4412,7 +4443,9 @@ pub fn matching_docs(snap: &Snapshot, node: &Node, marks: Option<&[u32]>) -> Res
         let mut d = s.doc();
         while d != NO_DOC && d < seg.visible {
             if !del.is_deleted(d) {
-                out.push(base + d);
+                debug_assert!(last < Some(base + d), "segments follow each other in doc ids");
+                last = Some(base + d);
+                f(base + d, if score { s.score() } else { 0.0 });
             }
             d = s.next();
         }
@@ -4420,8 +4453,7 @@ pub fn matching_docs(snap: &Snapshot, node: &Node, marks: Option<&[u32]>) -> Res
             return Err(Error::Format(format!("segment {}: {}", seg.desc.id, e.0)));
         }
     }
-    debug_assert!(out.windows(2).all(|w| w[0] < w[1]), "segments follow each other in doc ids");
-    Ok(out)
+    Ok(())
 }
 
 /// Evaluates a planned query on a pinned snapshot.

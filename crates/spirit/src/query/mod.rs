@@ -13,8 +13,8 @@ mod scratch;
 pub use ast::{Query, MAX_SLOP};
 pub use cache::{CacheStats, ResultCache};
 pub use eval::{
-    collection_stats, execute, execute_at, execute_cached, matching_docs, watermarks, Bm25, CollectionStats,
-    Disjunction, ScoredDoc, SearchHits, SearchOptions, Sort, Watermarks,
+    collection_stats, execute, execute_at, execute_cached, matching_docs, scored_matches, watermarks, Bm25,
+    CollectionStats, Disjunction, ScoredDoc, SearchHits, SearchOptions, Sort, Watermarks,
 };
 pub use parser::{parse, parse_with, ParseError, ParseOptions};
 pub use plan::{plan, plan_shards, Node};
