@@ -413,6 +413,9 @@ def test_sort_by_several_keys_with_search_after(client, ix):
     assert present == sorted(present, reverse=True)
     assert all(n is None for n in ns[len(present):]), "missing values last"
     assert all(h["sort"][0] == h["_source"].get("n") for h in seen)
+    # A keyword field (the documents' own id), in byte order.
+    r = client.search(index=INDEX, body={"query": {"match_all": {}}, "size": 25, "sort": [{"id": "asc"}]})
+    assert [h["sort"][0] for h in r["hits"]["hits"]] == sorted(d["id"] for d in ix.docs.values())[:25]
 
 
 def test_ids_query(client, ix):

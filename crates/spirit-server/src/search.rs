@@ -7,7 +7,8 @@ use crate::highlight::{HighlightSpec, Highlighter};
 use crate::Limits;
 use serde_json::{json, Map, Value};
 use spirit::schema::simple_match as glob;
-use spirit::{Index, Query, SearchOptions, Sort, SortKey};
+use spirit::schema::FieldType;
+use spirit::{Index, Query, SearchOptions, Sort, SortKey, SortValue};
 use std::collections::HashMap;
 
 /// `_source` filtering.
@@ -194,7 +195,7 @@ pub struct SearchRequest {
     version: bool,
     seq_no: bool,
     /// `search_after`: the previous page's last `sort` values (`None` for a missing value).
-    after: Option<Vec<Option<f64>>>,
+    after: Option<Vec<Option<SortValue>>>,
 }
 
 const KNOWN_KEYS: &[&str] = &[
@@ -323,14 +324,13 @@ impl SearchRequest {
                         "[from] parameter must be set to 0 when [search_after] is used",
                     ));
                 }
+                // Numbers for numeric keys, strings for keyword keys (the engine checks each fits its key).
                 let one = |v: &Value| match v {
                     Value::Null => Ok(None),
-                    Value::Number(n) => Ok(n.as_f64()),
-                    Value::String(t) => t.trim().parse::<f64>().map(Some).map_err(|_| {
-                        ApiError::parsing(format!("[search_after] values must be numbers or null, got [{t}]"))
-                    }),
+                    Value::Number(n) => Ok(n.as_f64().map(SortValue::Number)),
+                    Value::String(t) => Ok(Some(SortValue::Text(t.clone()))),
                     other => Err(ApiError::parsing(format!(
-                        "[search_after] values must be numbers or null, got [{other}]"
+                        "[search_after] values must be numbers, strings or null, got [{other}]"
                     ))),
                 };
                 Some(values.iter().map(one).collect::<ApiResult<Vec<_>>>()?)
@@ -366,7 +366,14 @@ impl SearchRequest {
         let q: Query = tr.query(&self.query)?;
         let aggs = self.aggs.as_ref().map(|a| crate::aggs::parse(a, &mut tr, 0)).transpose()?;
         let fetch = self.size > 0;
-        let sort = match &self.sort {
+        // A keyword field sorts through the several-keys path (the engine's pruned top-k reads numbers).
+        let keyword =
+            |name: &str| schema.field_id(name).is_some_and(|f| schema.field(f).ty == FieldType::Keyword);
+        let spec = match &self.sort {
+            SortSpec::Field { name, .. } if keyword(name) => SortSpec::Keys(self.sort.keys()),
+            other => other.clone(),
+        };
+        let sort = match &spec {
             SortSpec::Score => Some(Sort::Score),
             SortSpec::Newest => Some(Sort::Newest),
             SortSpec::Field { name, descending } => Some(index.field_sort(name, *descending)?),
@@ -386,8 +393,7 @@ impl SearchRequest {
                 index.search_query(&q, &opts)?
             }
             None => {
-                let keys = self
-                    .sort
+                let keys = spec
                     .keys()
                     .iter()
                     .map(|k| match k.name.as_str() {
@@ -416,7 +422,7 @@ impl SearchRequest {
                     hit.insert("_seq_no".into(), json!(h.doc));
                     hit.insert("_primary_term".into(), json!(1));
                 }
-                match &self.sort {
+                match &spec {
                     SortSpec::Keys(keys) => {
                         if keys.iter().any(|k| k.name == "_score") {
                             max_score = Some(max_score.map_or(h.score, |m| m.max(h.score)));
@@ -426,7 +432,7 @@ impl SearchRequest {
                         }
                         hit.insert(
                             "sort".into(),
-                            Value::Array(h.sort_values.iter().map(|&v| sort_value(v)).collect()),
+                            Value::Array(h.sort_values.iter().map(|v| sort_value(v.as_ref())).collect()),
                         );
                     }
                     SortSpec::Newest => {
@@ -435,7 +441,10 @@ impl SearchRequest {
                     }
                     SortSpec::Field { .. } => {
                         hit.insert("_score".into(), Value::Null);
-                        hit.insert("sort".into(), json!([sort_value(h.sort_value)]));
+                        hit.insert(
+                            "sort".into(),
+                            json!([sort_value(h.sort_value.map(SortValue::Number).as_ref())]),
+                        );
                     }
                     SortSpec::Score => {
                         max_score = Some(max_score.map_or(h.score, |m| m.max(h.score)));
@@ -499,10 +508,11 @@ fn relation(exact: bool) -> &'static str {
 /// `sort`: by score (the default), newest first (`_doc` descending; spirit's doc ids grow with time), or by a
 /// numeric or date field (ascending by default, as in Elasticsearch). One sort key.
 /// A sort value as Elasticsearch prints it: whole numbers as integers, `null` for a missing value.
-fn sort_value(v: Option<f64>) -> Value {
+fn sort_value(v: Option<&SortValue>) -> Value {
     match v {
-        Some(v) if v.fract() == 0.0 && v.abs() < 9.0e15 => json!(v as i64),
-        Some(v) => json!(v),
+        Some(&SortValue::Number(v)) if v.fract() == 0.0 && v.abs() < 9.0e15 => json!(v as i64),
+        Some(SortValue::Number(v)) => json!(v),
+        Some(SortValue::Text(t)) => json!(t),
         None => Value::Null,
     }
 }

@@ -1428,15 +1428,16 @@ fn several_sort_keys_page_with_search_after() {
         let dir = tempfile::tempdir().unwrap();
         let s = TestServer::start(dir.path(), ServerConfig::default());
         let settings = format!(
-            r#"{{"settings": {{"number_of_shards": {shards}}}, "mappings": {{"properties": {{"year": {{"type": "long"}}, "price": {{"type": "double"}}}}}}}}"#
+            r#"{{"settings": {{"number_of_shards": {shards}}}, "mappings": {{"properties": {{"year": {{"type": "long"}}, "price": {{"type": "double"}}, "genre": {{"type": "keyword"}}}}}}}}"#
         );
         assert_eq!(s.call("PUT", "/books", Some(&settings)).0, 200);
         for i in 0..40 {
             let doc = if i % 7 == 3 {
                 format!(r#"{{"title": "book {i}", "price": {}}}"#, (i % 5) as f64 + 0.5)
             } else {
+                let genre = ["\"sf\"", "[\"crime\", \"sf\"]", "\"poetry\""][i % 3];
                 format!(
-                    r#"{{"title": "book {i}", "year": {}, "price": {}}}"#,
+                    r#"{{"title": "book {i}", "year": {}, "price": {}, "genre": {genre}}}"#,
                     2000 + i % 4,
                     (i % 5) as f64 + 0.5
                 )
@@ -1490,6 +1491,31 @@ fn several_sort_keys_page_with_search_after() {
         let hits = r["hits"]["hits"].as_array().unwrap();
         assert!(hits.iter().all(|h| h["sort"][0].is_null() && h["_score"].as_f64().unwrap() > 0.0), "{r}");
         assert_eq!(hits[0]["sort"][1].as_f64(), hits[0]["_score"].as_f64());
+        // A keyword field: its smallest value ascending, its largest descending, missing last; paged by strings.
+        let (_, r) = s.call(
+            "POST",
+            "/books/_search",
+            Some(r#"{"size": 100, "sort": [{"genre": "asc"}, {"_doc": "asc"}]}"#),
+        );
+        let genres: Vec<Value> =
+            r["hits"]["hits"].as_array().unwrap().iter().map(|h| h["sort"][0].clone()).collect();
+        let count = |g: &str| genres.iter().filter(|x| **x == json!(g)).count();
+        assert_eq!((count("crime"), count("poetry"), count("sf")), (11, 11, 12), "{r}");
+        assert!(
+            genres[..34].windows(2).all(|w| w[0].as_str() <= w[1].as_str())
+                && genres[34..].iter().all(Value::is_null)
+        );
+        let after = &r["hits"]["hits"][10]["sort"];
+        let (_, p) = s.call(
+            "POST",
+            "/books/_search",
+            Some(&format!(
+                r#"{{"size": 1, "sort": [{{"genre": "asc"}}, {{"_doc": "asc"}}], "search_after": {after}}}"#
+            )),
+        );
+        assert_eq!(p["hits"]["hits"][0]["_id"], r["hits"]["hits"][11]["_id"]);
+        let (_, r) = s.call("POST", "/books/_search", Some(r#"{"size": 12, "sort": {"genre": "desc"}}"#));
+        assert!(r["hits"]["hits"].as_array().unwrap().iter().all(|h| h["sort"][0] == json!("sf")), "{r}");
         // search_after on a single-key sort, and _doc ascending alone (oldest first).
         let (_, r) = s.call("POST", "/books/_search", Some(r#"{"size": 2, "sort": [{"_doc": "asc"}]}"#));
         let first: Vec<&str> =

@@ -150,7 +150,28 @@ pub struct Hit {
     pub sort_value: Option<f64>,
     /// With [`Index::search_sorted`]: the hit's value of each sort key (`None`: the field has none) — what a
     /// next page passes as `after`.
-    pub sort_values: Vec<Option<f64>>,
+    pub sort_values: Vec<Option<SortValue>>,
+}
+
+/// A hit's value of one sort key ([`Hit::sort_values`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SortValue {
+    /// A score, an insertion order, a numeric or date field's value.
+    Number(f64),
+    /// A keyword field's value.
+    Text(String),
+}
+
+impl SortValue {
+    fn cmp(&self, o: &SortValue) -> std::cmp::Ordering {
+        match (self, o) {
+            (SortValue::Number(x), SortValue::Number(y)) => x.total_cmp(y),
+            (SortValue::Text(x), SortValue::Text(y)) => x.cmp(y),
+            // Never compared: `search_sorted` checks that `after` has each key's kind.
+            (SortValue::Number(_), SortValue::Text(_)) => std::cmp::Ordering::Less,
+            (SortValue::Text(_), SortValue::Number(_)) => std::cmp::Ordering::Greater,
+        }
+    }
 }
 
 /// One key of a sort over several keys ([`Index::search_sorted`]); later keys order what earlier ones tie.
@@ -164,19 +185,24 @@ pub enum SortKey {
     /// A numeric or date field's value ([`Index::sort_field`] resolves a name); documents without one go
     /// last, or first with `missing_first`.
     Field { field: u16, descending: bool, missing_first: bool },
+    /// A keyword field's value, in byte order; a document with several values sorts by its smallest
+    /// ascending and its largest descending (Elasticsearch's default `mode`). Read from the field's postings
+    /// (spirit keeps no per-document keyword column): at most [`query::aggs::MAX_TERMS`] distinct values.
+    Keyword { field: u16, descending: bool, missing_first: bool },
 }
 
 impl SortKey {
     /// The order of two values of this key (`None`: missing).
-    fn cmp(self, a: Option<f64>, b: Option<f64>) -> std::cmp::Ordering {
+    fn cmp(self, a: &Option<SortValue>, b: &Option<SortValue>) -> std::cmp::Ordering {
         use std::cmp::Ordering::*;
         let (descending, missing_first) = match self {
             SortKey::Score { descending } | SortKey::Seq { descending } => (descending, false),
-            SortKey::Field { descending, missing_first, .. } => (descending, missing_first),
+            SortKey::Field { descending, missing_first, .. }
+            | SortKey::Keyword { descending, missing_first, .. } => (descending, missing_first),
         };
         match (a, b) {
-            (Some(x), Some(y)) if descending => y.total_cmp(&x),
-            (Some(x), Some(y)) => x.total_cmp(&y),
+            (Some(x), Some(y)) if descending => y.cmp(x),
+            (Some(x), Some(y)) => x.cmp(y),
             (None, None) => Equal,
             (None, Some(_)) => {
                 if missing_first {
@@ -197,10 +223,10 @@ impl SortKey {
 }
 
 /// The order of two hits' values under `keys`, key by key.
-fn cmp_sort_values(keys: &[SortKey], a: &[Option<f64>], b: &[Option<f64>]) -> std::cmp::Ordering {
+fn cmp_sort_values(keys: &[SortKey], a: &[Option<SortValue>], b: &[Option<SortValue>]) -> std::cmp::Ordering {
     keys.iter()
         .zip(a.iter().zip(b))
-        .map(|(k, (x, y))| k.cmp(*x, *y))
+        .map(|(k, (x, y))| k.cmp(x, y))
         .find(|o| o.is_ne())
         .unwrap_or(std::cmp::Ordering::Equal)
 }
@@ -1083,7 +1109,7 @@ impl Index {
         &self,
         q: &Query,
         keys: &[SortKey],
-        after: Option<&[Option<f64>]>,
+        after: Option<&[Option<SortValue>]>,
         (offset, limit): (usize, usize),
         fetch: bool,
     ) -> Result<SearchResult> {
@@ -1097,6 +1123,15 @@ impl Index {
                 after.map_or(0, <[_]>::len),
                 keys.len()
             )));
+        }
+        for (k, v) in keys.iter().zip(after.unwrap_or_default()) {
+            let text = matches!(k, SortKey::Keyword { .. });
+            if matches!(v, Some(SortValue::Text(_))) != text && v.is_some() {
+                return Err(Error::InvalidArgument(format!(
+                    "search_after value {v:?} does not fit its sort key: {}",
+                    if text { "a keyword takes a string" } else { "a number" }
+                )));
+            }
         }
         let snaps: Vec<_> = self.shards.iter().map(|s| s.pin()).collect();
         let refs: Vec<&Snapshot> = snaps.iter().map(|s| &**s).collect();
@@ -1116,7 +1151,7 @@ impl Index {
             marks.push(m);
         }
         // Every match with its sort values: (values, seq, shard, doc, score).
-        type Cand = (Vec<Option<f64>>, u64, usize, u32, f32);
+        type Cand = (Vec<Option<SortValue>>, u64, usize, u32, f32);
         let mut cands: Vec<Cand> = vec![];
         let mut total = 0u64;
         for (i, snap) in refs.iter().enumerate() {
@@ -1137,15 +1172,23 @@ impl Index {
                 let mut values = Vec::with_capacity(keys.len());
                 for k in keys {
                     values.push(match *k {
-                        SortKey::Score { .. } => Some(m.score as f64),
-                        SortKey::Seq { .. } => Some(seq as f64),
-                        SortKey::Field { field, .. } => number_of(snap, field, m.doc)?,
+                        SortKey::Score { .. } => Some(SortValue::Number(m.score as f64)),
+                        SortKey::Seq { .. } => Some(SortValue::Number(seq as f64)),
+                        SortKey::Field { field, .. } => number_of(snap, field, m.doc)?.map(SortValue::Number),
+                        // Filled in below, from the field's postings.
+                        SortKey::Keyword { .. } => None,
                     });
                 }
-                if after.is_none_or(|a| cmp_sort_values(keys, &values, a).is_gt()) {
-                    cands.push((values, seq, i, m.doc, m.score));
-                }
+                cands.push((values, seq, i, m.doc, m.score));
             }
+        }
+        for (j, k) in keys.iter().enumerate() {
+            if let SortKey::Keyword { field, descending, .. } = *k {
+                self.keyword_sort_values(&refs, &marks, field, descending, &mut cands, j)?;
+            }
+        }
+        if let Some(a) = after {
+            cands.retain(|c| cmp_sort_values(keys, &c.0, a).is_gt());
         }
         let order = |a: &Cand, b: &Cand| cmp_sort_values(keys, &a.0, &b.0).then(a.1.cmp(&b.1));
         let end = offset.saturating_add(limit).min(cands.len());
@@ -1169,8 +1212,56 @@ impl Index {
         Ok(SearchResult { total, total_exact: true, hits, took_micros: t0.elapsed().as_micros() as u64 })
     }
 
-    /// The numeric or date field `name` as a sort key (an error for other field types and unknown fields).
+    /// Sets key `j` of each candidate (`(values, seq, shard, doc, score)`) to its document's value of keyword
+    /// field `field`: the smallest (ascending) or largest (`descending`) of its values, read term by term from
+    /// the field's postings at the shards' watermarks `marks`.
+    #[allow(clippy::type_complexity)]
+    fn keyword_sort_values(
+        &self,
+        snaps: &[&Snapshot],
+        marks: &[query::Watermarks],
+        field: u16,
+        descending: bool,
+        cands: &mut [(Vec<Option<SortValue>>, u64, usize, u32, f32)],
+        j: usize,
+    ) -> Result<()> {
+        let max = query::aggs::MAX_TERMS;
+        let keys = query::keys_with_prefix(snaps, &field.to_be_bytes(), max)?.ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "field [{}] has more than {max} distinct values, more than a sort reads",
+                self.schema.read().field(field).name
+            ))
+        })?;
+        let at: std::collections::HashMap<(usize, u32), usize> =
+            cands.iter().enumerate().map(|(n, c)| ((c.2, c.3), n)).collect();
+        for key in keys {
+            let value = String::from_utf8_lossy(&key[2..]).into_owned();
+            let node = query::Node::Term { field, key };
+            for (i, snap) in snaps.iter().enumerate() {
+                for doc in query::matching_docs(snap, &node, Some(&marks[i]))? {
+                    if let Some(&n) = at.get(&(i, doc)) {
+                        // Keys come in ascending order: the first is the smallest, the last the largest.
+                        let slot = &mut cands[n].0[j];
+                        if slot.is_none() || descending {
+                            *slot = Some(SortValue::Text(value.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The numeric, date or keyword field `name` as a sort key (an error for other field types and unknown
+    /// fields).
     pub fn sort_field(&self, name: &str, descending: bool, missing_first: bool) -> Result<SortKey> {
+        let schema = self.schema.read();
+        if let Some(field) =
+            schema.field_id(name).filter(|&f| schema.field(f).ty == crate::schema::FieldType::Keyword)
+        {
+            return Ok(SortKey::Keyword { field, descending, missing_first });
+        }
+        drop(schema);
         match self.field_sort(name, descending)? {
             Sort::Field { field, descending } => Ok(SortKey::Field { field, descending, missing_first }),
             _ => unreachable!("field_sort makes field sorts"),

@@ -44,7 +44,7 @@ pub use engine::{default_shards, Engine, EngineConfig, IndexOptions};
 pub use error::{Error, Result};
 pub use index::{
     AddResult, BulkGuard, DeletedVersions, Hit, Index, IndexSettings, IndexStats, Pending, PendingSet,
-    PreparedDoc, SearchResult, SortKey,
+    PreparedDoc, SearchResult, SortKey, SortValue,
 };
 pub use query::{Disjunction, Query, SearchOptions, Sort, MAX_SLOP};
 pub use shard::Precondition;

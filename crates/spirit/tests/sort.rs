@@ -70,7 +70,8 @@ proptest! {
     }
 }
 
-/// A sort key as the brute force reads it: 0 = n, 1 = m, 2 = insertion order, 3 = score.
+/// A sort key as the brute force reads it: 0 = n, 1 = m, 2 = insertion order, 3 = score, 4 = the keyword
+/// `tag` (several values or none).
 type KeySpec = (u8, bool, bool);
 
 fn key_of(index: &Index, (what, descending, missing_first): KeySpec) -> spirit::SortKey {
@@ -78,7 +79,8 @@ fn key_of(index: &Index, (what, descending, missing_first): KeySpec) -> spirit::
         0 => index.sort_field("n", descending, missing_first).unwrap(),
         1 => index.sort_field("m", descending, missing_first).unwrap(),
         2 => spirit::SortKey::Seq { descending },
-        _ => spirit::SortKey::Score { descending },
+        3 => spirit::SortKey::Score { descending },
+        _ => index.sort_field("tag", descending, missing_first).unwrap(),
     }
 }
 
@@ -91,20 +93,26 @@ proptest! {
     /// paging with `after` (each page's last sort values) walks exactly that order.
     #[test]
     fn several_keys_and_search_after_equal_brute_force(
-        docs in prop::collection::vec((prop::option::of(-3i64..3), prop::option::of(-2i64..2), 0usize..4), 1..50),
+        docs in prop::collection::vec((prop::option::of(-3i64..3), prop::option::of(-2i64..2), 0usize..4, prop::collection::vec(0usize..4, 0..3)), 1..50),
         deletes in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
-        keys in prop::collection::vec((0u8..4, any::<bool>(), any::<bool>()), 1..4),
+        keys in prop::collection::vec((0u8..5, any::<bool>(), any::<bool>()), 1..4),
         shards in prop::sample::select(&[1usize, 3][..]),
         seal in any::<bool>(),
         page in 1usize..9,
     ) {
         let dir = tempfile::tempdir().unwrap();
         let settings = spirit::IndexSettings { number_of_shards: shards, ..Default::default() };
-        let mappings = serde_json::json!({"properties": {"n": {"type": "long"}, "m": {"type": "double"}}});
+        let mappings = serde_json::json!({"properties": {"n": {"type": "long"}, "m": {"type": "double"}, "tag": {"type": "keyword"}}});
+        const TAGS: [&str; 4] = ["b", "a", "Z", "ab"];
         let c = ShardConfig { dram_budget: shards * (8 << 20), ..config() };
         let index = Index::open("s", dir.path(), c, Some(&mappings), Some(settings)).unwrap();
-        for (i, (n, m, k)) in docs.iter().enumerate() {
+        for (i, (n, m, k, tags)) in docs.iter().enumerate() {
             let mut d = serde_json::json!({"_id": i.to_string(), "body": format!("even {}", "odd ".repeat(*k))});
+            match tags.as_slice() {
+                [] => {}
+                [t] => d["tag"] = serde_json::json!(TAGS[*t]),
+                many => d["tag"] = serde_json::json!(many.iter().map(|&t| TAGS[t]).collect::<Vec<_>>()),
+            }
             if let Some(n) = n { d["n"] = serde_json::json!(n); }
             if let Some(m) = m { d["m"] = serde_json::json!(*m as f64 / 2.0); }
             index.add(d).unwrap();
@@ -123,16 +131,28 @@ proptest! {
         let all = index.search_query(&q, &SearchOptions { limit: 1000, ..Default::default() }).unwrap();
         let score: std::collections::HashMap<String, f32> = all.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
         let sort_keys: Vec<spirit::SortKey> = keys.iter().map(|&k| key_of(&index, k)).collect();
-        let value = |i: usize, (what, _, _): KeySpec| -> Option<f64> {
+        use spirit::SortValue::{Number, Text};
+        // A keyword sorts by its smallest value ascending, its largest descending.
+        let value = |i: usize, (what, desc, _): KeySpec| -> Option<spirit::SortValue> {
             match what {
-                0 => docs[i].0.map(|n| n as f64),
-                1 => docs[i].1.map(|m| m as f64 / 2.0),
-                2 => Some(i as f64),
-                _ => Some(score[&i.to_string()] as f64),
+                0 => docs[i].0.map(|n| Number(n as f64)),
+                1 => docs[i].1.map(|m| Number(m as f64 / 2.0)),
+                2 => Some(Number(i as f64)),
+                3 => Some(Number(score[&i.to_string()] as f64)),
+                _ => {
+                    let mut t: Vec<&str> = docs[i].3.iter().map(|&t| TAGS[t]).collect();
+                    t.sort();
+                    if desc { t.last() } else { t.first() }.map(|t| Text(t.to_string()))
+                }
             }
         };
-        let cmp1 = |a: Option<f64>, b: Option<f64>, (_, desc, mf): KeySpec| match (a, b) {
-            (Some(x), Some(y)) => if desc { y.total_cmp(&x) } else { x.total_cmp(&y) },
+        let ord = |x: &spirit::SortValue, y: &spirit::SortValue| match (x, y) {
+            (Number(a), Number(b)) => a.total_cmp(b),
+            (Text(a), Text(b)) => a.cmp(b),
+            _ => unreachable!("one kind per key"),
+        };
+        let cmp1 = |a: Option<spirit::SortValue>, b: Option<spirit::SortValue>, (_, desc, mf): KeySpec| match (a, b) {
+            (Some(x), Some(y)) => if desc { ord(&y, &x) } else { ord(&x, &y) },
             (None, None) => std::cmp::Ordering::Equal,
             (None, Some(_)) => if mf { std::cmp::Ordering::Less } else { std::cmp::Ordering::Greater },
             (Some(_), None) => if mf { std::cmp::Ordering::Greater } else { std::cmp::Ordering::Less },
@@ -147,7 +167,7 @@ proptest! {
         prop_assert_eq!(r.total, want.len() as u64);
         for h in &r.hits {
             let i: usize = h.id.parse().unwrap();
-            let own: Vec<Option<f64>> = keys.iter().map(|&k| if k.0 == 2 { Some(h.seq as f64) } else { value(i, k) }).collect();
+            let own: Vec<Option<spirit::SortValue>> = keys.iter().map(|&k| if k.0 == 2 { Some(Number(h.seq as f64)) } else { value(i, k) }).collect();
             prop_assert_eq!(&h.sort_values, &own, "hit {}", i);
             if keys.iter().any(|k| k.0 == 3) {
                 prop_assert_eq!(h.score, score[&h.id]);
@@ -158,7 +178,7 @@ proptest! {
         prop_assert!(seqs.windows(2).all(|w| w[0] < w[1]));
         // Pages through `after`, and an offset into the order.
         let mut paged = vec![];
-        let mut after: Option<Vec<Option<f64>>> = None;
+        let mut after: Option<Vec<Option<spirit::SortValue>>> = None;
         loop {
             let p = index.search_sorted(&q, &sort_keys, after.as_deref(), (0, page), true).unwrap();
             prop_assert_eq!(p.total, want.len() as u64);

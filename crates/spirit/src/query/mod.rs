@@ -17,4 +17,5 @@ pub use eval::{
     CollectionStats, Disjunction, ScoredDoc, SearchHits, SearchOptions, Sort, Watermarks,
 };
 pub use parser::{parse, parse_with, ParseError, ParseOptions};
+pub(crate) use plan::keys_with_prefix;
 pub use plan::{plan, plan_shards, Node};
