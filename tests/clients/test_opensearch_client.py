@@ -427,6 +427,16 @@ def test_ids_query(client, ix):
     assert [h["_id"] for h in r["hits"]["hits"]] == [some[0]]
 
 
+def test_fuzzy_match(client, ix):
+    # A misspelled word (one swap) finds what the right spelling finds, with fuzziness AUTO.
+    right = client.search(index=INDEX, body={"query": {"match": {"title": "boundary"}}, "size": 100})
+    typo = client.search(index=INDEX, body={"query": {"match": {"title": {"query": "boudnary", "fuzziness": "AUTO"}}}, "size": 100})
+    assert right["hits"]["hits"]
+    assert {h["_id"] for h in right["hits"]["hits"]} <= {h["_id"] for h in typo["hits"]["hits"]}
+    exact = client.search(index=INDEX, body={"query": {"match": {"title": {"query": "boudnary"}}}})
+    assert exact["hits"]["hits"] == []
+
+
 def test_optimistic_concurrency(client, ix):
     # The read-then-conditional-write pattern: _seq_no/_primary_term from a get name the version to replace.
     doc_id = "occ-1"

@@ -17,6 +17,7 @@
 
 use crate::error::{ApiError, ApiResult};
 use serde_json::{Map, Value};
+use spirit::query::FuzzyOptions;
 use spirit::schema::{FieldType, Schema};
 use spirit::Query;
 use std::ops::Bound;
@@ -86,14 +87,28 @@ impl<'a> Translator<'a> {
                 check_keys(
                     kind,
                     &params,
-                    &["query", "operator", "boost", "analyzer", "zero_terms_query", "minimum_should_match"],
+                    &[
+                        "query",
+                        "operator",
+                        "boost",
+                        "analyzer",
+                        "zero_terms_query",
+                        "minimum_should_match",
+                        "fuzziness",
+                        "prefix_length",
+                        "max_expansions",
+                        "fuzzy_transpositions",
+                    ],
                 )?;
                 if params.get("analyzer").is_some() {
                     return Err(ApiError::unsupported("[match] with an [analyzer] other than the field's"));
                 }
                 let text = scalar_text(kind, params.get("query"))?;
                 let and = operator_is_and(kind, &params)?;
-                let q = self.match_field(Some(field), &text, and)?;
+                let q = match fuzzy_options(kind, &params, "fuzzy_transpositions")? {
+                    Some(options) => self.fuzzy_match(field, &text, and, options)?,
+                    None => self.match_field(Some(field), &text, and)?,
+                };
                 boosted(with_minimum_should_match(q, params.get("minimum_should_match"))?, &params)
             }
             "match_phrase" => {
@@ -201,6 +216,26 @@ impl<'a> Translator<'a> {
                 self.leaf()?;
                 boosted(Query::Range { field, lower, upper }, &params)
             }
+            "fuzzy" => {
+                let (field, params) = single_field(kind, body, "value")?;
+                check_keys(
+                    kind,
+                    &params,
+                    &[
+                        "value",
+                        "fuzziness",
+                        "prefix_length",
+                        "max_expansions",
+                        "transpositions",
+                        "boost",
+                        "rewrite",
+                    ],
+                )?;
+                self.leaf()?;
+                let text = scalar_text(kind, params.get("value"))?;
+                let options = fuzzy_options(kind, &params, "transpositions")?.unwrap_or_default();
+                boosted(Query::Fuzzy { field: Some(field), text, options, analyzed: false }, &params)
+            }
             "prefix" => {
                 let (field, params) = single_field(kind, body, "value")?;
                 check_keys(kind, &params, &["value", "boost", "rewrite"])?;
@@ -290,6 +325,34 @@ impl<'a> Translator<'a> {
         for t in tokens {
             self.leaf()?;
             terms.push(Query::Term { field: field.clone(), text: t });
+        }
+        Ok(match terms.len() {
+            1 => terms.pop().expect("one term"),
+            _ if and => Query::Bool { must: terms, should: vec![], must_not: vec![], filter: vec![] },
+            _ => Query::Bool { must: vec![], should: terms, must_not: vec![], filter: vec![] },
+        })
+    }
+
+    /// `match` with `fuzziness`: each token of the text a fuzzy term (analyzed as `match` analyzes it); a
+    /// keyword field's whole value one fuzzy term.
+    fn fuzzy_match(
+        &mut self,
+        field: String,
+        text: &str,
+        and: bool,
+        options: FuzzyOptions,
+    ) -> ApiResult<Query> {
+        let keyword = self.field_type(&field) == Some(FieldType::Keyword);
+        let mut tokens = vec![];
+        if keyword {
+            tokens.push(text.to_string());
+        } else {
+            spirit::analysis::tokenize(text, &mut |t| tokens.push(t.to_string()));
+        }
+        let mut terms = vec![];
+        for t in tokens {
+            self.leaf()?;
+            terms.push(Query::Fuzzy { field: Some(field.clone()), text: t, options, analyzed: !keyword });
         }
         Ok(match terms.len() {
             1 => terms.pop().expect("one term"),
@@ -473,6 +536,52 @@ fn single_field(kind: &str, body: &Value, main: &str) -> ApiResult<(String, Map<
         _ => return Err(ApiError::parsing(format!("[{kind}] on [{field}] needs an object"))),
     };
     Ok((field.clone(), params))
+}
+
+/// The fuzzy options of a `match` (`fuzziness`, `prefix_length`, `max_expansions`, and `transpositions_key`)
+/// or `fuzzy` query; `None` without `fuzziness` on a `match`. Fuzziness is `AUTO` (`AUTO:3,6`) or 0, 1, 2.
+fn fuzzy_options(
+    kind: &str,
+    params: &serde_json::Map<String, Value>,
+    transpositions_key: &str,
+) -> ApiResult<Option<FuzzyOptions>> {
+    let max_edits = match params.get("fuzziness") {
+        None if kind == "match" => return Ok(None),
+        None => None,
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("auto") || s.eq_ignore_ascii_case("auto:3,6") => None,
+        Some(Value::String(s)) if ["0", "1", "2"].contains(&s.as_str()) => s.parse().ok(),
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n <= 2) => n.as_u64().map(|n| n as u8),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "[{kind}] [fuzziness] must be AUTO, 0, 1 or 2 (other AUTO bounds are not supported), got [{other}]"
+            )))
+        }
+    };
+    let count = |key: &str, default: usize| -> ApiResult<usize> {
+        match params.get(key) {
+            None => Ok(default),
+            Some(v) => v
+                .as_u64()
+                .map(|n| n as usize)
+                .ok_or_else(|| ApiError::parsing(format!("[{kind}] [{key}] must be a non-negative integer"))),
+        }
+    };
+    let max_expansions = count("max_expansions", 50)?;
+    if max_expansions == 0 {
+        return Err(ApiError::bad_request(format!("[{kind}] [max_expansions] must be positive")));
+    }
+    let transpositions = match params.get(transpositions_key) {
+        None => true,
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| ApiError::parsing(format!("[{kind}] [{transpositions_key}] must be a boolean")))?,
+    };
+    Ok(Some(FuzzyOptions {
+        max_edits,
+        prefix_length: count("prefix_length", 0)?,
+        max_expansions,
+        transpositions,
+    }))
 }
 
 fn check_keys(kind: &str, v: &(impl AsMap + ?Sized), allowed: &[&str]) -> ApiResult<()> {

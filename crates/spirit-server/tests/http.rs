@@ -1541,3 +1541,73 @@ fn several_sort_keys_page_with_search_after() {
         s.stop();
     }
 }
+
+/// Typo tolerance: `match` with `fuzziness` (each analyzed token fuzzy, `AUTO` by length) and the `fuzzy`
+/// query find near spellings, closer ones scoring higher; bad options are 400s.
+#[test]
+fn fuzzy_queries_find_near_spellings() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let mappings = r#"{"mappings": {"properties": {"body": {"type": "text"}, "tag": {"type": "keyword"}, "n": {"type": "long"}}}}"#;
+    assert_eq!(s.call("PUT", "/fz", Some(mappings)).0, 200);
+    for (i, (body, tag)) in [
+        ("the quick brown fox", "Alpha"),
+        ("a quack of ducks", "Alpah"),
+        ("quickly done", "beta"),
+        ("brown bread", "Alpha"),
+        ("nothing here", "gamma"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        s.call(
+            "PUT",
+            &format!("/fz/_doc/{i}"),
+            Some(&format!(r#"{{"body": "{body}", "tag": "{tag}", "n": {i}}}"#)),
+        );
+    }
+    let ids = |q: &str| -> Vec<String> {
+        let (status, r) = s.call("POST", "/fz/_search", Some(q));
+        assert_eq!(status, 200, "{q}: {r}");
+        r["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].as_str().unwrap().to_string()).collect()
+    };
+    // "quikc" (5 letters: AUTO allows 1 edit, a swap counts 1) is "quick"; "quack" needs 2.
+    assert_eq!(ids(r#"{"query": {"match": {"body": {"query": "quikc", "fuzziness": "AUTO"}}}}"#), ["0"]);
+    assert_eq!(
+        ids(
+            r#"{"query": {"match": {"body": {"query": "quikc", "fuzziness": "AUTO", "fuzzy_transpositions": false}}}}"#
+        ),
+        Vec::<String>::new()
+    );
+    // Two edits reach "quack" and "quickly" too; the exact term scores highest.
+    let two = ids(r#"{"query": {"fuzzy": {"body": {"value": "quick", "fuzziness": 2}}}}"#);
+    assert_eq!(two[0], "0");
+    assert_eq!(two.len(), 3);
+    // Every token fuzzy, OR by default, AND with the operator.
+    assert_eq!(ids(r#"{"query": {"match": {"body": {"query": "quikc brwn", "fuzziness": 1}}}}"#), ["0", "3"]);
+    assert_eq!(
+        ids(r#"{"query": {"match": {"body": {"query": "quikc brwn", "fuzziness": 1, "operator": "and"}}}}"#),
+        ["0"]
+    );
+    // A prefix that must match exactly.
+    assert_eq!(
+        ids(r#"{"query": {"fuzzy": {"body": {"value": "xrown", "prefix_length": 1}}}}"#),
+        Vec::<String>::new()
+    );
+    assert_eq!(ids(r#"{"query": {"fuzzy": {"body": "xrown"}}}"#).len(), 2);
+    // A keyword value as a whole, case kept.
+    let mut k = ids(r#"{"query": {"fuzzy": {"tag": {"value": "Alpha"}}}}"#);
+    k.sort();
+    assert_eq!(k, ["0", "1", "3"]);
+    for bad in [
+        r#"{"query": {"match": {"body": {"query": "x", "fuzziness": 3}}}}"#,
+        r#"{"query": {"match": {"body": {"query": "x", "fuzziness": "AUTO:1,2"}}}}"#,
+        r#"{"query": {"fuzzy": {"body": {"value": "x", "max_expansions": 0}}}}"#,
+        r#"{"query": {"fuzzy": {"n": {"value": "1"}}}}"#,
+        r#"{"query": {"fuzzy": {"body": {"value": "x", "nope": 1}}}}"#,
+    ] {
+        let (status, r) = s.call("POST", "/fz/_search", Some(bad));
+        assert_eq!(status, 400, "{bad}: {r}");
+    }
+    s.stop();
+}

@@ -97,3 +97,83 @@ fn check(index: &Index) {
         }
     }
 }
+
+/// Fuzzy terms score as Lucene's `FuzzyQuery` (max edits, prefix length, max expansions, transpositions;
+/// printed by the same Java program): the expansion, each term's boost from its edits, the blended idf.
+const FUZZY_DOCS: [&str; 16] = [
+    "hello world",
+    "help me hello",
+    "hallo hallo welt",
+    "jello shot",
+    "yellow hell",
+    "helo",
+    "hero held",
+    "world wide web",
+    "hell hello",
+    "abc ca",
+    "ac bca cab",
+    "hellooo",
+    "he",
+    "hxllo hexlo helxo",
+    "héllo",
+    "ehllo wrold",
+];
+
+const LUCENE_FUZZY: &str = "\
+fuzzy helo 2 0 50 true: 13=1.211495 6=1.0911058 8=1.0911058 5=0.91020703 1=0.9086213 2=0.7407819 0=0.5455529 4=0.5455529 14=0.45510352 3=0.36370197 15=0.36370197 12=0.0
+fuzzy hello 2 0 3 true: 0=0.72740394 8=0.72740394 2=0.7006531 1=0.6057475 15=0.5819231
+fuzzy hello 1 2 50 true: 8=1.2729568 13=0.9691961 0=0.72740394 5=0.6826553 1=0.6057475 4=0.5455529
+fuzzy ehllo 1 0 50 true: 15=0.72740394 0=0.5819231 8=0.5819231 1=0.48459804
+fuzzy ehllo 1 0 50 false: 15=1.1173736
+fuzzy ca 2 0 50 true: 10=1.3957438 9=1.1173736 1=0.0 12=0.0
+fuzzy world 1 0 50 true: 0=0.88226557 7=0.734709 15=0.7058125
+fuzzy wlord 2 1 50 true: 0=0.5293594 15=0.5293594 7=0.4408254
+fuzzy zzzzzz 2 0 50 true:";
+
+#[test]
+fn fuzzy_scores_equal_lucenes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mappings = serde_json::json!({"properties": {"body": {"type": "text", "analyzer": "standard"}}});
+    let index = Index::open("f", dir.path(), ShardConfig::default(), Some(&mappings), None).unwrap();
+    for (i, body) in FUZZY_DOCS.iter().enumerate() {
+        index.add(serde_json::json!({"_id": i.to_string(), "body": body})).unwrap();
+    }
+    check_fuzzy(&index);
+    index.force_merge(1).unwrap();
+    check_fuzzy(&index);
+}
+
+fn check_fuzzy(index: &Index) {
+    let opts = SearchOptions { limit: 20, ..Default::default() };
+    for line in LUCENE_FUZZY.lines() {
+        let (query, hits) = line.split_once(':').unwrap();
+        let p: Vec<&str> = query.split(' ').collect();
+        let options = spirit::query::FuzzyOptions {
+            max_edits: Some(p[2].parse().unwrap()),
+            prefix_length: p[3].parse().unwrap(),
+            max_expansions: p[4].parse().unwrap(),
+            transpositions: p[5].parse().unwrap(),
+        };
+        let q = Query::Fuzzy { field: Some("body".into()), text: p[1].into(), options, analyzed: false };
+        let res = index.search_query(&q, &opts).unwrap();
+        let mut want: Vec<(String, f32)> = hits
+            .split_whitespace()
+            .map(|h| {
+                let (d, s) = h.split_once('=').unwrap();
+                (d.to_string(), s.parse().unwrap())
+            })
+            .collect();
+        let mut got: Vec<(String, f32)> = res.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
+        let by_id = |v: &mut Vec<(String, f32)>| v.sort_by(|a, b| a.0.cmp(&b.0));
+        by_id(&mut want);
+        by_id(&mut got);
+        assert_eq!(got.len(), want.len(), "{line}: got {got:?}");
+        for ((gid, gs), (wid, ws)) in got.iter().zip(&want) {
+            assert_eq!(gid, wid, "{line}: got {got:?}");
+            assert!(
+                (gs - ws).abs() <= 1e-5 * ws.abs().max(1e-3),
+                "{line}: doc {gid} scores {gs}, Lucene {ws}"
+            );
+        }
+    }
+}

@@ -48,9 +48,46 @@ pub enum Query {
     /// What any clause matches, scored as the best clause's score plus `tie_breaker` (from 0 to 1) times the
     /// other matching clauses' scores (Elasticsearch's `dis_max`, Lucene's `DisjunctionMaxQuery`).
     DisMax { of: Vec<Query>, tie_breaker: f32 },
+    /// Terms within an edit distance of `text` (Elasticsearch's `fuzzy` query, and `match` with `fuzziness`),
+    /// scored as Lucene's `FuzzyQuery` scores them: the `max_expansions` closest terms of the field (ties in
+    /// term order), each weighted `1 - edits / min(its length, the query term's)` in characters, all with
+    /// the idf of the most frequent of them (Lucene's blended frequencies), summed. With `analyzed` the text
+    /// goes through the field's analyzer first (as `match` does; each token is fuzzy), else it is only
+    /// lowercased for text fields (as the term-level `fuzzy` query normalizes it).
+    Fuzzy { field: Option<String>, text: String, options: FuzzyOptions, analyzed: bool },
     /// Documents whose `_id` is one of `values`, each scoring 1 (Elasticsearch's `ids` query): each segment
     /// looks the ids up in its id table, so the cost is per id, not per document.
     Ids { values: Vec<String> },
+}
+
+/// How far a fuzzy term reaches ([`Query::Fuzzy`]), with Elasticsearch's defaults.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FuzzyOptions {
+    /// At most this many edits (0 to 2); `None` is `AUTO`: 0 for terms of 1–2 characters, 1 for 3–5, 2 above.
+    pub max_edits: Option<u8>,
+    /// Characters at the start that must match exactly.
+    pub prefix_length: usize,
+    /// Terms the query expands to, at most (the closest).
+    pub max_expansions: usize,
+    /// Whether swapping two adjacent characters is one edit (else two).
+    pub transpositions: bool,
+}
+
+impl Default for FuzzyOptions {
+    fn default() -> Self {
+        FuzzyOptions { max_edits: None, prefix_length: 0, max_expansions: 50, transpositions: true }
+    }
+}
+
+impl FuzzyOptions {
+    /// The edits allowed for a term of `chars` characters.
+    pub fn edits_for(&self, chars: usize) -> u8 {
+        self.max_edits.unwrap_or(match chars {
+            0..=2 => 0,
+            3..=5 => 1,
+            _ => 2,
+        })
+    }
 }
 
 impl Query {

@@ -435,6 +435,33 @@ fn weight_boosted(n: &Node, ctx: &mut Ctx<'_>, boost: f32) -> Result<Weight> {
                 bm: Bm25Doc::new(idf, ctx.bm25, avgdl),
             }
         }
+        Node::Blended { field, keys, boosts } => {
+            // Every term with the idf of the most frequent one, times its own boost: an OR of terms.
+            let st = ctx.field_stats(*field);
+            let mut df = 0;
+            for k in keys {
+                ctx.resolve_term(k)?;
+                df = df.max(ctx.df(k));
+            }
+            let avgdl = avgdl(st);
+            let idf = ctx.idf(df, st.docs) * boost;
+            let mut terms: Vec<Weight> = keys
+                .iter()
+                .zip(boosts)
+                .map(|(k, &b)| Weight::Term {
+                    key: k.clone(),
+                    field: *field,
+                    idf: idf * b,
+                    avgdl,
+                    bm: Bm25Doc::new(idf * b, ctx.bm25, avgdl),
+                })
+                .collect();
+            if terms.len() == 1 {
+                terms.pop().expect("one term")
+            } else {
+                Weight::Bool { must: vec![], should: terms, must_not: vec![], filter: vec![] }
+            }
+        }
         Node::Phrase { field, keys, offsets, slop } => {
             let st = ctx.field_stats(*field);
             let mut idf = 0.0;

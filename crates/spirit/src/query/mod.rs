@@ -10,7 +10,7 @@ pub mod parser;
 mod plan;
 mod scratch;
 
-pub use ast::{Query, MAX_SLOP};
+pub use ast::{FuzzyOptions, Query, MAX_SLOP};
 pub use cache::{CacheStats, ResultCache};
 pub use eval::{
     collection_stats, execute, execute_at, execute_cached, matching_docs, scored_matches, watermarks, Bm25,

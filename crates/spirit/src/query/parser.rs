@@ -1384,7 +1384,8 @@ mod tests {
             Query::AtLeast { .. }
             | Query::ConstantScore { .. }
             | Query::DisMax { .. }
-            | Query::Ids { .. } => {
+            | Query::Ids { .. }
+            | Query::Fuzzy { .. } => {
                 unreachable!("the generator makes only what the query string can express")
             }
         }
@@ -1471,7 +1472,8 @@ mod tests {
             Query::AtLeast { .. }
             | Query::ConstantScore { .. }
             | Query::DisMax { .. }
-            | Query::Ids { .. } => {
+            | Query::Ids { .. }
+            | Query::Fuzzy { .. } => {
                 unreachable!("the query string cannot express these")
             }
         }

@@ -1,7 +1,7 @@
 //! Planning: from the AST to a [`Node`] tree with analyzed term keys, resolved fields and expanded
 //! prefixes.
 
-use super::ast::{Query, MAX_SLOP};
+use super::ast::{FuzzyOptions, Query, MAX_SLOP};
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, Snapshot};
 use crate::schema::{parse_date_millis, term_key, FieldType, Schema};
@@ -37,6 +37,13 @@ pub enum Node {
     },
     /// Documents with one of these `_id`s (sorted, distinct, not empty; constant score 1).
     Ids(Vec<String>),
+    /// Terms of one field scored together with the idf of the most frequent of them, each times its boost
+    /// ([`Query::Fuzzy`]'s expansion; Lucene's blended term frequencies). Not empty.
+    Blended {
+        field: u16,
+        keys: Vec<Vec<u8>>,
+        boosts: Vec<f32>,
+    },
     /// Documents with any value in the field (constant score 1).
     Exists {
         field: u16,
@@ -203,6 +210,40 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
                 })
             })?
         }
+        Query::Fuzzy { field, text, options, analyzed } => {
+            if options.max_edits.is_some_and(|e| e > 2) {
+                return Err(Error::InvalidArgument(format!(
+                    "fuzziness must be 0, 1, 2 or AUTO, got {}",
+                    options.max_edits.unwrap_or_default()
+                )));
+            }
+            per_field(field, schema, |fid| {
+                let def = schema.field(fid);
+                let terms: Vec<String> = match def.ty {
+                    FieldType::Keyword => vec![text.clone()],
+                    FieldType::Text if *analyzed => {
+                        schema.analyzer(fid).analyze_to_vec(text).into_iter().map(|(t, _)| t).collect()
+                    }
+                    FieldType::Text => vec![schema.analyzer(fid).normalize_prefix(text)],
+                    _ => {
+                        return Err(Error::InvalidArgument(format!(
+                            "fuzzy queries are not supported on {} field [{}]",
+                            def.ty.es_name(),
+                            def.name
+                        )))
+                    }
+                };
+                let mut nodes = vec![];
+                for t in &terms {
+                    nodes.push(fuzzy_node(snaps, fid, t, options)?);
+                }
+                Ok(match nodes.len() {
+                    0 => Node::Dropped,
+                    1 => nodes.pop().expect("one node"),
+                    _ => Node::Bool { must: vec![], should: nodes, must_not: vec![], filter: vec![] },
+                })
+            })?
+        }
         Query::Prefix { field, prefix } => per_field(field, schema, |fid| {
             let def = schema.field(fid);
             if prefix.is_empty() {
@@ -331,6 +372,104 @@ fn boosted(n: Node, boost: f32) -> Node {
     }
 }
 
+/// The terms of field `field` within `options`' edits of `term` ([`Query::Fuzzy`]): the closest
+/// `max_expansions` (ties in key order), each with its boost `1 - edits / min(its length, the term's)`.
+fn fuzzy_node(snaps: &[&Snapshot], field: u16, term: &str, options: &FuzzyOptions) -> Result<Node> {
+    let want: Vec<char> = term.chars().collect();
+    let max = options.edits_for(want.len()) as usize;
+    let prefix_len = options.prefix_length.min(want.len());
+    let fixed: String = want[..prefix_len].iter().collect();
+    let mut prefix = vec![];
+    term_key(field, &fixed, &mut prefix);
+    // Every term of the field with the fixed prefix, each once, with its distance when within reach.
+    let mut found: std::collections::BTreeMap<Vec<u8>, usize> = Default::default();
+    let mut cand: Vec<char> = vec![];
+    for_each_key_with_prefix(snaps, &prefix, &mut |key| {
+        if found.contains_key(key) {
+            return;
+        }
+        let Ok(text) = std::str::from_utf8(&key[2..]) else { return };
+        cand.clear();
+        cand.extend(text.chars());
+        if let Some(d) = edit_distance(
+            &want[prefix_len..],
+            &cand[prefix_len.min(cand.len())..],
+            max,
+            options.transpositions,
+        ) {
+            found.insert(key.to_vec(), d);
+        }
+    })?;
+    let mut scored: Vec<(f32, Vec<u8>)> = found
+        .into_iter()
+        .map(|(key, d)| {
+            let chars = std::str::from_utf8(&key[2..]).map_or(0, |t| t.chars().count());
+            let shortest = chars.min(want.len()).max(1);
+            ((1.0 - d as f32 / shortest as f32).max(0.0), key)
+        })
+        .collect();
+    // Closest first (highest boost), ties in key order, as Lucene's top-terms rewrite keeps them.
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    scored.truncate(options.max_expansions.max(1));
+    if scored.is_empty() {
+        return Ok(Node::Nothing);
+    }
+    let (boosts, keys) = scored.into_iter().unzip();
+    Ok(Node::Blended { field, keys, boosts })
+}
+
+/// The edit distance of `a` and `b` if it is at most `max` (`None` beyond): insertions, deletions and
+/// substitutions of one character, and with `transpositions` swaps of two adjacent ones (the optimal string
+/// alignment distance, which Lucene's Levenshtein automata accept: a swapped pair is not edited again).
+fn edit_distance(a: &[char], b: &[char], max: usize, transpositions: bool) -> Option<usize> {
+    if a.len().abs_diff(b.len()) > max {
+        return None;
+    }
+    let w = b.len() + 1;
+    // Three rows: two back (for swaps), the previous, the current.
+    let (mut prev2, mut prev, mut cur) = (vec![0usize; w], (0..w).collect::<Vec<_>>(), vec![0usize; w]);
+    for i in 1..=a.len() {
+        cur[0] = i;
+        let mut row_min = cur[0];
+        for j in 1..w {
+            let cost = (a[i - 1] != b[j - 1]) as usize;
+            let mut v = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+            if transpositions && i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(prev2[j - 2] + 1);
+            }
+            cur[j] = v;
+            row_min = row_min.min(v);
+        }
+        if row_min > max {
+            return None;
+        }
+        std::mem::swap(&mut prev2, &mut prev);
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    Some(prev[w - 1]).filter(|&d| d <= max)
+}
+
+/// Calls `f` with every term key starting with `prefix` in any segment of the snapshots (a key held by
+/// several segments once per segment).
+fn for_each_key_with_prefix(snaps: &[&Snapshot], prefix: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<()> {
+    for s in snaps.iter().flat_map(|snap| &snap.segments) {
+        match &s.data {
+            SegData::Fresh(fresh) => fresh.for_each_key(&mut |k, _| {
+                if k.starts_with(prefix) {
+                    f(k);
+                }
+            }),
+            SegData::Image { .. } => {
+                let v = s.image().expect("image").map_err(|e| Error::Format(e.0))?;
+                for i in v.prefix_range(prefix).map_err(|e| Error::Format(e.0))? {
+                    f(v.key_at(i).map_err(|e| Error::Format(e.0))?);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Every term key starting with `prefix` in any segment of the snapshots.
 fn expand_prefix(snaps: &[&Snapshot], prefix: &[u8]) -> Result<Vec<Vec<u8>>> {
     keys_with_prefix(snaps, prefix, MAX_PREFIX_EXPANSION)?.ok_or_else(|| {
@@ -373,4 +512,55 @@ pub(crate) fn keys_with_prefix(
         }
     }
     Ok(Some(keys.into_iter().collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edit_distance;
+    use proptest::prelude::*;
+
+    /// The optimal string alignment distance by its definition: the full table, no cutoff.
+    fn osa(a: &[char], b: &[char], transpositions: bool) -> usize {
+        let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+        for (i, row) in d.iter_mut().enumerate() {
+            row[0] = i;
+        }
+        for (j, x) in d[0].iter_mut().enumerate() {
+            *x = j;
+        }
+        for i in 1..=a.len() {
+            for j in 1..=b.len() {
+                let cost = (a[i - 1] != b[j - 1]) as usize;
+                d[i][j] = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+                if transpositions && i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                    d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+                }
+            }
+        }
+        d[a.len()][b.len()]
+    }
+
+    #[test]
+    fn swaps_are_one_edit_only_with_transpositions() {
+        let c = |s: &str| s.chars().collect::<Vec<_>>();
+        assert_eq!(edit_distance(&c("ehllo"), &c("hello"), 2, true), Some(1));
+        assert_eq!(edit_distance(&c("ehllo"), &c("hello"), 2, false), Some(2));
+        // Not Damerau's unrestricted distance (2): a swapped pair is not edited again, as in Lucene.
+        assert_eq!(edit_distance(&c("ca"), &c("abc"), 2, true), None);
+        assert_eq!(edit_distance(&c("héllo"), &c("hello"), 1, true), Some(1));
+    }
+
+    proptest! {
+        /// Within the cutoff the distance is the full table's; beyond it, `None`.
+        #[test]
+        fn cutoff_distance_equals_the_full_table(
+            a in proptest::collection::vec(prop::sample::select(vec!['a', 'b', 'c', 'é']), 0..8),
+            b in proptest::collection::vec(prop::sample::select(vec!['a', 'b', 'c', 'é']), 0..8),
+            max in 0usize..4,
+            transpositions in any::<bool>(),
+        ) {
+            let full = osa(&a, &b, transpositions);
+            prop_assert_eq!(edit_distance(&a, &b, max, transpositions), (full <= max).then_some(full));
+        }
+    }
 }

@@ -1,5 +1,5 @@
-// The Lucene side of tests/lucene_parity.rs: exact and sloppy phrase scores, and dis-max scores with tie
-// breakers, on a few documents, printed as
+// The Lucene side of tests/lucene_parity.rs: exact and sloppy phrase scores, dis-max scores with tie
+// breakers and fuzzy term scores, on a few documents, printed as
 // `QUERY ~SLOP: DOC=SCORE ...`. Run with the Lucene core jar the benchmark's Maven build fetches:
 //   CP=~/.m2/repository/org/apache/lucene/lucene-core/10.4.0/lucene-core-10.4.0.jar
 //   javac -cp $CP PhraseScores.java && java -cp $CP:. PhraseScores
@@ -21,6 +21,21 @@ public class PhraseScores {
       PhraseQuery.Builder b = new PhraseQuery.Builder(); for (String t : q) b.add(new Term("body", t)); b.setSlop(slop);
       TopDocs td = s.search(b.build(), 10);
       StringBuilder sb = new StringBuilder(String.join(" ", q) + " ~" + slop + ":");
+      for (ScoreDoc sd : td.scoreDocs) sb.append(" " + sd.doc + "=" + sd.score);
+      System.out.println(sb);
+    }
+    // Fuzzy terms (FuzzyQuery: max edits, prefix length, max expansions, transpositions) on their own documents.
+    Directory fd = new ByteBuffersDirectory();
+    IndexWriter fw = new IndexWriter(fd, new IndexWriterConfig(new StandardAnalyzer(org.apache.lucene.analysis.CharArraySet.EMPTY_SET)));
+    String[] fdocs = {"hello world", "help me hello", "hallo hallo welt", "jello shot", "yellow hell", "helo", "hero held", "world wide web", "hell hello", "abc ca", "ac bca cab", "hellooo", "he", "hxllo hexlo helxo", "héllo", "ehllo wrold"};
+    for (String t : fdocs) { Document doc = new Document(); doc.add(new TextField("body", t, Field.Store.YES)); fw.addDocument(doc); }
+    fw.close();
+    IndexSearcher fs = new IndexSearcher(DirectoryReader.open(fd));
+    Object[][] fqs = {{"helo", 2, 0, 50, true}, {"hello", 2, 0, 3, true}, {"hello", 1, 2, 50, true}, {"ehllo", 1, 0, 50, true}, {"ehllo", 1, 0, 50, false}, {"ca", 2, 0, 50, true}, {"world", 1, 0, 50, true}, {"wlord", 2, 1, 50, true}, {"zzzzzz", 2, 0, 50, true}};
+    for (Object[] q : fqs) {
+      Query fq = new FuzzyQuery(new Term("body", (String) q[0]), (Integer) q[1], (Integer) q[2], (Integer) q[3], (Boolean) q[4]);
+      TopDocs td = fs.search(fq, 20);
+      StringBuilder sb = new StringBuilder("fuzzy " + q[0] + " " + q[1] + " " + q[2] + " " + q[3] + " " + q[4] + ":");
       for (ScoreDoc sd : td.scoreDocs) sb.append(" " + sd.doc + "=" + sd.score);
       System.out.println(sb);
     }
