@@ -106,7 +106,7 @@ impl<'a> Translator<'a> {
                 let text = scalar_text(kind, params.get("query"))?;
                 let and = operator_is_and(kind, &params)?;
                 let q = match fuzzy_options(kind, &params, "fuzzy_transpositions")? {
-                    Some(options) => self.fuzzy_match(field, &text, and, options)?,
+                    Some(options) => self.fuzzy_match(Some(field), &text, and, options)?,
                     None => self.match_field(Some(field), &text, and)?,
                 };
                 boosted(with_minimum_should_match(q, params.get("minimum_should_match"))?, &params)
@@ -337,12 +337,12 @@ impl<'a> Translator<'a> {
     /// keyword field's whole value one fuzzy term.
     fn fuzzy_match(
         &mut self,
-        field: String,
+        field: Option<String>,
         text: &str,
         and: bool,
         options: FuzzyOptions,
     ) -> ApiResult<Query> {
-        let keyword = self.field_type(&field) == Some(FieldType::Keyword);
+        let keyword = field.as_deref().and_then(|f| self.field_type(f)) == Some(FieldType::Keyword);
         let mut tokens = vec![];
         if keyword {
             tokens.push(text.to_string());
@@ -352,7 +352,7 @@ impl<'a> Translator<'a> {
         let mut terms = vec![];
         for t in tokens {
             self.leaf()?;
-            terms.push(Query::Fuzzy { field: Some(field.clone()), text: t, options, analyzed: !keyword });
+            terms.push(Query::Fuzzy { field: field.clone(), text: t, options, analyzed: !keyword });
         }
         Ok(match terms.len() {
             1 => terms.pop().expect("one term"),
@@ -363,7 +363,24 @@ impl<'a> Translator<'a> {
 
     fn multi_match(&mut self, body: &Value) -> ApiResult<Query> {
         let kind = "multi_match";
-        check_keys(kind, body, &["query", "fields", "type", "operator", "boost", "slop"])?;
+        check_keys(
+            kind,
+            body,
+            &[
+                "query",
+                "fields",
+                "type",
+                "operator",
+                "boost",
+                "slop",
+                "fuzziness",
+                "prefix_length",
+                "max_expansions",
+                "fuzzy_transpositions",
+            ],
+        )?;
+        let obj = body.as_object().ok_or_else(|| ApiError::parsing("[multi_match] needs an object"))?;
+        let fuzzy = fuzzy_options(kind, obj, "fuzzy_transpositions")?;
         let text = scalar_text(kind, body.get("query"))?;
         let and = operator_is_and(kind, body)?;
         let phrase = match body.get("type").and_then(Value::as_str).unwrap_or("best_fields") {
@@ -372,6 +389,9 @@ impl<'a> Translator<'a> {
             other => return Err(ApiError::unsupported(format!("[multi_match] of type [{other}]"))),
         };
         let slop = slop(kind, "slop", body.get("slop"))?;
+        if fuzzy.is_some() && phrase {
+            return Err(ApiError::bad_request("[multi_match] [fuzziness] is not allowed for type [phrase]"));
+        }
         if slop > 0 && !phrase {
             // Elasticsearch would ignore it: refused, so no one believes it applied.
             return Err(ApiError::unsupported("[multi_match] [slop] with a type other than [phrase]"));
@@ -403,6 +423,8 @@ impl<'a> Translator<'a> {
             let q = if phrase {
                 self.leaf()?;
                 Query::Phrase { field: f, text: text.clone(), slop }
+            } else if let Some(options) = fuzzy {
+                self.fuzzy_match(f, &text, and, options)?
             } else {
                 self.match_field(f, &text, and)?
             };
@@ -546,7 +568,7 @@ fn fuzzy_options(
     transpositions_key: &str,
 ) -> ApiResult<Option<FuzzyOptions>> {
     let max_edits = match params.get("fuzziness") {
-        None if kind == "match" => return Ok(None),
+        None if kind != "fuzzy" => return Ok(None),
         None => None,
         Some(Value::String(s)) if s.eq_ignore_ascii_case("auto") || s.eq_ignore_ascii_case("auto:3,6") => None,
         Some(Value::String(s)) if ["0", "1", "2"].contains(&s.as_str()) => s.parse().ok(),
@@ -845,7 +867,7 @@ mod tests {
         assert_eq!((e.status.as_u16(), e.kind), (400, "parsing_exception"));
         assert!(e.reason.contains("no_such_query"));
         assert!(tr(json!({"match": {"body": "x", "title": "y"}})).is_err());
-        assert!(tr(json!({"match": {"body": {"query": "x", "fuzziness": 2}}}))
+        assert!(tr(json!({"match": {"body": {"query": "x", "fuzziness": "AUTO:1,4"}}}))
             .unwrap_err()
             .reason
             .contains("fuzziness"));

@@ -144,7 +144,7 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
         (s.call("GET", "/bad/_no_such_endpoint", None), 400, "illegal_argument_exception"),
         (s.call("PATCH", "/bad", None), 405, "illegal_argument_exception"),
         (
-            s.call("POST", "/bad/_search", Some(r#"{"query": {"fuzzy": {"body": "x"}}}"#)),
+            s.call("POST", "/bad/_search", Some(r#"{"query": {"wildcard": {"body": "x*y"}}}"#)),
             400,
             "parsing_exception",
         ),
@@ -152,10 +152,10 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
             s.call(
                 "POST",
                 "/bad/_search",
-                Some(r#"{"query": {"match": {"body": {"query": "x", "fuzziness": 1}}}}"#),
+                Some(r#"{"query": {"match": {"body": {"query": "x", "fuzziness": "AUTO:1,4"}}}}"#),
             ),
             400,
-            "parsing_exception",
+            "illegal_argument_exception",
         ),
         (
             s.call(
@@ -1599,7 +1599,16 @@ fn fuzzy_queries_find_near_spellings() {
     let mut k = ids(r#"{"query": {"fuzzy": {"tag": {"value": "Alpha"}}}}"#);
     k.sort();
     assert_eq!(k, ["0", "1", "3"]);
+    // Over several fields, and in a query string (`~` after a word).
+    let mut m =
+        ids(r#"{"query": {"multi_match": {"query": "Alpah", "fields": ["body", "tag"], "fuzziness": 1}}}"#);
+    m.sort();
+    assert_eq!(m, ["0", "1", "3"]);
+    assert_eq!(ids(r#"{"query": {"query_string": {"query": "body:quikc~1"}}}"#), ["0"]);
+    assert_eq!(ids(r#"{"query": {"query_string": {"query": "body:quikc~0"}}}"#), Vec::<String>::new());
     for bad in [
+        r#"{"query": {"multi_match": {"query": "x", "type": "phrase", "fuzziness": 1}}}"#,
+        r#"{"query": {"query_string": {"query": "quikc~3"}}}"#,
         r#"{"query": {"match": {"body": {"query": "x", "fuzziness": 3}}}}"#,
         r#"{"query": {"match": {"body": {"query": "x", "fuzziness": "AUTO:1,2"}}}}"#,
         r#"{"query": {"fuzzy": {"body": {"value": "x", "max_expansions": 0}}}}"#,

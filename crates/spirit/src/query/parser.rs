@@ -40,8 +40,9 @@
 //!   `"desert planet"^1.5`, `(a OR b)^0.5`, `*:*^3`. `N` follows the `^` directly; a boost that is not a
 //!   number, or is negative, is an error. A boost of 1 adds nothing.
 //! - `~N` right after a phrase's closing quote is its slop (`"desert planet"~3`, Lucene's proximity search;
-//!   [`Query::Phrase`]): a whole number, directly after the `~`. `~` after a word (fuzzy) is not supported:
-//!   it is an error rather than being silently dropped.
+//!   [`Query::Phrase`]): a whole number, directly after the `~`. `~` right after a word makes it fuzzy
+//!   ([`Query::Fuzzy`]): `roam~` (`AUTO` edits, by the word's length), `roam~1` (0 to 2 edits); the word is
+//!   lowercased, not stemmed, as Lucene normalizes multi-term queries.
 //!
 //! # Semantics
 //!
@@ -153,6 +154,8 @@ struct Word {
     escaped: bool,
     /// The unescaped `*`s: (byte offset in the input, byte index in `text`).
     stars: Vec<(usize, usize)>,
+    /// `~` right after it (a fuzzy term): its edits, `None` for `AUTO` (a bare `~`); with the `~`'s offset.
+    fuzzy: Option<(usize, Option<u8>)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -222,35 +225,34 @@ impl<'a> Lexer<'a> {
             self.skip_whitespace();
             let offset = self.pos;
             let Some(c) = self.peek() else { break };
-            let kind =
-                match c {
-                    '(' | ')' | ':' | '+' | '-' | '!' => {
-                        self.bump();
-                        match c {
-                            '(' => TokenKind::LParen,
-                            ')' => TokenKind::RParen,
-                            ':' => TokenKind::Colon,
-                            '+' => TokenKind::Plus,
-                            '-' => TokenKind::Minus,
-                            _ => TokenKind::Not,
-                        }
+            let kind = match c {
+                '(' | ')' | ':' | '+' | '-' | '!' => {
+                    self.bump();
+                    match c {
+                        '(' => TokenKind::LParen,
+                        ')' => TokenKind::RParen,
+                        ':' => TokenKind::Colon,
+                        '+' => TokenKind::Plus,
+                        '-' => TokenKind::Minus,
+                        _ => TokenKind::Not,
                     }
-                    '"' => {
-                        let text = self.quoted()?;
-                        TokenKind::Phrase(text, self.slop()?)
-                    }
-                    '[' | '{' => self.bracket_range()?,
-                    '>' | '<' => self.comparison()?,
-                    ']' | '}' => {
-                        return Err(ParseError::new(offset, format!("unexpected '{c}' outside a range")))
-                    }
-                    '^' => self.boost()?,
-                    '~' => return Err(ParseError::new(
-                        offset,
-                        "fuzzy queries ('~' after a word) are not supported; '~N' after a phrase is its slop",
-                    )),
-                    _ => self.word()?,
-                };
+                }
+                '"' => {
+                    let text = self.quoted()?;
+                    TokenKind::Phrase(text, self.slop()?)
+                }
+                '[' | '{' => self.bracket_range()?,
+                '>' | '<' => self.comparison()?,
+                ']' | '}' => {
+                    return Err(ParseError::new(offset, format!("unexpected '{c}' outside a range")))
+                }
+                '^' => self.boost()?,
+                '~' => return Err(ParseError::new(
+                    offset,
+                    "'~' must follow a word directly (fuzzy: 'roam~1') or a phrase's closing quote (slop)",
+                )),
+                _ => self.word()?,
+            };
             tokens.push(Token { kind, offset, end: self.pos });
         }
         Ok(tokens)
@@ -305,7 +307,7 @@ impl<'a> Lexer<'a> {
     }
 
     fn word(&mut self) -> Result<TokenKind, ParseError> {
-        let mut word = Word { text: String::new(), escaped: false, stars: Vec::new() };
+        let mut word = Word { text: String::new(), escaped: false, stars: Vec::new(), fuzzy: None };
         while let Some(c) = self.peek() {
             if c == '\\' {
                 word.text.push(self.escape()?);
@@ -321,7 +323,10 @@ impl<'a> Lexer<'a> {
             word.text.push(c);
             self.bump();
         }
-        if !word.escaped {
+        if self.peek() == Some('~') && !word.text.is_empty() {
+            word.fuzzy = Some((self.pos, self.fuzziness()?));
+        }
+        if !word.escaped && word.fuzzy.is_none() {
             match word.text.as_str() {
                 "AND" | "&&" => return Ok(TokenKind::And),
                 "OR" | "||" => return Ok(TokenKind::Or),
@@ -330,6 +335,26 @@ impl<'a> Lexer<'a> {
             }
         }
         Ok(TokenKind::Word(word))
+    }
+
+    /// `~` or `~N` right after a word: a fuzzy term of `N` edits (0 to 2), `AUTO` without `N`
+    /// (Elasticsearch's `query_string` default).
+    fn fuzziness(&mut self) -> Result<Option<u8>, ParseError> {
+        let at = self.pos;
+        self.bump();
+        let start = self.pos;
+        while self.peek().is_some_and(|c| c.is_ascii_digit() || c == '.') {
+            self.bump();
+        }
+        let clean_end = self.peek().is_none_or(ends_word) && self.peek() != Some('~');
+        match &self.input[start..self.pos] {
+            "" if clean_end => Ok(None),
+            n @ ("0" | "1" | "2") if clean_end => Ok(n.parse().ok()),
+            _ => Err(ParseError::new(
+                at,
+                "a word's '~' (fuzzy) takes 0, 1 or 2 edits or none (AUTO), as in 'roam~1'",
+            )),
+        }
     }
 
     /// A quoted string starting at the current `"`; returns its content with escapes resolved.
@@ -668,6 +693,13 @@ fn is_lone_star(word: &Word) -> bool {
 /// A term, a prefix (`pre*`) or match-all (`*`).
 fn word_query(field: Option<&str>, word: Word) -> Result<Query, ParseError> {
     let field = field.map(str::to_owned);
+    if let Some((at, max_edits)) = word.fuzzy {
+        if let Some(&(star, _)) = word.stars.first() {
+            return Err(ParseError::new(star.min(at), "a fuzzy term ('~') cannot have a '*'"));
+        }
+        let options = super::ast::FuzzyOptions { max_edits, ..Default::default() };
+        return Ok(Query::Fuzzy { field, text: word.text, options, analyzed: false });
+    }
     match word.stars.as_slice() {
         [] => Ok(Query::Term { field, text: word.text }),
         [(_, index)] if index + 1 == word.text.len() => {
@@ -780,6 +812,21 @@ mod tests {
         assert_eq!(ok("foo"), t("foo"));
         assert_eq!(ok("  foo\t"), t("foo"));
         assert_eq!(ok("héllo"), t("héllo"));
+    }
+
+    #[test]
+    fn fuzzy_words() {
+        let fz = |field: Option<&str>, text: &str, max_edits: Option<u8>| Query::Fuzzy {
+            field: field.map(str::to_owned),
+            text: text.into(),
+            options: crate::query::FuzzyOptions { max_edits, ..Default::default() },
+            analyzed: false,
+        };
+        assert_eq!(ok("roam~"), fz(None, "roam", None));
+        assert_eq!(ok("title:roam~1"), fz(Some("title"), "roam", Some(1)));
+        assert_eq!(ok("roam~0"), fz(None, "roam", Some(0)));
+        assert_eq!(ok("AND~2"), fz(None, "AND", Some(2)));
+        assert_eq!(ok("roam~2^3"), Query::Boost { query: Box::new(fz(None, "roam", Some(2))), boost: 3.0 });
     }
 
     #[test]
@@ -1174,13 +1221,16 @@ mod tests {
         fails("*foo", 0, "wildcard");
         fails("fo*o", 2, "wildcard");
         fails("foo**", 3, "wildcard");
-        fails("foo~", 3, "fuzzy");
+        fails("foo~3", 3, "fuzzy");
+        fails("foo~0.8", 3, "fuzzy");
+        fails("foo~1~", 3, "fuzzy");
+        fails("fo*~1", 2, "fuzzy");
         fails(r#""a b"~"#, 5, "whole number");
         fails(r#""a b"~2.5"#, 5, "whole number");
         fails(r#""a b"~x"#, 5, "whole number");
         fails(r#""a b"~-1"#, 5, "whole number");
         fails(r#""a b"~99999999999"#, 5, "whole number");
-        fails(r#""a b" ~2"#, 6, "fuzzy");
+        fails(r#""a b" ~2"#, 6, "'~' must follow a word");
         fails("a]", 1, "unexpected ']' outside a range");
         fails("}", 0, "unexpected '}' outside a range");
         fails(r"a\", 1, "escape character");
