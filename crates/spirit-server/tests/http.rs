@@ -113,6 +113,33 @@ fn assert_es_error(r: &(u16, Value), status: u16, kind: &str) {
     assert_eq!(v["error"]["root_cause"][0]["type"], json!(kind), "{v}");
 }
 
+/// Runs `check` against a fresh server holding an empty index `name` (with `mappings`, a JSON object) of one
+/// shard, then of three: what a test asserts must hold whatever the shard count.
+fn on_one_and_three_shards(name: &str, mappings: &str, check: impl Fn(&TestServer)) {
+    for shards in [1, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = TestServer::start(dir.path(), ServerConfig::default());
+        let body = format!(r#"{{"settings": {{"number_of_shards": {shards}}}, "mappings": {mappings}}}"#);
+        assert_eq!(s.call("PUT", &format!("/{name}"), Some(&body)).0, 200, "{shards} shards");
+        check(&s);
+        s.stop();
+    }
+}
+
+/// The hits of search `q` on `index` as (`_id`, score), sorted by `_id`.
+fn hits_by_id(s: &TestServer, index: &str, q: &str) -> Vec<(String, f64)> {
+    let (status, r) = s.call("POST", &format!("/{index}/_search"), Some(q));
+    assert_eq!(status, 200, "{q}: {r}");
+    let mut v: Vec<(String, f64)> = r["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["_id"].as_str().unwrap().to_string(), h["_score"].as_f64().unwrap()))
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
 fn small_limits() -> ServerConfig {
     ServerConfig {
         limits: Limits { max_body_bytes: 64 << 10, max_bulk_actions: 50, ..Default::default() },
@@ -619,18 +646,7 @@ fn exists_constant_score_dis_max_and_terms() {
     ] {
         assert_eq!(s.call("PUT", &format!("/cs/_doc/{id}"), Some(doc)).0, 201);
     }
-    let hits = |q: &str| {
-        let (status, r) = s.call("POST", "/cs/_search", Some(q));
-        assert_eq!(status, 200, "{r}");
-        let mut v: Vec<(String, f64)> = r["hits"]["hits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| (h["_id"].as_str().unwrap().to_string(), h["_score"].as_f64().unwrap()))
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v
-    };
+    let hits = |q: &str| hits_by_id(&s, "cs", q);
     let ids = |q: &str| hits(q).into_iter().map(|h| h.0).collect::<Vec<_>>();
     assert_eq!(ids(r#"{"query": {"exists": {"field": "n"}}}"#), ["1", "3"]);
     assert_eq!(ids(r#"{"query": {"exists": {"field": "tag"}}}"#), ["1", "2"]);
@@ -1253,11 +1269,7 @@ fn phrase_slop_finds_near_matches_closest_first() {
 /// while that version is live, else it is a 409 that writes nothing — on one shard and on three.
 #[test]
 fn if_seq_no_writes_replace_only_the_version_read() {
-    for shards in [1, 3] {
-        let dir = tempfile::tempdir().unwrap();
-        let s = TestServer::start(dir.path(), ServerConfig::default());
-        let settings = format!(r#"{{"settings": {{"number_of_shards": {shards}}}}}"#);
-        assert_eq!(s.call("PUT", "/occ", Some(&settings)).0, 200);
+    on_one_and_three_shards("occ", "{}", |s| {
         let (status, r) = s.call("PUT", "/occ/_doc/a", Some(r#"{"n": 1}"#));
         assert_eq!(status, 201, "{r}");
         let s1 = r["_seq_no"].as_u64().unwrap();
@@ -1347,19 +1359,14 @@ fn if_seq_no_writes_replace_only_the_version_read() {
             .collect();
         assert_eq!(statuses, [200, 409, 409, 409, 200], "{r}");
         assert_eq!(s.call("GET", "/occ/_doc/b", None).1["_source"], json!({"n": 2, "m": 5}));
-        s.stop();
-    }
+    });
 }
 
 /// `ids` (and `term`/`terms` on `_id`): documents by `_id`, each scoring 1 (times a boost), whichever shard
 /// and segment holds them, the replaced and deleted versions left out.
 #[test]
 fn ids_query_finds_documents_by_id() {
-    for shards in [1, 3] {
-        let dir = tempfile::tempdir().unwrap();
-        let s = TestServer::start(dir.path(), ServerConfig::default());
-        let settings = format!(r#"{{"settings": {{"number_of_shards": {shards}}}}}"#);
-        assert_eq!(s.call("PUT", "/ids", Some(&settings)).0, 200);
+    on_one_and_three_shards("ids", "{}", |s| {
         for i in 0..30 {
             s.call(
                 "PUT",
@@ -1373,18 +1380,7 @@ fn ids_query_finds_documents_by_id() {
         }
         s.call("PUT", "/ids/_doc/d4", Some(r#"{"body": "replaced", "n": 104}"#));
         assert_eq!(s.call("DELETE", "/ids/_doc/d5", None).0, 200);
-        let hits = |q: &str| {
-            let (status, r) = s.call("POST", "/ids/_search", Some(q));
-            assert_eq!(status, 200, "{q}: {r}");
-            let mut v: Vec<(String, f64)> = r["hits"]["hits"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|h| (h["_id"].as_str().unwrap().to_string(), h["_score"].as_f64().unwrap()))
-                .collect();
-            v.sort_by(|a, b| a.0.cmp(&b.0));
-            v
-        };
+        let hits = |q: &str| hits_by_id(s, "ids", q);
         let one = |ids: &[&str], score: f64| ids.iter().map(|i| (i.to_string(), score)).collect::<Vec<_>>();
         assert_eq!(
             hits(r#"{"query": {"ids": {"values": ["d1", "d20", "d4", "d5", "nope", "d1"]}}}"#),
@@ -1415,8 +1411,7 @@ fn ids_query_finds_documents_by_id() {
             400,
             "parsing_exception",
         );
-        s.stop();
-    }
+    });
 }
 
 /// Sorting by several keys (fields with ties and missing values, `_score`, `_doc`) and paging with
@@ -1424,13 +1419,8 @@ fn ids_query_finds_documents_by_id() {
 /// each hit carries its `sort` values, and the bad forms are 400s.
 #[test]
 fn several_sort_keys_page_with_search_after() {
-    for shards in [1, 3] {
-        let dir = tempfile::tempdir().unwrap();
-        let s = TestServer::start(dir.path(), ServerConfig::default());
-        let settings = format!(
-            r#"{{"settings": {{"number_of_shards": {shards}}}, "mappings": {{"properties": {{"year": {{"type": "long"}}, "price": {{"type": "double"}}, "genre": {{"type": "keyword"}}}}}}}}"#
-        );
-        assert_eq!(s.call("PUT", "/books", Some(&settings)).0, 200);
+    let mappings = r#"{"properties": {"year": {"type": "long"}, "price": {"type": "double"}, "genre": {"type": "keyword"}}}"#;
+    on_one_and_three_shards("books", mappings, |s| {
         for i in 0..40 {
             let doc = if i % 7 == 3 {
                 format!(r#"{{"title": "book {i}", "price": {}}}"#, (i % 5) as f64 + 0.5)
@@ -1538,8 +1528,7 @@ fn several_sort_keys_page_with_search_after() {
             let (status, r) = s.call("POST", "/books/_search", Some(bad));
             assert_eq!(status, 400, "{bad}: {r}");
         }
-        s.stop();
-    }
+    });
 }
 
 /// Typo tolerance: `match` with `fuzziness` (each analyzed token fuzzy, `AUTO` by length) and the `fuzzy`

@@ -1,6 +1,6 @@
 //! Scores equal Lucene's: exact and sloppy phrases (`"a b"~N`) on a few documents, including repeated
-//! terms, give the hits and BM25 scores that Lucene 10.4's `PhraseQuery` gives, and a dis-max of terms with
-//! a tie breaker those of its `DisjunctionMaxQuery` (standard analyzer
+//! terms, give the hits and BM25 scores that Lucene 10.4's `PhraseQuery` gives, a dis-max of terms with
+//! a tie breaker those of its `DisjunctionMaxQuery`, and fuzzy terms those of its `FuzzyQuery` (standard analyzer
 //! without stop words, k1 1.2, b 0.75). The expected values were printed by `tests/lucene/PhraseScores.java`
 //! (how to run it is at its top); one shard, so the statistics are the same whole-index ones. Checked on the
 //! fresh segment and again after a force merge.
@@ -66,13 +66,6 @@ fn check(index: &Index) {
     for line in LUCENE.lines() {
         let (query, hits) = line.split_once(": ").unwrap();
         let (terms, slop) = query.rsplit_once(" ~").unwrap();
-        let mut want: Vec<(String, f32)> = hits
-            .split(' ')
-            .map(|h| {
-                let (d, s) = h.split_once('=').unwrap();
-                (d.to_string(), s.parse().unwrap())
-            })
-            .collect();
         let res = match terms.strip_prefix("dismax ") {
             // A dis_max of term queries, `~` its tie breaker.
             Some(terms) => {
@@ -85,16 +78,7 @@ fn check(index: &Index) {
             }
             None => index.search(&format!("body:\"{terms}\"~{slop}"), &opts).unwrap(),
         };
-        let mut got: Vec<(String, f32)> = res.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
-        // Ties may come in another order (Lucene's oldest first, spirit's newest first).
-        let by_id = |v: &mut Vec<(String, f32)>| v.sort_by(|a, b| a.0.cmp(&b.0));
-        by_id(&mut want);
-        by_id(&mut got);
-        assert_eq!(got.len(), want.len(), "{line}: got {got:?}");
-        for ((gid, gs), (wid, ws)) in got.iter().zip(&want) {
-            assert_eq!(gid, wid, "{line}: got {got:?}");
-            assert!((gs - ws).abs() <= 1e-5 * ws.abs(), "{line}: doc {gid} scores {gs}, Lucene {ws}");
-        }
+        assert_lucenes_hits(line, hits, &res);
     }
 }
 
@@ -155,25 +139,27 @@ fn check_fuzzy(index: &Index) {
             transpositions: p[5].parse().unwrap(),
         };
         let q = Query::Fuzzy { field: Some("body".into()), text: p[1].into(), options, analyzed: false };
-        let res = index.search_query(&q, &opts).unwrap();
-        let mut want: Vec<(String, f32)> = hits
-            .split_whitespace()
-            .map(|h| {
-                let (d, s) = h.split_once('=').unwrap();
-                (d.to_string(), s.parse().unwrap())
-            })
-            .collect();
-        let mut got: Vec<(String, f32)> = res.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
-        let by_id = |v: &mut Vec<(String, f32)>| v.sort_by(|a, b| a.0.cmp(&b.0));
-        by_id(&mut want);
-        by_id(&mut got);
-        assert_eq!(got.len(), want.len(), "{line}: got {got:?}");
-        for ((gid, gs), (wid, ws)) in got.iter().zip(&want) {
-            assert_eq!(gid, wid, "{line}: got {got:?}");
-            assert!(
-                (gs - ws).abs() <= 1e-5 * ws.abs().max(1e-3),
-                "{line}: doc {gid} scores {gs}, Lucene {ws}"
-            );
-        }
+        assert_lucenes_hits(line, hits, &index.search_query(&q, &opts).unwrap());
+    }
+}
+
+/// `res` has the hits Lucene printed (`hits`: `doc=score` separated by spaces) with their scores, to f32
+/// rounding; ties may come in another order (Lucene's oldest first, spirit's newest first).
+fn assert_lucenes_hits(line: &str, hits: &str, res: &spirit::SearchResult) {
+    let mut want: Vec<(String, f32)> = hits
+        .split_whitespace()
+        .map(|h| {
+            let (d, s) = h.split_once('=').unwrap();
+            (d.to_string(), s.parse().unwrap())
+        })
+        .collect();
+    let mut got: Vec<(String, f32)> = res.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
+    let by_id = |v: &mut Vec<(String, f32)>| v.sort_by(|a, b| a.0.cmp(&b.0));
+    by_id(&mut want);
+    by_id(&mut got);
+    assert_eq!(got.len(), want.len(), "{line}: got {got:?}");
+    for ((gid, gs), (wid, ws)) in got.iter().zip(&want) {
+        assert_eq!(gid, wid, "{line}: got {got:?}");
+        assert!((gs - ws).abs() <= 1e-5 * ws.abs().max(1e-3), "{line}: doc {gid} scores {gs}, Lucene {ws}");
     }
 }
