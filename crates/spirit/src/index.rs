@@ -1164,12 +1164,17 @@ impl Index {
                 keys.len()
             )));
         }
-        for (k, v) in keys.iter().zip(after.unwrap_or_default()) {
+        for (i, (k, v)) in keys.iter().zip(after.unwrap_or_default()).enumerate() {
             let text = matches!(k, SortKey::Keyword { .. });
-            if matches!(v, Some(SortValue::Text(_))) != text && v.is_some() {
+            let (is_text, shown) = match v {
+                None => continue,
+                Some(SortValue::Text(t)) => (true, format!("\"{t}\"")),
+                Some(SortValue::Number(x)) => (false, x.to_string()),
+            };
+            if is_text != text {
                 return Err(Error::InvalidArgument(format!(
-                    "search_after value {v:?} does not fit its sort key: {}",
-                    if text { "a keyword takes a string" } else { "a number" }
+                    "search_after value {shown} (position {i}) does not fit its sort key, which takes {}",
+                    if text { "a string (a keyword field)" } else { "a number" }
                 )));
             }
         }

@@ -199,5 +199,9 @@ proptest! {
         let want_off: Vec<u32> = r.hits.iter().skip(page).take(3).map(|h| h.doc).collect();
         prop_assert_eq!(off.hits.iter().map(|h| h.doc).collect::<Vec<_>>(), want_off);
         prop_assert!(index.search_sorted(&q, &sort_keys, Some(&[]), (0, 3), false).is_err());
+        // A value of the wrong kind for its key is refused, not compared.
+        let seq = [spirit::SortKey::Seq { descending: false }];
+        prop_assert!(index.search_sorted(&q, &seq, Some(&[Some(Text("x".into()))]), (0, 3), false).is_err());
+        prop_assert!(index.search_sorted(&q, &seq, Some(&[None]), (0, 3), false).is_ok());
     }
 }
