@@ -377,3 +377,73 @@ fn fresh_single_terms_that_all_tie_keep_the_newest() {
         }
     }
 }
+
+/// Phrases of two common words are answered from their biwords on images that hold them (the pair's own
+/// posting list, `segment::biword`) and from positions on the fresh segment: across the fresh segment
+/// alone, images with deletes, a compaction and a reopen, every answer — phrases alone, in booleans, with
+/// a boost, three-word phrases, common words next to other words — is the reference's.
+#[test]
+fn common_word_phrases_match_the_reference_from_biwords() {
+    const WORDS: [&str; 8] = ["the", "in", "by", "of", "was", "his", "a", "it"];
+    fn random_doc(i: usize, next: &mut impl FnMut() -> u64) -> RefDoc {
+        let word = |x: u64| {
+            let t = zipf_term(x);
+            WORDS.get(t as usize).map_or_else(|| format!("w{t}"), |w| w.to_string())
+        };
+        let body: Vec<String> = (0..3 + next() % 60).map(|_| word(next())).collect();
+        let title = (0..1 + next() % 3).map(|_| word(next())).collect();
+        RefDoc { id: i.to_string(), title, body, tag: "t".into(), n: 0, live: true, seq: 0 }
+    }
+    let queries = [
+        r#"body:"in by""#,
+        r#"body:"the the""#,
+        r#"body:"of a""#,
+        r#"body:"was his""#,
+        r#"title:"the in""#,
+        r#"body:"it w9""#,
+        r#"body:"the in by""#,
+        r#"body:"in by"^3 body:w5"#,
+        r#"+body:"the of" +body:w3"#,
+        r#"+body:"a the" -body:w2"#,
+        r#"body:"in by" title:"the the""#,
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ShardConfig { dram_budget: 16 << 20, max_docs_per_segment: 1500, ..Default::default() };
+    let mut r = Reference::default();
+    {
+        let index = Index::open("c", dir.path(), cfg.clone(), Some(&mappings()), None).unwrap();
+        let mut x = 0x1234_5678_9abc_def1u64;
+        let mut next = || xorshift(&mut x);
+        for i in 0..5000 {
+            let d = random_doc(i, &mut next);
+            index.add(d.json()).unwrap();
+            r.add(d);
+            if i == 1200 {
+                for q in queries {
+                    check(&index, &r, q, "fresh segment");
+                }
+            }
+        }
+        for i in (0..5000).step_by(7) {
+            assert!(index.delete(&i.to_string()).unwrap());
+            r.delete(&i.to_string());
+        }
+        for q in queries {
+            check(&index, &r, q, "images and the fresh segment");
+        }
+        index.shard().seal().unwrap();
+        index.shard().wait_idle().unwrap();
+        for q in queries {
+            check(&index, &r, q, "images");
+        }
+        assert_eq!(index.force_merge(1).unwrap(), 1);
+        for q in queries {
+            check(&index, &r, q, "compacted");
+        }
+        index.close().unwrap();
+    }
+    let index = Index::open("c", dir.path(), cfg, Some(&mappings()), None).unwrap();
+    for q in queries {
+        check(&index, &r, q, "reopened");
+    }
+}

@@ -20,6 +20,7 @@ use crate::codec::{
 };
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, SegState, SegmentDesc, Snapshot};
+use crate::segment::biword::biword_key;
 use crate::segment::deletes::DeleteBitmap;
 use crate::segment::fresh::MAX_REGION;
 use crate::segment::hot::{BlockTable, PinnedList};
@@ -204,6 +205,24 @@ struct Seg<'a> {
     merged: bool,
 }
 
+impl Seg<'_> {
+    /// Whether the segment holds every biword ([`crate::segment::biword`]).
+    fn has_biwords(&self) -> bool {
+        matches!(&self.kind, SegKind::Image(v) if v.has_biwords())
+    }
+}
+
+impl Weight {
+    /// The weight segment `seg` evaluates for this one: a two-word phrase of common words is its biword's
+    /// term on an image that holds biwords.
+    fn on(&self, seg: &Seg<'_>) -> &Weight {
+        match self {
+            Weight::Phrase { biword: Some(b), .. } if seg.has_biwords() => b,
+            w => w,
+        }
+    }
+}
+
 type ErrSlot = RefCell<Option<SegmentError>>;
 
 struct Ctx<'a> {
@@ -369,6 +388,9 @@ enum Weight {
         idf: f32,
         avgdl: f32,
         bm: Bm25Doc,
+        /// An exact phrase of two adjacent common words: the term weight of its biword, which images that
+        /// hold biwords answer it with ([`Weight::on`]).
+        biword: Option<Box<Weight>>,
     },
     /// Keyword sets score nothing (constant score): `zero` is a BM25 with idf 0.
     TermSet {
@@ -470,6 +492,20 @@ fn weight_boosted(n: &Node, ctx: &mut Ctx<'_>, boost: f32) -> Result<Weight> {
                 idf += ctx.idf(ctx.df(k), st.docs);
             }
             let (idf, avgdl) = (idf * boost, avgdl(st));
+            let bm = Bm25Doc::new(idf, ctx.bm25, avgdl);
+            // Its frequency in a document is the phrase's, so the biword scores as the phrase does.
+            let biword = match (&keys[..], &offsets[..], slop) {
+                ([a, b], [x, y], 0) if y.checked_sub(*x) == Some(1) => biword_key(a, b),
+                _ => None,
+            };
+            let biword = match biword {
+                Some(key) if ctx.segs.iter().any(|s| s.has_biwords()) => {
+                    ctx.resolve_term(&key)?;
+                    let bm = Bm25Doc::new(idf, ctx.bm25, avgdl);
+                    Some(Box::new(Weight::Term { key, field: *field, idf, avgdl, bm }))
+                }
+                _ => None,
+            };
             Weight::Phrase {
                 keys: keys.clone(),
                 offsets: offsets.clone(),
@@ -477,7 +513,8 @@ fn weight_boosted(n: &Node, ctx: &mut Ctx<'_>, boost: f32) -> Result<Weight> {
                 field: *field,
                 idf,
                 avgdl,
-                bm: Bm25Doc::new(idf, ctx.bm25, avgdl),
+                bm,
+                biword,
             }
         }
         Node::TermSet { keys } => {
@@ -1688,6 +1725,7 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             Box::new(s)
         }
         Weight::Term { .. } => Box::new(term_scorer(w, ctx, si).expect("a term weight")),
+        Weight::Phrase { biword: Some(b), .. } if seg.has_biwords() => scorer(b, ctx, si),
         Weight::Phrase { keys, offsets, slop, field, bm, .. } => {
             let ps: Vec<Postings<'a>> = keys.iter().map(|k| term_postings(ctx, si, k)).collect();
             let n = ps.len();
@@ -2017,6 +2055,7 @@ fn eval_segment(
     if seg.visible == 0 {
         return Ok(());
     }
+    let w = w.on(seg);
     if opts.sort == Sort::Newest && !opts.track_total && matches!(seg.kind, SegKind::Image(_)) {
         return newest_backwards(ctx, w, si, col);
     }

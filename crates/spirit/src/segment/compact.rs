@@ -10,10 +10,13 @@
 //! is written by the same [`ImageWriter`] as a flush, so compacting segments flushed from fresh segments
 //! gives the very bytes a flush of one fresh segment holding all their documents would.
 //!
+//! Biwords (`super::biword`) are terms here: merged when every part has them, dropped otherwise.
+//!
 //! Input is checked, not trusted: every part's checksum is verified first (a damaged part must not come out
 //! under a fresh, valid checksum), and anything that does not decode into a well-formed list is a
 //! [`SegmentError`], never a panic.
 
+use super::biword::{is_biword_key, BIWORDS_VERSION};
 use super::image::{norm_at, ImageWriter, SealedImage, TermPostings};
 use super::{FieldStats, ImageView, SegmentError};
 use crate::codec::{decode_norm, FieldCodecs, PostingsCursor, NO_DOC};
@@ -65,7 +68,13 @@ pub(crate) fn seal_compacted(
     base.checked_add(total).ok_or_else(|| err("doc ids overflow"))?;
 
     let mut w = ImageWriter::with_codecs(codecs.clone());
-    merge_terms(parts, &offsets, &mut w)?;
+    // Biwords are merged as terms when every part has them all; else the output has none (a pair one
+    // part lacks would read as absent from the part's documents).
+    let biwords = parts.iter().all(|p| p.has_biwords());
+    merge_terms(parts, &offsets, biwords, &mut w)?;
+    if biwords {
+        w.biwords = BIWORDS_VERSION;
+    }
     merge_columns(parts, &mut w)?;
     for (i, p) in parts.iter().enumerate() {
         w.append_stored(p).map_err(|e| err(format_args!("image {i} (segment {}): {}", p.seg_id(), e.0)))?;
@@ -74,7 +83,12 @@ pub(crate) fn seal_compacted(
 }
 
 /// Merges the parts' dictionaries in key order and writes each term's concatenated postings.
-fn merge_terms(parts: &[ImageView<'_>], offsets: &[u32], w: &mut ImageWriter) -> Result<(), SegmentError> {
+fn merge_terms(
+    parts: &[ImageView<'_>],
+    offsets: &[u32],
+    biwords: bool,
+    w: &mut ImageWriter,
+) -> Result<(), SegmentError> {
     // (next key, part): ties pop in part order, which is doc order.
     let mut heap: BinaryHeap<Reverse<(&[u8], usize)>> = BinaryHeap::with_capacity(parts.len());
     // Index of the term each part has on the heap.
@@ -125,7 +139,9 @@ fn merge_terms(parts: &[ImageView<'_>], offsets: &[u32], w: &mut ImageWriter) ->
                 heap.push(Reverse((next, j)));
             }
         }
-        w.add_term(key, &post);
+        if biwords || !is_biword_key(key) {
+            w.add_term(key, &post);
+        }
     }
     Ok(())
 }

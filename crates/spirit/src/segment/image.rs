@@ -2,9 +2,9 @@
 //!
 //! ```text
 //! header (64 B): magic "SPSEG001" | version | doc_count | seg_id | base_doc | n_terms | n_fields | body crc32
-//!                | reserved | total length
+//!                | biwords (the biword list held, `segment::biword`; 0 = none) | total length
 //! sections (7 × off,len; offsets from the image start):
-//!   TERMS    n_terms × 32 B, sorted by key: key_off u32 | key_len u32 | df u32 | max_tf u32 | post_off u64 | post_len u64
+//!   TERMS    n_terms × 32 B, sorted by key (a text field's biwords after its terms): key_off u32 | key_len u32 | df u32 | max_tf u32 | post_off u64 | post_len u64
 //!   KEYS     concatenated term keys (field id big-endian + term bytes)
 //!   POSTINGS one codec blob per term (see `codec`)
 //!   FIELDS   n_fields × 32 B: field u32 | kind u32 | docs u64 | total_len u64 | column offset u64
@@ -19,6 +19,7 @@
 //! No pointer inside is absolute, so engraving is one bulk copy and the persistent copy is read with the same
 //! code as the DRAM copy. The body checksum is verified by `spirit check` and on demand.
 
+use super::biword::{BiwordBuilder, BiwordLists, BIWORDS_VERSION, COMMON_WORDS};
 use super::{FieldStats, FreshSegment, SegmentError};
 use crate::codec::{
     encode_norm, encode_postings_encoded, read_vbyte, write_positions, write_vbyte, FieldCodecs,
@@ -102,12 +103,31 @@ impl ImageBuilder {
         });
         let key_of = |&(o, l, _): &(u32, u32, u32)| &arena[o as usize..(o + l) as usize];
         keys.sort_unstable_by(|a, b| key_of(a).cmp(key_of(b)));
+        // Each text field's biwords, with the index of the first term key after them (they are written
+        // before it).
+        let mut biwords: Vec<(usize, BiwordLists)> = vec![];
+        for (f, is_text) in fresh.column_fields() {
+            if let Some(lists) = is_text.then(|| fresh_biwords(fresh, f, n)).flatten() {
+                if let Some(first) = lists.first_key() {
+                    biwords.push((keys.partition_point(|k| key_of(k) < &first[..]), lists));
+                }
+            }
+        }
+        biwords.sort_by_key(|b| b.0);
 
-        let terms = |keys: &[(u32, u32, u32)]| {
+        // The terms of keys `lo..hi`, and the biwords that go among them.
+        let terms = |lo: usize, hi: usize| {
             let mut w = ImageWriter::with_codecs(codecs.clone());
             let mut post = TermPostings::default();
             let mut p = vec![];
-            for (i, k) in keys.iter().enumerate() {
+            let add_biwords = |w: &mut ImageWriter, at: usize| {
+                for (_, lists) in biwords.iter().filter(|b| b.0 == at) {
+                    lists.for_each(&mut |key, post| w.add_term(key, post));
+                }
+            };
+            for i in lo..hi {
+                add_biwords(&mut w, i);
+                let k = &keys[i];
                 // Keys, entries and first blocks lie at random in memory: each term's are fetched while
                 // earlier terms are encoded (its key and entry FLUSH_AHEAD terms ahead, its block half as far).
                 if let Some(ahead) = keys.get(i + FLUSH_AHEAD) {
@@ -129,16 +149,20 @@ impl ImageBuilder {
                 }
                 w.add_term(key, &post);
             }
+            if hi == keys.len() {
+                add_biwords(&mut w, hi);
+            }
             w
         };
         let mut w = if parallel && keys.len() >= PARALLEL_FLUSH_TERMS {
-            let (a, b) = keys.split_at(keys.len() / 2);
-            let (mut w, second) = rayon::join(|| terms(a), || terms(b));
+            let mid = keys.len() / 2;
+            let (mut w, second) = rayon::join(|| terms(0, mid), || terms(mid, keys.len()));
             w.append_terms(second);
             w
         } else {
-            terms(&keys)
+            terms(0, keys.len())
         };
+        w.biwords = BIWORDS_VERSION;
         for (f, is_text) in fresh.column_fields() {
             let stats = if is_text { fresh.field_stats(f, n) } else { FieldStats::default() };
             w.add_column(f, is_text, stats, |col| {
@@ -160,6 +184,39 @@ impl ImageBuilder {
         }
         Ok(w.seal(seg_id, base_doc))
     }
+}
+
+/// The biwords of text field `field` over the first `n` documents of `fresh` ([`super::biword`]): the
+/// field's common words' postings walked in step, document by document.
+fn fresh_biwords(fresh: &FreshSegment, field: u16, n: u32) -> Option<BiwordLists> {
+    let mut key = vec![];
+    let mut words: Vec<(u8, crate::segment::FreshPostings<'_>)> = COMMON_WORDS
+        .iter()
+        .enumerate()
+        .filter_map(|(rank, w)| {
+            crate::schema::term_key(field, w, &mut key);
+            fresh.lookup(&key).map(|e| (rank as u8, fresh.postings(e, n)))
+        })
+        .collect();
+    if words.is_empty() {
+        return None;
+    }
+    let lengths = fresh.lengths(field);
+    let mut b = BiwordBuilder::new(field);
+    let mut p = vec![];
+    loop {
+        let doc = words.iter().map(|(_, c)| c.doc()).min().expect("common words");
+        if doc == crate::codec::NO_DOC {
+            break;
+        }
+        for (rank, c) in words.iter_mut().filter(|(_, c)| c.doc() == doc) {
+            c.positions(&mut p);
+            b.word(*rank, &p);
+            c.next();
+        }
+        b.end_doc(doc, lengths.get(doc as usize).map_or(0, |l| l.load(Ordering::Relaxed)));
+    }
+    Some(b.finish())
 }
 
 /// The postings of one term, as [`encode_postings_encoded`] takes them (flush and compaction fill it): docs
@@ -222,6 +279,25 @@ impl TermPostings {
         self.positions.extend_from_slice(stream);
     }
 
+    /// Every posting's positions, decoded (tests).
+    #[cfg(test)]
+    pub fn decoded_positions(&self) -> Vec<Vec<u32>> {
+        let mut at = 0;
+        self.tfs
+            .iter()
+            .map(|&tf| {
+                let mut last = 0;
+                (0..tf)
+                    .map(|j| {
+                        let v = read_vbyte(&self.positions, &mut at).expect("positions as written");
+                        last = if j == 0 { v } else { last + v };
+                        last
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
     fn start_posting(&mut self) {
         if self.docs.len().is_multiple_of(BLOCK) {
             self.block_starts.push(self.positions.len() as u32);
@@ -250,6 +326,8 @@ pub(crate) struct ImageWriter {
     n_docs: u32,
     /// How each field's full blocks code their doc gaps.
     codecs: FieldCodecs,
+    /// The biword list the image holds ([`super::biword`]; 0: none), written in the header.
+    pub biwords: u32,
 }
 
 impl ImageWriter {
@@ -423,6 +501,7 @@ impl ImageWriter {
             len: 0,
             seg_id,
             base_doc,
+            biwords: self.biwords,
             n_docs: self.n_docs,
             n_terms: self.key_hashes.len() as u32,
             n_fields: self.n_fields,
@@ -457,6 +536,7 @@ pub(crate) struct SealedImage {
     len: usize,
     seg_id: u32,
     base_doc: u32,
+    biwords: u32,
     n_docs: u32,
     n_terms: u32,
     n_fields: u32,
@@ -490,6 +570,7 @@ impl SealedImage {
         prefix[20..24].copy_from_slice(&self.base_doc.to_le_bytes());
         prefix[24..28].copy_from_slice(&self.n_terms.to_le_bytes());
         prefix[28..32].copy_from_slice(&self.n_fields.to_le_bytes());
+        prefix[36..40].copy_from_slice(&self.biwords.to_le_bytes());
         prefix[40..48].copy_from_slice(&(self.len as u64).to_le_bytes());
         for (i, (o, l)) in self.table.iter().enumerate() {
             prefix[HEADER + i * 16..HEADER + i * 16 + 8].copy_from_slice(&o.to_le_bytes());
@@ -741,6 +822,12 @@ impl<'a> ImageView<'a> {
     pub fn seg_id(&self) -> u32 {
         self.seg_id
     }
+    /// Whether the image holds every biword of its text fields ([`super::biword`]): then a biword it lacks
+    /// occurs in none of its documents.
+    pub fn has_biwords(&self) -> bool {
+        u32_at(self.bytes, 36) == BIWORDS_VERSION
+    }
+
     pub fn base_doc(&self) -> u32 {
         self.base_doc
     }
@@ -821,14 +908,21 @@ impl<'a> ImageView<'a> {
         Ok(None)
     }
 
-    /// Index range of the terms whose key starts with `prefix`.
+    /// Index range of the terms whose key starts with `prefix`; when the prefix holds a field id, not its
+    /// biwords (`super::biword`).
     pub fn prefix_range(&self, prefix: &[u8]) -> Result<std::ops::Range<usize>, SegmentError> {
         let lower = |strict: bool| -> Result<usize, SegmentError> {
             let (mut lo, mut hi) = (0, self.n_terms);
             while lo < hi {
                 let mid = (lo + hi) / 2;
                 let k = self.key_at(mid)?;
-                let before = if strict { k < prefix || k.starts_with(prefix) } else { k < prefix };
+                // A field's biwords follow its terms: a prefix within a field stops before them.
+                let before = if strict {
+                    k < prefix
+                        || (k.starts_with(prefix) && (prefix.len() < 2 || !super::biword::is_biword_key(k)))
+                } else {
+                    k < prefix
+                };
                 if before {
                     lo = mid + 1;
                 } else {

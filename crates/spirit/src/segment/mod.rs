@@ -7,9 +7,11 @@
 //! * [`merged`]: the merged segment — one persistent dictionary whose entries chain the per-segment posting
 //!   lists of every merged image, linked in place (SPIRIT §4.7).
 //! * [`hot`]: selective caching of the merged dictionary — hot terms' chains resolved and held in DRAM.
+//! * [`biword`]: the postings of two-word phrases of common words, built with every image.
 //! * [`compact`]: compaction's builder — N consecutive images into one, every document kept.
 //! * [`deletes`]: per-segment delete bitmaps.
 
+pub mod biword;
 pub mod compact;
 pub mod deletes;
 pub mod fresh;
