@@ -248,9 +248,10 @@ mod tests {
     use std::collections::BTreeSet;
 
     const BASE: u32 = 1000;
-    const WORDS: [&str; 16] = [
+    /// Four common words among them, so the texts have biwords.
+    const WORDS: [&str; 20] = [
         "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda",
-        "mu", "nu", "xi", "omicron", "pi",
+        "mu", "nu", "xi", "omicron", "pi", "the", "in", "by", "of",
     ];
 
     struct Rng(u64);
@@ -462,7 +463,11 @@ mod tests {
         {
             let schema = schema();
             term_key(schema.field_id(field).unwrap(), prefix, &mut k);
-            let want: Vec<&Vec<u8>> = union.iter().filter(|u| u.starts_with(&k)).collect();
+            // A field's biwords are not among its terms.
+            let want: Vec<&Vec<u8>> = union
+                .iter()
+                .filter(|u| u.starts_with(&k) && !crate::segment::biword::is_biword_key(u))
+                .collect();
             let got: Vec<Vec<u8>> =
                 c.prefix_range(&k).unwrap().map(|i| c.key_at(i).unwrap().to_vec()).collect();
             assert_eq!(got.iter().collect::<Vec<_>>(), want, "prefix {field}:{prefix}");
@@ -673,4 +678,47 @@ mod tests {
 
     /// Header and section table of an image.
     const PREFIX_BYTES: usize = 64 + 8 * 16;
+
+    /// Biwords are merged as terms when every part holds them (the result equals one flush of every
+    /// document, as checked above), and dropped when a part does not (an image from before biwords): a
+    /// compacted image never claims biwords some of its documents lack.
+    #[test]
+    fn biwords_merge_when_every_part_has_them_else_none() {
+        let schema = schema();
+        let (mut images, _) = parts(&schema);
+        let biwords = |v: &ImageView<'_>| {
+            (0..v.n_terms()).filter(|&i| crate::segment::biword::is_biword_key(v.key_at(i).unwrap())).count()
+        };
+        let all = compact_images(&views(&images), 9, &FieldCodecs::default()).unwrap();
+        let all = ImageView::parse(&all).unwrap();
+        assert!(all.has_biwords() && biwords(&all) > 10, "{} biwords", biwords(&all));
+        let mut k = vec![];
+        term_key(schema.field_id("body").unwrap(), "in", &mut k);
+        let mut key_in_by = k.clone();
+        term_key(schema.field_id("body").unwrap(), "by", &mut k);
+        key_in_by = crate::segment::biword::biword_key(&key_in_by, &k).unwrap();
+        assert!(all.term(&key_in_by).unwrap().is_some());
+        // The fourth part as an image without biwords: header field cleared, checksum redone.
+        let old = &mut images[3];
+        let had = biwords(&ImageView::parse(old).unwrap());
+        assert!(had > 0);
+        old[36..40].copy_from_slice(&0u32.to_le_bytes());
+        let mut h = crc32fast::Hasher::new();
+        h.update(&old[..32]);
+        h.update(&old[36..]);
+        old[32..36].copy_from_slice(&h.finalize().to_le_bytes());
+        let parts = views(&images);
+        assert!(!parts[3].has_biwords());
+        let mixed = compact_images(&parts, 9, &FieldCodecs::default()).unwrap();
+        let mixed = ImageView::parse(&mixed).unwrap();
+        mixed.verify().unwrap();
+        assert!(!mixed.has_biwords());
+        assert_eq!(biwords(&mixed), 0);
+        assert_eq!(mixed.n_terms(), all.n_terms() - biwords(&all));
+        // Listing a field's terms never reaches its biwords.
+        let field = schema.field_id("body").unwrap().to_be_bytes();
+        let listed = all.prefix_range(&field).unwrap();
+        assert!(listed.clone().all(|i| !crate::segment::biword::is_biword_key(all.key_at(i).unwrap())));
+        assert_eq!(listed.len(), mixed.prefix_range(&field).unwrap().len());
+    }
 }
