@@ -248,11 +248,6 @@ pub struct SearchResult {
 /// A search's match count, whether it is exact, and its hits (shard, doc) in order.
 type Ranked = (u64, bool, Vec<(usize, u64, query::ScoredDoc)>);
 
-/// The `_seq` of `doc` (a doc id of `snap`'s shard); 0 for a document stored without one.
-fn seq_of(snap: &Snapshot, field: u16, doc: u32) -> Result<u64> {
-    Ok(number_of(snap, field, doc)?.map_or(0, |x| x as u64))
-}
-
 /// A numeric field's values over a snapshot's segments, each segment's column found once rather than an image
 /// opened per document (see `search_sorted` for what it saved).
 struct NumberColumn<'s> {
@@ -291,19 +286,6 @@ impl<'s> NumberColumn<'s> {
             NumberSource::Image(col) => col.and_then(|c| crate::segment::image::number_at(c, doc - base)),
         }
     }
-}
-
-/// The value of numeric field `field` of `doc` (a doc id of `snap`'s shard), if it has one.
-fn number_of(snap: &Snapshot, field: u16, doc: u32) -> Result<Option<f64>> {
-    let seg = snap.segment_of(doc).ok_or_else(|| Error::Format(format!("hit {doc} has no segment")))?;
-    let local = doc - seg.base_doc;
-    Ok(match &seg.data {
-        crate::gdt::SegData::Fresh(f) => f.numeric(field, local),
-        crate::gdt::SegData::Image { .. } => {
-            let v = seg.image().expect("image").map_err(|e| Error::Format(e.0))?;
-            v.numbers(field).and_then(|c| crate::segment::image::number_at(c, local))
-        }
-    })
 }
 
 /// `_id` and `_source` of doc `local` of segment `seg`.
@@ -1096,10 +1078,9 @@ impl Index {
         let run = |i: usize| -> Part {
             let cache = opts.cache.then(|| self.shards[i].result_cache());
             let res = query::execute_at(snaps[i], node, &opts, cache, Some(&marks[i]))?;
-            let mut hits = Vec::with_capacity(res.hits.len());
-            for h in &res.hits {
-                hits.push((seq_of(snaps[i], seq, h.doc)?, i, *h));
-            }
+            // The hits' `_seq` (0 for a document stored without one: none are).
+            let seqs = NumberColumn::new(snaps[i], seq)?;
+            let hits = res.hits.iter().map(|h| (seqs.get(h.doc).map_or(0, |x| x as u64), i, *h)).collect();
             Ok((res.total, res.total_exact, hits))
         };
         let mut parts: Vec<Part> = (0..snaps.len()).map(|_| Ok((0, true, vec![]))).collect();
@@ -1187,13 +1168,18 @@ impl Index {
         let bm25 = query::Bm25 { k1: self.settings.bm25_k1, b: self.settings.bm25_b };
         let scored = keys.iter().any(|k| matches!(k, SortKey::Score { .. }));
         let sharded = self.shards.len() > 1;
-        // A sharded index scores with its index-wide statistics, taken at the watermarks it then reads.
+        // A sharded index scores with its index-wide statistics, taken at the watermarks it then reads; one
+        // shard needs only the watermarks.
         let mut stats = query::CollectionStats::default();
         let mut marks = Vec::with_capacity(refs.len());
         for s in &refs {
-            let (st, m) = query::collection_stats(s, &node)?;
-            stats.add(st);
-            marks.push(m);
+            if sharded {
+                let (st, m) = query::collection_stats(s, &node)?;
+                stats.add(st);
+                marks.push(m);
+            } else {
+                marks.push(query::watermarks(s));
+            }
         }
         // Every match: (seq, shard, doc, score), and its sort values, `keys.len()` per match in one vector.
         // Ordering all 250k enwiki documents by `date` then `_doc` (`spirit serve`, `curl`, medians of 5–6):
@@ -1226,7 +1212,7 @@ impl Index {
             cands.reserve(matches.len());
             values.reserve(matches.len() * nk);
             for m in matches {
-                // A document stored without `_seq` (none are) would sort as 0, as `seq_of` reads it.
+                // A document stored without `_seq` (none are) would sort as 0.
                 let seq = seqs.as_ref().map_or(m.doc as u64, |c| c.get(m.doc).map_or(0, |x| x as u64));
                 for (k, col) in keys.iter().zip(&columns) {
                     values.push(match *k {
@@ -1329,14 +1315,17 @@ impl Index {
             return Ok(SortKey::Keyword { field, descending, missing_first });
         }
         drop(schema);
-        match self.field_sort(name, descending)? {
-            Sort::Field { field, descending } => Ok(SortKey::Field { field, descending, missing_first }),
-            _ => unreachable!("field_sort makes field sorts"),
-        }
+        Ok(SortKey::Field { field: self.numeric_field(name)?, descending, missing_first })
     }
 
     /// A sort by the numeric or date field `name` (an error for other field types and unknown fields).
     pub fn field_sort(&self, name: &str, descending: bool) -> Result<Sort> {
+        Ok(Sort::Field { field: self.numeric_field(name)?, descending })
+    }
+
+    /// The id of the numeric or date field `name`, to sort on (an error for other field types and unknown
+    /// fields).
+    fn numeric_field(&self, name: &str) -> Result<u16> {
         let schema = self.schema.read();
         let id = schema.field_id(name).ok_or_else(|| {
             Error::InvalidArgument(format!("no mapping found for [{name}] in order to sort on"))
@@ -1348,7 +1337,7 @@ impl Index {
                 ty.es_name()
             )));
         }
-        Ok(Sort::Field { field: id, descending })
+        Ok(id)
     }
 
     /// Number of live documents matching a query string.
