@@ -10,7 +10,10 @@
 //! `{"type": "english"}`, `{"type": "stop"}`, or `{"type": "custom", "tokenizer": "standard", "filter":
 //! ["lowercase", "stop"?, "porter_stem" | "snowball" | "stemmer"?]}`. A definition named `default` applies to
 //! text fields mapped without an analyzer (dynamic ones too); other names are usable in the mappings. Anything
-//! else (other tokenizers, char filters, synonym filters...) is refused by name.
+//! else (other tokenizers, char filters, synonym filters...) is refused by name. `similarity.default` sets the
+//! BM25 parameters of every field: `type` `BM25`, `k1` (finite, not negative; default 1.2), `b` (0 to 1;
+//! default 0.75) and `discount_overlaps` (accepted: spirit's analyzers put no two tokens at one position);
+//! named similarities, for some fields only, are refused.
 
 use crate::error::{ApiError, ApiResult};
 use serde_json::{json, Map, Value};
@@ -25,6 +28,22 @@ pub struct CreateSettings {
     pub analyzers: BTreeMap<String, String>,
     /// The built-in analyzer behind `analysis.analyzer.default`.
     pub default_analyzer: Option<String>,
+    /// BM25 `k1` and `b` from `similarity.default` (`None`: the defaults).
+    pub bm25_k1: Option<f32>,
+    pub bm25_b: Option<f32>,
+}
+
+impl CreateSettings {
+    /// The index settings these ask for.
+    pub fn index_settings(&self) -> spirit::IndexSettings {
+        let d = spirit::IndexSettings::default();
+        spirit::IndexSettings {
+            default_analyzer: self.default_analyzer.clone(),
+            bm25_k1: self.bm25_k1.unwrap_or(d.bm25_k1),
+            bm25_b: self.bm25_b.unwrap_or(d.bm25_b),
+            ..d
+        }
+    }
 }
 
 /// The built-in analyzer equal to an Elasticsearch analyzer definition.
@@ -175,6 +194,38 @@ pub fn parse_settings(settings: Option<&Value>, default_durability: Durability) 
             "spirit.persistent_budget" => {
                 opts.persistent_budget = Some(spirit::parse_size(&value).map_err(ApiError::bad_request)?)
             }
+            "similarity.default.type" if value.eq_ignore_ascii_case("bm25") => {}
+            "similarity.default.type" => {
+                return Err(ApiError::unsupported(format!(
+                    "the similarity type [{value}] for [index.similarity.default.type]: spirit scores with BM25"
+                )))
+            }
+            "similarity.default.k1" | "similarity.default.b" => {
+                let x: f32 = value.parse().map_err(|_| {
+                    ApiError::bad_request(format!("failed to parse value [{value}] for setting [index.{key}]"))
+                })?;
+                if key.ends_with("k1") {
+                    out.bm25_k1 = Some(x);
+                } else {
+                    out.bm25_b = Some(x);
+                }
+            }
+            "similarity.default.discount_overlaps" => {
+                if !matches!(value.as_str(), "true" | "false") {
+                    return Err(ApiError::bad_request(format!(
+                        "failed to parse value [{value}] for setting [index.{key}]: true or false"
+                    )));
+                }
+            }
+            k if k.starts_with("similarity.default.") => {
+                return Err(ApiError::bad_request(format!("unknown setting [index.{k}]")))
+            }
+            k if k.starts_with("similarity.") => {
+                return Err(ApiError::unsupported(format!(
+                    "the setting [index.{k}] (a named similarity for some fields); set the BM25 parameters of \
+                     every field in [index.similarity.default]"
+                )))
+            }
             k if k.starts_with("analysis.analyzer.") => {
                 let rest = &k["analysis.analyzer.".len()..];
                 let Some((name, param)) = rest.split_once('.') else {
@@ -199,16 +250,25 @@ pub fn parse_settings(settings: Option<&Value>, default_durability: Durability) 
         }
         out.analyzers.insert(name, builtin);
     }
+    out.index_settings().validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok(out)
 }
 
 /// The `settings` object reported for an index.
-pub fn settings_json(name: &str, opts: &IndexOptions, cfg: &spirit::ShardConfig) -> Value {
+pub fn settings_json(
+    name: &str,
+    opts: &IndexOptions,
+    cfg: &spirit::ShardConfig,
+    settings: &spirit::IndexSettings,
+) -> Value {
     let durability = opts.durability.unwrap_or(cfg.durability);
     let translog = if durability == Durability::CrashSafe { "request" } else { "async" };
     json!({"index": {
         "number_of_shards": opts.shards.unwrap_or(1).to_string(), "number_of_replicas": "0", "provided_name": name,
         "translog": {"durability": translog},
+        "similarity": {"default": {
+            "type": "BM25", "k1": settings.bm25_k1.to_string(), "b": settings.bm25_b.to_string(),
+        }},
         "spirit": {
             "durability": durability,
             "dram_budget": opts.dram_budget.unwrap_or(cfg.dram_budget).to_string(),

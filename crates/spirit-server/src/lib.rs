@@ -517,12 +517,11 @@ async fn create_index(
     if let Some(m) = mappings.as_mut() {
         indices::resolve_mappings(m, &create.analyzers);
     }
+    let index_settings = create.index_settings();
     let mut opts = create.options;
     if opts.shards.is_none() {
         opts.shards = st.engine.config().default_shards;
     }
-    let index_settings =
-        spirit::IndexSettings { default_analyzer: create.default_analyzer, ..Default::default() };
     if st.engine.index(&index).is_some() {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -568,7 +567,7 @@ async fn delete_index(Ext(st): Ext<Shared>, Path(index): Path<String>) -> ApiRes
 
 fn index_settings(st: &ServerState, index: &str) -> ApiResult<Value> {
     let opts = st.engine.index_options(index)?;
-    Ok(indices::settings_json(index, &opts, &st.engine.config().shard))
+    Ok(indices::settings_json(index, &opts, &st.engine.config().shard, st.index(index)?.settings()))
 }
 
 async fn get_index(

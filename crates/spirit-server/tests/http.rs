@@ -1609,3 +1609,68 @@ fn fuzzy_queries_find_near_spellings() {
     }
     s.stop();
 }
+
+/// `similarity.default` at creation sets BM25's `k1` and `b` for every field: the scores follow them (here
+/// `b` = 0, so the field's length plays no part), `_settings` reports them, and they survive a restart;
+/// values outside Lucene's ranges and similarities spirit lacks are refused and create nothing.
+#[test]
+fn bm25_parameters_from_the_default_similarity_score_and_persist() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let body = r#"{"settings": {"index": {"similarity": {"default": {"type": "BM25", "k1": 2.0, "b": 0}}}}}"#;
+    assert_eq!(s.call("PUT", "/sim", Some(body)).0, 200);
+    assert_eq!(s.call("PUT", "/plain", None).0, 200);
+    for index in ["sim", "plain"] {
+        let docs = ["apple apple banana", "apple cherry cherry cherry cherry cherry cherry", "banana"];
+        for (i, text) in docs.iter().enumerate() {
+            let doc = format!(r#"{{"body": "{text}"}}"#);
+            assert_eq!(s.call("PUT", &format!("/{index}/_doc/{i}"), Some(&doc)).0, 201);
+        }
+    }
+    // Three documents, two with `apple`: idf = ln(1 + (3 - 2 + 0.5) / (2 + 0.5)); with b = 0 a score is
+    // idf * tf / (tf + k1) whatever the length.
+    let idf = (1.0f64 + 1.5 / 2.5).ln();
+    let expected = vec![("0".to_string(), idf * 2.0 / 4.0), ("1".to_string(), idf / 3.0)];
+    let q = r#"{"query": {"match": {"body": "apple"}}}"#;
+    let check = |s: &TestServer| {
+        let got = hits_by_id(s, "sim", q);
+        assert_eq!(got.len(), 2, "{got:?}");
+        for ((id, score), (eid, escore)) in got.iter().zip(&expected) {
+            assert_eq!(id, eid);
+            assert!((score - escore).abs() < 1e-5 * escore, "{id}: {score} against {escore}");
+        }
+        // The defaults (k1 = 1.2, b = 0.75) score the long document's single `apple` lower still.
+        let plain = hits_by_id(s, "plain", q);
+        assert!(plain[1].1 < idf / (1.0 + 1.2), "{plain:?}");
+        let (_, v) = s.call("GET", "/sim/_settings", None);
+        let sim = &v["sim"]["settings"]["index"]["similarity"]["default"];
+        assert_eq!(sim["type"], json!("BM25"), "{v}");
+        assert_eq!(sim["k1"].as_str().and_then(|x| x.parse::<f64>().ok()), Some(2.0), "{v}");
+        assert_eq!(sim["b"].as_str().and_then(|x| x.parse::<f64>().ok()), Some(0.0), "{v}");
+        let (_, v) = s.call("GET", "/plain/_settings", None);
+        assert_eq!(v["plain"]["settings"]["index"]["similarity"]["default"]["k1"], json!("1.2"), "{v}");
+    };
+    check(&s);
+    let engine = s.stop();
+    engine.close().unwrap();
+    drop(engine);
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    check(&s);
+    for (settings, what) in [
+        (r#"{"similarity": {"default": {"b": 1.5}}}"#, "illegal b value"),
+        (r#"{"similarity": {"default": {"k1": -1}}}"#, "illegal k1 value"),
+        (r#"{"similarity": {"default": {"k1": "lots"}}}"#, "similarity.default.k1"),
+        (r#"{"similarity": {"default": {"type": "classic"}}}"#, "classic"),
+        (r#"{"similarity": {"default": {"discount_overlaps": "maybe"}}}"#, "discount_overlaps"),
+        (r#"{"similarity": {"default": {"frobnicate": 1}}}"#, "frobnicate"),
+        (r#"{"similarity": {"mine": {"type": "BM25", "k1": 1}}}"#, "similarity.mine"),
+    ] {
+        let r = s.call("PUT", "/bad", Some(&format!(r#"{{"settings": {settings}}}"#)));
+        assert_es_error(&r, 400, "illegal_argument_exception");
+        assert!(r.1["error"]["reason"].as_str().unwrap().contains(what), "{settings}: {}", r.1);
+        assert_eq!(s.call("HEAD", "/bad", None).0, 404, "{settings}");
+    }
+    let ok = r#"{"settings": {"index.similarity.default.type": "bm25", "index.similarity.default.discount_overlaps": true}}"#;
+    assert_eq!(s.call("PUT", "/ok", Some(ok)).0, 200);
+    s.stop();
+}

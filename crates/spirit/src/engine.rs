@@ -167,6 +167,9 @@ impl Engine {
         options: &IndexOptions,
     ) -> Result<Arc<Index>> {
         validate_index_name(name)?;
+        if let Some(s) = &settings {
+            s.validate()?;
+        }
         let mut map = self.indexes.lock();
         if map.contains_key(name) {
             return Err(Error::AlreadyExists(format!("index [{name}] already exists")));

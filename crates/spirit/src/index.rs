@@ -59,6 +59,27 @@ fn max_doc() -> usize {
     100 << 20
 }
 
+impl IndexSettings {
+    /// Checks the BM25 parameters as Lucene's `BM25Similarity` does: `k1` finite and not negative, `b`
+    /// between 0 and 1. Block-max pruning relies on it — a score that grows with a term's frequency and
+    /// falls as the field grows longer bounds a block by its best (frequency, length) pairs.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.bm25_k1.is_finite() && self.bm25_k1 >= 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "illegal k1 value: {}, must be a non-negative finite value",
+                self.bm25_k1
+            )));
+        }
+        if !(0.0..=1.0).contains(&self.bm25_b) {
+            return Err(Error::InvalidArgument(format!(
+                "illegal b value: {}, must be between 0 and 1",
+                self.bm25_b
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl Default for IndexSettings {
     fn default() -> Self {
         IndexSettings {
@@ -529,6 +550,7 @@ impl Index {
     ) -> Result<(Schema, IndexSettings, u64, Option<Sequencer>)> {
         let (mut schema, settings, counter) = if extra.is_null() {
             let mut settings = settings.unwrap_or_default();
+            settings.validate()?;
             settings.number_of_shards = n;
             let mut schema = Schema::default();
             if let Some(a) = &settings.default_analyzer {

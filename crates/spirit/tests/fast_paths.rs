@@ -267,6 +267,37 @@ fn fresh_segment_paths_equal_the_image_paths_under_other_bm25() {
     }
 }
 
+/// BM25 parameters outside Lucene's ranges (block-max bounds need a score that grows with the frequency and
+/// falls with the length) are refused when an index is created, and the engine keeps nothing of it; the
+/// ends of the ranges are accepted.
+#[test]
+fn bm25_parameters_outside_lucenes_ranges_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ShardConfig { dram_budget: 16 << 20, ..Default::default() };
+    let engine =
+        spirit::Engine::open(dir.path(), spirit::EngineConfig { shard: cfg.clone(), default_shards: None })
+            .unwrap();
+    let with = |k1: f32, b: f32| Some(spirit::IndexSettings { bm25_k1: k1, bm25_b: b, ..Default::default() });
+    for (k1, b) in
+        [(-0.5, 0.75), (f32::INFINITY, 0.75), (f32::NAN, 0.75), (1.2, -0.1), (1.2, 1.5), (1.2, f32::NAN)]
+    {
+        let e = engine.create_index("bad", None, with(k1, b)).err().expect("refused");
+        assert!(matches!(e, spirit::Error::InvalidArgument(_)), "k1 {k1} b {b}: {e}");
+        assert!(
+            e.to_string().contains(if k1 == 1.2 { "illegal b value" } else { "illegal k1 value" }),
+            "{e}"
+        );
+        assert!(engine.index("bad").is_none());
+        assert!(!dir.path().join("indexes").join("bad").exists(), "nothing kept of it");
+        let alone = tempfile::tempdir().unwrap();
+        assert!(Index::open("bad", alone.path(), cfg.clone(), None, with(k1, b)).is_err());
+    }
+    for (i, (k1, b)) in [(0.0, 0.0), (0.0, 1.0), (3.0, 1.0)].into_iter().enumerate() {
+        engine.create_index(&format!("ok{i}"), None, with(k1, b)).unwrap();
+    }
+    engine.close().unwrap();
+}
+
 /// An index whose fresh segment holds tens of thousands of documents (one 64 MiB arena), so its common terms
 /// have many sealed chunks.
 fn large_fresh_index() -> (tempfile::TempDir, Index) {
