@@ -8,7 +8,7 @@ use crate::dsl::Translator;
 use crate::error::{ApiError, ApiResult};
 use serde_json::{json, Map, Value};
 use spirit::query::aggs::{
-    Agg, AggKind, AggResult, AggValue, Bucket, BucketKey, DateInterval, RangeSpec, TermsOrder,
+    Agg, AggKind, AggResult, AggValue, Bucket, BucketKey, DateInterval, RangeSpec, TermsFilter, TermsOrder,
 };
 use spirit::schema::{format_date_millis, CalendarUnit, FieldType, Schema};
 
@@ -94,6 +94,41 @@ impl<'v> Params<'v> {
         }
     }
 
+    /// A scalar (string, number or boolean) as text, `None` if absent.
+    fn scalar(&self, key: &str) -> ApiResult<Option<String>> {
+        match self.obj.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(v @ (Value::Number(_) | Value::Bool(_))) => Ok(Some(v.to_string())),
+            Some(_) => Err(ApiError::parsing(format!("[{key}] of [{}] must be a value", self.name))),
+        }
+    }
+
+    /// `include` or `exclude` of a `terms` aggregation: a list of exact values (a string is a regular
+    /// expression in Elasticsearch, an object a partition: both refused by name).
+    fn values(&self, key: &str) -> ApiResult<Option<Vec<String>>> {
+        match self.obj.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    Value::Number(_) | Value::Bool(_) => Ok(v.to_string()),
+                    _ => Err(ApiError::parsing(format!("[{key}] of [{}] must list values", self.name))),
+                })
+                .collect::<ApiResult<_>>()
+                .map(Some),
+            Some(Value::String(_)) => Err(ApiError::unsupported(format!(
+                "a regular expression as [{key}] of terms aggregation [{}] (give an array of exact values)",
+                self.name
+            ))),
+            Some(_) => Err(ApiError::unsupported(format!(
+                "partitions as [{key}] of terms aggregation [{}] (give an array of exact values)",
+                self.name
+            ))),
+        }
+    }
+
     fn count(&self, key: &str, default: u64) -> ApiResult<u64> {
         match self.obj.get(key) {
             None => Ok(default),
@@ -146,7 +181,12 @@ fn parse_kind(name: &str, ty: &str, v: &Value, tr: &mut Translator<'_>) -> ApiRe
             AggKind::Percentiles { field: p.field()?, percents, keyed }
         }
         "terms" => {
-            let p = Params::new(name, ty, v, &["field", "size", "min_doc_count", "order", "shard_size"])?;
+            let p = Params::new(
+                name,
+                ty,
+                v,
+                &["field", "size", "min_doc_count", "order", "shard_size", "include", "exclude", "missing"],
+            )?;
             let order = match p.obj.get("order") {
                 None => TermsOrder::CountDesc,
                 Some(o) => parse_order(name, o)?,
@@ -157,7 +197,18 @@ fn parse_kind(name: &str, ty: &str, v: &Value, tr: &mut Translator<'_>) -> ApiRe
                     "[size] must be greater than 0. Found [0] in [{name}]"
                 )));
             }
-            AggKind::Terms { field: p.field()?, size, min_doc_count: p.count("min_doc_count", 1)?, order }
+            let filter = TermsFilter {
+                include: p.values("include")?,
+                exclude: p.values("exclude")?.unwrap_or_default(),
+                missing: p.scalar("missing")?,
+            };
+            AggKind::Terms {
+                field: p.field()?,
+                size,
+                min_doc_count: p.count("min_doc_count", 1)?,
+                order,
+                filter,
+            }
         }
         "histogram" => {
             let p = Params::new(name, ty, v, &["field", "interval", "offset", "min_doc_count"])?;

@@ -3,7 +3,8 @@
 //! Supported: `match_all`, `match_none`, `match` (`operator`), `match_phrase` (`slop`), `multi_match`
 //! (`best_fields`, `most_fields`, `phrase` with `slop`; scored as the sum over fields), `term`, `terms` (constant score,
 //! as in Elasticsearch), `exists`, `constant_score`, `dis_max` (`tie_breaker` from 0 to 1), `range`
-//! (`gt`/`gte`/`lt`/`lte`), `prefix`, `bool` (`must`, `should`, `must_not`, `filter`,
+//! (`gt`/`gte`/`lt`/`lte`), `prefix`, `wildcard` (`*` and `?`; `value` or `wildcard`, `case_insensitive`),
+//! `bool` (`must`, `should`, `must_not`, `filter`,
 //! `minimum_should_match`: a count, negative count, percentage, negative percentage or conditions, on `bool` and on
 //! `match`) and `query_string` (spirit's Lucene-style syntax, `^` boosts included), each
 //! with Elasticsearch's `boost` parameter (and `multi_match`'s per-field `"title^3"`): the clause's score
@@ -242,6 +243,24 @@ impl<'a> Translator<'a> {
                 self.leaf()?;
                 let prefix = scalar_text(kind, params.get("value"))?;
                 boosted(Query::Prefix { field: Some(field), prefix }, &params)
+            }
+            "wildcard" => {
+                let (field, params) = single_field(kind, body, "value")?;
+                check_keys(kind, &params, &["value", "wildcard", "boost", "rewrite", "case_insensitive"])?;
+                self.leaf()?;
+                let pattern = match (params.get("value"), params.get("wildcard")) {
+                    (Some(_), Some(_)) => {
+                        return Err(ApiError::parsing("[wildcard] takes [value] or [wildcard], not both"))
+                    }
+                    (v, w) => scalar_text(kind, v.or(w))?,
+                };
+                let case_insensitive = match params.get("case_insensitive") {
+                    None => false,
+                    Some(v) => v.as_bool().ok_or_else(|| {
+                        ApiError::parsing("[wildcard] [case_insensitive] must be a boolean")
+                    })?,
+                };
+                boosted(Query::Wildcard { field: Some(field), pattern, case_insensitive }, &params)
             }
             "bool" => self.bool(body, depth),
             "query_string" => {
@@ -522,7 +541,8 @@ fn set_default_field(q: &mut Query, field: &str) {
     match q {
         Query::Term { field: f @ None, .. }
         | Query::Phrase { field: f @ None, .. }
-        | Query::Prefix { field: f @ None, .. } => *f = Some(field.to_string()),
+        | Query::Prefix { field: f @ None, .. }
+        | Query::Wildcard { field: f @ None, .. } => *f = Some(field.to_string()),
         Query::Bool { must, should, must_not, filter } => {
             for c in must.iter_mut().chain(should).chain(must_not).chain(filter) {
                 set_default_field(c, field);
@@ -916,6 +936,34 @@ mod tests {
 
     fn boost(q: Query, boost: f32) -> Query {
         Query::Boost { query: Box::new(q), boost }
+    }
+
+    #[test]
+    fn wildcard_forms() {
+        let w = |f: &str, p: &str, ci: bool| Query::Wildcard {
+            field: Some(f.into()),
+            pattern: p.into(),
+            case_insensitive: ci,
+        };
+        assert_eq!(tr(json!({"wildcard": {"body": "te*t"}})).unwrap(), w("body", "te*t", false));
+        assert_eq!(tr(json!({"wildcard": {"body": {"wildcard": "x?"}}})).unwrap(), w("body", "x?", false));
+        assert_eq!(
+            tr(json!({"wildcard": {"tag": {"value": "R?d", "case_insensitive": true, "boost": 2}}})).unwrap(),
+            boost(w("tag", "R?d", true), 2.0)
+        );
+        // Inside `query_string` too, where a `?` is one character.
+        assert_eq!(
+            tr(json!({"query_string": {"query": "te?t", "default_field": "body"}})).unwrap(),
+            w("body", "te?t", false)
+        );
+        for bad in [
+            json!({"wildcard": {"body": {"value": "a*", "wildcard": "b*"}}}),
+            json!({"wildcard": {"body": {"value": "a*", "case_insensitive": "yes"}}}),
+            json!({"wildcard": {"body": {"value": "a*", "flags": "ALL"}}}),
+            json!({"wildcard": {"body": {}}}),
+        ] {
+            assert!(tr(bad.clone()).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -110,6 +110,7 @@ fn options(m: &Map<String, Value>, base: Option<&FieldOptions>) -> ApiResult<Fie
 struct Wanted {
     terms: HashSet<String>,
     prefixes: Vec<String>,
+    patterns: Vec<spirit::query::Pattern>,
 }
 
 /// Highlights hits of one query.
@@ -135,16 +136,22 @@ impl<'a> Highlighter<'a> {
         positive_leaves(query, &mut leaves);
         let mut wanted: HashMap<u16, Wanted> = HashMap::new();
         for leaf in leaves {
+            if let Query::Wildcard { field, pattern, .. } = leaf {
+                for id in leaf_fields(schema, field).into_iter().filter(|&id| text_field(id)) {
+                    // Text fields' terms are lowercase: so is the pattern, as the planner reads it.
+                    let lowered = schema.analyzer(id).normalize_prefix(pattern);
+                    if let Ok(p) = spirit::query::Pattern::parse(&lowered) {
+                        wanted.entry(id).or_default().patterns.push(p);
+                    }
+                }
+                continue;
+            }
             let (field, text, prefix) = match leaf {
                 Query::Term { field, text } | Query::Phrase { field, text, .. } => (field, text, false),
                 Query::Prefix { field, prefix } => (field, prefix, true),
                 _ => continue,
             };
-            let ids: Vec<u16> = match field {
-                Some(f) => schema.field_id(f).into_iter().collect(),
-                None => schema.default_search_fields(),
-            };
-            for id in ids.into_iter().filter(|&id| text_field(id)) {
+            for id in leaf_fields(schema, field).into_iter().filter(|&id| text_field(id)) {
                 let w = wanted.entry(id).or_default();
                 let analyzer = schema.analyzer(id);
                 if prefix {
@@ -171,7 +178,10 @@ impl<'a> Highlighter<'a> {
             for text in values {
                 let mut spans = vec![];
                 analyzer.analyze_spans(text, &mut |t, r| {
-                    if w.terms.contains(t) || w.prefixes.iter().any(|p| t.starts_with(p.as_str())) {
+                    if w.terms.contains(t)
+                        || w.prefixes.iter().any(|p| t.starts_with(p.as_str()))
+                        || w.patterns.iter().any(|p| p.matches(t))
+                    {
                         spans.push((r, t.to_string()));
                     }
                 });
@@ -192,6 +202,14 @@ impl<'a> Highlighter<'a> {
             }
         }
         (!out.is_empty()).then_some(Value::Object(out))
+    }
+}
+
+/// The fields a leaf searches: its own, or the index's default search fields.
+fn leaf_fields(schema: &Schema, field: &Option<String>) -> Vec<u16> {
+    match field {
+        Some(f) => schema.field_id(f).into_iter().collect(),
+        None => schema.default_search_fields(),
     }
 }
 

@@ -171,7 +171,7 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
         (s.call("GET", "/bad/_no_such_endpoint", None), 400, "illegal_argument_exception"),
         (s.call("PATCH", "/bad", None), 405, "illegal_argument_exception"),
         (
-            s.call("POST", "/bad/_search", Some(r#"{"query": {"wildcard": {"body": "x*y"}}}"#)),
+            s.call("POST", "/bad/_search", Some(r#"{"query": {"regexp": {"body": "x.*y"}}}"#)),
             400,
             "parsing_exception",
         ),
@@ -713,12 +713,12 @@ fn aggregations_answer_in_elasticsearch_shape() {
     );
     assert_eq!(a["first"], json!({"value": 1420243200000.0, "value_as_string": "2015-01-03T00:00:00.000Z"}));
     assert_eq!(a["prices"], json!({"count": 3, "min": 4.0, "max": 10.5, "avg": 7.5, "sum": 22.5}));
-    let decades: Vec<(f64, u64)> = a["decades"]["buckets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| (b["key"].as_f64().unwrap(), b["doc_count"].as_u64().unwrap()))
-        .collect();
+    // (key, count) of numeric buckets.
+    let numeric_buckets = |v: &Value| -> Vec<(f64, u64)> {
+        let buckets = v["buckets"].as_array().unwrap().iter();
+        buckets.map(|b| (b["key"].as_f64().unwrap(), b["doc_count"].as_u64().unwrap())).collect()
+    };
+    let decades = numeric_buckets(&a["decades"]);
     assert_eq!(decades, [(1800.0, 1), (1850.0, 0), (1900.0, 0), (1950.0, 3)], "empty buckets in between");
     assert_eq!(
         a["months"]["buckets"],
@@ -779,8 +779,25 @@ fn aggregations_answer_in_elasticsearch_shape() {
         json!({"doc_count_error_upper_bound": 0, "sum_other_doc_count": 4,
         "buckets": [{"key": "classic", "doc_count": 1}]})
     );
+    // `include` and `exclude` as lists of values; `missing`: documents without a value count as holding it.
+    let f = aggs(
+        r#"{"size": 0, "aggs": {
+            "g": {"terms": {"field": "genre", "include": ["scifi", "novel", "classic"], "exclude": ["novel"]}},
+            "p": {"terms": {"field": "price", "missing": 0, "order": {"_key": "asc"}}},
+            "y": {"terms": {"field": "year", "exclude": [1965, "1815"]}},
+            "n": {"terms": {"field": "genre", "missing": "none", "include": ["none"]}}}}"#,
+    );
+    assert_eq!(keys(&f["g"]), [json!("scifi"), json!("classic")]);
+    assert_eq!(numeric_buckets(&f["p"]), [(0.0, 1), (4.0, 1), (8.0, 1), (10.5, 1)], "{f}");
+    assert_eq!(numeric_buckets(&f["y"]), [(1961.0, 1), (1968.0, 1)], "{f}");
+    assert_eq!(f["n"]["buckets"], json!([]), "every document has a genre: {f}");
     // Refusals name what is missing; nothing is ignored.
     for (body, what) in [
+        (r#"{"aggs": {"g": {"terms": {"field": "year", "include": ["abc"]}}}}"#, "is not a number"),
+        (
+            r#"{"aggs": {"g": {"terms": {"field": "genre", "exclude": {"partition": 0, "num_partitions": 2}}}}}"#,
+            "partitions",
+        ),
         (r#"{"aggs": {"g": {"terms": {"field": "body"}}}}"#, "Text fields"),
         (r#"{"aggs": {"g": {"percentile_ranks": {"field": "price", "values": [5]}}}}"#, "percentile_ranks"),
         (r#"{"aggs": {"g": {"percentiles": {"field": "price", "percents": [101]}}}}"#, "from 0 to 100"),
@@ -1672,5 +1689,83 @@ fn bm25_parameters_from_the_default_similarity_score_and_persist() {
     }
     let ok = r#"{"settings": {"index.similarity.default.type": "bm25", "index.similarity.default.discount_overlaps": true}}"#;
     assert_eq!(s.call("PUT", "/ok", Some(ok)).0, 200);
+    s.stop();
+}
+
+/// `wildcard` queries (and `?`/`*` inside `query_string`): `*` any run, `?` one character; text fields match
+/// lowercased, keyword fields by case unless `case_insensitive`; highlighting marks the matching tokens; a
+/// numeric field or a pattern that expands to too many terms is a 400.
+#[test]
+fn wildcard_queries_match_terms_by_pattern() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let m = r#"{"mappings": {"properties": {"body": {"type": "text"}, "tag": {"type": "keyword"}, "n": {"type": "long"}}}}"#;
+    assert_eq!(s.call("PUT", "/w", Some(m)).0, 200);
+    let docs = [
+        ("1", "testing the text", "Red", 1),
+        ("2", "a tent and a test", "red", 2),
+        ("3", "nothing here", "blue", 3),
+        ("4", "toast at last", "RED", 4),
+    ];
+    for (id, body, tag, n) in docs {
+        let doc = format!(r#"{{"body": "{body}", "tag": "{tag}", "n": {n}}}"#);
+        assert_eq!(s.call("PUT", &format!("/w/_doc/{id}"), Some(&doc)).0, 201);
+    }
+    let ids = |q: &str| -> Vec<String> {
+        let (status, v) = s.call("POST", "/w/_search", Some(q));
+        assert_eq!(status, 200, "{q}: {v}");
+        let mut ids: Vec<String> =
+            v["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].as_str().unwrap().into()).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids(r#"{"query": {"wildcard": {"body": "te?t"}}}"#), ["1", "2"]);
+    assert_eq!(
+        ids(r#"{"query": {"wildcard": {"body": "TE*T"}}}"#),
+        ["1", "2"],
+        "text fields match lowercased"
+    );
+    assert_eq!(ids(r#"{"query": {"wildcard": {"body": {"value": "t*st"}}}}"#), ["2", "4"]);
+    assert_eq!(ids(r#"{"query": {"wildcard": {"body": "*ing"}}}"#), ["1", "3"], "testing, nothing");
+    assert_eq!(ids(r#"{"query": {"wildcard": {"tag": "r?d"}}}"#), ["2"]);
+    assert_eq!(
+        ids(r#"{"query": {"wildcard": {"tag": {"value": "r?d", "case_insensitive": true}}}}"#),
+        ["1", "2", "4"]
+    );
+    assert_eq!(ids(r#"{"query": {"wildcard": {"tag": "*"}}}"#), ["1", "2", "3", "4"]);
+    assert_eq!(ids(r#"{"query": {"query_string": {"query": "body:t??t AND tag:red"}}}"#), ["2"]);
+    // Constant score (as a prefix), boosted as asked.
+    let (_, v) = s.call(
+        "POST",
+        "/w/_search",
+        Some(r#"{"query": {"wildcard": {"body": {"value": "te?t", "boost": 3}}}}"#),
+    );
+    assert_eq!(v["hits"]["hits"][0]["_score"], json!(3.0), "{v}");
+    let (_, v) = s.call(
+        "POST",
+        "/w/_search",
+        Some(r#"{"query": {"wildcard": {"body": "te?t"}}, "highlight": {"fields": {"body": {}}}}"#),
+    );
+    let hl: Vec<String> = v["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["highlight"]["body"][0].as_str().unwrap().to_string())
+        .collect();
+    assert!(hl.contains(&"a <em>tent</em> and a <em>test</em>".to_string()), "{hl:?}");
+    assert!(hl.contains(&"testing the <em>text</em>".to_string()), "{hl:?}");
+    let r = s.call("POST", "/w/_search", Some(r#"{"query": {"wildcard": {"n": "1*"}}}"#));
+    assert_es_error(&r, 400, "illegal_argument_exception");
+    // Past 4096 terms a pattern is refused, as Lucene refuses too many clauses.
+    let mut bulk = String::new();
+    for i in 0..4200 {
+        bulk += &format!("{{\"index\": {{}}}}\n{{\"body\": \"word{i:05}\"}}\n");
+    }
+    assert_eq!(s.call("POST", "/w/_bulk", Some(&bulk)).0, 200);
+    let r = s.call("POST", "/w/_search", Some(r#"{"query": {"wildcard": {"body": "word*"}}}"#));
+    assert_es_error(&r, 400, "illegal_argument_exception");
+    assert!(r.1["error"]["reason"].as_str().unwrap().contains("more than 4096 terms"), "{}", r.1);
+    let (_, c) = s.call("POST", "/w/_count", Some(r#"{"query": {"wildcard": {"body": "word0001?"}}}"#));
+    assert_eq!(c["count"], json!(10));
     s.stop();
 }

@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 use serde_json::json;
 use spirit::query::aggs::{
-    Agg, AggKind, AggResult, AggValue, BucketKey, DateInterval, RangeSpec, TermsOrder,
+    Agg, AggKind, AggResult, AggValue, BucketKey, DateInterval, RangeSpec, TermsFilter, TermsOrder,
 };
 use spirit::query::{parse, Query};
 use spirit::schema::{format_date_millis, CalendarUnit};
@@ -87,12 +87,24 @@ fn requests() -> Vec<Agg> {
     vec![
         agg(
             "tags",
-            AggKind::Terms { field: "tag".into(), size: 3, min_doc_count: 1, order: TermsOrder::CountDesc },
+            AggKind::Terms {
+                field: "tag".into(),
+                size: 3,
+                min_doc_count: 1,
+                order: TermsOrder::CountDesc,
+                filter: Default::default(),
+            },
             vec![avg_n(), agg("prices", AggKind::Stats("price".into()), vec![])],
         ),
         agg(
             "tags_by_key",
-            AggKind::Terms { field: "tag".into(), size: 100, min_doc_count: 1, order: TermsOrder::KeyDesc },
+            AggKind::Terms {
+                field: "tag".into(),
+                size: 100,
+                min_doc_count: 1,
+                order: TermsOrder::KeyDesc,
+                filter: Default::default(),
+            },
             vec![],
         ),
         agg(
@@ -102,6 +114,7 @@ fn requests() -> Vec<Agg> {
                 size: 2,
                 min_doc_count: 1,
                 order: TermsOrder::Metric { agg: "avg_n".into(), stat: None, desc: true },
+                filter: Default::default(),
             },
             vec![avg_n()],
         ),
@@ -112,12 +125,19 @@ fn requests() -> Vec<Agg> {
                 size: 3,
                 min_doc_count: 1,
                 order: TermsOrder::Metric { agg: "prices".into(), stat: Some("max".into()), desc: false },
+                filter: Default::default(),
             },
             vec![agg("prices", AggKind::Stats("price".into()), vec![])],
         ),
         agg(
             "ns",
-            AggKind::Terms { field: "n".into(), size: 4, min_doc_count: 1, order: TermsOrder::CountAsc },
+            AggKind::Terms {
+                field: "n".into(),
+                size: 4,
+                min_doc_count: 1,
+                order: TermsOrder::CountAsc,
+                filter: Default::default(),
+            },
             vec![],
         ),
         agg(
@@ -125,7 +145,13 @@ fn requests() -> Vec<Agg> {
             AggKind::Histogram { field: "n".into(), interval: 10.0, offset: 5.0, min_doc_count: 0 },
             vec![agg(
                 "tags",
-                AggKind::Terms { field: "tag".into(), size: 2, min_doc_count: 1, order: TermsOrder::KeyAsc },
+                AggKind::Terms {
+                    field: "tag".into(),
+                    size: 2,
+                    min_doc_count: 1,
+                    order: TermsOrder::KeyAsc,
+                    filter: Default::default(),
+                },
                 vec![],
             )],
         ),
@@ -189,7 +215,54 @@ fn requests() -> Vec<Agg> {
         ),
         agg(
             "unmapped",
-            AggKind::Terms { field: "nope".into(), size: 10, min_doc_count: 1, order: TermsOrder::CountDesc },
+            AggKind::Terms {
+                field: "nope".into(),
+                size: 10,
+                min_doc_count: 1,
+                order: TermsOrder::CountDesc,
+                filter: Default::default(),
+            },
+            vec![],
+        ),
+        agg(
+            "tags_filtered",
+            AggKind::Terms {
+                field: "tag".into(),
+                size: 10,
+                min_doc_count: 1,
+                order: TermsOrder::KeyAsc,
+                filter: TermsFilter {
+                    include: Some(["t0", "t2", "u1", "zz"].map(String::from).to_vec()),
+                    exclude: vec!["t2".into()],
+                    missing: Some("t0".into()),
+                },
+            },
+            vec![avg_n()],
+        ),
+        agg(
+            "ns_missing",
+            AggKind::Terms {
+                field: "n".into(),
+                size: 5,
+                min_doc_count: 1,
+                order: TermsOrder::CountDesc,
+                filter: TermsFilter {
+                    include: None,
+                    exclude: vec!["3".into(), "-20".into()],
+                    missing: Some("7".into()),
+                },
+            },
+            vec![],
+        ),
+        agg(
+            "unmapped_missing",
+            AggKind::Terms {
+                field: "nope".into(),
+                size: 10,
+                min_doc_count: 1,
+                order: TermsOrder::CountDesc,
+                filter: TermsFilter { missing: Some("x".into()), ..Default::default() },
+            },
             vec![],
         ),
     ]
@@ -449,6 +522,32 @@ fn expected(docs: &[&Doc]) -> Flat {
         out.push((format!("/pct_price[{pct}]"), format!("{v:?}")));
     }
     out.push(("/unmapped#other".into(), "0".into()));
+    // tags_filtered: documents without a tag count as t0 (merged into its bucket); only t0, t2, u1, zz, but
+    // not t2; by key.
+    let mut tf = tag_counts(docs);
+    let untagged: Vec<&Doc> = docs.iter().copied().filter(|d| d.tags.is_empty()).collect();
+    tf.entry("t0".into()).or_default().extend(untagged);
+    out.push(("/tags_filtered#other".into(), "0".into()));
+    for (t, ds) in tf.iter().filter(|(t, ds)| !ds.is_empty() && ["t0", "u1"].contains(&t.as_str())) {
+        out.push((format!("/tags_filtered[{t}]"), ds.len().to_string()));
+        stats(format!("/tags_filtered[{t}]/avg_n"), &ns(ds), &mut out);
+    }
+    // ns_missing: documents without n count as 7; 3 and -20 left out; 5 by count descending, ties by value.
+    let mut nm: BTreeMap<i64, usize> = BTreeMap::new();
+    for d in docs {
+        *nm.entry(d.n.unwrap_or(7)).or_default() += 1;
+    }
+    let mut nm: Vec<(i64, usize)> = nm.into_iter().filter(|(n, _)| *n != 3 && *n != -20).collect();
+    nm.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    out.push(("/ns_missing#other".into(), nm.iter().skip(5).map(|r| r.1).sum::<usize>().to_string()));
+    for (n, c) in nm.iter().take(5) {
+        out.push((format!("/ns_missing[{}]", *n as f64), c.to_string()));
+    }
+    // unmapped_missing: every document as `x`.
+    out.push(("/unmapped_missing#other".into(), "0".into()));
+    if !docs.is_empty() {
+        out.push(("/unmapped_missing[x]".into(), docs.len().to_string()));
+    }
     out
 }
 
@@ -528,7 +627,13 @@ fn refusals_and_limits() {
     let run = |a: Agg| index.aggregate(&Query::MatchAll, &[a]).map(|r| r.1);
     let err = run(agg(
         "t",
-        AggKind::Terms { field: "body".into(), size: 10, min_doc_count: 1, order: TermsOrder::CountDesc },
+        AggKind::Terms {
+            field: "body".into(),
+            size: 10,
+            min_doc_count: 1,
+            order: TermsOrder::CountDesc,
+            filter: Default::default(),
+        },
         vec![],
     ))
     .unwrap_err()
@@ -581,8 +686,13 @@ fn refusals_and_limits() {
     index.add(json!({"_id": "4", "price": 0.0})).unwrap();
     let r = run(agg("c", AggKind::Cardinality("price".into()), vec![])).unwrap();
     assert_eq!(r[0].value, AggValue::Count(1));
-    let terms =
-        AggKind::Terms { field: "price".into(), size: 10, min_doc_count: 1, order: TermsOrder::CountDesc };
+    let terms = AggKind::Terms {
+        field: "price".into(),
+        size: 10,
+        min_doc_count: 1,
+        order: TermsOrder::CountDesc,
+        filter: Default::default(),
+    };
     let r = run(agg("t", terms, vec![])).unwrap();
     let AggValue::Buckets { buckets, .. } = &r[0].value else { panic!("buckets") };
     assert_eq!(buckets.len(), 1);
@@ -597,7 +707,13 @@ fn sees_every_acknowledged_document() {
     let index = open(dir.path(), 1);
     let reqs = [agg(
         "tags",
-        AggKind::Terms { field: "tag".into(), size: 10, min_doc_count: 1, order: TermsOrder::KeyAsc },
+        AggKind::Terms {
+            field: "tag".into(),
+            size: 10,
+            min_doc_count: 1,
+            order: TermsOrder::KeyAsc,
+            filter: Default::default(),
+        },
         vec![],
     )];
     for i in 0..50u64 {

@@ -62,12 +62,14 @@ pub enum AggKind {
         percents: Vec<f64>,
         keyed: bool,
     },
-    /// A bucket per value, the `size` first in `order`, those with at least `min_doc_count` documents.
+    /// A bucket per value, the `size` first in `order`, those with at least `min_doc_count` documents,
+    /// of the values `filter` admits.
     Terms {
         field: String,
         size: usize,
         min_doc_count: u64,
         order: TermsOrder,
+        filter: TermsFilter,
     },
     /// Buckets of width `interval` from `offset`; with `min_doc_count` 0 the empty ones between the first
     /// and the last are listed too.
@@ -91,6 +93,18 @@ pub enum AggKind {
     Filter(Query),
     /// A bucket per named query.
     Filters(Vec<(String, Query)>),
+}
+
+/// Which values a `terms` aggregation buckets: Elasticsearch's `include` and `exclude` as lists of exact
+/// values (numbers for a numeric field), and `missing`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TermsFilter {
+    /// Only these values (`None`: every value).
+    pub include: Option<Vec<String>>,
+    /// Never these values.
+    pub exclude: Vec<String>,
+    /// The documents without a value count as holding this one (merged into its bucket if others hold it).
+    pub missing: Option<String>,
 }
 
 /// Order of `terms` buckets (ties in key order).
@@ -318,8 +332,8 @@ impl<'a> Evaluator<'a> {
                 values.sort_by(f64::total_cmp);
                 AggValue::Percentiles(percents.iter().map(|&p| (p, percentile(&values, p))).collect())
             }
-            AggKind::Terms { field, size, min_doc_count, order } => {
-                self.terms(field, (*size, *min_doc_count, order), set, &a.aggs)?
+            AggKind::Terms { field, size, min_doc_count, order, filter } => {
+                self.terms(field, (*size, *min_doc_count, order, filter), set, &a.aggs)?
             }
             AggKind::Histogram { field, interval, offset, min_doc_count } => {
                 if !(interval.is_finite() && *interval > 0.0) {
@@ -560,10 +574,38 @@ impl<'a> Evaluator<'a> {
         Ok(self.keyword_split(field, name, set, false)?.into_iter().map(|(_, n, _)| n).collect())
     }
 
+    /// The documents of `set` without a value in `source`'s field (all of them for an unmapped field).
+    fn without_value(&self, source: &Source, name: &str, set: &DocSet) -> Result<DocSet> {
+        let with: Vec<Vec<u64>> = match *source {
+            Source::Unmapped => return Ok(set.clone()),
+            Source::Keywords(id) => {
+                let mut with: Vec<Vec<u64>> = vec![vec![]; set.len()];
+                for (_, docs) in self.keyword_docs(id, name)?.iter() {
+                    for (w, d) in with.iter_mut().zip(docs) {
+                        for &x in d {
+                            let i = x as usize / 64;
+                            if w.len() <= i {
+                                w.resize(i + 1, 0);
+                            }
+                            w[i] |= 1 << (x % 64);
+                        }
+                    }
+                }
+                with
+            }
+            Source::Numbers(id, _) => {
+                let mut with: Vec<Vec<u32>> = vec![vec![]; set.len()];
+                self.numbers(id, set, |shard, doc, _| with[shard].push(doc))?;
+                with.iter().map(|d| bitmap(d)).collect()
+            }
+        };
+        Ok(set.iter().zip(&with).map(|(d, w)| d.iter().copied().filter(|&x| !has(w, x)).collect()).collect())
+    }
+
     fn terms(
         &self,
         field: &str,
-        (size, min_doc_count, order): (usize, u64, &TermsOrder),
+        (size, min_doc_count, order, filter): (usize, u64, &TermsOrder, &TermsFilter),
         set: &DocSet,
         subs: &[Agg],
     ) -> Result<AggValue> {
@@ -573,7 +615,22 @@ impl<'a> Evaluator<'a> {
             _ => None,
         };
         // (key, count, the bucket's documents when sub-aggregations need them).
-        let mut rows: Vec<(BucketKey, u64, Option<DocSet>)> = match self.source(field, "terms", false)? {
+        let source = self.source(field, "terms", false)?;
+        // A value of `filter` as a bucket key of this field: a number for a numeric field.
+        let key_of = |v: &String| -> Result<BucketKey> {
+            Ok(match source {
+                Source::Numbers(..) => BucketKey::Num(v.trim().parse::<f64>().map_err(|_| {
+                    Error::InvalidArgument(format!(
+                        "[{v}] is not a number, as the terms aggregation on numeric field [{field}] needs"
+                    ))
+                })?),
+                _ => BucketKey::Str(v.clone()),
+            })
+        };
+        let include =
+            filter.include.as_ref().map(|l| l.iter().map(key_of).collect::<Result<Vec<_>>>()).transpose()?;
+        let exclude = filter.exclude.iter().map(key_of).collect::<Result<Vec<_>>>()?;
+        let mut rows: Vec<(BucketKey, u64, Option<DocSet>)> = match source {
             Source::Unmapped => vec![],
             Source::Keywords(id) => self
                 .keyword_split(id, field, set, !subs.is_empty())?
@@ -594,6 +651,26 @@ impl<'a> Evaluator<'a> {
                     .collect()
             }
         };
+        if let Some(m) = &filter.missing {
+            let key = key_of(m)?;
+            let docs = self.without_value(&source, field, set)?;
+            let n: u64 = docs.iter().map(|d| d.len() as u64).sum();
+            if n > 0 {
+                match rows.iter_mut().find(|r| r.0 == key) {
+                    Some(r) => {
+                        r.1 += n;
+                        if let Some(d) = &mut r.2 {
+                            for (mine, more) in d.iter_mut().zip(docs) {
+                                mine.extend(more);
+                                mine.sort_unstable();
+                            }
+                        }
+                    }
+                    None => rows.push((key, n, (!subs.is_empty()).then_some(docs))),
+                }
+            }
+        }
+        rows.retain(|r| include.as_ref().is_none_or(|l| l.contains(&r.0)) && !exclude.contains(&r.0));
         rows.retain(|r| r.1 >= min_doc_count);
         let by_key = |a: &BucketKey, b: &BucketKey| match (a, b) {
             (BucketKey::Num(x), BucketKey::Num(y)) => x.total_cmp(y),

@@ -23,6 +23,12 @@ pub enum Query {
     Phrase { field: Option<String>, text: String, slop: u32 },
     /// Every term starting with `prefix` (`pre*`), lowercased, not stemmed.
     Prefix { field: Option<String>, prefix: String },
+    /// Every term matching `pattern` (Elasticsearch's `wildcard` query; `te?t*` in a query string): `*`
+    /// stands for any run of characters (none too), `?` for exactly one, `\` makes the next character
+    /// literal ([`crate::query::Pattern`]). On text fields the pattern is lowercased as a prefix is (not
+    /// stemmed); with `case_insensitive` a keyword field's terms match whatever their case. Constant
+    /// score, as a prefix.
+    Wildcard { field: Option<String>, pattern: String, case_insensitive: bool },
     /// A range over a numeric or date field (`price:[10 TO 20]`, `date:{* TO 2015-01-01]`).
     /// Bounds are raw strings, interpreted by the field's type.
     Range { field: String, lower: Bound<String>, upper: Bound<String> },

@@ -501,8 +501,7 @@ fn weight_boosted(n: &Node, ctx: &mut Ctx<'_>, boost: f32) -> Result<Weight> {
             let biword = match biword {
                 Some(key) if ctx.segs.iter().any(|s| s.has_biwords()) => {
                     ctx.resolve_term(&key)?;
-                    let bm = Bm25Doc::new(idf, ctx.bm25, avgdl);
-                    Some(Box::new(Weight::Term { key, field: *field, idf, avgdl, bm }))
+                    Some(Box::new(Weight::Term { key, field: *field, idf, avgdl, bm: bm.clone() }))
                 }
                 _ => None,
             };
@@ -702,6 +701,7 @@ impl Norms<'_> {
 /// BM25 of one term: `idf · tf / (tf + k1·(1 − b + b·dl/avgdl))`, with the length term precomputed for
 /// each of the 256 one-byte norms (as Lucene's `BM25Scorer` caches it), so a document costs a table load,
 /// an add and a division. Built once per query term; every segment's scorer borrows it.
+#[derive(Clone)]
 pub(super) struct Bm25Doc {
     idf: f32,
     bm25: Bm25,

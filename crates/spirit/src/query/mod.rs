@@ -9,6 +9,7 @@ mod eval;
 pub mod parser;
 mod plan;
 mod scratch;
+mod wildcard;
 
 pub use ast::{FuzzyOptions, Query, MAX_SLOP};
 pub use cache::{CacheStats, ResultCache};
@@ -19,3 +20,4 @@ pub use eval::{
 pub use parser::{parse, parse_with, ParseError, ParseOptions};
 pub(crate) use plan::keys_with_prefix;
 pub use plan::{plan, plan_shards, Node};
+pub use wildcard::Pattern;

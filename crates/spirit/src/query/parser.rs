@@ -27,8 +27,9 @@
 //!   modifiers and `> <` begin a comparison; inside a word they are ordinary characters (`wi-fi`).
 //! - A word ending in one unescaped `*` is a prefix query (`pre*`). A lone `*` matches all documents, or,
 //!   under a field (`title:*`), is the prefix query with an empty prefix ("has any term in `title`").
-//!   `*:*` matches all documents. Any other unescaped `*` (`*foo`, `f*o`, `foo**`) is an error: wildcard
-//!   queries are not supported.
+//!   `*:*` matches all documents. A word with any other unescaped `*` or `?` is a wildcard query
+//!   ([`Query::Wildcard`]: `te?t`, `*ing`, `f*o*`): `*` any run of characters, `?` exactly one; it is
+//!   lowercased, not stemmed, as a prefix is.
 //! - A PHRASE is `"..."`; inside it `\"` is a quote and `\\` a backslash (any escaped character stands
 //!   for itself).
 //! - A range bound is `*` (unbounded), a quoted string, or a run of characters other than whitespace and
@@ -152,7 +153,7 @@ struct Word {
     text: String,
     /// Whether any character was escaped (an escaped word is never an operator or `*`).
     escaped: bool,
-    /// The unescaped `*`s: (byte offset in the input, byte index in `text`).
+    /// The unescaped `*`s and `?`s (wildcards): (byte offset in the input, byte index in `text`).
     stars: Vec<(usize, usize)>,
     /// `~` right after it (a fuzzy term): its edits, `None` for `AUTO` (a bare `~`); with the `~`'s offset.
     fuzzy: Option<(usize, Option<u8>)>,
@@ -317,7 +318,7 @@ impl<'a> Lexer<'a> {
             if ends_word(c) {
                 break;
             }
-            if c == '*' {
+            if c == '*' || c == '?' {
                 word.stars.push((self.pos, word.text.len()));
             }
             word.text.push(c);
@@ -690,19 +691,19 @@ fn is_lone_star(word: &Word) -> bool {
     !word.escaped && word.text == "*"
 }
 
-/// A term, a prefix (`pre*`) or match-all (`*`).
+/// A term, a prefix (`pre*`), match-all (`*`) or a wildcard pattern (`te?t*`).
 fn word_query(field: Option<&str>, word: Word) -> Result<Query, ParseError> {
     let field = field.map(str::to_owned);
     if let Some((at, max_edits)) = word.fuzzy {
         if let Some(&(star, _)) = word.stars.first() {
-            return Err(ParseError::new(star.min(at), "a fuzzy term ('~') cannot have a '*'"));
+            return Err(ParseError::new(star.min(at), "a fuzzy term ('~') cannot have a '*' or '?'"));
         }
         let options = super::ast::FuzzyOptions { max_edits, ..Default::default() };
         return Ok(Query::Fuzzy { field, text: word.text, options, analyzed: false });
     }
     match word.stars.as_slice() {
         [] => Ok(Query::Term { field, text: word.text }),
-        [(_, index)] if index + 1 == word.text.len() => {
+        [(_, index)] if index + 1 == word.text.len() && word.text.ends_with('*') => {
             if word.text.len() == 1 && field.is_none() {
                 Ok(Query::MatchAll)
             } else {
@@ -711,10 +712,17 @@ fn word_query(field: Option<&str>, word: Word) -> Result<Query, ParseError> {
                 Ok(Query::Prefix { field, prefix })
             }
         }
-        [(offset, _), ..] => Err(ParseError::new(
-            *offset,
-            "wildcard queries are not supported (only a trailing '*' for a prefix query)",
-        )),
+        wilds => {
+            // The pattern: the wildcards as they are, every other `*`, `?` and `\` escaped.
+            let mut pattern = String::with_capacity(word.text.len() + 4);
+            for (i, c) in word.text.char_indices() {
+                if matches!(c, '*' | '?' | '\\') && !wilds.iter().any(|&(_, w)| w == i) {
+                    pattern.push('\\');
+                }
+                pattern.push(c);
+            }
+            Ok(Query::Wildcard { field, pattern, case_insensitive: false })
+        }
     }
 }
 
@@ -842,7 +850,8 @@ mod tests {
         assert_eq!(ok("c++"), t("c++"));
         assert_eq!(ok("yes!"), t("yes!"));
         assert_eq!(ok("a>b"), t("a>b"));
-        assert_eq!(ok("what?"), t("what?"));
+        // `?` is a wildcard, as in Lucene's syntax (see `wildcard_query`); escaped it is a character.
+        assert_eq!(ok(r"what\?"), t("what?"));
         assert_eq!(ok("a&&b"), t("a&&b"));
         assert_eq!(ok("TO"), t("TO"));
     }
@@ -900,6 +909,26 @@ mod tests {
         assert_eq!(ok("title:pre*"), prefix(Some("title"), "pre"));
         assert_eq!(ok(r"pre\**"), prefix(None, "pre*"));
         assert_eq!(ok(r"pre\*"), t("pre*"));
+    }
+
+    #[test]
+    fn wildcard_query() {
+        let w = |field: Option<&str>, pattern: &str| Query::Wildcard {
+            field: field.map(Into::into),
+            pattern: pattern.into(),
+            case_insensitive: false,
+        };
+        assert_eq!(ok("te?t"), w(None, "te?t"));
+        assert_eq!(ok("*foo"), w(None, "*foo"));
+        assert_eq!(ok("title:fo*o"), w(Some("title"), "fo*o"));
+        assert_eq!(ok("foo**"), w(None, "foo**"));
+        assert_eq!(ok("foo?"), w(None, "foo?"), "a trailing '?' is one character, not a prefix");
+        // Escaped wildcards and backslashes are literal in the pattern; an escaped word stays a term.
+        assert_eq!(ok(r"a\*b?"), w(None, r"a\*b?"));
+        assert_eq!(ok(r"a\*b*"), prefix(None, "a*b"));
+        assert_eq!(ok(r"a\\b?"), w(None, r"a\\b?"));
+        assert_eq!(ok(r"what\?"), t("what?"));
+        assert_eq!(ok("+a* -b?c"), bool_q(vec![prefix(None, "a")], vec![], vec![w(None, "b?c")]));
     }
 
     #[test]
@@ -1218,9 +1247,7 @@ mod tests {
 
     #[test]
     fn error_unsupported_syntax() {
-        fails("*foo", 0, "wildcard");
-        fails("fo*o", 2, "wildcard");
-        fails("foo**", 3, "wildcard");
+        fails("te?t~1", 2, "fuzzy");
         fails("foo~3", 3, "fuzzy");
         fails("foo~0.8", 3, "fuzzy");
         fails("foo~1~", 3, "fuzzy");
@@ -1321,6 +1348,15 @@ mod tests {
         ]
     }
 
+    /// A wildcard pattern a query-string word makes: letters, escaped `*` `?` `\\`, and wildcards — not a
+    /// lone trailing `*` (that word is a prefix).
+    fn wildcard_pattern() -> impl Strategy<Value = String> {
+        let piece = prop::sample::select(&["a", "b", "é", "*", "?", "\\*", "\\?", "\\\\"][..]);
+        prop::collection::vec(piece, 1..7).prop_map(|v| v.concat()).prop_filter("not a prefix", |p| {
+            crate::query::Pattern::parse(p).is_ok_and(|x| x.wildcards() > 0 && !x.is_prefix())
+        })
+    }
+
     fn phrase_text() -> impl Strategy<Value = String> {
         "[a-z \"\\\\*:()]{0,12}"
     }
@@ -1344,7 +1380,9 @@ mod tests {
             4 => (field.clone(), word_text()).prop_map(|(field, text)| Query::Term { field, text }),
             2 => (field.clone(), phrase_text(), prop::sample::select(&[0u32, 0, 1, 3][..]))
                 .prop_map(|(field, text, slop)| Query::Phrase { field, text, slop }),
-            2 => (field, word_text()).prop_map(|(field, prefix)| Query::Prefix { field, prefix }),
+            2 => (field.clone(), word_text()).prop_map(|(field, prefix)| Query::Prefix { field, prefix }),
+            1 => (field, wildcard_pattern())
+                .prop_map(|(field, pattern)| Query::Wildcard { field, pattern, case_insensitive: false }),
             2 => (field_name(), bound(), bound())
                 .prop_map(|(field, lower, upper)| Query::Range { field, lower, upper }),
             1 => Just(Query::MatchAll),
@@ -1421,9 +1459,10 @@ mod tests {
     fn common_field(query: &Query) -> Option<&str> {
         match query {
             Query::MatchAll => None,
-            Query::Term { field, .. } | Query::Phrase { field, .. } | Query::Prefix { field, .. } => {
-                field.as_deref()
-            }
+            Query::Term { field, .. }
+            | Query::Phrase { field, .. }
+            | Query::Prefix { field, .. }
+            | Query::Wildcard { field, .. } => field.as_deref(),
             Query::Range { field, .. } => Some(field),
             Query::Bool { must, should, must_not, filter } => {
                 let mut fields = must.iter().chain(should).chain(must_not).chain(filter).map(common_field);
@@ -1509,6 +1548,19 @@ mod tests {
             Query::Prefix { field, prefix } => {
                 field_prefix(field.as_deref(), style) + &escape_word(prefix) + "*"
             }
+            Query::Wildcard { field, pattern, .. } => {
+                // The pattern's escapes read back as the query string's; its wildcards stay as they are.
+                let mut out = field_prefix(field.as_deref(), style);
+                let mut chars = pattern.chars();
+                while let Some(c) = chars.next() {
+                    match c {
+                        '*' | '?' => out.push(c),
+                        '\\' => out += &escape_word(&chars.next().expect("a whole escape").to_string()),
+                        c => out += &escape_word(&c.to_string()),
+                    }
+                }
+                out
+            }
             Query::Range { field, lower, upper } => {
                 field_prefix(Some(field), style) + &print_range(lower, upper, style)
             }
@@ -1575,7 +1627,7 @@ mod tests {
             out.push('\\');
         }
         for c in text.chars() {
-            if c.is_whitespace() || "\\+-!():\"*[]{}^~<>&|".contains(c) {
+            if c.is_whitespace() || "\\+-!():\"*?[]{}^~<>&|".contains(c) {
                 out.push('\\');
             }
             out.push(c);

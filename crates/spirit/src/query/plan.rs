@@ -2,6 +2,7 @@
 //! prefixes.
 
 use super::ast::{FuzzyOptions, Query, MAX_SLOP};
+use super::wildcard::Pattern;
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, Snapshot};
 use crate::schema::{parse_date_millis, term_key, FieldType, Schema};
@@ -265,6 +266,50 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
             term_key(fid, &norm, &mut p);
             let keys = expand_prefix(snaps, &p)?;
             Ok(if keys.is_empty() { Node::Nothing } else { Node::TermSet { keys } })
+        })?,
+        Query::Wildcard { field, pattern, case_insensitive } => per_field(field, schema, |fid| {
+            let def = schema.field(fid);
+            if !def.ty.is_indexed_terms() {
+                return Err(Error::InvalidArgument(format!(
+                    "wildcard queries are not supported on {} field [{}]",
+                    def.ty.es_name(),
+                    def.name
+                )));
+            }
+            let text = def.ty == FieldType::Text;
+            // A keyword field matched whatever the case: both sides lowercased, and no literal prefix
+            // narrows the scan (the terms keep their case).
+            let fold = !text && *case_insensitive;
+            let lower = |s: &str| schema.analyzer(fid).normalize_prefix(s);
+            let pat = Pattern::parse(&if text || fold { lower(pattern) } else { pattern.clone() })
+                .map_err(Error::InvalidArgument)?;
+            if pat.matches_everything() {
+                return Ok(Node::Exists { field: fid });
+            }
+            let mut p = vec![];
+            term_key(fid, &if fold { String::new() } else { pat.literal_prefix() }, &mut p);
+            let (mut keys, mut over) = (BTreeSet::new(), false);
+            for_each_key_with_prefix(snaps, &p, &mut |key| {
+                if over || keys.contains(key) {
+                    return;
+                }
+                let Ok(t) = std::str::from_utf8(&key[2..]) else { return };
+                if if fold { pat.matches(&lower(t)) } else { pat.matches(t) } {
+                    keys.insert(key.to_vec());
+                    over = keys.len() > MAX_PREFIX_EXPANSION;
+                }
+            })?;
+            if over {
+                return Err(Error::InvalidArgument(format!(
+                    "wildcard query [{pattern}] expands to more than {MAX_PREFIX_EXPANSION} terms; make it more \
+                     specific"
+                )));
+            }
+            Ok(if keys.is_empty() {
+                Node::Nothing
+            } else {
+                Node::TermSet { keys: keys.into_iter().collect() }
+            })
         })?,
         Query::Range { field, lower, upper } => {
             let Some(fid) = schema.field_id(field) else { return Ok(Node::Nothing) };

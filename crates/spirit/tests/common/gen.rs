@@ -1,6 +1,6 @@
 //! Proptest strategies shared by the randomized tests: skewed words (so terms have very different
 //! frequencies and scores tie often), documents over a small id space (so adds replace), and query trees of
-//! every kind (term, phrase, prefix, keyword, range, match-all, nested bool).
+//! every kind (term, phrase, prefix, wildcard, keyword, range, match-all, nested bool).
 
 use super::RefDoc;
 use proptest::prelude::*;
@@ -45,6 +45,13 @@ pub fn leaf() -> impl Strategy<Value = Query> {
             .prop_map(|(field, a, b, c, slop)| Query::Phrase { field, text: format!("{a} {b} {c}"), slop }),
         1 => (field, 0usize..10, 1usize..3).prop_map(|(field, w, n)| Query::Prefix { field, prefix: WORDS[w][..n].to_string() }),
         1 => (0usize..3).prop_map(|t| Query::Term { field: Some("tag".into()), text: TAGS[t].into() }),
+        1 => (0usize..4, 0usize..10, proptest::collection::vec(0u8..5, 1..5), any::<bool>()).prop_map(
+            |(f, w, ops, case_insensitive)| {
+                let field = [None, Some("title"), Some("body"), Some("tag")][f].map(str::to_string);
+                let base = if f == 3 { TAGS[w % 3] } else { WORDS[w] };
+                Query::Wildcard { field, pattern: wildcard_of(base, &ops), case_insensitive }
+            }
+        ),
         1 => (0i64..40, 0i64..20, any::<bool>()).prop_map(|(lo, w, inc)| Query::Range {
             field: "n".into(),
             lower: if inc { Bound::Included(lo.to_string()) } else { Bound::Excluded(lo.to_string()) },
@@ -54,6 +61,30 @@ pub fn leaf() -> impl Strategy<Value = Query> {
         1 => proptest::collection::vec(0u32..30, 0..4)
             .prop_map(|ids| Query::Ids { values: ids.into_iter().map(|i| format!("d{i}")).collect() }),
     ]
+}
+
+/// A wildcard pattern made from `word`, character by character as `ops` (cycled) say: keep it, `?`, `*` in
+/// place of it and the next, upper-case it, or `*` before it.
+pub fn wildcard_of(word: &str, ops: &[u8]) -> String {
+    let chars: Vec<char> = word.chars().collect();
+    let (mut out, mut i) = (String::new(), 0);
+    while i < chars.len() {
+        match ops[i % ops.len()] {
+            1 => out.push('?'),
+            2 => {
+                out.push('*');
+                i += 1;
+            }
+            3 => out.extend(chars[i].to_uppercase()),
+            4 => {
+                out.push('*');
+                out.push(chars[i]);
+            }
+            _ => out.push(chars[i]),
+        }
+        i += 1;
+    }
+    out
 }
 
 /// `q`, now and then boosted (a factor of 0 included: the clause matches and adds nothing).

@@ -187,6 +187,22 @@ impl Reference {
                     })
                     .then_some(1.0)
             }
+            Query::Wildcard { field, pattern, case_insensitive } => {
+                let fields: Vec<&str> = match field.as_deref() {
+                    None => TEXT_FIELDS.to_vec(),
+                    Some(f) => vec![f],
+                };
+                let chars = |s: &str| s.chars().collect::<Vec<char>>();
+                let lower = chars(&pattern.to_lowercase());
+                fields
+                    .iter()
+                    .any(|f| match *f {
+                        "tag" if *case_insensitive => glob(&lower, &chars(&d.tag.to_lowercase())),
+                        "tag" => glob(&chars(pattern), &chars(&d.tag)),
+                        f => d.field(f).is_some_and(|ts| ts.iter().any(|t| glob(&lower, &chars(t)))),
+                    })
+                    .then_some(1.0)
+            }
             Query::Range { field, lower, upper } => {
                 assert_eq!(field, "n");
                 let x = d.n as f64;
@@ -432,5 +448,16 @@ pub fn verify_newest(
 pub fn check_newest(reference: &Reference, q: &Query, total: u64, hits: &[String], k: usize, ctx: &str) {
     if let Err(e) = verify_newest(reference, q, total, hits, k) {
         panic!("{ctx}: {e}");
+    }
+}
+
+/// Whether `text` matches wildcard pattern `p` (`*` any run, `?` one character; the generator makes no
+/// escapes), by the definition: every way of splitting the text among the pattern's pieces.
+pub fn glob(p: &[char], t: &[char]) -> bool {
+    match p.split_first() {
+        None => t.is_empty(),
+        Some(('*', rest)) => (0..=t.len()).any(|k| glob(rest, &t[k..])),
+        Some(('?', rest)) => !t.is_empty() && glob(rest, &t[1..]),
+        Some((c, rest)) => t.first() == Some(c) && glob(rest, &t[1..]),
     }
 }
