@@ -4,7 +4,7 @@
 //! (`best_fields`, `most_fields`, `phrase` with `slop`; scored as the sum over fields), `term`, `terms` (constant score,
 //! as in Elasticsearch), `exists`, `constant_score`, `dis_max` (`tie_breaker` from 0 to 1), `range`
 //! (`gt`/`gte`/`lt`/`lte`), `prefix`, `wildcard` (`*` and `?`; `value` or `wildcard`, `case_insensitive`),
-//! `bool` (`must`, `should`, `must_not`, `filter`,
+//! `match_bool_prefix` (the last token a prefix), `bool` (`must`, `should`, `must_not`, `filter`,
 //! `minimum_should_match`: a count, negative count, percentage, negative percentage or conditions, on `bool` and on
 //! `match`) and `query_string` (spirit's Lucene-style syntax, `^` boosts included), each
 //! with Elasticsearch's `boost` parameter (and `multi_match`'s per-field `"title^3"`): the clause's score
@@ -110,6 +110,23 @@ impl<'a> Translator<'a> {
                     Some(options) => self.fuzzy_match(Some(field), &text, and, options)?,
                     None => self.match_field(Some(field), &text, and)?,
                 };
+                boosted(with_minimum_should_match(q, params.get("minimum_should_match"))?, &params)
+            }
+            "match_bool_prefix" => {
+                let (field, params) = single_field(kind, body, "query")?;
+                check_keys(
+                    kind,
+                    &params,
+                    &["query", "operator", "boost", "analyzer", "minimum_should_match"],
+                )?;
+                if params.get("analyzer").is_some() {
+                    return Err(ApiError::unsupported(
+                        "[match_bool_prefix] with an [analyzer] other than the field's",
+                    ));
+                }
+                let text = scalar_text(kind, params.get("query"))?;
+                let and = operator_is_and(kind, &params)?;
+                let q = self.bool_prefix(field, &text, and)?;
                 boosted(with_minimum_should_match(q, params.get("minimum_should_match"))?, &params)
             }
             "match_phrase" => {
@@ -349,6 +366,39 @@ impl<'a> Translator<'a> {
             1 => terms.pop().expect("one term"),
             _ if and => Query::Bool { must: terms, should: vec![], must_not: vec![], filter: vec![] },
             _ => Query::Bool { must: vec![], should: terms, must_not: vec![], filter: vec![] },
+        })
+    }
+
+    /// `match_bool_prefix`: the text's tokens as `match` takes them, but the last one analysis keeps becomes a
+    /// prefix query of its analyzed form (Elasticsearch analyzes the text and makes its last token the
+    /// prefix: stemmed, and stop words after it dropped); a keyword field's whole value is one prefix.
+    fn bool_prefix(&mut self, field: String, text: &str, and: bool) -> ApiResult<Query> {
+        let id = self.schema.field_id(&field);
+        if id.is_some_and(|id| self.schema.field(id).ty != FieldType::Text) {
+            self.leaf()?;
+            return Ok(Query::Prefix { field: Some(field), prefix: text.to_string() });
+        }
+        let mut raw = vec![];
+        spirit::analysis::tokenize(text, &mut |t| raw.push(t.to_string()));
+        // The last token analysis keeps, analyzed (one token in, at most one term out).
+        let analyzed = |t: &str| match id {
+            Some(id) => self.schema.analyzer(id).analyze_to_vec(t).into_iter().next().map(|x| x.0),
+            None => Some(t.to_string()),
+        };
+        let last = raw.iter().enumerate().rev().find_map(|(i, t)| analyzed(t).map(|p| (i, p)));
+        let mut clauses = vec![];
+        if let Some((i, prefix)) = last {
+            for t in &raw[..i] {
+                self.leaf()?;
+                clauses.push(Query::Term { field: Some(field.clone()), text: t.clone() });
+            }
+            self.leaf()?;
+            clauses.push(Query::Prefix { field: Some(field), prefix });
+        }
+        Ok(match clauses.len() {
+            1 => clauses.pop().expect("one clause"),
+            _ if and => Query::Bool { must: clauses, should: vec![], must_not: vec![], filter: vec![] },
+            _ => Query::Bool { must: vec![], should: clauses, must_not: vec![], filter: vec![] },
         })
     }
 
@@ -936,6 +986,41 @@ mod tests {
 
     fn boost(q: Query, boost: f32) -> Query {
         Query::Boost { query: Box::new(q), boost }
+    }
+
+    #[test]
+    fn match_bool_prefix_forms() {
+        let pre = |f: &str, p: &str| Query::Prefix { field: Some(f.into()), prefix: p.into() };
+        let should =
+            |c: Vec<Query>| Query::Bool { must: vec![], should: c, must_not: vec![], filter: vec![] };
+        assert_eq!(
+            tr(json!({"match_bool_prefix": {"body": "Quick brown F"}})).unwrap(),
+            should(vec![term("body", "quick"), term("body", "brown"), pre("body", "f")])
+        );
+        assert_eq!(tr(json!({"match_bool_prefix": {"body": {"query": "fo"}}})).unwrap(), pre("body", "fo"));
+        let and = tr(json!({"match_bool_prefix": {"body": {"query": "a b", "operator": "and", "boost": 2}}}))
+            .unwrap();
+        let must = Query::Bool {
+            must: vec![term("body", "a"), pre("body", "b")],
+            should: vec![],
+            must_not: vec![],
+            filter: vec![],
+        };
+        assert_eq!(and, boost(must, 2.0));
+        assert!(matches!(
+            tr(json!({"match_bool_prefix": {"body": {"query": "a b c", "minimum_should_match": 2}}})).unwrap(),
+            Query::AtLeast { min: 2, ref of } if matches!(of[..], [_, _, Query::Prefix { .. }])
+        ));
+        // A keyword field's whole value is the prefix; no token makes an empty query.
+        assert_eq!(tr(json!({"match_bool_prefix": {"tag": "Red Ap"}})).unwrap(), pre("tag", "Red Ap"));
+        assert_eq!(tr(json!({"match_bool_prefix": {"body": "!!"}})).unwrap(), should(vec![]));
+        for bad in [
+            json!({"match_bool_prefix": {"body": {"query": "a", "fuzziness": "AUTO"}}}),
+            json!({"match_bool_prefix": {"body": {"query": "a", "analyzer": "standard"}}}),
+            json!({"match_bool_prefix": {"body": {"query": "a", "operator": "xor"}}}),
+        ] {
+            assert!(tr(bad.clone()).is_err(), "{bad}");
+        }
     }
 
     #[test]

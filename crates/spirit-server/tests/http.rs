@@ -1769,3 +1769,54 @@ fn wildcard_queries_match_terms_by_pattern() {
     assert_eq!(c["count"], json!(10));
     s.stop();
 }
+
+/// `match_bool_prefix`: every token a term but the last, a prefix — of its analyzed form, as Elasticsearch
+/// analyzes the text first (stemmed on an english field, a trailing stop word dropped).
+#[test]
+fn match_bool_prefix_makes_the_last_token_a_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let m = r#"{"mappings": {"properties": {"body": {"type": "text"}, "en": {"type": "text", "analyzer": "english"}}}}"#;
+    assert_eq!(s.call("PUT", "/mb", Some(m)).0, 200);
+    let docs = [
+        ("1", "quick brown fox", "the runner"),
+        ("2", "quick brown foxes jump", "she runs"),
+        ("3", "slow brown dog", "a long walk"),
+        ("4", "quick fog", "running late"),
+    ];
+    for (id, body, en) in docs {
+        let doc = format!(r#"{{"body": "{body}", "en": "{en}"}}"#);
+        assert_eq!(s.call("PUT", &format!("/mb/_doc/{id}"), Some(&doc)).0, 201);
+    }
+    let ids = |q: &str| -> Vec<String> {
+        let (status, v) = s.call("POST", "/mb/_search", Some(q));
+        assert_eq!(status, 200, "{q}: {v}");
+        let mut ids: Vec<String> =
+            v["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].as_str().unwrap().into()).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        ids(r#"{"query": {"match_bool_prefix": {"body": {"query": "quick fo", "operator": "and"}}}}"#),
+        ["1", "2", "4"]
+    );
+    assert_eq!(
+        ids(r#"{"query": {"match_bool_prefix": {"body": {"query": "brown fox", "operator": "and"}}}}"#),
+        ["1", "2"]
+    );
+    assert_eq!(ids(r#"{"query": {"match_bool_prefix": {"body": "slow fo"}}}"#), ["1", "2", "3", "4"]);
+    // `Running` analyzes to `run`: the prefix matches run (runs, running) and runner; `the` after it is a
+    // stop word, dropped before the last token is taken.
+    assert_eq!(ids(r#"{"query": {"match_bool_prefix": {"en": "Running the"}}}"#), ["1", "2", "4"]);
+    // The term clauses score by BM25, the prefix clause a constant 1, as Elasticsearch's prefix query.
+    let (_, v) =
+        s.call("POST", "/mb/_search", Some(r#"{"query": {"match_bool_prefix": {"body": "dog fo"}}}"#));
+    for h in v["hits"]["hits"].as_array().unwrap() {
+        let score = h["_score"].as_f64().unwrap();
+        match h["_id"].as_str().unwrap() {
+            "3" => assert!(score > 0.0 && score < 1.0, "dog alone: {v}"),
+            _ => assert_eq!(score, 1.0, "a fo* term alone: {v}"),
+        }
+    }
+    s.stop();
+}
