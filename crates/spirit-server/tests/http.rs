@@ -1711,14 +1711,7 @@ fn wildcard_queries_match_terms_by_pattern() {
         let doc = format!(r#"{{"body": "{body}", "tag": "{tag}", "n": {n}}}"#);
         assert_eq!(s.call("PUT", &format!("/w/_doc/{id}"), Some(&doc)).0, 201);
     }
-    let ids = |q: &str| -> Vec<String> {
-        let (status, v) = s.call("POST", "/w/_search", Some(q));
-        assert_eq!(status, 200, "{q}: {v}");
-        let mut ids: Vec<String> =
-            v["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].as_str().unwrap().into()).collect();
-        ids.sort();
-        ids
-    };
+    let ids = |q: &str| -> Vec<String> { hits_by_id(&s, "w", q).into_iter().map(|h| h.0).collect() };
     assert_eq!(ids(r#"{"query": {"wildcard": {"body": "te?t"}}}"#), ["1", "2"]);
     assert_eq!(
         ids(r#"{"query": {"wildcard": {"body": "TE*T"}}}"#),
@@ -1788,14 +1781,7 @@ fn match_bool_prefix_makes_the_last_token_a_prefix() {
         let doc = format!(r#"{{"body": "{body}", "en": "{en}"}}"#);
         assert_eq!(s.call("PUT", &format!("/mb/_doc/{id}"), Some(&doc)).0, 201);
     }
-    let ids = |q: &str| -> Vec<String> {
-        let (status, v) = s.call("POST", "/mb/_search", Some(q));
-        assert_eq!(status, 200, "{q}: {v}");
-        let mut ids: Vec<String> =
-            v["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].as_str().unwrap().into()).collect();
-        ids.sort();
-        ids
-    };
+    let ids = |q: &str| -> Vec<String> { hits_by_id(&s, "mb", q).into_iter().map(|h| h.0).collect() };
     assert_eq!(
         ids(r#"{"query": {"match_bool_prefix": {"body": {"query": "quick fo", "operator": "and"}}}}"#),
         ["1", "2", "4"]
