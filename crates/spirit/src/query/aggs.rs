@@ -576,30 +576,20 @@ impl<'a> Evaluator<'a> {
 
     /// The documents of `set` without a value in `source`'s field (all of them for an unmapped field).
     fn without_value(&self, source: &Source, name: &str, set: &DocSet) -> Result<DocSet> {
-        let with: Vec<Vec<u64>> = match *source {
+        // Per shard, the documents with a value, in order.
+        let mut with: DocSet = vec![vec![]; set.len()];
+        match *source {
             Source::Unmapped => return Ok(set.clone()),
             Source::Keywords(id) => {
-                let mut with: Vec<Vec<u64>> = vec![vec![]; set.len()];
                 for (_, docs) in self.keyword_docs(id, name)?.iter() {
-                    for (w, d) in with.iter_mut().zip(docs) {
-                        for &x in d {
-                            let i = x as usize / 64;
-                            if w.len() <= i {
-                                w.resize(i + 1, 0);
-                            }
-                            w[i] |= 1 << (x % 64);
-                        }
-                    }
+                    with.iter_mut().zip(docs).for_each(|(w, d)| w.extend_from_slice(d));
                 }
-                with
+                with.iter_mut().for_each(|w| w.sort_unstable());
             }
-            Source::Numbers(id, _) => {
-                let mut with: Vec<Vec<u32>> = vec![vec![]; set.len()];
-                self.numbers(id, set, |shard, doc, _| with[shard].push(doc))?;
-                with.iter().map(|d| bitmap(d)).collect()
-            }
-        };
-        Ok(set.iter().zip(&with).map(|(d, w)| d.iter().copied().filter(|&x| !has(w, x)).collect()).collect())
+            Source::Numbers(id, _) => self.numbers(id, set, |shard, doc, _| with[shard].push(doc))?,
+        }
+        let maps: Vec<Vec<u64>> = with.iter().map(|d| bitmap(d)).collect();
+        Ok(set.iter().zip(&maps).map(|(d, m)| d.iter().copied().filter(|&x| !has(m, x)).collect()).collect())
     }
 
     fn terms(
