@@ -104,8 +104,8 @@ impl<'v> Params<'v> {
         }
     }
 
-    /// `include` or `exclude` of a `terms` aggregation: a list of exact values (a string is a regular
-    /// expression in Elasticsearch, an object a partition: both refused by name).
+    /// `include` or `exclude` of a `terms` aggregation as a list of exact values (`None` for a regular
+    /// expression, [`Self::pattern`]'s; an object, a partition, is refused by name).
     fn values(&self, key: &str) -> ApiResult<Option<Vec<String>>> {
         match self.obj.get(key) {
             None | Some(Value::Null) => Ok(None),
@@ -118,15 +118,17 @@ impl<'v> Params<'v> {
                 })
                 .collect::<ApiResult<_>>()
                 .map(Some),
-            Some(Value::String(_)) => Err(ApiError::unsupported(format!(
-                "a regular expression as [{key}] of terms aggregation [{}] (give an array of exact values)",
-                self.name
-            ))),
+            Some(Value::String(_)) => Ok(None),
             Some(_) => Err(ApiError::unsupported(format!(
-                "partitions as [{key}] of terms aggregation [{}] (give an array of exact values)",
+                "partitions as [{key}] of terms aggregation [{}] (give an array of values or a regular expression)",
                 self.name
             ))),
         }
+    }
+
+    /// `include` or `exclude` of a `terms` aggregation as a regular expression (a string), if it is one.
+    fn pattern(&self, key: &str) -> Option<String> {
+        self.obj.get(key).and_then(Value::as_str).map(str::to_owned)
     }
 
     fn count(&self, key: &str, default: u64) -> ApiResult<u64> {
@@ -200,6 +202,8 @@ fn parse_kind(name: &str, ty: &str, v: &Value, tr: &mut Translator<'_>) -> ApiRe
             let filter = TermsFilter {
                 include: p.values("include")?,
                 exclude: p.values("exclude")?.unwrap_or_default(),
+                include_pattern: p.pattern("include"),
+                exclude_pattern: p.pattern("exclude"),
                 missing: p.scalar("missing")?,
             };
             AggKind::Terms {

@@ -4,6 +4,7 @@
 //! (`best_fields`, `most_fields`, `phrase` with `slop`; scored as the sum over fields), `term`, `terms` (constant score,
 //! as in Elasticsearch), `exists`, `constant_score`, `dis_max` (`tie_breaker` from 0 to 1), `range`
 //! (`gt`/`gte`/`lt`/`lte`), `prefix`, `wildcard` (`*` and `?`; `value` or `wildcard`, `case_insensitive`),
+//! `regexp` (Lucene's syntax; `flags`, `case_insensitive`; complement, intersection and intervals refused),
 //! `match_bool_prefix` (the last token a prefix), `bool` (`must`, `should`, `must_not`, `filter`,
 //! `minimum_should_match`: a count, negative count, percentage, negative percentage or conditions, on `bool` and on
 //! `match`) and `query_string` (spirit's Lucene-style syntax, `^` boosts included), each
@@ -18,7 +19,7 @@
 
 use crate::error::{ApiError, ApiResult};
 use serde_json::{Map, Value};
-use spirit::query::FuzzyOptions;
+use spirit::query::{FuzzyOptions, RegexpFlags};
 use spirit::schema::{FieldType, Schema};
 use spirit::Query;
 use std::ops::Bound;
@@ -271,13 +272,36 @@ impl<'a> Translator<'a> {
                     }
                     (v, w) => scalar_text(kind, v.or(w))?,
                 };
-                let case_insensitive = match params.get("case_insensitive") {
-                    None => false,
-                    Some(v) => v.as_bool().ok_or_else(|| {
-                        ApiError::parsing("[wildcard] [case_insensitive] must be a boolean")
-                    })?,
-                };
+                let case_insensitive = bool_param(kind, &params, "case_insensitive")?;
                 boosted(Query::Wildcard { field: Some(field), pattern, case_insensitive }, &params)
+            }
+            "regexp" => {
+                let (field, params) = single_field(kind, body, "value")?;
+                let keys =
+                    ["value", "flags", "case_insensitive", "max_determinized_states", "rewrite", "boost"];
+                check_keys(kind, &params, &keys)?;
+                self.leaf()?;
+                let pattern = scalar_text(kind, params.get("value"))?;
+                let flags = match params.get("flags") {
+                    None => RegexpFlags::ALL,
+                    Some(Value::String(f)) => RegexpFlags::parse(f).map_err(ApiError::parsing)?,
+                    Some(_) => {
+                        return Err(ApiError::parsing(
+                            "[regexp] [flags] must be a string of flags joined by '|', as in \"INTERSECTION|EMPTY\"",
+                        ))
+                    }
+                };
+                // A cap on the work of determinizing Lucene's automaton: the regex crate compiles to a lazy
+                // DFA under its own size limit instead, so the value is only checked.
+                if let Some(v) = params.get("max_determinized_states") {
+                    if v.as_u64().is_none_or(|n| n == 0) {
+                        return Err(ApiError::parsing(
+                            "[regexp] [max_determinized_states] must be a whole number of at least 1",
+                        ));
+                    }
+                }
+                let case_insensitive = bool_param(kind, &params, "case_insensitive")?;
+                boosted(Query::Regexp { field: Some(field), pattern, flags, case_insensitive }, &params)
             }
             "bool" => self.bool(body, depth),
             "query_string" => {
@@ -586,13 +610,25 @@ fn slop(kind: &str, key: &str, slop: Option<&Value>) -> ApiResult<u32> {
     })
 }
 
+/// `params[key]`: a boolean, false when absent.
+fn bool_param(kind: &str, params: &Map<String, Value>, key: &str) -> ApiResult<bool> {
+    match params.get(key) {
+        None => Ok(false),
+        Some(v) => {
+            v.as_bool().ok_or_else(|| ApiError::parsing(format!("[{kind}] [{key}] must be a boolean")))
+        }
+    }
+}
+
 /// Every term without a field in `q` searches `field` instead of the index's default fields.
 fn set_default_field(q: &mut Query, field: &str) {
     match q {
         Query::Term { field: f @ None, .. }
         | Query::Phrase { field: f @ None, .. }
         | Query::Prefix { field: f @ None, .. }
-        | Query::Wildcard { field: f @ None, .. } => *f = Some(field.to_string()),
+        | Query::Wildcard { field: f @ None, .. }
+        | Query::Regexp { field: f @ None, .. }
+        | Query::Fuzzy { field: f @ None, .. } => *f = Some(field.to_string()),
         Query::Bool { must, should, must_not, filter } => {
             for c in must.iter_mut().chain(should).chain(must_not).chain(filter) {
                 set_default_field(c, field);
@@ -1018,6 +1054,45 @@ mod tests {
             json!({"match_bool_prefix": {"body": {"query": "a", "fuzziness": "AUTO"}}}),
             json!({"match_bool_prefix": {"body": {"query": "a", "analyzer": "standard"}}}),
             json!({"match_bool_prefix": {"body": {"query": "a", "operator": "xor"}}}),
+        ] {
+            assert!(tr(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn regexp_forms() {
+        let re = |f: &str, p: &str, flags: RegexpFlags, ci: bool| Query::Regexp {
+            field: Some(f.into()),
+            pattern: p.into(),
+            flags,
+            case_insensitive: ci,
+        };
+        assert_eq!(
+            tr(json!({"regexp": {"body": "a.*"}})).unwrap(),
+            re("body", "a.*", RegexpFlags::ALL, false)
+        );
+        assert_eq!(
+            tr(json!({"regexp": {"tag": {"value": "R.d", "flags": "EMPTY|ANYSTRING", "case_insensitive": true,
+                "max_determinized_states": 20000, "rewrite": "constant_score", "boost": 2}}}))
+            .unwrap(),
+            boost(re("tag", "R.d", RegexpFlags::parse("EMPTY|ANYSTRING").unwrap(), true), 2.0)
+        );
+        assert_eq!(
+            tr(json!({"query_string": {"query": "/a.c/", "default_field": "body"}})).unwrap(),
+            re("body", "a.c", RegexpFlags::ALL, false)
+        );
+        // So does a fuzzy word (it used to keep the index's default fields).
+        assert!(matches!(
+            tr(json!({"query_string": {"query": "roam~1", "default_field": "body"}})).unwrap(),
+            Query::Fuzzy { field: Some(f), .. } if f == "body"
+        ));
+        for bad in [
+            json!({"regexp": {"body": {"value": "a", "flags": "ALL|NOPE"}}}),
+            json!({"regexp": {"body": {"value": "a", "flags": ["ALL"]}}}),
+            json!({"regexp": {"body": {"value": "a", "case_insensitive": 1}}}),
+            json!({"regexp": {"body": {"value": "a", "max_determinized_states": -1}}}),
+            json!({"regexp": {"body": {"value": "a", "flags_value": 255}}}),
+            json!({"regexp": {"body": {}}}),
         ] {
             assert!(tr(bad.clone()).is_err(), "{bad}");
         }

@@ -111,6 +111,7 @@ struct Wanted {
     terms: HashSet<String>,
     prefixes: Vec<String>,
     patterns: Vec<spirit::query::Pattern>,
+    regexps: Vec<spirit::query::Regexp>,
 }
 
 /// Highlights hits of one query.
@@ -142,6 +143,15 @@ impl<'a> Highlighter<'a> {
                     let lowered = schema.analyzer(id).normalize_prefix(pattern);
                     if let Ok(p) = spirit::query::Pattern::parse(&lowered) {
                         wanted.entry(id).or_default().patterns.push(p);
+                    }
+                }
+                continue;
+            }
+            if let Query::Regexp { field, pattern, flags, case_insensitive } = leaf {
+                // Not analyzed, as the planner reads it.
+                if let Ok(re) = spirit::query::Regexp::new(pattern, *flags, *case_insensitive) {
+                    for id in leaf_fields(schema, field).into_iter().filter(|&id| text_field(id)) {
+                        wanted.entry(id).or_default().regexps.push(re.clone());
                     }
                 }
                 continue;
@@ -181,6 +191,7 @@ impl<'a> Highlighter<'a> {
                     if w.terms.contains(t)
                         || w.prefixes.iter().any(|p| t.starts_with(p.as_str()))
                         || w.patterns.iter().any(|p| p.matches(t))
+                        || w.regexps.iter().any(|r| r.matches(t))
                     {
                         spans.push((r, t.to_string()));
                     }

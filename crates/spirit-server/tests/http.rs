@@ -171,7 +171,7 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
         (s.call("GET", "/bad/_no_such_endpoint", None), 400, "illegal_argument_exception"),
         (s.call("PATCH", "/bad", None), 405, "illegal_argument_exception"),
         (
-            s.call("POST", "/bad/_search", Some(r#"{"query": {"regexp": {"body": "x.*y"}}}"#)),
+            s.call("POST", "/bad/_search", Some(r#"{"query": {"span_term": {"body": "x"}}}"#)),
             400,
             "parsing_exception",
         ),
@@ -779,15 +779,18 @@ fn aggregations_answer_in_elasticsearch_shape() {
         json!({"doc_count_error_upper_bound": 0, "sum_other_doc_count": 4,
         "buckets": [{"key": "classic", "doc_count": 1}]})
     );
-    // `include` and `exclude` as lists of values; `missing`: documents without a value count as holding it.
+    // `include` and `exclude` as lists of values or regular expressions (matching whole values); `missing`:
+    // documents without a value count as holding it.
     let f = aggs(
         r#"{"size": 0, "aggs": {
             "g": {"terms": {"field": "genre", "include": ["scifi", "novel", "classic"], "exclude": ["novel"]}},
+            "r": {"terms": {"field": "genre", "include": ".*c.*", "exclude": "sc.*", "order": {"_key": "asc"}}},
             "p": {"terms": {"field": "price", "missing": 0, "order": {"_key": "asc"}}},
             "y": {"terms": {"field": "year", "exclude": [1965, "1815"]}},
             "n": {"terms": {"field": "genre", "missing": "none", "include": ["none"]}}}}"#,
     );
     assert_eq!(keys(&f["g"]), [json!("scifi"), json!("classic")]);
+    assert_eq!(keys(&f["r"]), [json!("classic")], "{f}");
     assert_eq!(numeric_buckets(&f["p"]), [(0.0, 1), (4.0, 1), (8.0, 1), (10.5, 1)], "{f}");
     assert_eq!(numeric_buckets(&f["y"]), [(1961.0, 1), (1968.0, 1)], "{f}");
     assert_eq!(f["n"]["buckets"], json!([]), "every document has a genre: {f}");
@@ -814,7 +817,8 @@ fn aggregations_answer_in_elasticsearch_shape() {
             r#"{"aggs": {"g": {"terms": {"field": "genre", "order": {"f>n": "desc"}}}}}"#,
             "a metric sub-aggregation",
         ),
-        (r#"{"aggs": {"g": {"terms": {"field": "genre", "include": "sc.*"}}}}"#, "include"),
+        (r#"{"aggs": {"g": {"terms": {"field": "year", "include": "19.*"}}}}"#, "not regular expressions"),
+        (r#"{"aggs": {"g": {"terms": {"field": "genre", "exclude": "(sc"}}}}"#, "invalid regular expression"),
         (r#"{"aggs": {"g": {"date_histogram": {"field": "at", "interval": "1d"}}}}"#, "fixed_interval"),
         (
             r#"{"aggs": {"g": {"date_histogram": {"field": "at", "calendar_interval": "fortnight"}}}}"#,
@@ -1760,6 +1764,89 @@ fn wildcard_queries_match_terms_by_pattern() {
     assert!(r.1["error"]["reason"].as_str().unwrap().contains("more than 4096 terms"), "{}", r.1);
     let (_, c) = s.call("POST", "/w/_count", Some(r#"{"query": {"wildcard": {"body": "word0001?"}}}"#));
     assert_eq!(c["count"], json!(10));
+    s.stop();
+}
+
+/// `regexp` (and `/.../` in query strings): Lucene's syntax matching whole terms, not analyzed, with
+/// `case_insensitive` and `flags`; Lucene's operators the engine has no equivalent for are refused by name.
+#[test]
+fn regexp_queries_match_whole_terms() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let m = r#"{"mappings": {"properties": {"body": {"type": "text"}, "tag": {"type": "keyword"}, "n": {"type": "long"}}}}"#;
+    assert_eq!(s.call("PUT", "/re", Some(m)).0, 200);
+    let docs = [
+        ("1", "jonathan wrote", "Red-1", 1),
+        ("2", "johnathon read", "red-2", 2),
+        ("3", "john and a+b", "blue", 3),
+        ("4", "nathan was here", "RED-3", 4),
+    ];
+    for (id, body, tag, n) in docs {
+        let doc = format!(r#"{{"body": "{body}", "tag": "{tag}", "n": {n}}}"#);
+        assert_eq!(s.call("PUT", &format!("/re/_doc/{id}"), Some(&doc)).0, 201);
+    }
+    let ids = |q: &str| -> Vec<String> { hits_by_id(&s, "re", q).into_iter().map(|h| h.0).collect() };
+    assert_eq!(ids(r#"{"query": {"regexp": {"body": "joh?n(ath[oa]n)"}}}"#), ["1", "2"]);
+    assert_eq!(ids(r#"{"query": {"regexp": {"body": {"value": "nath.*"}}}}"#), ["4"], "whole terms only");
+    assert_eq!(ids(r#"{"query": {"regexp": {"body": "JOHN"}}}"#), Vec::<String>::new(), "not analyzed");
+    assert_eq!(ids(r#"{"query": {"regexp": {"body": {"value": "JOHN", "case_insensitive": true}}}}"#), ["3"]);
+    assert_eq!(ids(r#"{"query": {"regexp": {"tag": "red-\\d"}}}"#), ["2"]);
+    assert_eq!(
+        ids(r#"{"query": {"regexp": {"tag": {"value": "red-[13]", "case_insensitive": true}}}}"#),
+        ["1", "4"]
+    );
+    assert_eq!(ids(r#"{"query": {"regexp": {"tag": "@"}}}"#), ["1", "2", "3", "4"], "'@' is any string");
+    assert_eq!(
+        ids(r#"{"query": {"regexp": {"tag": {"value": "b.*#", "flags": "EMPTY"}}}}"#),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        ids(r#"{"query": {"regexp": {"tag": {"value": "blue|red-2", "flags": "NONE"}}}}"#),
+        ["2", "3"]
+    );
+    assert_eq!(ids(r#"{"query": {"query_string": {"query": "body:/joh?n.*/ AND tag:blue"}}}"#), ["3"]);
+    assert_eq!(
+        ids(r#"{"query": {"query_string": {"query": "/.*than/", "default_field": "body"}}}"#),
+        ["1", "4"]
+    );
+    // Constant score, boosted as asked; highlighted.
+    let (_, v) = s.call(
+        "POST",
+        "/re/_search",
+        Some(r#"{"query": {"regexp": {"body": {"value": "jo.*", "boost": 2}}}, "highlight": {"fields": {"body": {}}}}"#),
+    );
+    assert_eq!(v["hits"]["hits"][0]["_score"], json!(2.0), "{v}");
+    let hl: Vec<&str> = v["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["highlight"]["body"][0].as_str().unwrap())
+        .collect();
+    assert!(hl.contains(&"<em>jonathan</em> wrote"), "{hl:?}");
+    // Refusals: Lucene's operators with no equivalent, malformed patterns, bad parameters, numeric fields.
+    for (q, reason) in [
+        (r#"{"regexp": {"body": "a~b"}}"#, "complement"),
+        (r#"{"regexp": {"body": "a&b"}}"#, "intersection"),
+        (r#"{"regexp": {"body": "<1-20>"}}"#, "interval"),
+        (r#"{"regexp": {"body": "(ab"}}"#, "invalid regular expression"),
+        (r#"{"regexp": {"n": "1.*"}}"#, "not supported on long field"),
+    ] {
+        let r = s.call("POST", "/re/_search", Some(&format!(r#"{{"query": {q}}}"#)));
+        assert_es_error(&r, 400, "illegal_argument_exception");
+        assert!(r.1["error"]["reason"].as_str().unwrap().contains(reason), "{q}: {}", r.1);
+    }
+    for q in [
+        r#"{"regexp": {"body": {"value": "a", "flags": "BOGUS"}}}"#,
+        r#"{"regexp": {"body": {"value": "a", "flags": 3}}}"#,
+        r#"{"regexp": {"body": {"value": "a", "case_insensitive": "yes"}}}"#,
+        r#"{"regexp": {"body": {"value": "a", "max_determinized_states": 0}}}"#,
+        r#"{"regexp": {"body": {"value": "a", "flavour": 1}}}"#,
+    ] {
+        let r = s.call("POST", "/re/_search", Some(&format!(r#"{{"query": {q}}}"#)));
+        assert_eq!(r.0, 400, "{q}: {}", r.1);
+    }
+    let r = s.call("POST", "/re/_search", Some(r#"{"query": {"query_string": {"query": "body:/jo.*"}}}"#));
+    assert_eq!(r.0, 400, "an unclosed '/' is a syntax error: {}", r.1);
     s.stop();
 }
 

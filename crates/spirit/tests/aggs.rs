@@ -235,6 +235,7 @@ fn requests() -> Vec<Agg> {
                     include: Some(["t0", "t2", "u1", "zz"].map(String::from).to_vec()),
                     exclude: vec!["t2".into()],
                     missing: Some("t0".into()),
+                    ..Default::default()
                 },
             },
             vec![avg_n()],
@@ -250,6 +251,23 @@ fn requests() -> Vec<Agg> {
                     include: None,
                     exclude: vec!["3".into(), "-20".into()],
                     missing: Some("7".into()),
+                    ..Default::default()
+                },
+            },
+            vec![],
+        ),
+        agg(
+            "tags_regex",
+            AggKind::Terms {
+                field: "tag".into(),
+                size: 10,
+                min_doc_count: 1,
+                order: TermsOrder::KeyAsc,
+                filter: TermsFilter {
+                    include_pattern: Some("[tu].*".into()),
+                    exclude_pattern: Some("t[0-2]|u1".into()),
+                    missing: Some("none".into()),
+                    ..Default::default()
                 },
             },
             vec![],
@@ -542,6 +560,14 @@ fn expected(docs: &[&Doc]) -> Flat {
     out.push(("/ns_missing#other".into(), nm.iter().skip(5).map(|r| r.1).sum::<usize>().to_string()));
     for (n, c) in nm.iter().take(5) {
         out.push((format!("/ns_missing[{}]", *n as f64), c.to_string()));
+    }
+    // tags_regex: tags matching [tu].* but not t0, t1, t2 or u1 (so t3 to t5, u0), by key; the untagged
+    // ones' `none` matches neither.
+    out.push(("/tags_regex#other".into(), "0".into()));
+    for (t, ds) in tag_counts(docs) {
+        if !["t0", "t1", "t2", "u1"].contains(&t.as_str()) {
+            out.push((format!("/tags_regex[{t}]"), ds.len().to_string()));
+        }
     }
     // unmapped_missing: every document as `x`.
     out.push(("/unmapped_missing#other".into(), "0".into()));

@@ -18,6 +18,7 @@
 
 use super::eval::{matching_docs, watermarks, Watermarks};
 use super::plan::{keys_with_prefix, plan_shards, Node};
+use super::regexp::{Regexp, RegexpFlags};
 use super::Query;
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, Snapshot};
@@ -96,13 +97,17 @@ pub enum AggKind {
 }
 
 /// Which values a `terms` aggregation buckets: Elasticsearch's `include` and `exclude` as lists of exact
-/// values (numbers for a numeric field), and `missing`.
+/// values (numbers for a numeric field) or as regular expressions (keyword fields), and `missing`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TermsFilter {
     /// Only these values (`None`: every value).
     pub include: Option<Vec<String>>,
     /// Never these values.
     pub exclude: Vec<String>,
+    /// Only values this regular expression matches whole (Lucene's syntax, [`crate::query::Regexp`]).
+    pub include_pattern: Option<String>,
+    /// Never values this regular expression matches whole.
+    pub exclude_pattern: Option<String>,
     /// The documents without a value count as holding this one (merged into its bucket if others hold it).
     pub missing: Option<String>,
 }
@@ -620,6 +625,25 @@ impl<'a> Evaluator<'a> {
         let include =
             filter.include.as_ref().map(|l| l.iter().map(key_of).collect::<Result<Vec<_>>>()).transpose()?;
         let exclude = filter.exclude.iter().map(key_of).collect::<Result<Vec<_>>>()?;
+        // Regular expressions match string keys: refused on a numeric field, as Elasticsearch refuses them.
+        let pattern = |p: &Option<String>| -> Result<Option<Regexp>> {
+            let Some(p) = p else { return Ok(None) };
+            if matches!(source, Source::Numbers(..)) {
+                return Err(Error::InvalidArgument(format!(
+                    "the terms aggregation on numeric field [{field}] takes include/exclude as arrays of values, \
+                     not regular expressions"
+                )));
+            }
+            Regexp::new(p, RegexpFlags::ALL, false).map(Some).map_err(Error::InvalidArgument)
+        };
+        let (include_re, exclude_re) = (pattern(&filter.include_pattern)?, pattern(&filter.exclude_pattern)?);
+        let by_pattern = |k: &BucketKey| match k {
+            BucketKey::Str(s) => {
+                include_re.as_ref().is_none_or(|r| r.matches(s))
+                    && !exclude_re.as_ref().is_some_and(|r| r.matches(s))
+            }
+            _ => true,
+        };
         let mut rows: Vec<(BucketKey, u64, Option<DocSet>)> = match source {
             Source::Unmapped => vec![],
             Source::Keywords(id) => self
@@ -660,7 +684,9 @@ impl<'a> Evaluator<'a> {
                 }
             }
         }
-        rows.retain(|r| include.as_ref().is_none_or(|l| l.contains(&r.0)) && !exclude.contains(&r.0));
+        rows.retain(|r| {
+            include.as_ref().is_none_or(|l| l.contains(&r.0)) && !exclude.contains(&r.0) && by_pattern(&r.0)
+        });
         rows.retain(|r| r.1 >= min_doc_count);
         let by_key = |a: &BucketKey, b: &BucketKey| match (a, b) {
             (BucketKey::Num(x), BucketKey::Num(y)) => x.total_cmp(y),

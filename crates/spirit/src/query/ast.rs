@@ -4,6 +4,8 @@
 
 use std::ops::Bound;
 
+pub use super::regexp::RegexpFlags;
+
 /// The largest phrase slop accepted (Lucene's and Elasticsearch's slop is a Java `int`): past any document's
 /// length it changes nothing, so this only keeps the arithmetic on positions in range.
 pub const MAX_SLOP: u32 = i32::MAX as u32;
@@ -29,6 +31,12 @@ pub enum Query {
     /// stemmed); with `case_insensitive` a keyword field's terms match whatever their case. Constant
     /// score, as a prefix.
     Wildcard { field: Option<String>, pattern: String, case_insensitive: bool },
+    /// Every term the regular expression `pattern` matches whole (Elasticsearch's `regexp` query,
+    /// `/joh?n(ath[oa]n)/` in a query string), in Lucene's syntax with the optional operators `flags` allows
+    /// ([`crate::query::regexp`]). The pattern is not analyzed (Elasticsearch's `regexp` is not: on a text
+    /// field `Foo.*` matches no lowercased term); `case_insensitive` matches terms whatever their case.
+    /// Constant score, as a wildcard.
+    Regexp { field: Option<String>, pattern: String, flags: RegexpFlags, case_insensitive: bool },
     /// A range over a numeric or date field (`price:[10 TO 20]`, `date:{* TO 2015-01-01]`).
     /// Bounds are raw strings, interpreted by the field's type.
     Range { field: String, lower: Bound<String>, upper: Bound<String> },

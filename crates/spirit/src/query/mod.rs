@@ -8,6 +8,7 @@ mod cache;
 mod eval;
 pub mod parser;
 mod plan;
+pub mod regexp;
 mod scratch;
 mod wildcard;
 
@@ -20,4 +21,5 @@ pub use eval::{
 pub use parser::{parse, parse_with, ParseError, ParseOptions};
 pub(crate) use plan::keys_with_prefix;
 pub use plan::{plan, plan_shards, Node};
+pub use regexp::{Regexp, RegexpFlags};
 pub use wildcard::Pattern;

@@ -10,7 +10,7 @@
 //! ```text
 //! query    = clause { [ conj ] clause } ;
 //! clause   = [ modifier ] ( "*:*" | [ FIELD ":" ] value ) [ "^" BOOST ] ;
-//! value    = WORD | PHRASE | range | "(" query ")" ;
+//! value    = WORD | PHRASE | REGEXP | range | "(" query ")" ;
 //! range    = ( "[" | "{" ) bound "TO" bound ( "]" | "}" )
 //!          | ( ">" | ">=" | "<" | "<=" ) bound ;
 //! modifier = "+" | "-" | "NOT" | "!" ;
@@ -32,6 +32,10 @@
 //!   lowercased, not stemmed, as a prefix is.
 //! - A PHRASE is `"..."`; inside it `\"` is a quote and `\\` a backslash (any escaped character stands
 //!   for itself).
+//! - A REGEXP is `/.../` (`name:/joh?n(ath[oa]n)/`): a regular expression in Lucene's syntax that
+//!   matches whole terms ([`Query::Regexp`], every optional operator allowed, not analyzed), up to the next
+//!   unescaped `/`; `\/` inside is a `/`, other escapes are the pattern's. A `/` starts one only at the start
+//!   of a token (`and/or` is a word).
 //! - A range bound is `*` (unbounded), a quoted string, or a run of characters other than whitespace and
 //!   `] }` (`\` escapes). In `>=x`-style comparisons the value must follow the operator directly and ends
 //!   where a word would. Ranges need a field, written on the range or inherited from a group:
@@ -125,6 +129,8 @@ enum TokenKind {
     Word(Word),
     /// A quoted phrase, escapes resolved, and its slop (`"a b"~2`; 0 without `~`).
     Phrase(String, u32),
+    /// `/…/`: a regular expression, `\/` resolved to `/` (its other escapes are the pattern's own).
+    Regexp(String),
     /// `^N`: the boost of the clause before.
     Boost(f32),
     /// A complete range, `[a TO b}` or `>=a`.
@@ -243,6 +249,7 @@ impl<'a> Lexer<'a> {
                     TokenKind::Phrase(text, self.slop()?)
                 }
                 '[' | '{' => self.bracket_range()?,
+                '/' => self.regexp()?,
                 '>' | '<' => self.comparison()?,
                 ']' | '}' => {
                     return Err(ParseError::new(offset, format!("unexpected '{c}' outside a range")))
@@ -356,6 +363,30 @@ impl<'a> Lexer<'a> {
                 "a word's '~' (fuzzy) takes 0, 1 or 2 edits or none (AUTO), as in 'roam~1'",
             )),
         }
+    }
+
+    /// `/…/` from the current `/`: a regular expression up to the next unescaped `/`. `\/` is a `/`;
+    /// any other escape is kept as written, for the pattern to read.
+    fn regexp(&mut self) -> Result<TokenKind, ParseError> {
+        let open = self.pos;
+        self.bump();
+        let mut text = String::new();
+        loop {
+            match self.bump() {
+                Some('/') => return Ok(TokenKind::Regexp(text)),
+                Some('\\') => match self.bump() {
+                    Some('/') => text.push('/'),
+                    Some(c) => {
+                        text.push('\\');
+                        text.push(c);
+                    }
+                    None => break,
+                },
+                Some(c) => text.push(c),
+                None => break,
+            }
+        }
+        Err(ParseError::new(open, "unclosed regular expression: a '/' starts one, another must end it"))
     }
 
     /// A quoted string starting at the current `"`; returns its content with escapes resolved.
@@ -581,9 +612,11 @@ impl Parser<'_> {
                 self.pos += 2;
                 self.parse_field_value(name, offset, depth)?
             }
-            TokenKind::Word(_) | TokenKind::Phrase(..) | TokenKind::Range { .. } | TokenKind::LParen => {
-                self.parse_value(field, depth)?
-            }
+            TokenKind::Word(_)
+            | TokenKind::Phrase(..)
+            | TokenKind::Regexp(_)
+            | TokenKind::Range { .. }
+            | TokenKind::LParen => self.parse_value(field, depth)?,
             _ => {
                 let found = self.describe(self.pos);
                 let message = match operator {
@@ -622,7 +655,12 @@ impl Parser<'_> {
         match self.tokens.get(self.pos) {
             None => Err(ParseError::new(offset, format!("field '{}' has no value", name.text))),
             Some(Token {
-                kind: TokenKind::Word(_) | TokenKind::Phrase(..) | TokenKind::Range { .. } | TokenKind::LParen,
+                kind:
+                    TokenKind::Word(_)
+                    | TokenKind::Phrase(..)
+                    | TokenKind::Regexp(_)
+                    | TokenKind::Range { .. }
+                    | TokenKind::LParen,
                 ..
             }) => self.parse_value(Some(&name.text), depth),
             Some(token) => Err(ParseError::new(
@@ -645,6 +683,11 @@ impl Parser<'_> {
             TokenKind::Phrase(text, slop) => {
                 self.count_leaf(offset)?;
                 Ok(Query::Phrase { field: owned_field(), text, slop })
+            }
+            TokenKind::Regexp(pattern) => {
+                self.count_leaf(offset)?;
+                let (flags, case_insensitive) = (super::ast::RegexpFlags::ALL, false);
+                Ok(Query::Regexp { field: owned_field(), pattern, flags, case_insensitive })
             }
             TokenKind::Range { lower, upper } => {
                 let Some(field) = field else {
@@ -929,6 +972,26 @@ mod tests {
         assert_eq!(ok(r"a\\b?"), w(None, r"a\\b?"));
         assert_eq!(ok(r"what\?"), t("what?"));
         assert_eq!(ok("+a* -b?c"), bool_q(vec![prefix(None, "a")], vec![], vec![w(None, "b?c")]));
+    }
+
+    #[test]
+    fn regexp_query() {
+        let re = |field: Option<&str>, pattern: &str| Query::Regexp {
+            field: field.map(Into::into),
+            pattern: pattern.into(),
+            flags: crate::query::RegexpFlags::ALL,
+            case_insensitive: false,
+        };
+        assert_eq!(ok("/joh?n(ath[oa]n)/"), re(None, "joh?n(ath[oa]n)"));
+        assert_eq!(ok("name:/a b/^2"), re(Some("name"), "a b").boosted(2.0).unwrap());
+        // `\/` is a slash; other escapes stay for the pattern (`\.` a literal dot, `\\` a backslash).
+        assert_eq!(ok(r"/a\/b\.c\\/"), re(None, r"a/b\.c\\"));
+        assert_eq!(ok("+/x.*/ -y"), bool_q(vec![re(None, "x.*")], vec![], vec![t("y")]));
+        // Only at a token's start: inside a word a slash is a character.
+        assert_eq!(ok("and/or"), t("and/or"));
+        let e = parse("body:/jo.*").unwrap_err();
+        assert_eq!(e.offset, 5);
+        assert!(e.message.contains("unclosed regular expression"), "{}", e.message);
     }
 
     #[test]
@@ -1381,8 +1444,14 @@ mod tests {
             2 => (field.clone(), phrase_text(), prop::sample::select(&[0u32, 0, 1, 3][..]))
                 .prop_map(|(field, text, slop)| Query::Phrase { field, text, slop }),
             2 => (field.clone(), word_text()).prop_map(|(field, prefix)| Query::Prefix { field, prefix }),
-            1 => (field, wildcard_pattern())
+            1 => (field.clone(), wildcard_pattern())
                 .prop_map(|(field, pattern)| Query::Wildcard { field, pattern, case_insensitive: false }),
+            1 => (field, "([a-z/.*+?|()]|\\\\[.])+").prop_map(|(field, pattern)| Query::Regexp {
+                field,
+                pattern,
+                flags: crate::query::RegexpFlags::ALL,
+                case_insensitive: false
+            }),
             2 => (field_name(), bound(), bound())
                 .prop_map(|(field, lower, upper)| Query::Range { field, lower, upper }),
             1 => Just(Query::MatchAll),
@@ -1462,7 +1531,8 @@ mod tests {
             Query::Term { field, .. }
             | Query::Phrase { field, .. }
             | Query::Prefix { field, .. }
-            | Query::Wildcard { field, .. } => field.as_deref(),
+            | Query::Wildcard { field, .. }
+            | Query::Regexp { field, .. } => field.as_deref(),
             Query::Range { field, .. } => Some(field),
             Query::Bool { must, should, must_not, filter } => {
                 let mut fields = must.iter().chain(should).chain(must_not).chain(filter).map(common_field);
@@ -1561,6 +1631,22 @@ mod tests {
                 }
                 out
             }
+            Query::Regexp { field, pattern, .. } => {
+                // A `/` of the pattern escaped, its other characters (escapes too) as they are.
+                let mut out = field_prefix(field.as_deref(), style) + "/";
+                let mut chars = pattern.chars();
+                while let Some(c) = chars.next() {
+                    match c {
+                        '/' => out.push_str("\\/"),
+                        '\\' => {
+                            out.push(c);
+                            out.push(chars.next().expect("a whole escape"));
+                        }
+                        c => out.push(c),
+                    }
+                }
+                out + "/"
+            }
             Query::Range { field, lower, upper } => {
                 field_prefix(Some(field), style) + &print_range(lower, upper, style)
             }
@@ -1627,7 +1713,7 @@ mod tests {
             out.push('\\');
         }
         for c in text.chars() {
-            if c.is_whitespace() || "\\+-!():\"*?[]{}^~<>&|".contains(c) {
+            if c.is_whitespace() || "\\+-!():\"*?[]{}^~<>&|/".contains(c) {
                 out.push('\\');
             }
             out.push(c);

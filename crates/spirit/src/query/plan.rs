@@ -2,6 +2,7 @@
 //! prefixes.
 
 use super::ast::{FuzzyOptions, Query, MAX_SLOP};
+use super::regexp::Regexp;
 use super::wildcard::Pattern;
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, Snapshot};
@@ -286,29 +287,25 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
             if pat.matches_everything() {
                 return Ok(Node::Exists { field: fid });
             }
-            let mut p = vec![];
-            term_key(fid, &if fold { String::new() } else { pat.literal_prefix() }, &mut p);
-            let (mut keys, mut over) = (BTreeSet::new(), false);
-            for_each_key_with_prefix(snaps, &p, &mut |key| {
-                if over || keys.contains(key) {
-                    return;
-                }
-                let Ok(t) = std::str::from_utf8(&key[2..]) else { return };
-                if if fold { pat.matches(&lower(t)) } else { pat.matches(t) } {
-                    keys.insert(key.to_vec());
-                    over = keys.len() > MAX_PREFIX_EXPANSION;
-                }
-            })?;
-            if over {
+            let prefix = if fold { String::new() } else { pat.literal_prefix() };
+            let is_match = |t: &str| if fold { pat.matches(&lower(t)) } else { pat.matches(t) };
+            expand_matching(snaps, fid, &prefix, &is_match, &|| format!("wildcard query [{pattern}]"))
+        })?,
+        Query::Regexp { field, pattern, flags, case_insensitive } => per_field(field, schema, |fid| {
+            let def = schema.field(fid);
+            if !def.ty.is_indexed_terms() {
                 return Err(Error::InvalidArgument(format!(
-                    "wildcard query [{pattern}] expands to more than {MAX_PREFIX_EXPANSION} terms; make it more \
-                     specific"
+                    "regexp queries are not supported on {} field [{}]",
+                    def.ty.es_name(),
+                    def.name
                 )));
             }
-            Ok(if keys.is_empty() {
-                Node::Nothing
-            } else {
-                Node::TermSet { keys: keys.into_iter().collect() }
+            let re = Regexp::new(pattern, *flags, *case_insensitive).map_err(Error::InvalidArgument)?;
+            if re.matches_every_term() {
+                return Ok(Node::Exists { field: fid });
+            }
+            expand_matching(snaps, fid, re.literal_prefix(), &|t| re.matches(t), &|| {
+                format!("regexp query [{pattern}]")
             })
         })?,
         Query::Range { field, lower, upper } => {
@@ -513,6 +510,38 @@ fn for_each_key_with_prefix(snaps: &[&Snapshot], prefix: &[u8], f: &mut dyn FnMu
         }
     }
     Ok(())
+}
+
+/// The terms of field `fid` that start with `prefix` and `is_match` accepts (their text, without the key's
+/// field bytes), in any segment of the snapshots: the expansion of a wildcard or regexp (`what` names it in
+/// the error past [`MAX_PREFIX_EXPANSION`] terms).
+fn expand_matching(
+    snaps: &[&Snapshot],
+    fid: u16,
+    prefix: &str,
+    is_match: &dyn Fn(&str) -> bool,
+    what: &dyn Fn() -> String,
+) -> Result<Node> {
+    let mut p = vec![];
+    term_key(fid, prefix, &mut p);
+    let (mut keys, mut over) = (BTreeSet::new(), false);
+    for_each_key_with_prefix(snaps, &p, &mut |key| {
+        if over || keys.contains(key) {
+            return;
+        }
+        let Ok(t) = std::str::from_utf8(&key[2..]) else { return };
+        if is_match(t) {
+            keys.insert(key.to_vec());
+            over = keys.len() > MAX_PREFIX_EXPANSION;
+        }
+    })?;
+    if over {
+        return Err(Error::InvalidArgument(format!(
+            "{} expands to more than {MAX_PREFIX_EXPANSION} terms; make it more specific",
+            what()
+        )));
+    }
+    Ok(if keys.is_empty() { Node::Nothing } else { Node::TermSet { keys: keys.into_iter().collect() } })
 }
 
 /// Every term key starting with `prefix` in any segment of the snapshots.

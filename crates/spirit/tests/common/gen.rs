@@ -1,10 +1,10 @@
 //! Proptest strategies shared by the randomized tests: skewed words (so terms have very different
 //! frequencies and scores tie often), documents over a small id space (so adds replace), and query trees of
-//! every kind (term, phrase, prefix, wildcard, keyword, range, match-all, nested bool).
+//! every kind (term, phrase, prefix, wildcard, regexp, keyword, range, match-all, nested bool).
 
 use super::RefDoc;
 use proptest::prelude::*;
-use spirit::query::Query;
+use spirit::query::{Query, RegexpFlags};
 use std::ops::Bound;
 
 pub const WORDS: [&str; 10] =
@@ -52,6 +52,14 @@ pub fn leaf() -> impl Strategy<Value = Query> {
                 Query::Wildcard { field, pattern: wildcard_of(base, &ops), case_insensitive }
             }
         ),
+        1 => (0usize..4, 0usize..10, proptest::collection::vec(0u8..7, 1..5), any::<bool>()).prop_map(
+            |(f, w, ops, case_insensitive)| {
+                let field = [None, Some("title"), Some("body"), Some("tag")][f].map(str::to_string);
+                let base = if f == 3 { TAGS[w % 3] } else { WORDS[w] };
+                let pattern = regexp_of(base, &ops);
+                Query::Regexp { field, pattern, flags: RegexpFlags::ALL, case_insensitive }
+            }
+        ),
         1 => (0i64..40, 0i64..20, any::<bool>()).prop_map(|(lo, w, inc)| Query::Range {
             field: "n".into(),
             lower: if inc { Bound::Included(lo.to_string()) } else { Bound::Excluded(lo.to_string()) },
@@ -81,6 +89,31 @@ pub fn wildcard_of(word: &str, ops: &[u8]) -> String {
                 out.push(chars[i]);
             }
             _ => out.push(chars[i]),
+        }
+        i += 1;
+    }
+    out
+}
+
+/// A regular expression made from `word`, character by character as `ops` (cycled) say: keep it, `.`,
+/// `.*` in place of it and the next, upper-case it, a class `[cq]` of it and `q`, make it optional (`c?`),
+/// or the alternation `(c|q)` — the constructs [`super::regexp_matches`] understands.
+pub fn regexp_of(word: &str, ops: &[u8]) -> String {
+    let chars: Vec<char> = word.chars().collect();
+    let (mut out, mut i) = (String::new(), 0);
+    while i < chars.len() {
+        let c = chars[i];
+        match ops[i % ops.len()] {
+            1 => out.push('.'),
+            2 => {
+                out.push_str(".*");
+                i += 1;
+            }
+            3 => out.extend(c.to_uppercase()),
+            4 => out.push_str(&format!("[{c}q]")),
+            5 => out.push_str(&format!("{c}?")),
+            6 => out.push_str(&format!("({c}|q)")),
+            _ => out.push(c),
         }
         i += 1;
     }

@@ -203,6 +203,21 @@ impl Reference {
                     })
                     .then_some(1.0)
             }
+            Query::Regexp { field, pattern, case_insensitive, .. } => {
+                // Not analyzed: the pattern meets the terms as they are.
+                let fields: Vec<&str> = match field.as_deref() {
+                    None => TEXT_FIELDS.to_vec(),
+                    Some(f) => vec![f],
+                };
+                let ci = *case_insensitive;
+                fields
+                    .iter()
+                    .any(|f| match *f {
+                        "tag" => regexp_matches(pattern, &d.tag, ci),
+                        f => d.field(f).is_some_and(|ts| ts.iter().any(|t| regexp_matches(pattern, t, ci))),
+                    })
+                    .then_some(1.0)
+            }
             Query::Range { field, lower, upper } => {
                 assert_eq!(field, "n");
                 let x = d.n as f64;
@@ -453,6 +468,63 @@ pub fn check_newest(reference: &Reference, q: &Query, total: u64, hits: &[String
 
 /// Whether `text` matches wildcard pattern `p` (`*` any run, `?` one character; the generator makes no
 /// escapes), by the definition: every way of splitting the text among the pattern's pieces.
+/// Whether `term` matches the whole of a pattern of [`gen::regexp_of`]'s constructs (`c`, `.`, `.*`, `c?`,
+/// `[cq]`, `(c|q)`), case-folded with `ci`: a model independent of the engine's regex translation.
+pub fn regexp_matches(pattern: &str, term: &str, ci: bool) -> bool {
+    #[derive(Clone)]
+    enum Item {
+        /// One character of the set.
+        One(Vec<char>),
+        /// Any one character.
+        Any,
+        AnyRun,
+        Optional(char),
+    }
+    let fold = |c: char| if ci { c.to_lowercase().next().unwrap_or(c) } else { c };
+    let p: Vec<char> = pattern.chars().collect();
+    let mut items = vec![];
+    let mut i = 0;
+    while i < p.len() {
+        match p[i] {
+            '.' if p.get(i + 1) == Some(&'*') => {
+                items.push(Item::AnyRun);
+                i += 2;
+            }
+            '.' => {
+                items.push(Item::Any);
+                i += 1;
+            }
+            '[' => {
+                items.push(Item::One(vec![fold(p[i + 1]), fold(p[i + 2])]));
+                i += 4;
+            }
+            '(' => {
+                items.push(Item::One(vec![fold(p[i + 1]), fold(p[i + 3])]));
+                i += 5;
+            }
+            c if p.get(i + 1) == Some(&'?') => {
+                items.push(Item::Optional(fold(c)));
+                i += 2;
+            }
+            c => {
+                items.push(Item::One(vec![fold(c)]));
+                i += 1;
+            }
+        }
+    }
+    fn go(items: &[Item], t: &[char]) -> bool {
+        match items.split_first() {
+            None => t.is_empty(),
+            Some((Item::AnyRun, rest)) => (0..=t.len()).any(|k| go(rest, &t[k..])),
+            Some((Item::Any, rest)) => !t.is_empty() && go(rest, &t[1..]),
+            Some((Item::Optional(c), rest)) => go(rest, t) || (t.first() == Some(c) && go(rest, &t[1..])),
+            Some((Item::One(set), rest)) => t.first().is_some_and(|c| set.contains(c)) && go(rest, &t[1..]),
+        }
+    }
+    let t: Vec<char> = term.chars().map(fold).collect();
+    go(&items, &t)
+}
+
 pub fn glob(p: &[char], t: &[char]) -> bool {
     match p.split_first() {
         None => t.is_empty(),
