@@ -5,7 +5,7 @@
 //! as in Elasticsearch), `exists`, `constant_score`, `dis_max` (`tie_breaker` from 0 to 1), `range`
 //! (`gt`/`gte`/`lt`/`lte`), `prefix`, `wildcard` (`*` and `?`; `value` or `wildcard`, `case_insensitive`),
 //! `regexp` (Lucene's syntax; `flags`, `case_insensitive`; complement, intersection and intervals refused),
-//! `match_bool_prefix` (the last token a prefix), `bool` (`must`, `should`, `must_not`, `filter`,
+//! `match_bool_prefix` (the last token a prefix), `match_phrase_prefix` (`max_expansions`; no slop), `bool` (`must`, `should`, `must_not`, `filter`,
 //! `minimum_should_match`: a count, negative count, percentage, negative percentage or conditions, on `bool` and on
 //! `match`) and `query_string` (spirit's Lucene-style syntax, `^` boosts included), each
 //! with Elasticsearch's `boost` parameter (and `multi_match`'s per-field `"title^3"`): the clause's score
@@ -19,7 +19,7 @@
 
 use crate::error::{ApiError, ApiResult};
 use serde_json::{Map, Value};
-use spirit::query::{FuzzyOptions, RegexpFlags};
+use spirit::query::{FuzzyOptions, RegexpFlags, MAX_PREFIX_EXPANSION as MAX_EXPANSIONS};
 use spirit::schema::{FieldType, Schema};
 use spirit::Query;
 use std::ops::Bound;
@@ -142,6 +142,32 @@ impl<'a> Translator<'a> {
                 self.leaf()?;
                 let text = scalar_text(kind, params.get("query"))?;
                 boosted(Query::Phrase { field: Some(field), text, slop }, &params)
+            }
+            "match_phrase_prefix" => {
+                let (field, params) = single_field(kind, body, "query")?;
+                check_keys(kind, &params, &["query", "slop", "max_expansions", "boost", "analyzer"])?;
+                if slop(kind, "slop", params.get("slop"))? > 0 {
+                    return Err(ApiError::unsupported("[match_phrase_prefix] with [slop] above 0"));
+                }
+                if params.get("analyzer").is_some() {
+                    return Err(ApiError::unsupported(
+                        "[match_phrase_prefix] with an [analyzer] other than the field's",
+                    ));
+                }
+                let max_expansions = match params.get("max_expansions") {
+                    None => 50,
+                    Some(v) => {
+                        v.as_u64().filter(|n| (1..=MAX_EXPANSIONS as u64).contains(n)).ok_or_else(|| {
+                            ApiError::parsing(format!(
+                                "[match_phrase_prefix] [max_expansions] must be a whole number from 1 to \
+                                 {MAX_EXPANSIONS}"
+                            ))
+                        })? as usize
+                    }
+                };
+                self.leaf()?;
+                let text = scalar_text(kind, params.get("query"))?;
+                boosted(Query::PhrasePrefix { field: Some(field), text, max_expansions }, &params)
             }
             "multi_match" => self.multi_match(body),
             "term" => {
@@ -1054,6 +1080,28 @@ mod tests {
             json!({"match_bool_prefix": {"body": {"query": "a", "fuzziness": "AUTO"}}}),
             json!({"match_bool_prefix": {"body": {"query": "a", "analyzer": "standard"}}}),
             json!({"match_bool_prefix": {"body": {"query": "a", "operator": "xor"}}}),
+        ] {
+            assert!(tr(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn match_phrase_prefix_forms() {
+        let pp = |t: &str, n: usize| Query::PhrasePrefix {
+            field: Some("body".into()),
+            text: t.into(),
+            max_expansions: n,
+        };
+        assert_eq!(tr(json!({"match_phrase_prefix": {"body": "quick br"}})).unwrap(), pp("quick br", 50));
+        assert_eq!(
+            tr(json!({"match_phrase_prefix": {"body": {"query": "a b", "max_expansions": 3, "slop": 0, "boost": 2}}}))
+                .unwrap(),
+            boost(pp("a b", 3), 2.0)
+        );
+        for bad in [
+            json!({"match_phrase_prefix": {"body": {"query": "a b", "slop": 2}}}),
+            json!({"match_phrase_prefix": {"body": {"query": "a b", "max_expansions": "many"}}}),
+            json!({"match_phrase_prefix": {"body": {"query": "a b", "zero_terms_query": "all"}}}),
         ] {
             assert!(tr(bad.clone()).is_err(), "{bad}");
         }

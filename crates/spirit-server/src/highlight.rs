@@ -147,6 +147,19 @@ impl<'a> Highlighter<'a> {
                 }
                 continue;
             }
+            if let Query::PhrasePrefix { field, text, .. } = leaf {
+                // Its terms, and the last one as the prefix it is.
+                for id in leaf_fields(schema, field).into_iter().filter(|&id| text_field(id)) {
+                    let w = wanted.entry(id).or_default();
+                    let mut toks = vec![];
+                    schema.analyzer(id).analyze(text, &mut |t, _| toks.push(t.to_string()));
+                    if let Some(last) = toks.pop() {
+                        w.prefixes.push(last);
+                    }
+                    w.terms.extend(toks);
+                }
+                continue;
+            }
             if let Query::Regexp { field, pattern, flags, case_insensitive } = leaf {
                 // Not analyzed, as the planner reads it.
                 if let Ok(re) = spirit::query::Regexp::new(pattern, *flags, *case_insensitive) {

@@ -1767,6 +1767,62 @@ fn wildcard_queries_match_terms_by_pattern() {
     s.stop();
 }
 
+/// `match_phrase_prefix`: the analyzed text as a phrase whose last token matches the first `max_expansions`
+/// terms (in term order) starting with it; one token alone is the OR of its expansions.
+#[test]
+fn match_phrase_prefix_makes_the_last_position_a_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let m = r#"{"mappings": {"properties": {"body": {"type": "text"}, "tag": {"type": "keyword"}}}}"#;
+    assert_eq!(s.call("PUT", "/pp", Some(m)).0, 200);
+    let docs = [
+        ("1", "quick brown fox"),
+        ("2", "quick brown foxes jump"),
+        ("3", "quick blue fog"),
+        ("4", "the brown fox was quick"),
+    ];
+    for (id, body) in docs {
+        let doc = format!(r#"{{"body": "{body}", "tag": "t"}}"#);
+        assert_eq!(s.call("PUT", &format!("/pp/_doc/{id}"), Some(&doc)).0, 201);
+    }
+    let ids = |q: &str| -> Vec<String> { hits_by_id(&s, "pp", q).into_iter().map(|h| h.0).collect() };
+    assert_eq!(ids(r#"{"query": {"match_phrase_prefix": {"body": "Quick Brown F"}}}"#), ["1", "2"]);
+    assert_eq!(ids(r#"{"query": {"match_phrase_prefix": {"body": {"query": "quick b"}}}}"#), ["1", "2", "3"]);
+    assert_eq!(
+        ids(r#"{"query": {"match_phrase_prefix": {"body": {"query": "quick b", "max_expansions": 1}}}}"#),
+        ["3"],
+        "only the first expansion in term order: blue before brown"
+    );
+    assert_eq!(ids(r#"{"query": {"match_phrase_prefix": {"body": "brown fox"}}}"#), ["1", "2", "4"]);
+    assert_eq!(ids(r#"{"query": {"match_phrase_prefix": {"body": "qui"}}}"#), ["1", "2", "3", "4"]);
+    assert_eq!(ids(r#"{"query": {"match_phrase_prefix": {"body": "quick brown x"}}}"#), Vec::<String>::new());
+    // Highlighted: the phrase's terms and what the prefix matched.
+    let (_, v) = s.call(
+        "POST",
+        "/pp/_search",
+        Some(r#"{"query": {"match_phrase_prefix": {"body": "brown f"}}, "highlight": {"fields": {"body": {}}}}"#),
+    );
+    let hl: Vec<&str> = v["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["highlight"]["body"][0].as_str().unwrap())
+        .collect();
+    assert!(hl.contains(&"quick <em>brown</em> <em>fox</em>"), "{hl:?}");
+    assert!(hl.contains(&"quick <em>brown</em> <em>foxes</em> jump"), "{hl:?}");
+    for (q, status) in [
+        (r#"{"match_phrase_prefix": {"body": {"query": "a b", "slop": 1}}}"#, 400),
+        (r#"{"match_phrase_prefix": {"body": {"query": "a b", "max_expansions": 0}}}"#, 400),
+        (r#"{"match_phrase_prefix": {"body": {"query": "a b", "max_expansions": 5000}}}"#, 400),
+        (r#"{"match_phrase_prefix": {"body": {"query": "a b", "analyzer": "simple"}}}"#, 400),
+        (r#"{"match_phrase_prefix": {"tag": "t"}}"#, 400),
+    ] {
+        let r = s.call("POST", "/pp/_search", Some(&format!(r#"{{"query": {q}}}"#)));
+        assert_eq!(r.0, status, "{q}: {}", r.1);
+    }
+    s.stop();
+}
+
 /// `regexp` (and `/.../` in query strings): Lucene's syntax matching whole terms, not analyzed, with
 /// `case_insensitive` and `flags`; Lucene's operators the engine has no equivalent for are refused by name.
 #[test]

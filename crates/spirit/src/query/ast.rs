@@ -23,6 +23,13 @@ pub enum Query {
     /// as in Lucene's sloppy phrase query: a match whose terms lie `d` moves from the exact phrase counts
     /// `1 / (d + 1)` towards the phrase frequency, so closer matches score higher.
     Phrase { field: Option<String>, text: String, slop: u32 },
+    /// The analyzed tokens of `text` as an exact phrase whose last token is a prefix (Elasticsearch's
+    /// `match_phrase_prefix`, Lucene's `MultiPhrasePrefixQuery`): the last position matches any of the first
+    /// `max_expansions` terms, in term order, that start with the last token's analyzed form. Scored as
+    /// Lucene's `MultiPhraseQuery`: the phrase frequency counts any of them at the last position and the idf
+    /// is the sum over every term and expansion. A single token is the OR of its expansions, each scored
+    /// as a term (as Lucene rewrites a one-position multi-phrase).
+    PhrasePrefix { field: Option<String>, text: String, max_expansions: usize },
     /// Every term starting with `prefix` (`pre*`), lowercased, not stemmed.
     Prefix { field: Option<String>, prefix: String },
     /// Every term matching `pattern` (Elasticsearch's `wildcard` query; `te?t*` in a query string): `*`

@@ -384,6 +384,8 @@ enum Weight {
         offsets: Vec<u32>,
         /// 0 for an exact phrase (every fast path), else a sloppy one (`PhraseScorer` alone).
         slop: u32,
+        /// A multi-phrase's last position: any of these terms ([`Node::Phrase`]; `PhraseScorer` alone).
+        last: Vec<Vec<u8>>,
         field: u16,
         idf: f32,
         avgdl: f32,
@@ -484,18 +486,32 @@ fn weight_boosted(n: &Node, ctx: &mut Ctx<'_>, boost: f32) -> Result<Weight> {
                 Weight::Bool { must: vec![], should: terms, must_not: vec![], filter: vec![] }
             }
         }
-        Node::Phrase { field, keys, offsets, slop } => {
+        Node::Phrase { field, keys, offsets, slop, last } => {
             let st = ctx.field_stats(*field);
             let mut idf = 0.0;
             for k in keys {
                 ctx.resolve_term(k)?;
                 idf += ctx.idf(ctx.df(k), st.docs);
             }
+            // The last position's alternatives that some live document holds (a dictionary keeps the terms
+            // of deleted documents until a merge): each adds its idf, as Lucene's multi-phrase sums them.
+            let mut alternatives = vec![];
+            for k in last {
+                ctx.resolve_term(k)?;
+                let df = ctx.df(k);
+                if df > 0 {
+                    idf += ctx.idf(df, st.docs);
+                    alternatives.push(k.clone());
+                }
+            }
+            if !last.is_empty() && alternatives.is_empty() {
+                return Ok(Weight::Nothing);
+            }
             let (idf, avgdl) = (idf * boost, avgdl(st));
             let bm = Bm25Doc::new(idf, ctx.bm25, avgdl);
             // Its frequency in a document is the phrase's, so the biword scores as the phrase does.
             let biword = match (&keys[..], &offsets[..], slop) {
-                ([a, b], [x, y], 0) if y.checked_sub(*x) == Some(1) => biword_key(a, b),
+                ([a, b], [x, y], 0) if y.checked_sub(*x) == Some(1) && last.is_empty() => biword_key(a, b),
                 _ => None,
             };
             let biword = match biword {
@@ -509,6 +525,7 @@ fn weight_boosted(n: &Node, ctx: &mut Ctx<'_>, boost: f32) -> Result<Weight> {
                 keys: keys.clone(),
                 offsets: offsets.clone(),
                 slop: *slop,
+                last: alternatives,
                 field: *field,
                 idf,
                 avgdl,
@@ -618,14 +635,24 @@ impl<'a> Scorer for Box<dyn Scorer + 'a> {
 enum Postings<'a> {
     Fresh(FreshPostings<'a>),
     Block(Box<PostingsCursor<'a>>, &'a ErrSlot),
+    /// Several terms' postings as one (a multi-phrase's last position, Lucene's `UnionPostingsEnum`): the
+    /// documents any of them holds, with the frequencies summed and the positions merged. The current doc
+    /// is kept (the smallest of the parts').
+    Union(Vec<Postings<'a>>, u32),
     Empty,
 }
 
-impl Postings<'_> {
+impl<'a> Postings<'a> {
+    fn union(parts: Vec<Postings<'a>>) -> Postings<'a> {
+        let doc = parts.iter().map(Postings::doc).min().unwrap_or(NO_DOC);
+        Postings::Union(parts, doc)
+    }
+
     fn doc(&self) -> u32 {
         match self {
             Postings::Fresh(p) => p.doc(),
             Postings::Block(c, _) => c.doc(),
+            Postings::Union(_, doc) => *doc,
             Postings::Empty => NO_DOC,
         }
     }
@@ -633,6 +660,10 @@ impl Postings<'_> {
         let r = match self {
             Postings::Fresh(p) => return p.freq(),
             Postings::Block(c, _) => c.freq(),
+            Postings::Union(parts, doc) => {
+                let doc = *doc;
+                return parts.iter_mut().filter(|p| p.doc() == doc).map(|p| p.freq()).sum();
+            }
             Postings::Empty => return 0,
         };
         r.unwrap_or_else(|e| {
@@ -651,6 +682,10 @@ impl Postings<'_> {
         let r = match self {
             Postings::Fresh(p) => return p.next(),
             Postings::Block(c, _) => c.next(),
+            Postings::Union(_, doc) => {
+                let t = doc.saturating_add(1);
+                return self.advance(t);
+            }
             Postings::Empty => return NO_DOC,
         };
         r.unwrap_or_else(|e| self.fail(e.into()))
@@ -659,6 +694,15 @@ impl Postings<'_> {
         let r = match self {
             Postings::Fresh(p) => return p.advance(t),
             Postings::Block(c, _) => c.advance(t),
+            Postings::Union(parts, doc) => {
+                let mut least = NO_DOC;
+                for p in parts.iter_mut() {
+                    let d = if p.doc() < t { p.advance(t) } else { p.doc() };
+                    least = least.min(d);
+                }
+                *doc = least;
+                return least;
+            }
             Postings::Empty => return NO_DOC,
         };
         r.unwrap_or_else(|e| self.fail(e.into()))
@@ -670,6 +714,18 @@ impl Postings<'_> {
                 Ok(())
             }
             Postings::Block(c, _) => c.positions(out),
+            Postings::Union(parts, doc) => {
+                out.clear();
+                let mut one = vec![];
+                for p in parts.iter_mut().filter(|p| p.doc() == *doc) {
+                    one.clear();
+                    p.positions(&mut one);
+                    out.extend_from_slice(&one);
+                }
+                out.sort_unstable();
+                out.dedup();
+                return;
+            }
             Postings::Empty => Ok(()),
         };
         if let Err(e) = r {
@@ -912,7 +968,7 @@ impl<'a> TermScorer<'a> {
         let ub = match &mut p {
             Postings::Block(c, _) => list_bound(c, &norms, bm),
             // tf / (tf + norm) < 1.
-            Postings::Fresh(_) => bm.idf,
+            Postings::Fresh(_) | Postings::Union(..) => bm.idf,
             Postings::Empty => 0.0,
         };
         TermScorer { p, norms, bm, ub, theta: f32::NEG_INFINITY, bound_cache: (u32::MAX, 0.0) }
@@ -1726,8 +1782,11 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
         }
         Weight::Term { .. } => Box::new(term_scorer(w, ctx, si).expect("a term weight")),
         Weight::Phrase { biword: Some(b), .. } if seg.has_biwords() => scorer(b, ctx, si),
-        Weight::Phrase { keys, offsets, slop, field, bm, .. } => {
-            let ps: Vec<Postings<'a>> = keys.iter().map(|k| term_postings(ctx, si, k)).collect();
+        Weight::Phrase { keys, offsets, slop, field, bm, last, .. } => {
+            let mut ps: Vec<Postings<'a>> = keys.iter().map(|k| term_postings(ctx, si, k)).collect();
+            if !last.is_empty() {
+                ps.push(Postings::union(last.iter().map(|k| term_postings(ctx, si, k)).collect()));
+            }
             let n = ps.len();
             let mut s = PhraseScorer {
                 ps,
@@ -2079,8 +2138,8 @@ fn eval_segment(
                     with_scratch(col, |col, s| fresh_conj_top_k(ctx, si, f, must, col, s, prune));
                     return Ok(());
                 }
-                Weight::Phrase { keys, offsets, slop: 0, field, bm, .. }
-                    if (2..=FRESH_MAX_TERMS).contains(&keys.len()) =>
+                Weight::Phrase { keys, offsets, slop: 0, field, bm, last, .. }
+                    if (2..=FRESH_MAX_TERMS).contains(&keys.len()) && last.is_empty() =>
                 {
                     with_scratch(col, |col, s| {
                         fresh_phrase_top_k(ctx, si, f, (keys, offsets, *field), bm, col, s, prune)
@@ -2120,7 +2179,7 @@ fn eval_segment(
                 Weight::Term { key, field, bm, .. } => {
                     return term_top_k(ctx, si, key, *field, bm, col, prune)
                 }
-                Weight::Phrase { keys, offsets, slop: 0, field, bm, .. } => {
+                Weight::Phrase { keys, offsets, slop: 0, field, bm, last, .. } if last.is_empty() => {
                     return with_scratch(col, |col, s| {
                         phrase_top_k(ctx, si, keys, offsets, *field, bm, col, s, prune)
                     })
@@ -4927,7 +4986,7 @@ fn work(w: &Weight, ctx: &Ctx<'_>) -> u64 {
     match w {
         Weight::Nothing => 0,
         Weight::Term { key, .. } => df(key),
-        Weight::Phrase { keys, .. } => keys.iter().map(|k| 2 * df(k)).sum(),
+        Weight::Phrase { keys, last, .. } => keys.iter().chain(last).map(|k| 2 * df(k)).sum(),
         Weight::TermSet { keys, .. } => keys.iter().map(df).sum(),
         Weight::All | Weight::Exists { .. } | Weight::Range { .. } => docs(),
         Weight::Ids(ids) => ids.len() as u64 * ctx.segs.len() as u64,

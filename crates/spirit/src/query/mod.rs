@@ -20,6 +20,6 @@ pub use eval::{
 };
 pub use parser::{parse, parse_with, ParseError, ParseOptions};
 pub(crate) use plan::keys_with_prefix;
-pub use plan::{plan, plan_shards, Node};
+pub use plan::{plan, plan_shards, Node, MAX_PREFIX_EXPANSION};
 pub use regexp::{Regexp, RegexpFlags};
 pub use wildcard::Pattern;

@@ -1544,7 +1544,8 @@ mod tests {
             | Query::ConstantScore { .. }
             | Query::DisMax { .. }
             | Query::Ids { .. }
-            | Query::Fuzzy { .. } => {
+            | Query::Fuzzy { .. }
+            | Query::PhrasePrefix { .. } => {
                 unreachable!("the generator makes only what the query string can express")
             }
         }
@@ -1661,7 +1662,8 @@ mod tests {
             | Query::ConstantScore { .. }
             | Query::DisMax { .. }
             | Query::Ids { .. }
-            | Query::Fuzzy { .. } => {
+            | Query::Fuzzy { .. }
+            | Query::PhrasePrefix { .. } => {
                 unreachable!("the query string cannot express these")
             }
         }

@@ -26,12 +26,15 @@ pub enum Node {
         key: Vec<u8>,
     },
     /// Terms at relative positions `offsets` (from the analyzer, so removed stop words leave gaps,
-    /// ascending), or within `slop` position moves of them ([`Query::Phrase`]).
+    /// ascending), or within `slop` position moves of them ([`Query::Phrase`]). `keys` has a term per
+    /// position — except with `last` not empty ([`Query::PhrasePrefix`]): then the last position is any of
+    /// `last` (sorted, distinct) and `keys` has the others.
     Phrase {
         field: u16,
         keys: Vec<Vec<u8>>,
         offsets: Vec<u32>,
         slop: u32,
+        last: Vec<Vec<u8>>,
     },
     /// Union of terms with constant score 1 (prefix queries).
     TermSet {
@@ -200,7 +203,7 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
                                     })
                                     .collect();
                                 let offsets = toks.iter().map(|(_, p)| p - first).collect();
-                                Node::Phrase { field: fid, keys, offsets, slop }
+                                Node::Phrase { field: fid, keys, offsets, slop, last: vec![] }
                             }
                         }
                     }
@@ -246,6 +249,41 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
                 })
             })?
         }
+        Query::PhrasePrefix { field, text, max_expansions } => per_field(field, schema, |fid| {
+            let def = schema.field(fid);
+            if def.ty != FieldType::Text {
+                return Err(Error::InvalidArgument(format!(
+                    "match_phrase_prefix queries are supported on text fields; [{}] is {}",
+                    def.name,
+                    def.ty.es_name()
+                )));
+            }
+            if !(1..=MAX_PREFIX_EXPANSION).contains(max_expansions) {
+                return Err(Error::InvalidArgument(format!(
+                    "max_expansions must be from 1 to {MAX_PREFIX_EXPANSION}, got {max_expansions}"
+                )));
+            }
+            let toks = schema.analyzer(fid).analyze_to_vec(text);
+            let Some(((prefix, _), _)) = toks.split_last() else { return Ok(Node::Dropped) };
+            let key = |t: &str| {
+                let mut k = vec![];
+                term_key(fid, t, &mut k);
+                k
+            };
+            let last = first_keys_with_prefix(snaps, &key(prefix), *max_expansions)?;
+            if last.is_empty() {
+                return Ok(Node::Nothing);
+            }
+            if toks.len() == 1 {
+                // One position: its terms ORed, each scored as a term.
+                let should = last.into_iter().map(|key| Node::Term { field: fid, key }).collect();
+                return Ok(Node::Bool { must: vec![], should, must_not: vec![], filter: vec![] });
+            }
+            let first = toks[0].1;
+            let keys = toks[..toks.len() - 1].iter().map(|(t, _)| key(t)).collect();
+            let offsets = toks.iter().map(|(_, p)| p - first).collect();
+            Ok(Node::Phrase { field: fid, keys, offsets, slop: 0, last })
+        })?,
         Query::Prefix { field, prefix } => per_field(field, schema, |fid| {
             let def = schema.field(fid);
             if prefix.is_empty() {
@@ -494,6 +532,17 @@ fn edit_distance(a: &[char], b: &[char], max: usize, transpositions: bool) -> Op
 /// Calls `f` with every term key starting with `prefix` in any segment of the snapshots (a key held by
 /// several segments once per segment).
 fn for_each_key_with_prefix(snaps: &[&Snapshot], prefix: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<()> {
+    for_first_keys_with_prefix(snaps, prefix, usize::MAX, f)
+}
+
+/// [`for_each_key_with_prefix`], but at most the first `per_image` keys of each image's range (an image's
+/// dictionary is in key order; the fresh segment's is not, so all of its keys are offered).
+fn for_first_keys_with_prefix(
+    snaps: &[&Snapshot],
+    prefix: &[u8],
+    per_image: usize,
+    f: &mut dyn FnMut(&[u8]),
+) -> Result<()> {
     for s in snaps.iter().flat_map(|snap| &snap.segments) {
         match &s.data {
             SegData::Fresh(fresh) => fresh.for_each_key(&mut |k, _| {
@@ -503,7 +552,7 @@ fn for_each_key_with_prefix(snaps: &[&Snapshot], prefix: &[u8], f: &mut dyn FnMu
             }),
             SegData::Image { .. } => {
                 let v = s.image().expect("image").map_err(|e| Error::Format(e.0))?;
-                for i in v.prefix_range(prefix).map_err(|e| Error::Format(e.0))? {
+                for i in v.prefix_range(prefix).map_err(|e| Error::Format(e.0))?.take(per_image) {
                     f(v.key_at(i).map_err(|e| Error::Format(e.0))?);
                 }
             }
@@ -542,6 +591,22 @@ fn expand_matching(
         )));
     }
     Ok(if keys.is_empty() { Node::Nothing } else { Node::TermSet { keys: keys.into_iter().collect() } })
+}
+
+/// The first `limit` term keys in key order starting with `prefix`, over every segment of the snapshots
+/// (Lucene's `max_expansions`: the rest are left out, not refused).
+fn first_keys_with_prefix(snaps: &[&Snapshot], prefix: &[u8], limit: usize) -> Result<Vec<Vec<u8>>> {
+    let mut keys: BTreeSet<Vec<u8>> = BTreeSet::new();
+    // Only an image range's first `limit` keys can be among the first `limit` overall.
+    for_first_keys_with_prefix(snaps, prefix, limit, &mut |key| {
+        if (keys.len() < limit || keys.last().is_some_and(|l| key < l.as_slice()))
+            && keys.insert(key.to_vec())
+            && keys.len() > limit
+        {
+            keys.pop_last();
+        }
+    })?;
+    Ok(keys.into_iter().collect())
 }
 
 /// Every term key starting with `prefix` in any segment of the snapshots.

@@ -1,6 +1,6 @@
 //! Proptest strategies shared by the randomized tests: skewed words (so terms have very different
 //! frequencies and scores tie often), documents over a small id space (so adds replace), and query trees of
-//! every kind (term, phrase, prefix, wildcard, regexp, keyword, range, match-all, nested bool).
+//! every kind (term, phrase, phrase prefix, prefix, wildcard, regexp, keyword, range, match-all, nested bool).
 
 use super::RefDoc;
 use proptest::prelude::*;
@@ -43,6 +43,12 @@ pub fn leaf() -> impl Strategy<Value = Query> {
             .prop_map(|(field, a, b, slop)| Query::Phrase { field, text: format!("{a} {b}"), slop }),
         1 => (field.clone(), word(), word(), word(), 1u32..4)
             .prop_map(|(field, a, b, c, slop)| Query::Phrase { field, text: format!("{a} {b} {c}"), slop }),
+        1 => (field.clone(), proptest::collection::vec(word(), 0..3), 0usize..10, 1usize..4).prop_map(
+            |(field, words, w, n)| {
+                let text = words.iter().map(|w| format!("{w} ")).collect::<String>() + &WORDS[w][..n];
+                Query::PhrasePrefix { field, text, max_expansions: 50 }
+            }
+        ),
         1 => (field, 0usize..10, 1usize..3).prop_map(|(field, w, n)| Query::Prefix { field, prefix: WORDS[w][..n].to_string() }),
         1 => (0usize..3).prop_map(|t| Query::Term { field: Some("tag".into()), text: TAGS[t].into() }),
         1 => (0usize..4, 0usize..10, proptest::collection::vec(0u8..5, 1..5), any::<bool>()).prop_map(

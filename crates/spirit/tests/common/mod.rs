@@ -203,6 +203,58 @@ impl Reference {
                     })
                     .then_some(1.0)
             }
+            Query::PhrasePrefix { field, text, max_expansions } => {
+                let toks: Vec<String> = spirit::analysis::Analyzer::new(Default::default())
+                    .analyze_to_vec(text)
+                    .into_iter()
+                    .map(|t| t.0)
+                    .collect();
+                let (prefix, fixed) = toks.split_last()?;
+                let fields: Vec<&str> = match field.as_deref() {
+                    None => TEXT_FIELDS.to_vec(),
+                    Some(f) => vec![f],
+                };
+                let mut best: Option<f64> = None;
+                for f in fields {
+                    // The first `max_expansions` terms of the field's live documents with the prefix.
+                    let expansions: Vec<&String> = self
+                        .docs
+                        .iter()
+                        .flat_map(|o| o.field(f).unwrap())
+                        .filter(|t| t.starts_with(prefix.as_str()))
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .into_iter()
+                        .take(*max_expansions)
+                        .collect();
+                    let ts = d.field(f).unwrap();
+                    let s = if fixed.is_empty() {
+                        // One position: the OR of its terms, each scored as a term.
+                        let scores: Vec<f64> = expansions
+                            .iter()
+                            .filter_map(|e| {
+                                let tf = ts.iter().filter(|t| t == e).count();
+                                (tf > 0).then(|| self.bm25(f, self.idf(f, e), tf as f64, ts.len()))
+                            })
+                            .collect();
+                        (!scores.is_empty()).then(|| scores.iter().sum())
+                    } else {
+                        let n = fixed.len();
+                        let freq = (0..ts.len())
+                            .filter(|&i| {
+                                fixed.iter().enumerate().all(|(j, t)| ts.get(i + j) == Some(t))
+                                    && ts.get(i + n).is_some_and(|t| expansions.contains(&t))
+                            })
+                            .count();
+                        let idf: f64 =
+                            fixed.iter().chain(expansions.iter().copied()).map(|t| self.idf(f, t)).sum();
+                        (freq > 0).then(|| self.bm25(f, idf, freq as f64, ts.len()))
+                    };
+                    if let Some(s) = s {
+                        best = Some(best.map_or(s, |b: f64| b.max(s)));
+                    }
+                }
+                best
+            }
             Query::Regexp { field, pattern, case_insensitive, .. } => {
                 // Not analyzed: the pattern meets the terms as they are.
                 let fields: Vec<&str> = match field.as_deref() {
