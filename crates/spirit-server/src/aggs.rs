@@ -174,13 +174,22 @@ fn parse_kind(name: &str, ty: &str, v: &Value, tr: &mut Translator<'_>) -> ApiRe
                     )))
                 }
             };
-            let keyed = match p.obj.get("keyed") {
-                None => true,
-                Some(k) => k
-                    .as_bool()
-                    .ok_or_else(|| ApiError::parsing(format!("[keyed] of [{name}] must be a boolean")))?,
+            AggKind::Percentiles { field: p.field()?, percents, keyed: keyed(&p, name)? }
+        }
+        "percentile_ranks" => {
+            let p = Params::new(name, ty, v, &["field", "values", "keyed"])?;
+            let values = match p.obj.get("values") {
+                Some(Value::Array(xs)) if !xs.is_empty() => xs
+                    .iter()
+                    .map(Value::as_f64)
+                    .collect::<Option<Vec<f64>>>()
+                    .ok_or_else(|| ApiError::parsing(format!("[values] of [{name}] must be numbers")))?,
+                None => return Err(ApiError::parsing(format!("[values] must not be null: [{name}]"))),
+                Some(_) => {
+                    return Err(ApiError::parsing(format!("[values] of [{name}] must be a non-empty array")))
+                }
             };
-            AggKind::Percentiles { field: p.field()?, percents, keyed }
+            AggKind::PercentileRanks { field: p.field()?, values, keyed: keyed(&p, name)? }
         }
         "terms" => {
             let p = Params::new(
@@ -310,6 +319,16 @@ fn parse_kind(name: &str, ty: &str, v: &Value, tr: &mut Translator<'_>) -> ApiRe
     })
 }
 
+/// `keyed` of a `percentiles` or `percentile_ranks` aggregation: true unless it says otherwise.
+fn keyed(p: &Params<'_>, name: &str) -> ApiResult<bool> {
+    match p.obj.get("keyed") {
+        None => Ok(true),
+        Some(k) => {
+            k.as_bool().ok_or_else(|| ApiError::parsing(format!("[keyed] of [{name}] must be a boolean")))
+        }
+    }
+}
+
 fn parse_order(name: &str, o: &Value) -> ApiResult<TermsOrder> {
     let one = match o {
         Value::Array(a) if a.len() == 1 => &a[0],
@@ -399,7 +418,8 @@ fn render_all(results: &[AggResult], aggs: &[Agg], schema: &Schema) -> Map<Strin
 
 fn render_one(v: &AggValue, a: &Agg, schema: &Schema) -> Value {
     let ty = a.kind.field().and_then(|f| schema.field_id(f)).map(|id| schema.field(id).ty);
-    let date = ty == Some(FieldType::Date);
+    // Percentile ranks are percents, whatever the field.
+    let date = ty == Some(FieldType::Date) && !matches!(a.kind, AggKind::PercentileRanks { .. });
     // A metric value, with its date form on date fields.
     let value = |x: Option<f64>, key: &str, out: &mut Map<String, Value>| {
         out.insert(key.into(), json!(x));
@@ -434,7 +454,10 @@ fn render_one(v: &AggValue, a: &Agg, schema: &Schema) -> Value {
         AggValue::Percentiles(values) => {
             // Keys as Java prints a double ("50.0", "99.9"), as Elasticsearch keys them.
             let key = |p: f64| if p.fract() == 0.0 { format!("{p:.1}") } else { p.to_string() };
-            if matches!(a.kind, AggKind::Percentiles { keyed: false, .. }) {
+            if matches!(
+                a.kind,
+                AggKind::Percentiles { keyed: false, .. } | AggKind::PercentileRanks { keyed: false, .. }
+            ) {
                 let list: Vec<Value> = values
                     .iter()
                     .map(|&(p, x)| {

@@ -188,7 +188,7 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
             s.call(
                 "POST",
                 "/bad/_search",
-                Some(r#"{"query": {"match_all": {}}, "aggs": {"a": {"percentile_ranks": {"field": "x"}}}}"#),
+                Some(r#"{"query": {"match_all": {}}, "aggs": {"a": {"geo_bounds": {"field": "x"}}}}"#),
             ),
             400,
             "illegal_argument_exception",
@@ -759,6 +759,23 @@ fn aggregations_answer_in_elasticsearch_shape() {
         json!({"values": {"50.0": 1421712000000.0, "50.0_as_string": "2015-01-20T00:00:00.000Z"}})
     );
     assert_eq!(p["none"], json!({"values": {"50.0": null}}));
+    // Percentile ranks, exact: the share of prices (4, 8, 10.5) at or below each value; a date field's are
+    // percents too.
+    let r = aggs(
+        r#"{"size": 0, "aggs": {"r": {"percentile_ranks": {"field": "price", "values": [3, 8, 10, 11]}},
+            "l": {"percentile_ranks": {"field": "price", "values": [8], "keyed": false}},
+            "d": {"percentile_ranks": {"field": "at", "values": [1421712000000]}},
+            "none": {"percentile_ranks": {"field": "nope", "values": [1]}}}}"#,
+    );
+    let third = 100.0 / 3.0;
+    assert_eq!(
+        r["r"],
+        json!({"values": {"3.0": 0.0, "8.0": 2.0 * third, "10.0": 2.0 * third, "11.0": 100.0}}),
+        "{r}"
+    );
+    assert_eq!(r["l"], json!({"values": [{"key": 8.0, "value": 2.0 * third}]}));
+    assert_eq!(r["d"]["values"].as_object().unwrap().len(), 1, "no date form of a percent: {r}");
+    assert_eq!(r["none"], json!({"values": {"1.0": null}}));
     // Terms by a metric sub-aggregation: the average price (classic has none: last), a stats value.
     let o = aggs(
         r#"{"size": 0, "aggs": {
@@ -802,7 +819,9 @@ fn aggregations_answer_in_elasticsearch_shape() {
             "partitions",
         ),
         (r#"{"aggs": {"g": {"terms": {"field": "body"}}}}"#, "Text fields"),
-        (r#"{"aggs": {"g": {"percentile_ranks": {"field": "price", "values": [5]}}}}"#, "percentile_ranks"),
+        (r#"{"aggs": {"g": {"percentile_ranks": {"field": "price"}}}}"#, "[values] must not be null"),
+        (r#"{"aggs": {"g": {"percentile_ranks": {"field": "price", "values": ["a"]}}}}"#, "must be numbers"),
+        (r#"{"aggs": {"g": {"percentile_ranks": {"field": "genre", "values": [1]}}}}"#, "percentile_ranks"),
         (r#"{"aggs": {"g": {"percentiles": {"field": "price", "percents": [101]}}}}"#, "from 0 to 100"),
         (r#"{"aggs": {"g": {"percentiles": {"field": "price", "tdigest": {}}}}}"#, "tdigest"),
         (

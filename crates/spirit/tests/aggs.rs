@@ -214,6 +214,15 @@ fn requests() -> Vec<Agg> {
             vec![],
         ),
         agg(
+            "ranks_price",
+            AggKind::PercentileRanks {
+                field: "price".into(),
+                values: vec![-1.0, 0.0, 10.0, 50.25, 99.75, 1000.0],
+                keyed: true,
+            },
+            vec![],
+        ),
+        agg(
             "unmapped",
             AggKind::Terms {
                 field: "nope".into(),
@@ -538,6 +547,12 @@ fn expected(docs: &[&Doc]) -> Flat {
             }
         });
         out.push((format!("/pct_price[{pct}]"), format!("{v:?}")));
+    }
+    // Percentile ranks of price: the share of prices at or below each value, in percent.
+    for x in [-1.0, 0.0, 10.0, 50.25, 99.75, 1000.0] {
+        let v =
+            (!ps.is_empty()).then(|| ps.iter().filter(|&&p| p <= x).count() as f64 * 100.0 / ps.len() as f64);
+        out.push((format!("/ranks_price[{x}]"), format!("{v:?}")));
     }
     out.push(("/unmapped#other".into(), "0".into()));
     // tags_filtered: documents without a tag count as t0 (merged into its bucket); only t0, t2, u1, zz, but

@@ -1,5 +1,5 @@
 //! Aggregations: Elasticsearch's `aggs` over the documents a query matches — metrics (`min`, `max`, `sum`,
-//! `avg`, `stats`, `value_count`, `cardinality`, `percentiles`) and buckets (`terms`, `histogram`, `date_histogram`,
+//! `avg`, `stats`, `value_count`, `cardinality`, `percentiles`, `percentile_ranks`) and buckets (`terms`, `histogram`, `date_histogram`,
 //! `range`, `filter`, `filters`), nested to any depth.
 //!
 //! Everything is computed from what the index already holds, exactly: numbers from the numeric columns of
@@ -61,6 +61,14 @@ pub enum AggKind {
     Percentiles {
         field: String,
         percents: Vec<f64>,
+        keyed: bool,
+    },
+    /// For each of `values`, the percentage of a numeric or date field's values among the documents that are
+    /// at or below it, exact (Elasticsearch's `percentile_ranks` with its HDR method; its default t-digest
+    /// estimates instead). `keyed` only says how the server renders them.
+    PercentileRanks {
+        field: String,
+        values: Vec<f64>,
         keyed: bool,
     },
     /// A bucket per value, the `size` first in `order`, those with at least `min_doc_count` documents,
@@ -160,7 +168,8 @@ pub enum AggValue {
     Stats { count: u64, min: f64, max: f64, sum: f64 },
     /// `value_count` and `cardinality`.
     Count(u64),
-    /// `percentiles`: each percent with its value (`None` without values).
+    /// `percentiles`: each percent with its value; `percentile_ranks`: each value with its percent (`None`
+    /// without values).
     Percentiles(Vec<(f64, Option<f64>)>),
     /// `terms`, histograms and `range`: the buckets, and the documents of the buckets left out (`terms`).
     Buckets { buckets: Vec<Bucket>, other_doc_count: u64 },
@@ -336,6 +345,24 @@ impl<'a> Evaluator<'a> {
                 }
                 values.sort_by(f64::total_cmp);
                 AggValue::Percentiles(percents.iter().map(|&p| (p, percentile(&values, p))).collect())
+            }
+            AggKind::PercentileRanks { field, values: of, .. } => {
+                if let Some(x) = of.iter().find(|x| !x.is_finite()) {
+                    return Err(Error::InvalidArgument(format!(
+                        "[{x}] is not a finite number: [{}]",
+                        a.name
+                    )));
+                }
+                let mut values = vec![];
+                if let Source::Numbers(id, _) = self.source(field, what, true)? {
+                    self.numbers(id, set, |_, _, v| values.push(v))?;
+                }
+                values.sort_by(f64::total_cmp);
+                let rank = |x: f64| {
+                    let at_or_below = values.partition_point(|&v| v <= x);
+                    (!values.is_empty()).then(|| at_or_below as f64 * 100.0 / values.len() as f64)
+                };
+                AggValue::Percentiles(of.iter().map(|&x| (x, rank(x))).collect())
             }
             AggKind::Terms { field, size, min_doc_count, order, filter } => {
                 self.terms(field, (*size, *min_doc_count, order, filter), set, &a.aggs)?
@@ -746,6 +773,7 @@ impl AggKind {
             AggKind::ValueCount(_) => "value_count",
             AggKind::Cardinality(_) => "cardinality",
             AggKind::Percentiles { .. } => "percentiles",
+            AggKind::PercentileRanks { .. } => "percentile_ranks",
             AggKind::Terms { .. } => "terms",
             AggKind::Histogram { .. } => "histogram",
             AggKind::DateHistogram { .. } => "date_histogram",
@@ -779,6 +807,7 @@ impl AggKind {
             | AggKind::ValueCount(f)
             | AggKind::Cardinality(f)
             | AggKind::Percentiles { field: f, .. }
+            | AggKind::PercentileRanks { field: f, .. }
             | AggKind::Terms { field: f, .. }
             | AggKind::Histogram { field: f, .. }
             | AggKind::DateHistogram { field: f, .. }
