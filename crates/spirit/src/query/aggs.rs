@@ -339,11 +339,7 @@ impl<'a> Evaluator<'a> {
                         a.name
                     )));
                 }
-                let mut values = vec![];
-                if let Source::Numbers(id, _) = self.source(field, what, true)? {
-                    self.numbers(id, set, |_, _, v| values.push(v))?;
-                }
-                values.sort_by(f64::total_cmp);
+                let values = self.sorted_values(field, what, set)?;
                 AggValue::Percentiles(percents.iter().map(|&p| (p, percentile(&values, p))).collect())
             }
             AggKind::PercentileRanks { field, values: of, .. } => {
@@ -353,11 +349,7 @@ impl<'a> Evaluator<'a> {
                         a.name
                     )));
                 }
-                let mut values = vec![];
-                if let Source::Numbers(id, _) = self.source(field, what, true)? {
-                    self.numbers(id, set, |_, _, v| values.push(v))?;
-                }
-                values.sort_by(f64::total_cmp);
+                let values = self.sorted_values(field, what, set)?;
                 let rank = |x: f64| {
                     let at_or_below = values.partition_point(|&v| v <= x);
                     (!values.is_empty()).then(|| at_or_below as f64 * 100.0 / values.len() as f64)
@@ -461,6 +453,17 @@ impl<'a> Evaluator<'a> {
     fn filtered(&self, q: &Query, set: &DocSet) -> Result<DocSet> {
         let node = plan_shards(q, self.schema, &self.snaps)?;
         Ok(self.matching(&node)?.iter().zip(set).map(|(m, s)| intersect(m, s)).collect())
+    }
+
+    /// The values of numeric field `field` (by name; `what` aggregates it) over the documents of `set`,
+    /// sorted (none for an unmapped field).
+    fn sorted_values(&self, field: &str, what: &str, set: &DocSet) -> Result<Vec<f64>> {
+        let mut values = vec![];
+        if let Source::Numbers(id, _) = self.source(field, what, true)? {
+            self.numbers(id, set, |_, _, v| values.push(v))?;
+        }
+        values.sort_by(f64::total_cmp);
+        Ok(values)
     }
 
     /// Calls `f(shard, doc, value)` for every document of `set` with a value in numeric field `field`, in
