@@ -139,6 +139,25 @@ impl ServerState {
         self.engine.index(name).ok_or_else(|| ApiError::index_not_found(name))
     }
 
+    /// The indices a search target names (Elasticsearch's multi-target syntax): names separated by `,`,
+    /// patterns with `*` (`logs-*`; one that matches nothing is no error, as `allow_no_indices` defaults),
+    /// `_all` for every index. A plain name that does not exist is a 404. In name order, each once.
+    pub fn indices(&self, target: &str) -> ApiResult<Vec<Arc<Index>>> {
+        let all = self.engine.index_names();
+        let mut names: Vec<String> = vec![];
+        for part in target.split(',').filter(|p| !p.is_empty()) {
+            if part == "_all" || part.contains('*') {
+                let pattern = if part == "_all" { "*" } else { part };
+                names.extend(all.iter().filter(|n| spirit::schema::simple_match(pattern, n)).cloned());
+            } else {
+                names.push(part.to_string());
+            }
+        }
+        names.sort();
+        names.dedup();
+        names.iter().map(|n| self.index(n)).collect()
+    }
+
     /// The index, created with the server's default durability when absent (Elasticsearch's
     /// `action.auto_create_index`).
     pub fn index_or_create(&self, name: &str) -> ApiResult<Arc<Index>> {
@@ -167,7 +186,7 @@ pub fn router(state: Shared) -> Router {
         .route("/_cluster/health", get(cluster_health))
         .route("/_refresh", get(refresh_all).post(refresh_all))
         .route("/_search", get(search_all).post(search_all))
-        .route("/_count", get(search_all).post(search_all))
+        .route("/_count", get(count_all).post(count_all))
         .route("/_mget", get(mget_all).post(mget_all))
         .route("/_msearch", get(msearch_all).post(msearch_all))
         .route("/{index}", put(create_index).get(get_index).delete(delete_index))
@@ -438,8 +457,14 @@ async fn force_merge(
     Ok(Json(json!({"_shards": {"total": shards, "successful": shards, "failed": 0}})))
 }
 
-async fn search_all() -> ApiError {
-    ApiError::unsupported("searching without an index name (use /{index}/_search)")
+/// `/_search`: every index.
+async fn search_all(st: Ext<Shared>, params: Params, b: Body) -> ApiResult<Json<Value>> {
+    search(st, Path("_all".into()), params, b).await
+}
+
+/// `/_count`: every index.
+async fn count_all(st: Ext<Shared>, params: Params, b: Body) -> ApiResult<Json<Value>> {
+    count(st, Path("_all".into()), params, b).await
 }
 
 fn cat_rows(st: &ServerState, pattern: Option<&str>) -> Vec<Value> {
@@ -802,10 +827,10 @@ async fn search(
 ) -> ApiResult<Json<Value>> {
     let t0 = Instant::now();
     let r = async {
-        let i = st.index(&index)?;
+        let targets = st.indices(&index)?;
         let req = search::SearchRequest::parse(&body(b)?, &params, &st.limits)?;
         let limits = st.limits.clone();
-        st.pool.run(move || req.execute(&i, &limits)).await
+        st.pool.run(move || req.execute_on(&targets, &limits)).await
     }
     .await;
     st.metrics.query(t0.elapsed(), r.is_ok());
@@ -820,10 +845,10 @@ async fn count(
 ) -> ApiResult<Json<Value>> {
     let t0 = Instant::now();
     let r = async {
-        let i = st.index(&index)?;
+        let targets = st.indices(&index)?;
         let b = body(b)?;
         let limits = st.limits.clone();
-        st.pool.run(move || search::count(&i, &b, &params, &limits)).await
+        st.pool.run(move || search::count(&targets, &b, &params, &limits)).await
     }
     .await;
     st.metrics.query(t0.elapsed(), r.is_ok());

@@ -145,8 +145,8 @@ pub fn msearch(
                     ApiError::bad_request("[_msearch] a search without [index] needs it in the path")
                 })
                 .and_then(|index| {
-                    let i = st.index(&index)?;
-                    SearchRequest::parse(body, &params, limits)?.execute(&i, limits)
+                    let targets = st.indices(&index)?;
+                    SearchRequest::parse(body, &params, limits)?.execute_on(&targets, limits)
                 });
             match r {
                 Ok(mut v) => {

@@ -1,5 +1,6 @@
 //! `_search` and `_count`: the request body (and the URL parameters Elasticsearch accepts in its place), run
-//! against one index on the query pool, answered in Elasticsearch's response shape.
+//! against one index — or several, merged ([`SearchRequest::execute_on`]) — on the query pool, answered in
+//! Elasticsearch's response shape.
 
 use crate::dsl::Translator;
 use crate::error::{ApiError, ApiResult};
@@ -10,6 +11,7 @@ use spirit::schema::simple_match as glob;
 use spirit::schema::FieldType;
 use spirit::{Index, Query, SearchOptions, Sort, SortKey, SortValue};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// `_source` filtering.
 #[derive(Debug, Clone, Default)]
@@ -360,12 +362,71 @@ impl SearchRequest {
 
     /// Runs the search (on a query-pool thread) and builds the response.
     pub fn execute(&self, index: &Index, limits: &Limits) -> ApiResult<Value> {
+        self.execute_page(index, limits, (self.from, self.size))
+    }
+
+    /// Runs the search on every index of `targets` (a multi-target search: `a,b/_search`, `logs-*/_search`,
+    /// `/_search`). Each index answers its first `from + size` hits, ranked by its own statistics — as
+    /// Elasticsearch's default query-then-fetch ranks by each shard's — and the pages are merged in the
+    /// request's order (ties by index name, then each index's own order); totals and shard counts add up.
+    /// Aggregations over several indices are refused (each index's would be partial).
+    pub fn execute_on(&self, targets: &[Arc<Index>], limits: &Limits) -> ApiResult<Value> {
+        if let [one] = targets {
+            return self.execute(one, limits);
+        }
+        if self.aggs.is_some() {
+            return Err(ApiError::unsupported(
+                "aggregations over several indices (aggregate one index at a time)",
+            ));
+        }
+        let t0 = std::time::Instant::now();
+        let keys = self.sort.keys();
+        let (mut hits, mut total, mut gte, mut max_score, mut shards) =
+            (vec![], 0u64, false, None::<f64>, 0u64);
+        for (rank, index) in targets.iter().enumerate() {
+            let mut r = self.execute_page(index, limits, (0, self.from + self.size))?;
+            if let Some(t) = r["hits"].get("total") {
+                total += t["value"].as_u64().unwrap_or(0);
+                gte |= t["relation"] == "gte";
+            }
+            if let Some(m) = r["hits"]["max_score"].as_f64() {
+                max_score = Some(max_score.map_or(m, |x: f64| x.max(m)));
+            }
+            shards += r["_shards"]["total"].as_u64().unwrap_or(0);
+            if let Value::Array(page) = r["hits"]["hits"].take() {
+                hits.extend(page.into_iter().enumerate().map(|(at, hit)| (hit, rank, at)));
+            }
+        }
+        hits.sort_by(|a, b| merge_order(&self.sort, &keys, &a.0, &b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+        let page: Vec<Value> = hits.into_iter().skip(self.from).take(self.size).map(|h| h.0).collect();
+        let mut hits_obj = Map::new();
+        match self.track {
+            TrackTotal::Off => {}
+            TrackTotal::UpTo(n) if total > n => {
+                hits_obj.insert("total".into(), json!({"value": n, "relation": "gte"}));
+            }
+            _ => {
+                hits_obj.insert("total".into(), json!({"value": total, "relation": relation(!gte)}));
+            }
+        }
+        hits_obj.insert("max_score".into(), json!(max_score));
+        hits_obj.insert("hits".into(), Value::Array(page));
+        Ok(json!({
+            "took": t0.elapsed().as_millis() as u64,
+            "timed_out": false,
+            "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0},
+            "hits": hits_obj,
+        }))
+    }
+
+    /// [`Self::execute`] for the hits from `from`, `size` of them.
+    fn execute_page(&self, index: &Index, limits: &Limits, (from, size): (usize, usize)) -> ApiResult<Value> {
         let t0 = std::time::Instant::now();
         let schema = index.schema();
         let mut tr = Translator::new(&schema, limits.max_clauses, limits.max_depth);
         let q: Query = tr.query(&self.query)?;
         let aggs = self.aggs.as_ref().map(|a| crate::aggs::parse(a, &mut tr, 0)).transpose()?;
-        let fetch = self.size > 0;
+        let fetch = size > 0;
         // A keyword field sorts through the several-keys path (the engine's pruned top-k reads numbers).
         let keyword =
             |name: &str| schema.field_id(name).is_some_and(|f| schema.field(f).ty == FieldType::Keyword);
@@ -382,8 +443,8 @@ impl SearchRequest {
         let res = match sort {
             Some(sort) => {
                 let opts = SearchOptions {
-                    limit: self.size,
-                    offset: self.from,
+                    limit: size,
+                    offset: from,
                     sort,
                     track_total: self.track != TrackTotal::Off,
                     fetch,
@@ -402,7 +463,7 @@ impl SearchRequest {
                         name => index.sort_field(name, k.descending, k.missing_first),
                     })
                     .collect::<spirit::Result<Vec<_>>>()?;
-                index.search_sorted(&q, &keys, self.after.as_deref(), (self.from, self.size), fetch)?
+                index.search_sorted(&q, &keys, self.after.as_deref(), (from, size), fetch)?
             }
         };
         let highlighter = self.highlight.as_ref().map(|h| Highlighter::new(h, &schema, &q));
@@ -495,6 +556,52 @@ impl SearchRequest {
         out["took"] = json!(t0.elapsed().as_millis() as u64);
         Ok(out)
     }
+}
+
+/// The order of two hits of different indices in a multi-target search: by score (descending), or by
+/// their `sort` values key by key — a missing value (null) first or last as its key says, whatever the
+/// direction, as Elasticsearch places them.
+fn merge_order(sort: &SortSpec, keys: &[KeySpec], a: &Value, b: &Value) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    if *sort == SortSpec::Score {
+        let score = |h: &Value| h["_score"].as_f64().unwrap_or(f64::NEG_INFINITY);
+        return score(b).total_cmp(&score(a));
+    }
+    for (i, k) in keys.iter().enumerate() {
+        let (x, y) = (&a["sort"][i], &b["sort"][i]);
+        let o = match (x.is_null(), y.is_null()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => {
+                if k.missing_first {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                }
+            }
+            (false, true) => {
+                if k.missing_first {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                }
+            }
+            _ => {
+                let o = match (x.as_f64(), y.as_f64()) {
+                    (Some(x), Some(y)) => x.total_cmp(&y),
+                    _ => x.as_str().unwrap_or("").cmp(y.as_str().unwrap_or("")),
+                };
+                if k.descending {
+                    o.reverse()
+                } else {
+                    o
+                }
+            }
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
 }
 
 fn relation(exact: bool) -> &'static str {
@@ -590,7 +697,7 @@ pub fn json_or_empty(body: &[u8]) -> ApiResult<Value> {
 
 /// `_count`: the number of live documents matching the query.
 pub fn count(
-    index: &Index,
+    targets: &[Arc<Index>],
     body: &[u8],
     params: &HashMap<String, String>,
     limits: &Limits,
@@ -606,9 +713,10 @@ pub fn count(
     let mut req = SearchRequest::parse(&serde_json::to_vec(&body).expect("json"), &p, limits)?;
     req.size = 0;
     req.track = TrackTotal::Exact;
-    let r = req.execute(index, limits)?;
+    let r = req.execute_on(targets, limits)?;
+    let shards = &r["_shards"]["total"];
     Ok(json!({"count": r["hits"]["total"]["value"],
-               "_shards": {"total": index.shards().len(), "successful": index.shards().len(), "skipped": 0, "failed": 0}}))
+               "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0}}))
 }
 
 #[cfg(test)]

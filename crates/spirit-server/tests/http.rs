@@ -1786,6 +1786,86 @@ fn wildcard_queries_match_terms_by_pattern() {
     s.stop();
 }
 
+/// Searching several indices at once (`a,b/_search`, `logs-*/_search`, `/_search`, and `_count`): each
+/// index's best hits merged in the request's order, totals added up.
+#[test]
+fn searches_span_several_indices() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let m = r#"{"mappings": {"properties": {"body": {"type": "text"}, "n": {"type": "long"}, "tag": {"type": "keyword"}}}}"#;
+    for (index, docs) in [
+        ("logs-a", vec![("1", "red fox", 5, "x"), ("2", "red red red", 1, "y"), ("3", "blue", 9, "x")]),
+        ("logs-b", vec![("1", "red", 3, "z"), ("4", "red dog", 7, "x")]),
+        ("other", vec![("9", "red cat", 2, "w")]),
+    ] {
+        assert_eq!(s.call("PUT", &format!("/{index}"), Some(m)).0, 200);
+        for (id, body, n, tag) in docs {
+            let doc = format!(r#"{{"body": "{body}", "n": {n}, "tag": "{tag}"}}"#);
+            assert_eq!(s.call("PUT", &format!("/{index}/_doc/{id}"), Some(&doc)).0, 201);
+        }
+    }
+    let hits = |path: &str, body: &str| -> (Value, Vec<(String, String)>) {
+        let (status, v) = s.call("POST", path, Some(body));
+        assert_eq!(status, 200, "{path} {body}: {v}");
+        let list = v["hits"]["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["_index"].as_str().unwrap().to_string(), h["_id"].as_str().unwrap().to_string()))
+            .collect();
+        (v, list)
+    };
+    let pair = |i: &str, id: &str| (i.to_string(), id.to_string());
+    // By field across indices: ascending n, then the page after the first two.
+    let by_n = r#"{"query": {"match": {"body": "red"}}, "sort": [{"n": "asc"}]}"#;
+    let (v, all) = hits("/logs-*/_search", by_n);
+    assert_eq!(all, [pair("logs-a", "2"), pair("logs-b", "1"), pair("logs-a", "1"), pair("logs-b", "4")]);
+    assert_eq!(v["hits"]["total"], json!({"value": 4, "relation": "eq"}));
+    assert_eq!(v["_shards"]["total"], v["_shards"]["successful"]);
+    let (_, page) = hits(
+        "/logs-*/_search",
+        r#"{"query": {"match": {"body": "red"}}, "sort": [{"n": "asc"}], "from": 2, "size": 1}"#,
+    );
+    assert_eq!(page, [pair("logs-a", "1")]);
+    // By score: each hit scored in its own index, merged best first.
+    let (v, scored) = hits("/logs-a,other/_search", r#"{"query": {"match": {"body": "red"}}}"#);
+    assert_eq!(scored.len(), 3);
+    let scores: Vec<f64> =
+        v["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_score"].as_f64().unwrap()).collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    assert_eq!(v["hits"]["max_score"].as_f64(), Some(scores[0]));
+    for (index, id) in &scored {
+        let (_, one) =
+            hits(&format!("/{index}/_search"), &format!(r#"{{"query": {{"ids": {{"values": ["{id}"]}}}}}}"#));
+        assert_eq!(one.len(), 1);
+    }
+    // Every index, by a keyword then a number; `_count` adds up; a pattern matching nothing is empty.
+    let (_, every) = hits("/_search", r#"{"sort": [{"tag": "desc"}, {"n": "asc"}], "size": 3}"#);
+    assert_eq!(every, [pair("logs-b", "1"), pair("logs-a", "2"), pair("logs-a", "1")]);
+    assert_eq!(
+        s.call("POST", "/_all/_count", Some(r#"{"query": {"match": {"body": "red"}}}"#)).1["count"],
+        json!(5)
+    );
+    assert_eq!(s.call("GET", "/logs-*,other/_count", None).1["count"], json!(6));
+    assert_eq!(s.call("GET", "/_count", None).1["count"], json!(6));
+    let ms = "{\"index\": \"logs-*\"}\n{\"query\": {\"match\": {\"body\": \"red\"}}}\n";
+    let (_, v) = s.call("POST", "/_msearch", Some(ms));
+    assert_eq!(v["responses"][0]["hits"]["total"]["value"], json!(4), "{v}");
+    let (v, none) = hits("/nothing-*/_search", "{}");
+    assert!(none.is_empty());
+    assert_eq!(v["hits"]["total"]["value"], json!(0));
+    // A missing plain name is a 404; aggregations over several indices are refused by name.
+    let r = s.call("POST", "/logs-a,nope/_search", Some("{}"));
+    assert_es_error(&r, 404, "index_not_found_exception");
+    let r = s.call("POST", "/logs-*/_search", Some(r#"{"aggs": {"t": {"terms": {"field": "tag"}}}}"#));
+    assert_eq!(r.0, 400, "{}", r.1);
+    assert!(r.1["error"]["reason"].as_str().unwrap().contains("several indices"), "{}", r.1);
+    // One index through a pattern answers as that index does, aggregations included.
+    let r = s.call("POST", "/oth*/_search", Some(r#"{"aggs": {"t": {"terms": {"field": "tag"}}}}"#));
+    assert_eq!(r.1["aggregations"]["t"]["buckets"][0]["key"], json!("w"), "{}", r.1);
+    s.stop();
+}
+
 /// `match_phrase_prefix`: the analyzed text as a phrase whose last token matches the first `max_expansions`
 /// terms (in term order) starting with it; one token alone is the OR of its expansions.
 #[test]
