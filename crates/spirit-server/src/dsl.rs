@@ -1,7 +1,7 @@
 //! The Elasticsearch query DSL, translated into spirit's query AST ([`spirit::Query`]).
 //!
 //! Supported: `match_all`, `match_none`, `match` (`operator`), `match_phrase` (`slop`), `multi_match`
-//! (`best_fields`, `most_fields`, `phrase` with `slop`; scored as the sum over fields), `term`, `terms` (constant score,
+//! (`best_fields`, `most_fields`, `phrase` with `slop`, `phrase_prefix`, `bool_prefix`; scored as the sum over fields), `term`, `terms` (constant score,
 //! as in Elasticsearch), `exists`, `constant_score`, `dis_max` (`tie_breaker` from 0 to 1), `range`
 //! (`gt`/`gte`/`lt`/`lte`), `prefix`, `wildcard` (`*` and `?`; `value` or `wildcard`, `case_insensitive`),
 //! `regexp` (Lucene's syntax; `flags`, `case_insensitive`; complement, intersection and intervals refused),
@@ -502,19 +502,33 @@ impl<'a> Translator<'a> {
         let fuzzy = fuzzy_options(kind, obj, "fuzzy_transpositions")?;
         let text = scalar_text(kind, body.get("query"))?;
         let and = operator_is_and(kind, body)?;
-        let phrase = match body.get("type").and_then(Value::as_str).unwrap_or("best_fields") {
-            "best_fields" | "most_fields" => false,
-            "phrase" => true,
-            other => return Err(ApiError::unsupported(format!("[multi_match] of type [{other}]"))),
-        };
+        let ty = body.get("type").and_then(Value::as_str).unwrap_or("best_fields");
+        if !["best_fields", "most_fields", "phrase", "phrase_prefix", "bool_prefix"].contains(&ty) {
+            return Err(ApiError::unsupported(format!("[multi_match] of type [{ty}]")));
+        }
         let slop = slop(kind, "slop", body.get("slop"))?;
-        if fuzzy.is_some() && phrase {
-            return Err(ApiError::bad_request("[multi_match] [fuzziness] is not allowed for type [phrase]"));
+        if fuzzy.is_some() && ty.starts_with("phrase") {
+            return Err(ApiError::bad_request(format!(
+                "[multi_match] [fuzziness] is not allowed for type [{ty}]"
+            )));
         }
-        if slop > 0 && !phrase {
-            // Elasticsearch would ignore it: refused, so no one believes it applied.
-            return Err(ApiError::unsupported("[multi_match] [slop] with a type other than [phrase]"));
+        if slop > 0 && ty != "phrase" {
+            // Elasticsearch would ignore it (or, for phrase_prefix, apply it): refused, so no one believes it
+            // applied.
+            return Err(ApiError::unsupported(format!("[multi_match] [slop] with type [{ty}]")));
         }
+        // For phrase_prefix, how many terms the last token expands to (for the other types it belongs to
+        // fuzziness, read with it).
+        let max_expansions = match body.get("max_expansions") {
+            Some(v) if ty == "phrase_prefix" => {
+                v.as_u64().filter(|n| (1..=MAX_EXPANSIONS as u64).contains(n)).ok_or_else(|| {
+                    ApiError::parsing(format!(
+                        "[multi_match] [max_expansions] must be a whole number from 1 to {MAX_EXPANSIONS}"
+                    ))
+                })? as usize
+            }
+            _ => 50,
+        };
         // Each field with its boost (`"title^3"`; 1 without one).
         let field = |f: &str| -> ApiResult<(Option<String>, f32)> {
             let (name, boost) = match f.split_once('^') {
@@ -539,9 +553,17 @@ impl<'a> Translator<'a> {
         };
         let mut should = vec![];
         for (f, boost) in fields {
-            let q = if phrase {
+            let q = if ty == "phrase" {
                 self.leaf()?;
                 Query::Phrase { field: f, text: text.clone(), slop }
+            } else if ty == "phrase_prefix" {
+                self.leaf()?;
+                Query::PhrasePrefix { field: f, text: text.clone(), max_expansions }
+            } else if ty == "bool_prefix" {
+                let f = f.ok_or_else(|| {
+                    ApiError::unsupported("[multi_match] of type [bool_prefix] without [fields] (name them)")
+                })?;
+                self.bool_prefix(f, &text, and)?
             } else if let Some(options) = fuzzy {
                 self.fuzzy_match(f, &text, and, options)?
             } else {
@@ -1008,7 +1030,7 @@ mod tests {
             assert!(e.reason.contains("[slop] must be a whole number"), "{}", e.reason);
         }
         let e = tr(json!({"multi_match": {"query": "x y", "fields": ["body"], "slop": 2}})).unwrap_err();
-        assert!(e.reason.contains("[slop] with a type other than [phrase]"), "{}", e.reason);
+        assert!(e.reason.contains("[slop] with type [best_fields]"), "{}", e.reason);
         assert!(tr(json!({"match_all": {"boost": -1}})).unwrap_err().reason.contains("boost"));
         assert!(tr(json!({"term": {"tag": {"value": {"x": 1}}}})).is_err());
         assert!(tr(json!([1, 2])).is_err());
@@ -1102,6 +1124,41 @@ mod tests {
             json!({"match_phrase_prefix": {"body": {"query": "a b", "slop": 2}}}),
             json!({"match_phrase_prefix": {"body": {"query": "a b", "max_expansions": "many"}}}),
             json!({"match_phrase_prefix": {"body": {"query": "a b", "zero_terms_query": "all"}}}),
+        ] {
+            assert!(tr(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn multi_match_prefix_types() {
+        let q = tr(
+            json!({"multi_match": {"query": "quick br", "fields": ["body", "tag^2"], "type": "phrase_prefix",
+            "max_expansions": 7}}),
+        )
+        .unwrap();
+        let pp = |f: &str| Query::PhrasePrefix {
+            field: Some(f.into()),
+            text: "quick br".into(),
+            max_expansions: 7,
+        };
+        assert_eq!(
+            q,
+            Query::Bool {
+                must: vec![],
+                should: vec![pp("body"), boost(pp("tag"), 2.0)],
+                must_not: vec![],
+                filter: vec![]
+            }
+        );
+        let q = tr(json!({"multi_match": {"query": "quick br", "fields": ["body"], "type": "bool_prefix"}}))
+            .unwrap();
+        assert_eq!(q, tr(json!({"match_bool_prefix": {"body": "quick br"}})).unwrap());
+        for bad in [
+            json!({"multi_match": {"query": "a b", "type": "phrase_prefix", "slop": 1}}),
+            json!({"multi_match": {"query": "a b", "type": "phrase_prefix", "fuzziness": 1}}),
+            json!({"multi_match": {"query": "a b", "type": "phrase_prefix", "max_expansions": 0}}),
+            json!({"multi_match": {"query": "a b", "type": "bool_prefix"}}),
+            json!({"multi_match": {"query": "a b", "type": "cross_fields"}}),
         ] {
             assert!(tr(bad.clone()).is_err(), "{bad}");
         }

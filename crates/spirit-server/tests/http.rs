@@ -1895,6 +1895,17 @@ fn match_phrase_prefix_makes_the_last_position_a_prefix() {
     assert_eq!(ids(r#"{"query": {"match_phrase_prefix": {"body": "brown fox"}}}"#), ["1", "2", "4"]);
     assert_eq!(ids(r#"{"query": {"match_phrase_prefix": {"body": "qui"}}}"#), ["1", "2", "3", "4"]);
     assert_eq!(ids(r#"{"query": {"match_phrase_prefix": {"body": "quick brown x"}}}"#), Vec::<String>::new());
+    // multi_match of type phrase_prefix: over the default fields, the keyword one left out as a phrase's is.
+    assert_eq!(
+        ids(r#"{"query": {"multi_match": {"query": "quick brown f", "type": "phrase_prefix"}}}"#),
+        ["1", "2"]
+    );
+    assert_eq!(
+        ids(
+            r#"{"query": {"multi_match": {"query": "brown f", "type": "bool_prefix", "fields": ["body"], "operator": "and"}}}"#
+        ),
+        ["1", "2", "4"]
+    );
     // Highlighted: the phrase's terms and what the prefix matched.
     let (_, v) = s.call(
         "POST",

@@ -251,6 +251,10 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
         }
         Query::PhrasePrefix { field, text, max_expansions } => per_field(field, schema, |fid| {
             let def = schema.field(fid);
+            if def.ty != FieldType::Text && field.is_none() {
+                // A default field that is not text (as a phrase skips it).
+                return Ok(Node::Nothing);
+            }
             if def.ty != FieldType::Text {
                 return Err(Error::InvalidArgument(format!(
                     "match_phrase_prefix queries are supported on text fields; [{}] is {}",
