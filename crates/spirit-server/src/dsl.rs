@@ -154,17 +154,7 @@ impl<'a> Translator<'a> {
                         "[match_phrase_prefix] with an [analyzer] other than the field's",
                     ));
                 }
-                let max_expansions = match params.get("max_expansions") {
-                    None => 50,
-                    Some(v) => {
-                        v.as_u64().filter(|n| (1..=MAX_EXPANSIONS as u64).contains(n)).ok_or_else(|| {
-                            ApiError::parsing(format!(
-                                "[match_phrase_prefix] [max_expansions] must be a whole number from 1 to \
-                                 {MAX_EXPANSIONS}"
-                            ))
-                        })? as usize
-                    }
-                };
+                let max_expansions = prefix_expansions(kind, params.get("max_expansions"))?;
                 self.leaf()?;
                 let text = scalar_text(kind, params.get("query"))?;
                 boosted(Query::PhrasePrefix { field: Some(field), text, max_expansions }, &params)
@@ -519,16 +509,8 @@ impl<'a> Translator<'a> {
         }
         // For phrase_prefix, how many terms the last token expands to (for the other types it belongs to
         // fuzziness, read with it).
-        let max_expansions = match body.get("max_expansions") {
-            Some(v) if ty == "phrase_prefix" => {
-                v.as_u64().filter(|n| (1..=MAX_EXPANSIONS as u64).contains(n)).ok_or_else(|| {
-                    ApiError::parsing(format!(
-                        "[multi_match] [max_expansions] must be a whole number from 1 to {MAX_EXPANSIONS}"
-                    ))
-                })? as usize
-            }
-            _ => 50,
-        };
+        let max_expansions =
+            prefix_expansions(kind, body.get("max_expansions").filter(|_| ty == "phrase_prefix"))?;
         // Each field with its boost (`"title^3"`; 1 without one).
         let field = |f: &str| -> ApiResult<(Option<String>, f32)> {
             let (name, boost) = match f.split_once('^') {
@@ -655,6 +637,16 @@ fn slop(kind: &str, key: &str, slop: Option<&Value>) -> ApiResult<u32> {
     };
     n.filter(|&n| n <= spirit::MAX_SLOP as u64).map(|n| n as u32).ok_or_else(|| {
         ApiError::parsing(format!("[{kind}] [{key}] must be a whole number from 0 to {}", spirit::MAX_SLOP))
+    })
+}
+
+/// A phrase prefix's `max_expansions`: 1 to [`MAX_EXPANSIONS`], 50 when absent (Elasticsearch's default).
+fn prefix_expansions(kind: &str, v: Option<&Value>) -> ApiResult<usize> {
+    let Some(v) = v else { return Ok(50) };
+    v.as_u64().filter(|n| (1..=MAX_EXPANSIONS as u64).contains(n)).map(|n| n as usize).ok_or_else(|| {
+        ApiError::parsing(format!(
+            "[{kind}] [max_expansions] must be a whole number from 1 to {MAX_EXPANSIONS}"
+        ))
     })
 }
 

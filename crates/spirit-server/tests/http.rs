@@ -127,6 +127,18 @@ fn on_one_and_three_shards(name: &str, mappings: &str, check: impl Fn(&TestServe
 }
 
 /// The hits of search `q` on `index` as (`_id`, score), sorted by `_id`.
+/// The ids of a search's hits, in id order.
+fn hit_ids(s: &TestServer, index: &str, q: &str) -> Vec<String> {
+    hits_by_id(s, index, q).into_iter().map(|h| h.0).collect()
+}
+
+/// Puts each `(id, source)` into `index`, each acknowledged as created.
+fn put_docs<'a>(s: &TestServer, index: &str, docs: impl IntoIterator<Item = (&'a str, String)>) {
+    for (id, doc) in docs {
+        assert_eq!(s.call("PUT", &format!("/{index}/_doc/{id}"), Some(&doc)).0, 201, "{doc}");
+    }
+}
+
 fn hits_by_id(s: &TestServer, index: &str, q: &str) -> Vec<(String, f64)> {
     let (status, r) = s.call("POST", &format!("/{index}/_search"), Some(q));
     assert_eq!(status, 200, "{q}: {r}");
@@ -1730,11 +1742,12 @@ fn wildcard_queries_match_terms_by_pattern() {
         ("3", "nothing here", "blue", 3),
         ("4", "toast at last", "RED", 4),
     ];
-    for (id, body, tag, n) in docs {
-        let doc = format!(r#"{{"body": "{body}", "tag": "{tag}", "n": {n}}}"#);
-        assert_eq!(s.call("PUT", &format!("/w/_doc/{id}"), Some(&doc)).0, 201);
-    }
-    let ids = |q: &str| -> Vec<String> { hits_by_id(&s, "w", q).into_iter().map(|h| h.0).collect() };
+    put_docs(
+        &s,
+        "w",
+        docs.map(|(id, body, tag, n)| (id, format!(r#"{{"body": "{body}", "tag": "{tag}", "n": {n}}}"#))),
+    );
+    let ids = |q: &str| hit_ids(&s, "w", q);
     assert_eq!(ids(r#"{"query": {"wildcard": {"body": "te?t"}}}"#), ["1", "2"]);
     assert_eq!(
         ids(r#"{"query": {"wildcard": {"body": "TE*T"}}}"#),
@@ -1799,10 +1812,10 @@ fn searches_span_several_indices() {
         ("other", vec![("9", "red cat", 2, "w")]),
     ] {
         assert_eq!(s.call("PUT", &format!("/{index}"), Some(m)).0, 200);
-        for (id, body, n, tag) in docs {
-            let doc = format!(r#"{{"body": "{body}", "n": {n}, "tag": "{tag}"}}"#);
-            assert_eq!(s.call("PUT", &format!("/{index}/_doc/{id}"), Some(&doc)).0, 201);
-        }
+        let sources = docs
+            .into_iter()
+            .map(|(id, body, n, tag)| (id, format!(r#"{{"body": "{body}", "n": {n}, "tag": "{tag}"}}"#)));
+        put_docs(&s, index, sources);
     }
     let hits = |path: &str, body: &str| -> (Value, Vec<(String, String)>) {
         let (status, v) = s.call("POST", path, Some(body));
@@ -1880,11 +1893,8 @@ fn match_phrase_prefix_makes_the_last_position_a_prefix() {
         ("3", "quick blue fog"),
         ("4", "the brown fox was quick"),
     ];
-    for (id, body) in docs {
-        let doc = format!(r#"{{"body": "{body}", "tag": "t"}}"#);
-        assert_eq!(s.call("PUT", &format!("/pp/_doc/{id}"), Some(&doc)).0, 201);
-    }
-    let ids = |q: &str| -> Vec<String> { hits_by_id(&s, "pp", q).into_iter().map(|h| h.0).collect() };
+    put_docs(&s, "pp", docs.map(|(id, body)| (id, format!(r#"{{"body": "{body}", "tag": "t"}}"#))));
+    let ids = |q: &str| hit_ids(&s, "pp", q);
     assert_eq!(ids(r#"{"query": {"match_phrase_prefix": {"body": "Quick Brown F"}}}"#), ["1", "2"]);
     assert_eq!(ids(r#"{"query": {"match_phrase_prefix": {"body": {"query": "quick b"}}}}"#), ["1", "2", "3"]);
     assert_eq!(
@@ -1947,11 +1957,12 @@ fn regexp_queries_match_whole_terms() {
         ("3", "john and a+b", "blue", 3),
         ("4", "nathan was here", "RED-3", 4),
     ];
-    for (id, body, tag, n) in docs {
-        let doc = format!(r#"{{"body": "{body}", "tag": "{tag}", "n": {n}}}"#);
-        assert_eq!(s.call("PUT", &format!("/re/_doc/{id}"), Some(&doc)).0, 201);
-    }
-    let ids = |q: &str| -> Vec<String> { hits_by_id(&s, "re", q).into_iter().map(|h| h.0).collect() };
+    put_docs(
+        &s,
+        "re",
+        docs.map(|(id, body, tag, n)| (id, format!(r#"{{"body": "{body}", "tag": "{tag}", "n": {n}}}"#))),
+    );
+    let ids = |q: &str| hit_ids(&s, "re", q);
     assert_eq!(ids(r#"{"query": {"regexp": {"body": "joh?n(ath[oa]n)"}}}"#), ["1", "2"]);
     assert_eq!(ids(r#"{"query": {"regexp": {"body": {"value": "nath.*"}}}}"#), ["4"], "whole terms only");
     assert_eq!(ids(r#"{"query": {"regexp": {"body": "JOHN"}}}"#), Vec::<String>::new(), "not analyzed");
@@ -2030,11 +2041,8 @@ fn match_bool_prefix_makes_the_last_token_a_prefix() {
         ("3", "slow brown dog", "a long walk"),
         ("4", "quick fog", "running late"),
     ];
-    for (id, body, en) in docs {
-        let doc = format!(r#"{{"body": "{body}", "en": "{en}"}}"#);
-        assert_eq!(s.call("PUT", &format!("/mb/_doc/{id}"), Some(&doc)).0, 201);
-    }
-    let ids = |q: &str| -> Vec<String> { hits_by_id(&s, "mb", q).into_iter().map(|h| h.0).collect() };
+    put_docs(&s, "mb", docs.map(|(id, body, en)| (id, format!(r#"{{"body": "{body}", "en": "{en}"}}"#))));
+    let ids = |q: &str| hit_ids(&s, "mb", q);
     assert_eq!(
         ids(r#"{"query": {"match_bool_prefix": {"body": {"query": "quick fo", "operator": "and"}}}}"#),
         ["1", "2", "4"]
