@@ -47,7 +47,7 @@ const N: usize = COMMON_WORDS.len();
 const _: () = assert!(N <= 255, "ranks fit in a byte");
 
 /// The byte after a field id that marks a biword key.
-const MARK: u8 = 0xFF;
+pub(crate) const BIWORD_MARK: u8 = 0xFF;
 
 /// The rank of `word` (an indexed term's bytes) in [`COMMON_WORDS`], if it is one.
 pub fn common_rank(word: &[u8]) -> Option<u8> {
@@ -59,7 +59,7 @@ fn key_of_ranks(field: u16, a: usize, b: usize) -> Vec<u8> {
     let (a, b) = (COMMON_WORDS[a].as_bytes(), COMMON_WORDS[b].as_bytes());
     let mut k = Vec::with_capacity(4 + a.len() + b.len());
     k.extend_from_slice(&field.to_be_bytes());
-    k.push(MARK);
+    k.push(BIWORD_MARK);
     k.extend_from_slice(a);
     k.push(0);
     k.extend_from_slice(b);
@@ -78,7 +78,7 @@ pub fn biword_key(a: &[u8], b: &[u8]) -> Option<Vec<u8>> {
 
 /// Whether `key` is a biword's (not a term's).
 pub fn is_biword_key(key: &[u8]) -> bool {
-    key.get(2) == Some(&MARK)
+    key.get(2) == Some(&BIWORD_MARK)
 }
 
 /// Builds one text field's biword postings, document by document: [`word`](Self::word) for each common
@@ -95,15 +95,16 @@ pub(crate) struct BiwordBuilder {
     entries: Vec<u64>,
     /// Per position below its length: 0, or the rank + 1 of the common word there (the open document's).
     slot: Vec<u8>,
-    /// Every pair occurrence so far, in document order, each pair's in position order within a document.
-    occ: Vec<Occurrence>,
+    /// Every pair occurrence so far, in document order, each pair's in position order within a document: its
+    /// pair (`a * N + b`) here, its `[doc, position]` in `at` (10 bytes an occurrence; a flush of the 250k
+    /// enwiki documents collects ~6M).
+    pairs: Vec<u16>,
+    at: Vec<[u32; 2]>,
     /// Per document (by doc id) with a pair, its field length.
     dls: Vec<u32>,
 }
 
-/// One occurrence of a pair: `[pair, doc, position]` (12 bytes: a flush of the 250k enwiki documents
-/// collects ~6M).
-type Occurrence = [u32; 3];
+const _: () = assert!(N * N <= u16::MAX as usize + 1, "a pair fits 16 bits");
 
 /// Positions the table of [`BiwordBuilder`] covers; documents with larger ones are sorted instead.
 const SLOTS: u64 = 1 << 16;
@@ -121,9 +122,9 @@ impl BiwordBuilder {
 
     /// Ends document `doc` (documents in increasing order), whose field length is `dl`.
     pub fn end_doc(&mut self, doc: u32, dl: u32) {
-        debug_assert!(self.occ.last().is_none_or(|o| o[1] < doc), "documents in increasing order");
-        let had = self.occ.len();
-        let pair = |a: u64, b: u64| ((a & 0xFF) as usize * N + (b & 0xFF) as usize) as u32;
+        debug_assert!(self.at.last().is_none_or(|o| o[0] < doc), "documents in increasing order");
+        let had = self.at.len();
+        let pair = |a: u64, b: u64| ((a & 0xFF) as usize * N + (b & 0xFF) as usize) as u16;
         let last = self.entries.iter().map(|e| e >> 8).max().unwrap_or(0);
         if self.entries.len() < 2 {
             // No pair.
@@ -138,7 +139,8 @@ impl BiwordBuilder {
             for &e in &self.entries {
                 let next = self.slot[(e >> 8) as usize + 1];
                 if next != 0 {
-                    self.occ.push([pair(e, next as u64 - 1), doc, (e >> 8) as u32]);
+                    self.pairs.push(pair(e, next as u64 - 1));
+                    self.at.push([doc, (e >> 8) as u32]);
                 }
             }
             for &e in &self.entries {
@@ -148,12 +150,13 @@ impl BiwordBuilder {
             self.entries.sort_unstable();
             for w in self.entries.windows(2) {
                 if w[1] >> 8 == (w[0] >> 8) + 1 {
-                    self.occ.push([pair(w[0], w[1]), doc, (w[0] >> 8) as u32]);
+                    self.pairs.push(pair(w[0], w[1]));
+                    self.at.push([doc, (w[0] >> 8) as u32]);
                 }
             }
         }
         self.entries.clear();
-        if self.occ.len() > had {
+        if self.at.len() > had {
             if self.dls.len() <= doc as usize {
                 self.dls.resize(doc as usize + 1, 0);
             }
@@ -164,38 +167,44 @@ impl BiwordBuilder {
     /// The pairs' postings, grouped.
     pub fn finish(self) -> BiwordLists {
         debug_assert!(self.entries.is_empty(), "the last document ended");
-        // A stable counting sort by pair keeps each pair's occurrences in (doc, position) order.
+        // A stable counting sort by pair keeps each pair's occurrences in (doc, position) order. It sorts
+        // the occurrences' indices (4 bytes each), not the occurrences: a sorted copy of them was the
+        // largest buffer of a flush after the fresh segment itself, in pages the kernel zeroes on first touch.
         let mut starts = vec![0u32; N * N + 1];
-        for o in &self.occ {
-            starts[o[0] as usize + 1] += 1;
+        for &p in &self.pairs {
+            starts[p as usize + 1] += 1;
         }
         for i in 1..starts.len() {
             starts[i] += starts[i - 1];
         }
-        let mut at = starts.clone();
-        let mut occ = vec![[0u32; 3]; self.occ.len()];
-        for o in self.occ {
-            occ[at[o[0] as usize] as usize] = o;
-            at[o[0] as usize] += 1;
+        let mut next = starts.clone();
+        let mut order = vec![0u32; self.pairs.len()];
+        for (i, &p) in self.pairs.iter().enumerate() {
+            order[next[p as usize] as usize] = i as u32;
+            next[p as usize] += 1;
         }
-        BiwordLists { field: self.field, starts, occ, dls: self.dls }
+        BiwordLists { field: self.field, starts, order, at: self.at, dls: self.dls }
     }
 }
 
 /// One text field's biword occurrences grouped by pair ([`BiwordBuilder::finish`]).
 pub(crate) struct BiwordLists {
     field: u16,
-    /// Per pair, where its occurrences start in `occ` (and, one past the last pair, the end).
+    /// Per pair, where its occurrences start in `order` (and, one past the last pair, the end).
     starts: Vec<u32>,
-    occ: Vec<Occurrence>,
+    /// The occurrences' indices in `at`, by pair, each pair's in (doc, position) order.
+    order: Vec<u32>,
+    /// Each occurrence's `[doc, position]`, in document order.
+    at: Vec<[u32; 2]>,
     /// Per document with a pair, its field length.
     dls: Vec<u32>,
 }
 
 impl BiwordLists {
     /// The first biword key, if the field has any biword.
+    #[cfg(test)]
     pub fn first_key(&self) -> Option<Vec<u8>> {
-        let pair = self.occ.first()?[0] as usize;
+        let pair = (0..N * N).find(|&p| self.starts[p + 1] > self.starts[p])?;
         Some(key_of_ranks(self.field, pair / N, pair % N))
     }
 
@@ -204,15 +213,16 @@ impl BiwordLists {
         let mut post = TermPostings::default();
         let mut positions = vec![];
         for pair in 0..N * N {
-            let occ = &self.occ[self.starts[pair] as usize..self.starts[pair + 1] as usize];
+            let occ = &self.order[self.starts[pair] as usize..self.starts[pair + 1] as usize];
             if occ.is_empty() {
                 continue;
             }
             post.clear();
-            for doc in occ.chunk_by(|a, b| a[1] == b[1]) {
+            for doc in occ.chunk_by(|&a, &b| self.at[a as usize][0] == self.at[b as usize][0]) {
+                let d = self.at[doc[0] as usize][0];
                 positions.clear();
-                positions.extend(doc.iter().map(|o| o[2]));
-                post.push(doc[0][1], doc.len() as u32, &positions, self.dls[doc[0][1] as usize]);
+                positions.extend(doc.iter().map(|&o| self.at[o as usize][1]));
+                post.push(d, doc.len() as u32, &positions, self.dls[d as usize]);
             }
             // Ranks are in byte order and `0x00` sorts below every word byte: pair order is key order.
             f(&key_of_ranks(self.field, pair / N, pair % N), &post);

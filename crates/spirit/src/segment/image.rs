@@ -19,7 +19,7 @@
 //! No pointer inside is absolute, so engraving is one bulk copy and the persistent copy is read with the same
 //! code as the DRAM copy. The body checksum is verified by `spirit check` and on demand.
 
-use super::biword::{BiwordBuilder, BiwordLists, BIWORDS_VERSION, COMMON_WORDS};
+use super::biword::{BiwordBuilder, BiwordLists, BIWORDS_VERSION, BIWORD_MARK, COMMON_WORDS};
 use super::{FieldStats, FreshSegment, SegmentError};
 use crate::codec::{
     encode_norm, encode_postings_encoded, read_vbyte, write_positions, write_vbyte, FieldCodecs,
@@ -53,7 +53,9 @@ const HASH: usize = 7;
 const KIND_NORMS: u32 = 1;
 const KIND_NUMERIC: u32 = 2;
 const DOC_BLOCK_BYTES: usize = 16 * 1024;
-/// Fewest terms for which a parallel flush splits the encoding in two (tests split small segments too).
+/// Ranges of terms a parallel flush cuts its keys into (see [`ImageBuilder::seal_fresh`]).
+const PARALLEL_FLUSH_PIECES: usize = 8;
+/// Fewest terms for which a flush asked to run in parallel does (tests split small segments too).
 const PARALLEL_FLUSH_TERMS: usize = if cfg!(test) { 2 } else { 4096 };
 
 fn key_hash(key: &[u8]) -> u64 {
@@ -103,30 +105,48 @@ impl ImageBuilder {
         });
         let key_of = |&(o, l, _): &(u32, u32, u32)| &arena[o as usize..(o + l) as usize];
         keys.sort_unstable_by(|a, b| key_of(a).cmp(key_of(b)));
-        // Each text field's biwords, with the index of the first term key after them (they are written
-        // before it).
-        let mut biwords: Vec<(usize, BiwordLists)> = vec![];
-        for (f, is_text) in fresh.column_fields() {
-            if let Some(lists) = is_text.then(|| fresh_biwords(fresh, f, n)).flatten() {
-                if let Some(first) = lists.first_key() {
-                    biwords.push((keys.partition_point(|k| key_of(k) < &first[..]), lists));
-                }
-            }
+        // The image's terms in key order, as pieces written by separate writers (then appended): ranges of
+        // the fresh segment's keys, and each text field's biwords, whose keys sort after every term of their
+        // field and before the next field's (`BIWORD_MARK`), so where they go is known before they are
+        // built. With `parallel`, the keys are cut in PARALLEL_FLUSH_PIECES ranges as well, and the pieces
+        // are built on the rayon pool: a field's biwords take about a quarter of a flush, which the other
+        // threads balance with small ranges of terms (halves left a thread with half the terms and the
+        // biwords too).
+        enum Piece {
+            Terms(usize, usize),
+            Biwords(u16),
         }
-        biwords.sort_by_key(|b| b.0);
+        let mut cuts: Vec<(usize, Option<u16>)> = fresh
+            .column_fields()
+            .into_iter()
+            .filter(|&(_, is_text)| is_text)
+            .map(|(f, _)| {
+                let after = [f.to_be_bytes()[0], f.to_be_bytes()[1], BIWORD_MARK];
+                (keys.partition_point(|k| key_of(k) < &after[..]), Some(f))
+            })
+            .collect();
+        let parallel = parallel && keys.len() >= PARALLEL_FLUSH_TERMS;
+        if parallel {
+            cuts.extend((1..PARALLEL_FLUSH_PIECES).map(|i| (keys.len() * i / PARALLEL_FLUSH_PIECES, None)));
+        }
+        cuts.sort_unstable();
+        let mut pieces = vec![];
+        let mut lo = 0;
+        for (at, field) in cuts {
+            if at > lo {
+                pieces.push(Piece::Terms(lo, at));
+                lo = at;
+            }
+            pieces.extend(field.map(Piece::Biwords));
+        }
+        pieces.push(Piece::Terms(lo, keys.len()));
 
-        // The terms of keys `lo..hi`, and the biwords that go among them.
+        // The terms of keys `lo..hi`.
         let terms = |lo: usize, hi: usize| {
             let mut w = ImageWriter::with_codecs(codecs.clone());
             let mut post = TermPostings::default();
             let mut p = vec![];
-            let add_biwords = |w: &mut ImageWriter, at: usize| {
-                for (_, lists) in biwords.iter().filter(|b| b.0 == at) {
-                    lists.for_each(&mut |key, post| w.add_term(key, post));
-                }
-            };
             for i in lo..hi {
-                add_biwords(&mut w, i);
                 let k = &keys[i];
                 // Keys, entries and first blocks lie at random in memory: each term's are fetched while
                 // earlier terms are encoded (its key and entry FLUSH_AHEAD terms ahead, its block half as far).
@@ -149,19 +169,29 @@ impl ImageBuilder {
                 }
                 w.add_term(key, &post);
             }
-            if hi == keys.len() {
-                add_biwords(&mut w, hi);
+            w
+        };
+        let build = |piece: &Piece| match *piece {
+            Piece::Terms(lo, hi) => terms(lo, hi),
+            Piece::Biwords(field) => {
+                let mut w = ImageWriter::with_codecs(codecs.clone());
+                if let Some(lists) = fresh_biwords(fresh, field, n) {
+                    lists.for_each(&mut |key, post| w.add_term(key, post));
+                }
+                w
             }
-            w
         };
-        let mut w = if parallel && keys.len() >= PARALLEL_FLUSH_TERMS {
-            let mid = keys.len() / 2;
-            let (mut w, second) = rayon::join(|| terms(0, mid), || terms(mid, keys.len()));
-            w.append_terms(second);
-            w
+        let writers: Vec<ImageWriter> = if parallel {
+            use rayon::prelude::*;
+            pieces.par_iter().map(build).collect()
         } else {
-            terms(0, keys.len())
+            pieces.iter().map(build).collect()
         };
+        let mut writers = writers.into_iter();
+        let mut w = writers.next().expect("at least one piece");
+        for next in writers {
+            w.append_terms(next);
+        }
         w.biwords = BIWORDS_VERSION;
         for (f, is_text) in fresh.column_fields() {
             let stats = if is_text { fresh.field_stats(f, n) } else { FieldStats::default() };
@@ -311,8 +341,11 @@ impl TermPostings {
 #[derive(Default)]
 pub(crate) struct ImageWriter {
     terms: Vec<u8>,
+    /// The open pieces of the keys and postings sections; the pieces before them, appended whole
+    /// ([`append_terms`](Self::append_terms)), are in `done`.
     keys: Vec<u8>,
     postings: Vec<u8>,
+    done: DonePieces,
     fields: Vec<u8>,
     columns: Vec<u8>,
     n_fields: u32,
@@ -330,6 +363,24 @@ pub(crate) struct ImageWriter {
     pub biwords: u32,
 }
 
+/// Pieces of the keys and postings sections before an [`ImageWriter`]'s open ones, and their lengths.
+#[derive(Default)]
+struct DonePieces {
+    keys: Vec<Vec<u8>>,
+    postings: Vec<Vec<u8>>,
+    keys_len: usize,
+    postings_len: usize,
+}
+
+impl DonePieces {
+    fn push(&mut self, keys: Vec<u8>, postings: Vec<u8>) {
+        self.keys_len += keys.len();
+        self.postings_len += postings.len();
+        self.keys.push(keys);
+        self.postings.push(postings);
+    }
+}
+
 impl ImageWriter {
     pub fn with_codecs(codecs: FieldCodecs) -> ImageWriter {
         ImageWriter { codecs, ..Default::default() }
@@ -340,14 +391,14 @@ impl ImageWriter {
         if p.docs.is_empty() {
             return;
         }
-        let post_off = self.postings.len() as u64;
+        let post_off = (self.done.postings_len + self.postings.len()) as u64;
         let codec =
             if key.len() >= 2 { self.codecs.get(crate::schema::key_field(key)) } else { Default::default() };
         let positions = (&p.positions[..], &p.block_starts[..]);
         let meta = encode_postings_encoded(codec, &p.docs, &p.tfs, positions, &p.dls, &mut self.postings);
-        let post_len = self.postings.len() as u64 - post_off;
+        let post_len = (self.done.postings_len + self.postings.len()) as u64 - post_off;
         let t = &mut self.terms;
-        t.extend_from_slice(&(self.keys.len() as u32).to_le_bytes());
+        t.extend_from_slice(&((self.done.keys_len + self.keys.len()) as u32).to_le_bytes());
         t.extend_from_slice(&(key.len() as u32).to_le_bytes());
         t.extend_from_slice(&meta.df.to_le_bytes());
         t.extend_from_slice(&meta.max_tf.to_le_bytes());
@@ -357,20 +408,27 @@ impl ImageWriter {
         self.key_hashes.push(key_hash(key));
     }
 
-    /// Appends the terms of `next`, a writer that holds only terms, all after this one's in key order (the
-    /// second half of a parallel flush): its dictionary entries are moved with their key and postings offsets
-    /// shifted past this writer's.
+    /// Appends the terms of `next`, a writer that holds only terms, all after this one's in key order (a
+    /// later piece of a flush, see [`ImageBuilder::seal_fresh`]): its dictionary entries are moved with their key and postings offsets
+    /// shifted past this writer's, and its keys and postings become pieces of those sections as they are
+    /// (copying a flush's second half of postings, tens of MB, into the first cost a pass over them and the
+    /// first touch of as many fresh pages).
     pub fn append_terms(&mut self, next: ImageWriter) {
         debug_assert!(next.n_fields == 0 && next.n_docs == 0, "a writer of terms only");
-        let (key_base, post_base) = (self.keys.len() as u32, self.postings.len() as u64);
+        let key_base = (self.done.keys_len + self.keys.len()) as u32;
+        let post_base = (self.done.postings_len + self.postings.len()) as u64;
         for e in next.terms.chunks_exact(32) {
             self.terms.extend_from_slice(&(u32_at(e, 0) + key_base).to_le_bytes());
             self.terms.extend_from_slice(&e[4..16]);
             self.terms.extend_from_slice(&(u64_at(e, 16) + post_base).to_le_bytes());
             self.terms.extend_from_slice(&e[24..32]);
         }
-        self.keys.extend_from_slice(&next.keys);
-        self.postings.extend_from_slice(&next.postings);
+        let (keys, postings) = (std::mem::take(&mut self.keys), std::mem::take(&mut self.postings));
+        self.done.push(keys, postings);
+        for (k, p) in next.done.keys.into_iter().zip(next.done.postings) {
+            self.done.push(k, p);
+        }
+        self.done.push(next.keys, next.postings);
         self.key_hashes.extend_from_slice(&next.key_hashes);
     }
 
@@ -507,8 +565,8 @@ impl ImageWriter {
             n_fields: self.n_fields,
             sections: [
                 vec![self.terms],
-                vec![self.keys],
-                vec![self.postings],
+                self.done.keys.into_iter().chain([self.keys]).collect(),
+                self.done.postings.into_iter().chain([self.postings]).collect(),
                 vec![self.fields],
                 vec![self.columns],
                 vec![ds_dir, self.doc_data],
