@@ -483,6 +483,30 @@ def test_errors(client, ix):
     assert e.value.info["error"]["root_cause"][0]["type"] == "index_not_found_exception"
 
 
+def test_aliases(client, ix):
+    alias = f"{INDEX}-alias"
+    assert client.indices.exists_alias(name=alias) is False
+    assert client.indices.put_alias(index=INDEX, name=alias)["acknowledged"] is True
+    assert client.indices.exists_alias(name=alias) is True
+    assert client.indices.get_alias(name=alias) == {INDEX: {"aliases": {alias: {}}}}
+    # Searches, counts and gets through the alias see the index.
+    assert client.count(index=alias)["count"] == len(ix.docs)
+    some = next(iter(ix.docs))
+    got = client.get(index=alias, id=some)
+    assert got["_index"] == INDEX and got["_source"]["id"] == some
+    # The atomic form: remove and add in one request.
+    other = f"{INDEX}-other"
+    r = client.indices.update_aliases(
+        body={"actions": [{"remove": {"index": INDEX, "alias": alias}}, {"add": {"index": INDEX, "alias": other}}]}
+    )
+    assert r["acknowledged"] is True
+    assert client.indices.exists_alias(name=alias) is False
+    assert client.count(index=other)["count"] == len(ix.docs)
+    client.indices.delete_alias(index=INDEX, name=other)
+    with pytest.raises(NotFoundError):
+        client.indices.delete_alias(index=INDEX, name=other)
+
+
 def test_zz_delete_index(client, ix):
     # Last test of the module: deleting the index.
     r = client.indices.delete(index=INDEX)

@@ -277,10 +277,13 @@ pub fn settings_json(
     }})
 }
 
-/// Checks the body of a create-index request; returns (settings, mappings).
-pub fn parse_create(body: &[u8]) -> ApiResult<(Option<Value>, Option<Value>)> {
+/// What a create-index body asks for: settings, mappings and aliases.
+pub type CreateBody = (Option<Value>, Option<Value>, Vec<String>);
+
+/// Checks the body of a create-index request; returns (settings, mappings, the names of its aliases).
+pub fn parse_create(body: &[u8]) -> ApiResult<CreateBody> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok((None, None));
+        return Ok((None, None, vec![]));
     }
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?;
@@ -288,13 +291,22 @@ pub fn parse_create(body: &[u8]) -> ApiResult<(Option<Value>, Option<Value>)> {
         v.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
     for k in obj.keys() {
         match k.as_str() {
-            "settings" | "mappings" => {}
-            "aliases" if obj[k].as_object().is_some_and(|a| a.is_empty()) => {}
-            "aliases" => return Err(ApiError::unsupported("index aliases")),
+            "settings" | "mappings" | "aliases" => {}
             other => return Err(ApiError::parsing(format!("unknown key [{other}] for create index"))),
         }
     }
-    Ok((obj.get("settings").cloned(), obj.get("mappings").cloned()))
+    let mut aliases = vec![];
+    if let Some(a) = obj.get("aliases") {
+        let a = a.as_object().ok_or_else(|| ApiError::parsing("[aliases] must be an object"))?;
+        for (name, options) in a {
+            let o = options
+                .as_object()
+                .ok_or_else(|| ApiError::parsing(format!("alias [{name}] takes an object")))?;
+            crate::aliases::check_alias_options(name, o)?;
+            aliases.push(name.clone());
+        }
+    }
+    Ok((obj.get("settings").cloned(), obj.get("mappings").cloned(), aliases))
 }
 
 /// Human-readable bytes as `_cat` prints them (`12.3mb`).

@@ -11,6 +11,7 @@
 //! * limits are explicit ([`Limits`]): request body, bulk actions, query clauses and depth, result window.
 
 pub mod aggs;
+pub mod aliases;
 pub mod documents;
 pub mod dsl;
 pub mod error;
@@ -135,27 +136,49 @@ impl ServerState {
         self.id_locks[h.finish() as usize % self.id_locks.len()].lock()
     }
 
+    /// The index `name` names: an index, or an alias that names exactly one (single-index operations —
+    /// gets, writes, mappings — through an alias of several are refused, as in Elasticsearch).
     pub fn index(&self, name: &str) -> ApiResult<Arc<Index>> {
-        self.engine.index(name).ok_or_else(|| ApiError::index_not_found(name))
+        if let Some(i) = self.engine.index(name) {
+            return Ok(i);
+        }
+        let aliases = self.engine.aliases();
+        match aliases.get(name).map(|ix| ix.iter().collect::<Vec<_>>()) {
+            Some(ix) if ix.len() == 1 => self.engine.index(ix[0]).ok_or_else(|| ApiError::index_not_found(name)),
+            Some(ix) => Err(ApiError::bad_request(format!(
+                "alias [{name}] has more than one index associated with it [{}], can't execute a single index op",
+                ix.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            ))),
+            None => Err(ApiError::index_not_found(name)),
+        }
     }
 
-    /// The indices a search target names (Elasticsearch's multi-target syntax): names separated by `,`,
-    /// patterns with `*` (`logs-*`; one that matches nothing is no error, as `allow_no_indices` defaults),
-    /// `_all` for every index. A plain name that does not exist is a 404. In name order, each once.
+    /// The indices a search target names (Elasticsearch's multi-target syntax): names of indices or aliases
+    /// separated by `,`, patterns with `*` (`logs-*`, matching index and alias names; one that matches
+    /// nothing is no error, as `allow_no_indices` defaults), `_all` for every index. A plain name that is
+    /// neither an index nor an alias is a 404. In name order, each index once.
     pub fn indices(&self, target: &str) -> ApiResult<Vec<Arc<Index>>> {
         let all = self.engine.index_names();
+        let aliases = self.engine.aliases();
         let mut names: Vec<String> = vec![];
         for part in target.split(',').filter(|p| !p.is_empty()) {
             if part == "_all" || part.contains('*') {
                 let pattern = if part == "_all" { "*" } else { part };
                 names.extend(all.iter().filter(|n| spirit::schema::simple_match(pattern, n)).cloned());
+                if part != "_all" {
+                    for (_, ix) in aliases.iter().filter(|(a, _)| spirit::schema::simple_match(pattern, a)) {
+                        names.extend(ix.iter().cloned());
+                    }
+                }
+            } else if let (None, Some(ix)) = (self.engine.index(part), aliases.get(part)) {
+                names.extend(ix.iter().cloned());
             } else {
                 names.push(part.to_string());
             }
         }
         names.sort();
         names.dedup();
-        names.iter().map(|n| self.index(n)).collect()
+        names.iter().map(|n| self.engine.index(n).ok_or_else(|| ApiError::index_not_found(n))).collect()
     }
 
     /// The index, created with the server's default durability when absent (Elasticsearch's
@@ -163,6 +186,9 @@ impl ServerState {
     pub fn index_or_create(&self, name: &str) -> ApiResult<Arc<Index>> {
         if let Some(i) = self.engine.index(name) {
             return Ok(i);
+        }
+        if self.engine.aliases().get(name).is_some() {
+            return self.index(name);
         }
         let opts = IndexOptions { durability: Some(self.config.default_durability), ..Default::default() };
         match self.engine.create_index_with(name, None, None, &opts) {
@@ -186,6 +212,15 @@ pub fn router(state: Shared) -> Router {
         .route("/_cluster/health", get(cluster_health))
         .route("/_refresh", get(refresh_all).post(refresh_all))
         .route("/_search", get(search_all).post(search_all))
+        .route("/_aliases", get(get_aliases_all).post(post_aliases))
+        .route("/_alias", get(get_aliases_all))
+        .route("/_alias/{name}", get(get_alias_named))
+        .route("/{index}/_alias", get(get_index_aliases))
+        .route(
+            "/{index}/_alias/{name}",
+            get(get_index_alias).put(put_alias).post(put_alias).delete(delete_alias),
+        )
+        .route("/{index}/_aliases/{name}", put(put_alias).post(put_alias).delete(delete_alias))
         .route("/_count", get(count_all).post(count_all))
         .route("/_mget", get(mget_all).post(mget_all))
         .route("/_msearch", get(msearch_all).post(msearch_all))
@@ -537,7 +572,7 @@ async fn create_index(
     b: Body,
 ) -> ApiResult<Json<Value>> {
     check_name(&index, &method, &format!("/{index}"))?;
-    let (settings, mut mappings) = indices::parse_create(&body(b)?)?;
+    let (settings, mut mappings, alias_names) = indices::parse_create(&body(b)?)?;
     let create = indices::parse_settings(settings.as_ref(), st.config.default_durability)?;
     if let Some(m) = mappings.as_mut() {
         indices::resolve_mappings(m, &create.analyzers);
@@ -571,6 +606,16 @@ async fn create_index(
                 e => e.into(),
             }
         })?;
+        // The body's aliases, once the index exists; if they cannot be added (a name taken by an index, an
+        // invalid one), the index is not left behind either.
+        let actions: Vec<spirit::AliasAction> = alias_names
+            .into_iter()
+            .map(|alias| spirit::AliasAction::Add { index: name.clone(), alias })
+            .collect();
+        if let Err(e) = aliases::update(&st2, &actions) {
+            let _ = st2.engine.delete_index(&name);
+            return Err(e);
+        }
         Ok(())
     })
     .await?;
@@ -578,6 +623,11 @@ async fn create_index(
 }
 
 async fn delete_index(Ext(st): Ext<Shared>, Path(index): Path<String>) -> ApiResult<Json<Value>> {
+    if st.engine.index(&index).is_none() && st.engine.aliases().get(&index).is_some() {
+        return Err(ApiError::bad_request(format!(
+            "The provided expression [{index}] matches an alias, specify the corresponding concrete indices instead."
+        )));
+    }
     st.index(&index)?;
     let st2 = st.clone();
     pool::blocking(move || {
@@ -602,19 +652,81 @@ async fn get_index(
 ) -> ApiResult<Json<Value>> {
     check_name(&index, &method, &format!("/{index}"))?;
     let i = st.index(&index)?;
-    Ok(Json(json!({ index.clone(): {
-        "aliases": {}, "mappings": i.schema().to_mappings(), "settings": index_settings(&st, &index)?
+    let name = i.name().to_string();
+    let aliases: serde_json::Map<String, Value> =
+        st.engine.aliases().of_index(&name).into_iter().map(|a| (a, json!({}))).collect();
+    Ok(Json(json!({ name.clone(): {
+        "aliases": aliases, "mappings": i.schema().to_mappings(), "settings": index_settings(&st, &name)?
     }})))
 }
 
 async fn get_settings(Ext(st): Ext<Shared>, Path(index): Path<String>) -> ApiResult<Json<Value>> {
-    st.index(&index)?;
-    Ok(Json(json!({ index.clone(): {"settings": index_settings(&st, &index)?} })))
+    let name = st.index(&index)?.name().to_string();
+    Ok(Json(json!({ name.clone(): {"settings": index_settings(&st, &name)?} })))
 }
 
 async fn get_mapping(Ext(st): Ext<Shared>, Path(index): Path<String>) -> ApiResult<Json<Value>> {
     let i = st.index(&index)?;
-    Ok(Json(json!({ index: {"mappings": i.schema().to_mappings()} })))
+    Ok(Json(json!({ i.name(): {"mappings": i.schema().to_mappings()} })))
+}
+
+async fn post_aliases(Ext(st): Ext<Shared>, b: Body) -> ApiResult<Json<Value>> {
+    let v = json_body(b)?;
+    let actions = aliases::parse_actions(&st, &v)?;
+    let st2 = st.clone();
+    pool::blocking(move || aliases::update(&st2, &actions)).await?;
+    Ok(Json(json!({"acknowledged": true, "errors": false})))
+}
+
+async fn put_alias(
+    Ext(st): Ext<Shared>,
+    Path((index, name)): Path<(String, String)>,
+    b: Body,
+) -> ApiResult<Json<Value>> {
+    let b = body(b)?;
+    if !b.iter().all(u8::is_ascii_whitespace) {
+        let v: Value = serde_json::from_slice(&b)
+            .map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?;
+        let o = v.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
+        aliases::check_alias_options(&name, o)?;
+    }
+    let v = json!({"actions": [{"add": {"index": index, "aliases": name.split(',').collect::<Vec<_>>()}}]});
+    let actions = aliases::parse_actions(&st, &v)?;
+    let st2 = st.clone();
+    pool::blocking(move || aliases::update(&st2, &actions)).await?;
+    Ok(Json(json!({"acknowledged": true})))
+}
+
+async fn delete_alias(
+    Ext(st): Ext<Shared>,
+    Path((index, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let v = json!({"actions": [{"remove": {
+        "index": index, "aliases": name.split(',').collect::<Vec<_>>(), "must_exist": true
+    }}]});
+    let actions = aliases::parse_actions(&st, &v)?;
+    let st2 = st.clone();
+    pool::blocking(move || aliases::update(&st2, &actions)).await?;
+    Ok(Json(json!({"acknowledged": true})))
+}
+
+async fn get_aliases_all(Ext(st): Ext<Shared>) -> ApiResult<Json<Value>> {
+    aliases::get(&st, None, None).map(Json)
+}
+
+async fn get_alias_named(Ext(st): Ext<Shared>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    aliases::get(&st, None, Some(&name)).map(Json)
+}
+
+async fn get_index_aliases(Ext(st): Ext<Shared>, Path(index): Path<String>) -> ApiResult<Json<Value>> {
+    aliases::get(&st, Some(&index), None).map(Json)
+}
+
+async fn get_index_alias(
+    Ext(st): Ext<Shared>,
+    Path((index, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    aliases::get(&st, Some(&index), Some(&name)).map(Json)
 }
 
 async fn put_mapping(Ext(st): Ext<Shared>, Path(index): Path<String>, b: Body) -> ApiResult<Json<Value>> {
@@ -673,8 +785,9 @@ async fn index_auto_id(
     do_index(st, index, None, params, b, false).await
 }
 
-/// Real-time get: the stored `_source`, from any lifecycle stage, right after the write returned.
-async fn fetch(st: &Shared, index: &str, id: &str) -> ApiResult<Option<(u64, Value)>> {
+/// Real-time get: the stored `_source` and `_seq_no`, from any lifecycle stage, right after the write
+/// returned, with the name of the index that holds it (a path may name an alias).
+async fn fetch(st: &Shared, index: &str, id: &str) -> ApiResult<(String, Option<(u64, Value)>)> {
     let (st2, index, id) = (st.clone(), index.to_string(), id.to_string());
     st.pool.run(move || multi::get_one(&st2, &index, &id)).await
 }
@@ -727,7 +840,7 @@ async fn get_doc(
     Path((index, id)): Path<(String, String)>,
     Query(params): Params,
 ) -> ApiResult<Response> {
-    let source = fetch(&st, &index, &id).await?;
+    let (index, source) = fetch(&st, &index, &id).await?;
     Ok(match source {
         Some((seq_no, src)) => {
             let mut v = json!({"_index": index, "_id": id, "_version": 1, "_seq_no": seq_no, "_primary_term": 1, "found": true});
@@ -746,7 +859,7 @@ async fn get_source(
     Ext(st): Ext<Shared>,
     Path((index, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    fetch(&st, &index, &id).await?.map(|(_, src)| Json(src)).ok_or_else(|| {
+    fetch(&st, &index, &id).await?.1.map(|(_, src)| Json(src)).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
             "resource_not_found_exception",

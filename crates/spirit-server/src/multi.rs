@@ -73,7 +73,7 @@ pub fn mget(
                 return json!({"_id": id, "error": e.body()});
             };
             match get_one(st, &index, &id) {
-                Ok(Some((seq_no, src))) => {
+                Ok((index, Some((seq_no, src)))) => {
                     let mut v = json!({"_index": index, "_id": id, "_version": 1, "_seq_no": seq_no,
                                        "_primary_term": 1, "found": true});
                     if let Some(s) = filter.unwrap_or_default().apply(src) {
@@ -81,7 +81,7 @@ pub fn mget(
                     }
                     v
                 }
-                Ok(None) => json!({"_index": index, "_id": id, "found": false}),
+                Ok((index, None)) => json!({"_index": index, "_id": id, "found": false}),
                 Err(e) => json!({"_index": index, "_id": id, "error": e.body()}),
             }
         })
@@ -91,9 +91,11 @@ pub fn mget(
 
 /// One real-time get: the live version's sequence number (`_seq_no`) and its stored `_source` as JSON,
 /// `None` when no live document has the id.
-pub fn get_one(st: &ServerState, index: &str, id: &str) -> ApiResult<Option<(u64, Value)>> {
-    let Some((seq_no, bytes)) = st.index(index)?.get_versioned(id)? else { return Ok(None) };
-    serde_json::from_slice(&bytes).map(|v| Some((seq_no, v))).map_err(|e| {
+pub fn get_one(st: &ServerState, index: &str, id: &str) -> ApiResult<(String, Option<(u64, Value)>)> {
+    let index = st.index(index)?;
+    let name = index.name().to_string();
+    let Some((seq_no, bytes)) = index.get_versioned(id)? else { return Ok((name, None)) };
+    serde_json::from_slice(&bytes).map(|v| (name, Some((seq_no, v)))).map_err(|e| {
         ApiError::new(
             axum::http::StatusCode::INTERNAL_SERVER_ERROR,
             "spirit_exception",

@@ -126,7 +126,6 @@ fn on_one_and_three_shards(name: &str, mappings: &str, check: impl Fn(&TestServe
     }
 }
 
-/// The hits of search `q` on `index` as (`_id`, score), sorted by `_id`.
 /// The ids of a search's hits, in id order.
 fn hit_ids(s: &TestServer, index: &str, q: &str) -> Vec<String> {
     hits_by_id(s, index, q).into_iter().map(|h| h.0).collect()
@@ -139,6 +138,7 @@ fn put_docs<'a>(s: &TestServer, index: &str, docs: impl IntoIterator<Item = (&'a
     }
 }
 
+/// The hits of search `q` on `index` as (`_id`, score), sorted by `_id`.
 fn hits_by_id(s: &TestServer, index: &str, q: &str) -> Vec<(String, f64)> {
     let (status, r) = s.call("POST", &format!("/{index}/_search"), Some(q));
     assert_eq!(status, 200, "{q}: {r}");
@@ -2066,4 +2066,85 @@ fn match_bool_prefix_makes_the_last_token_a_prefix() {
         }
     }
     s.stop();
+}
+
+/// Aliases: an atomic swap moves an alias between indices; searches through an alias (or a pattern
+/// matching it) search every index it names; gets and writes go through an alias of one index and are
+/// refused through one of several; an alias never shares a name with an index; deleting an index takes it
+/// out of its aliases; they survive a restart.
+#[test]
+fn aliases_name_indices_for_searches_and_single_index_operations() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let m = r#"{"mappings": {"properties": {"body": {"type": "text"}}}, "aliases": {"logs": {}}}"#;
+    assert_eq!(s.call("PUT", "/logs-v1", Some(m)).0, 200);
+    assert_eq!(
+        s.call("PUT", "/logs-v2", Some(r#"{"mappings": {"properties": {"body": {"type": "text"}}}}"#)).0,
+        200
+    );
+    put_docs(&s, "logs", [("1", r#"{"body": "red fox"}"#.to_string())]);
+    put_docs(&s, "logs-v2", [("2", r#"{"body": "red dog"}"#.to_string())]);
+    let red = r#"{"query": {"match": {"body": "red"}}}"#;
+    let ids = |target: &str| hit_ids(&s, target, red);
+    assert_eq!(ids("logs"), ["1"], "the write through the alias went to logs-v1");
+    assert_eq!(s.call("GET", "/logs/_doc/1", None).1["_index"], json!("logs-v1"));
+    let (_, v) = s.call("GET", "/logs", None);
+    assert_eq!(v["logs-v1"]["aliases"], json!({"logs": {}}), "{v}");
+    assert_eq!(s.call("GET", "/_alias/logs", None).1, json!({"logs-v1": {"aliases": {"logs": {}}}}));
+    // The swap: both actions or neither.
+    let swap = r#"{"actions": [{"remove": {"index": "logs-v1", "alias": "logs"}}, {"add": {"index": "logs-v2", "alias": "logs"}}]}"#;
+    assert_eq!(s.call("POST", "/_aliases", Some(swap)).0, 200);
+    assert_eq!(ids("logs"), ["2"]);
+    let bad = r#"{"actions": [{"add": {"index": "logs-v1", "alias": "logs"}}, {"add": {"index": "nope", "alias": "logs"}}]}"#;
+    assert_es_error(&s.call("POST", "/_aliases", Some(bad)), 404, "index_not_found_exception");
+    assert_eq!(ids("logs"), ["2"], "a failed action list changes nothing");
+    // An alias of two indices: searches span both (also through a pattern); single-index operations refuse.
+    assert_eq!(s.call("PUT", "/logs-v1/_alias/logs", None).0, 200);
+    assert_eq!(ids("logs"), ["1", "2"]);
+    assert_eq!(ids("log*"), ["1", "2"]);
+    assert_eq!(s.call("GET", "/logs/_count", None).1["count"], json!(2));
+    assert_es_error(
+        &s.call("PUT", "/logs/_doc/3", Some(r#"{"body": "x"}"#)),
+        400,
+        "illegal_argument_exception",
+    );
+    assert_es_error(&s.call("GET", "/logs/_doc/1", None), 400, "illegal_argument_exception");
+    let (_, v) = s.call("GET", "/_alias", None);
+    assert_eq!(v, json!({"logs-v1": {"aliases": {"logs": {}}}, "logs-v2": {"aliases": {"logs": {}}}}));
+    assert_es_error(&s.call("GET", "/_alias/nope", None), 404, "aliases_not_found_exception");
+    // Names: an alias is not an index, and not a name an index has.
+    assert_es_error(&s.call("PUT", "/logs", Some("{}")), 400, "invalid_index_name_exception");
+    assert_es_error(&s.call("PUT", "/logs-v1/_alias/logs-v2", None), 400, "invalid_alias_name_exception");
+    assert_es_error(&s.call("PUT", "/logs-v1/_alias/_bad", None), 400, "invalid_alias_name_exception");
+    assert_es_error(&s.call("DELETE", "/logs", None), 400, "illegal_argument_exception");
+    assert_es_error(
+        &s.call(
+            "POST",
+            "/_aliases",
+            Some(
+                r#"{"actions": [{"add": {"index": "logs-v1", "alias": "f", "filter": {"match_all": {}}}}]}"#,
+            ),
+        ),
+        400,
+        "illegal_argument_exception",
+    );
+    // Removing one that is not there is a 404 through DELETE.
+    assert_eq!(s.call("DELETE", "/logs-v2/_alias/logs", None).0, 200);
+    assert_es_error(&s.call("DELETE", "/logs-v2/_alias/logs", None), 404, "aliases_not_found_exception");
+    assert_eq!(ids("logs"), ["1"]);
+    // Wildcards in actions; deleting an index takes it out of its aliases; a restart keeps them.
+    let wild = r#"{"actions": [{"add": {"index": "logs-*", "aliases": ["all-logs", "every"]}}]}"#;
+    assert_eq!(s.call("POST", "/_aliases", Some(wild)).0, 200);
+    assert_eq!(ids("all-logs"), ["1", "2"]);
+    assert_eq!(ids("ev*"), ["1", "2"], "a pattern matches alias names too");
+    assert_eq!(s.call("DELETE", "/logs-v1", None).0, 200);
+    assert_eq!(ids("all-logs"), ["2"]);
+    assert_es_error(&s.call("GET", "/logs/_search", None), 404, "index_not_found_exception");
+    drop(s.stop());
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    assert_eq!(hit_ids(&s, "every", red), ["2"]);
+    assert_eq!(
+        s.call("GET", "/_alias", None).1,
+        json!({"logs-v2": {"aliases": {"all-logs": {}, "every": {}}}})
+    );
 }

@@ -5,6 +5,7 @@
 //! index in `index.json`, so a server started with other defaults never reopens a crash-safe index as
 //! volatile (which would discard its heap).
 
+use crate::aliases::{AliasAction, Aliases};
 use crate::config::{Durability, ShardConfig};
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexSettings};
@@ -61,34 +62,47 @@ impl IndexOptions {
     }
 
     fn load(dir: &Path) -> Result<IndexOptions> {
-        let path = dir.join(OPTIONS_FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) => {
-                serde_json::from_slice(&bytes).map_err(|e| Error::Format(format!("{}: {e}", path.display())))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(IndexOptions::default()),
-            Err(e) => Err(Error::io(&path, e)),
-        }
+        load_json(dir, OPTIONS_FILE)
     }
 
-    /// Writes the options durably (temporary file, fsync, rename, fsync of the directory).
+    /// Writes the options durably ([`store_json`]).
     fn store(&self, dir: &Path) -> Result<()> {
-        use std::io::Write;
-        let path = dir.join(OPTIONS_FILE);
-        let tmp = dir.join(format!("{OPTIONS_FILE}.tmp"));
-        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        f.write_all(&serde_json::to_vec_pretty(self).expect("options serialize"))
-            .and_then(|_| f.sync_all())
-            .map_err(|e| Error::io(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
-        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, e))
+        store_json(dir, OPTIONS_FILE, self)
     }
+}
+
+/// The JSON file `name` in `dir`, or the default value when there is none.
+pub(crate) fn load_json<T: serde::de::DeserializeOwned + Default>(dir: &Path, name: &str) -> Result<T> {
+    let path = dir.join(name);
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes).map_err(|e| Error::Format(format!("{}: {e}", path.display())))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
+        Err(e) => Err(Error::io(&path, e)),
+    }
+}
+
+/// Replaces the JSON file `name` in `dir` with `value`, durably: a temporary file, fsync, rename, fsync of the
+/// directory — a crash leaves the old file or the new one, whole.
+pub(crate) fn store_json<T: serde::Serialize>(dir: &Path, name: &str, value: &T) -> Result<()> {
+    use std::io::Write;
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    f.write_all(&serde_json::to_vec_pretty(value).expect("JSON serializes"))
+        .and_then(|_| f.sync_all())
+        .map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, e))
 }
 
 pub struct Engine {
     dir: PathBuf,
     config: EngineConfig,
     indexes: Mutex<BTreeMap<String, Arc<Index>>>,
+    /// Index aliases ([`crate::aliases`]). Lock order: `indexes` first when both are taken.
+    aliases: Mutex<Aliases>,
 }
 
 /// Index names follow Elasticsearch's rules: lowercase, no path characters.
@@ -112,7 +126,9 @@ impl Engine {
         let dir = dir.as_ref().to_path_buf();
         let idx_dir = dir.join("indexes");
         std::fs::create_dir_all(&idx_dir).map_err(|e| Error::io(&idx_dir, e))?;
-        let engine = Engine { dir, config, indexes: Mutex::new(BTreeMap::new()) };
+        let aliases = Aliases::load(&dir)?;
+        let engine =
+            Engine { dir, config, indexes: Mutex::new(BTreeMap::new()), aliases: Mutex::new(aliases) };
         let mut names = vec![];
         for entry in std::fs::read_dir(&idx_dir).map_err(|e| Error::io(&idx_dir, e))? {
             let entry = entry.map_err(|e| Error::io(&idx_dir, e))?;
@@ -128,6 +144,17 @@ impl Engine {
             let index = Index::open(&n, &dir, cfg, None, None)?;
             engine.indexes.lock().insert(n, Arc::new(index));
         }
+        // An index removed behind the engine's back (its directory deleted) leaves its aliases.
+        let names = engine.index_names();
+        let mut aliases = engine.aliases.lock();
+        let gone: Vec<String> =
+            aliases.iter().flat_map(|(_, ix)| ix.iter()).filter(|i| !names.contains(i)).cloned().collect();
+        let pruned = gone.iter().fold(aliases.clone(), |a, i| a.without_index(i));
+        if pruned != *aliases {
+            pruned.store(&engine.dir)?;
+            *aliases = pruned;
+        }
+        drop(aliases);
         Ok(engine)
     }
 
@@ -174,6 +201,11 @@ impl Engine {
         if map.contains_key(name) {
             return Err(Error::AlreadyExists(format!("index [{name}] already exists")));
         }
+        if self.aliases.lock().get(name).is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "invalid index name [{name}]: an alias with the same name exists"
+            )));
+        }
         let cfg = options.apply(self.config.shard.clone())?;
         let dir = self.dir.join("indexes").join(name);
         // The durability is always stored: a later start with other defaults must not change it.
@@ -217,10 +249,36 @@ impl Engine {
             .lock()
             .remove(name)
             .ok_or_else(|| Error::NotFound(format!("no such index [{name}]")))?;
+        {
+            let mut aliases = self.aliases.lock();
+            let next = aliases.without_index(name);
+            if next != *aliases {
+                next.store(&self.dir)?;
+                *aliases = next;
+            }
+        }
         index.close()?;
         drop(index);
         let dir = self.dir.join("indexes").join(name);
         std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))
+    }
+
+    /// Applies alias `actions` atomically: all of them or, on the first that fails, none (see
+    /// [`Aliases::applied`]); the new set is durable when this returns.
+    pub fn update_aliases(&self, actions: &[AliasAction]) -> Result<()> {
+        let indexes = self.indexes.lock();
+        let mut aliases = self.aliases.lock();
+        let next = aliases.applied(actions, |i| indexes.contains_key(i))?;
+        if next != *aliases {
+            next.store(&self.dir)?;
+            *aliases = next;
+        }
+        Ok(())
+    }
+
+    /// Every alias of the engine, with the indices each names.
+    pub fn aliases(&self) -> Aliases {
+        self.aliases.lock().clone()
     }
 
     /// Closes every index (gracefully persisting them in graceful mode).

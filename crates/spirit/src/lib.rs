@@ -21,6 +21,7 @@
 //! # Ok::<(), spirit::Error>(())
 //! ```
 
+pub mod aliases;
 pub mod analysis;
 pub mod bulk;
 pub mod codec;
@@ -38,6 +39,7 @@ pub mod schema;
 pub mod segment;
 pub mod shard;
 
+pub use aliases::{AliasAction, Aliases};
 pub use bulk::{bulk_load, BulkObserver, BulkOptions, BulkProgress};
 pub use config::{parse_size, CommitPolicy, CompactionPolicy, Durability, RetentionPolicy, ShardConfig};
 pub use engine::{default_shards, Engine, EngineConfig, IndexOptions};

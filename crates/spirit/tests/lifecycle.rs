@@ -533,3 +533,37 @@ fn compare_and_set_increments_lose_no_update() {
         "one live version"
     );
 }
+
+/// Aliases live with the engine: they survive a reopen, never share a name with an index, leave with a
+/// deleted index, and drop an index whose directory went away behind the engine's back.
+#[test]
+fn aliases_persist_and_follow_their_indices() {
+    use spirit::{AliasAction, Engine, EngineConfig, Error};
+    let dir = tempfile::tempdir().unwrap();
+    let config = || EngineConfig { shard: cfg(), default_shards: None };
+    let add = |index: &str, alias: &str| AliasAction::Add { index: index.into(), alias: alias.into() };
+    let named = |e: &Engine, alias: &str| -> Vec<String> {
+        e.aliases().get(alias).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+    };
+    {
+        let e = Engine::open(dir.path(), config()).unwrap();
+        for name in ["a", "b", "c"] {
+            e.create_index(name, None, None).unwrap();
+        }
+        e.update_aliases(&[add("a", "x"), add("b", "x"), add("c", "y")]).unwrap();
+        assert!(matches!(e.create_index("x", None, None), Err(Error::InvalidArgument(_))));
+        assert!(matches!(e.update_aliases(&[add("a", "z"), add("nope", "z")]), Err(Error::NotFound(_))));
+        assert!(e.aliases().get("z").is_none(), "all or nothing");
+        e.delete_index("c").unwrap();
+        assert!(e.aliases().get("y").is_none(), "the alias of a deleted index alone is gone");
+        e.close().unwrap();
+    }
+    let e = Engine::open(dir.path(), config()).unwrap();
+    assert_eq!(named(&e, "x"), ["a", "b"]);
+    e.close().unwrap();
+    drop(e);
+    std::fs::remove_dir_all(dir.path().join("indexes").join("a")).unwrap();
+    let e = Engine::open(dir.path(), config()).unwrap();
+    assert_eq!(named(&e, "x"), ["b"], "an index gone behind the engine's back leaves its aliases");
+}
+

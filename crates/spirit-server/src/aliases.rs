@@ -1,0 +1,162 @@
+//! Index aliases over HTTP (Elasticsearch's alias API): `POST /_aliases` with `add`/`remove` actions applied
+//! atomically, `PUT|POST|DELETE /{index}/_alias/{name}`, `GET /_alias[/{name}]`, `GET /{index}/_alias[/{name}]`,
+//! `GET /_aliases`, and `aliases` in a create-index body. The engine keeps them ([`spirit::aliases`]); here
+//! are the request shapes, wildcard expansion and the answers. Searches through an alias and single-index
+//! operations through an alias that names one index are resolved by [`crate::ServerState`].
+//!
+//! Not supported, refused by name: alias filters, routing, `is_write_index`, `is_hidden`, and the
+//! `remove_index` action.
+
+use crate::error::{ApiError, ApiResult};
+use crate::ServerState;
+use axum::http::StatusCode;
+use serde_json::{json, Map, Value};
+use spirit::AliasAction;
+
+/// The options of one alias in an `add` action or a create-index body: only an empty set is supported.
+pub fn check_alias_options(alias: &str, options: &Map<String, Value>) -> ApiResult<()> {
+    match options.keys().next() {
+        None => Ok(()),
+        Some(k) => Err(ApiError::unsupported(format!("alias option [{k}] (of alias [{alias}])"))),
+    }
+}
+
+/// One name or a list of names, from `key` (`index`, `alias`) or its plural (`indices`, `aliases`).
+fn names(obj: &Map<String, Value>, one: &str, many: &str, action: &str) -> ApiResult<Vec<String>> {
+    let bad = || ApiError::parsing(format!("[{action}] [{one}] and [{many}] take a string or strings"));
+    let mut out = vec![];
+    for key in [one, many] {
+        match obj.get(key) {
+            None => {}
+            Some(Value::String(s)) => out.push(s.clone()),
+            Some(Value::Array(a)) => {
+                for v in a {
+                    out.push(v.as_str().ok_or_else(bad)?.to_string());
+                }
+            }
+            Some(_) => return Err(bad()),
+        }
+    }
+    if out.is_empty() {
+        return Err(ApiError::bad_request(format!("[{action}] requires one of [{one}] or [{many}]")));
+    }
+    Ok(out)
+}
+
+/// The actions of a `POST /_aliases` body, with index wildcards expanded to the existing indices.
+pub fn parse_actions(st: &ServerState, body: &Value) -> ApiResult<Vec<AliasAction>> {
+    let actions = body
+        .get("actions")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ApiError::parsing("[aliases] requires an [actions] array"))?;
+    let mut out = vec![];
+    for a in actions {
+        let (kind, spec) = match a.as_object().map(|o| o.iter().collect::<Vec<_>>()) {
+            Some(v) if v.len() == 1 => (v[0].0.as_str(), v[0].1),
+            _ => return Err(ApiError::parsing("each alias action is an object with one key")),
+        };
+        let obj = spec.as_object().ok_or_else(|| ApiError::parsing(format!("[{kind}] takes an object")))?;
+        match kind {
+            "add" | "remove" => {}
+            "remove_index" => return Err(ApiError::unsupported("the [remove_index] alias action")),
+            other => return Err(ApiError::parsing(format!("unknown alias action [{other}]"))),
+        }
+        let mut must_exist = false;
+        for (k, v) in obj {
+            match (kind, k.as_str()) {
+                (_, "index" | "indices" | "alias" | "aliases") => {}
+                ("remove", "must_exist") => {
+                    must_exist =
+                        v.as_bool().ok_or_else(|| ApiError::parsing("[must_exist] takes a boolean"))?
+                }
+                (_, other) => {
+                    return Err(ApiError::unsupported(format!(
+                        "alias option [{other}] (of a [{kind}] action)"
+                    )))
+                }
+            }
+        }
+        let indices = expand(st, &names(obj, "index", "indices", kind)?)?;
+        for alias in names(obj, "alias", "aliases", kind)? {
+            for index in &indices {
+                out.push(match kind {
+                    "add" => AliasAction::Add { index: index.clone(), alias: alias.clone() },
+                    _ => AliasAction::Remove { index: index.clone(), alias: alias.clone(), must_exist },
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Index names and patterns (`logs-*`, `_all`) as the existing index names they stand for; a plain name is
+/// kept as it is (the engine then says whether it exists).
+fn expand(st: &ServerState, parts: &[String]) -> ApiResult<Vec<String>> {
+    let all = st.engine.index_names();
+    let mut out = vec![];
+    for p in parts {
+        if p == "_all" || p.contains('*') {
+            let pattern = if p == "_all" { "*" } else { p };
+            out.extend(all.iter().filter(|n| spirit::schema::simple_match(pattern, n)).cloned());
+        } else {
+            out.push(p.clone());
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// Applies alias actions; engine errors in Elasticsearch's shapes.
+pub fn update(st: &ServerState, actions: &[AliasAction]) -> ApiResult<()> {
+    st.engine.update_aliases(actions).map_err(|e| match e {
+        spirit::Error::NotFound(r) if r.starts_with("no such index") => {
+            let index = r.trim_start_matches("no such index [").trim_end_matches(']').to_string();
+            ApiError::index_not_found(&index)
+        }
+        spirit::Error::NotFound(r) => ApiError::new(StatusCode::NOT_FOUND, "aliases_not_found_exception", r),
+        spirit::Error::InvalidArgument(r) => {
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid_alias_name_exception", r)
+        }
+        e => e.into(),
+    })
+}
+
+/// `GET /_alias`, `/_alias/{name}`, `/{index}/_alias[/{name}]`, `/_aliases`: per index (those `index`
+/// selects, every one by default), the aliases among `names` (every one by default; comma-separated, `*`
+/// patterns) that name it. Naming aliases that match nothing is a 404.
+pub fn get(st: &ServerState, index: Option<&str>, names: Option<&str>) -> ApiResult<Value> {
+    let indices = match index {
+        Some(t) => st.indices(t)?.iter().map(|i| i.name().to_string()).collect(),
+        None => st.engine.index_names(),
+    };
+    let aliases = st.engine.aliases();
+    let wanted = |a: &str| {
+        names.is_none_or(|n| {
+            n.split(',')
+                .any(|p| p == "_all" || p == a || (p.contains('*') && spirit::schema::simple_match(p, a)))
+        })
+    };
+    let mut out = Map::new();
+    let mut found = false;
+    for i in &indices {
+        let mine: Map<String, Value> =
+            aliases.of_index(i).into_iter().filter(|a| wanted(a)).map(|a| (a, json!({}))).collect();
+        found |= !mine.is_empty();
+        if names.is_none() || !mine.is_empty() {
+            out.insert(i.clone(), json!({ "aliases": mine }));
+        }
+    }
+    if let Some(n) = names {
+        if !found && !n.split(',').all(|p| p.contains('*') || p == "_all") {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "aliases_not_found_exception",
+                format!("alias [{n}] missing"),
+            )
+            .with("resource.type", json!("aliases"))
+            .with("resource.id", json!(n)));
+        }
+    }
+    Ok(Value::Object(out))
+}
