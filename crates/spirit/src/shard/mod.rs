@@ -689,9 +689,34 @@ impl Shard {
         }
     }
 
-    /// Finds the live doc with `_id`, if any.
+    /// Finds the live doc with `_id`, if any, without the writer lock.
+    ///
+    /// A lookup over one snapshot can race with an update: the writer inserts the new version — into a fresh
+    /// segment newer than the snapshot, or into the live fresh segment after the lookup passed it — and then
+    /// deletes the old one, which the lookup then finds deleted: neither version would be seen. So a lookup
+    /// that finds no live version but passed a deleted one with the id's hash (an old version, or a
+    /// collision) looks again under the writer lock, where no write is half done. Gets of live documents
+    /// never take the lock; a get of a deleted one (or a race) does, for a moment.
     pub fn find_id(&self, id: &str) -> Option<(Arc<SegmentDesc>, u32)> {
+        match self.find_id_once(id) {
+            (None, true) => {
+                let _w = self.inner.writer.lock();
+                self.find_id_once(id).0
+            }
+            (found, _) => found,
+        }
+    }
+
+    /// [`find_id`](Self::find_id) for a caller that holds the writer lock: one lookup is exact.
+    fn find_id_locked(&self, _w: &Writer, id: &str) -> Option<(Arc<SegmentDesc>, u32)> {
+        self.find_id_once(id).0
+    }
+
+    /// One lookup of `_id` over the current snapshot: the live version if any, and whether a deleted doc
+    /// with the id's hash was passed.
+    fn find_id_once(&self, id: &str) -> (Option<(Arc<SegmentDesc>, u32)>, bool) {
         let snap = self.inner.gdt.pin();
+        let saw_deleted = std::cell::Cell::new(false);
         let h = id_hash(id);
         // Images are searched in groups of up to ID_LOCKSTEP, newest first, their tables in lockstep
         // (`id_lower_bounds`); a fresh segment first ends the group before it, so segments are still
@@ -708,7 +733,11 @@ impl Shard {
             group.iter().flatten().zip(starts).find_map(|((s, v), start)| {
                 v.docs_with_id_hash_from(h, start)
                     .find(|&local| {
-                        !s.deletes.is_deleted(local) && v.stored(local).is_ok_and(|(sid, _)| sid == id)
+                        if s.deletes.is_deleted(local) {
+                            saw_deleted.set(true);
+                            return false;
+                        }
+                        v.stored(local).is_ok_and(|(sid, _)| sid == id)
                     })
                     .map(|local| (Arc::clone(s), local))
             })
@@ -718,14 +747,15 @@ impl Shard {
                 SegData::Fresh(f) => {
                     if len > 0 {
                         if let Some(hit) = search(&group[..len]) {
-                            return Some(hit);
+                            return (Some(hit), saw_deleted.get());
                         }
                         len = 0;
                     }
                     if let Some(local) = f.lookup_id(id) {
                         if !s.deletes.is_deleted(local) {
-                            return Some((s.clone(), local));
+                            return (Some((s.clone(), local)), saw_deleted.get());
                         }
+                        saw_deleted.set(true);
                     }
                 }
                 SegData::Image { .. } => {
@@ -734,7 +764,7 @@ impl Shard {
                         len += 1;
                         if len == ID_LOCKSTEP {
                             if let Some(hit) = search(&group[..len]) {
-                                return Some(hit);
+                                return (Some(hit), saw_deleted.get());
                             }
                             len = 0;
                         }
@@ -742,10 +772,8 @@ impl Shard {
                 }
             }
         }
-        if len > 0 {
-            return search(&group[..len]);
-        }
-        None
+        let found = if len > 0 { search(&group[..len]) } else { None };
+        (found, saw_deleted.get())
     }
 
     /// Deletes the live doc with `_id`; returns whether there was one. In crash-safe mode the delete is
@@ -777,7 +805,7 @@ impl Shard {
     pub fn delete_if_deferred(&self, id: &str, seq_no: u64) -> Result<Option<u64>> {
         let w = self.inner.writer.lock();
         self.inner.check_open(&w)?;
-        let found = self.find_id(id);
+        let found = self.find_id_locked(&w, id);
         Precondition::SeqNo(seq_no).check(id, found.as_ref().map(|(seg, local)| seg.base_doc + local))?;
         let (seg, local) = found.expect("the condition holds only for a live document");
         self.delete_found(&seg, local, id)
@@ -788,7 +816,7 @@ impl Shard {
     fn delete_live(&self, id: &str, version: Option<u32>) -> Result<(VersionDelete, Option<u64>)> {
         let w = self.inner.writer.lock();
         self.inner.check_open(&w)?;
-        match self.find_id(id) {
+        match self.find_id_locked(&w, id) {
             Some((seg, local)) if version.is_none_or(|v| v == seg.base_doc + local) => {
                 Ok((VersionDelete::Deleted, self.delete_found(&seg, local, id)?))
             }
@@ -832,7 +860,8 @@ impl Shard {
         // segment's arena, and `add_locked` may seal and wait for the short-term ring to free an arena —
         // possibly this very one, once the flusher is done with it. Holding it would deadlock the writer.
         let old = if check_existing {
-            self.find_id(&doc.id).map(|(seg, local)| (seg.base_doc + local, seg.deletes.clone(), local))
+            self.find_id_locked(&w, &doc.id)
+                .map(|(seg, local)| (seg.base_doc + local, seg.deletes.clone(), local))
         } else {
             None
         };
