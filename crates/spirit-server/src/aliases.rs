@@ -4,8 +4,7 @@
 //! are the request shapes, wildcard expansion and the answers. Searches through an alias and single-index
 //! operations through an alias that names one index are resolved by [`crate::ServerState`].
 //!
-//! Not supported, refused by name: alias filters, routing, `is_write_index`, `is_hidden`, and the
-//! `remove_index` action.
+//! Not supported, refused by name: alias filters, routing, `is_hidden`, and the `remove_index` action.
 
 use crate::error::{ApiError, ApiResult};
 use crate::ServerState;
@@ -13,12 +12,37 @@ use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
 use spirit::AliasAction;
 
-/// The options of one alias in an `add` action or a create-index body: only an empty set is supported.
-pub fn check_alias_options(alias: &str, options: &Map<String, Value>) -> ApiResult<()> {
-    match options.keys().next() {
-        None => Ok(()),
-        Some(k) => Err(ApiError::unsupported(format!("alias option [{k}] (of alias [{alias}])"))),
+/// The options of one alias in a create-index body or a `PUT /{index}/_alias/{name}`: its `is_write_index`
+/// (the only one supported).
+pub fn alias_options(alias: &str, options: &Map<String, Value>) -> ApiResult<Option<bool>> {
+    let mut is_write_index = None;
+    for (k, v) in options {
+        match k.as_str() {
+            "is_write_index" => is_write_index = Some(write_flag(v)?),
+            k => return Err(ApiError::unsupported(format!("alias option [{k}] (of alias [{alias}])"))),
+        }
     }
+    Ok(is_write_index)
+}
+
+fn write_flag(v: &Value) -> ApiResult<bool> {
+    v.as_bool().ok_or_else(|| ApiError::parsing("[is_write_index] takes a boolean"))
+}
+
+/// An index's aliases as `GET /{index}` and `GET /_alias` show them: `{name: {}}`, with `is_write_index`
+/// where it was given.
+pub fn of_index_json(st: &ServerState, index: &str) -> Map<String, Value> {
+    of_index_matching(st, index, &|_| true)
+}
+
+fn of_index_matching(st: &ServerState, index: &str, wanted: &dyn Fn(&str) -> bool) -> Map<String, Value> {
+    st.engine
+        .aliases()
+        .of_index(index)
+        .into_iter()
+        .filter(|(a, _)| wanted(a))
+        .map(|(a, w)| (a, w.map_or(json!({}), |w| json!({ "is_write_index": w }))))
+        .collect()
 }
 
 /// One name or a list of names, from `key` (`index`, `alias`) or its plural (`indices`, `aliases`).
@@ -61,10 +85,11 @@ pub fn parse_actions(st: &ServerState, body: &Value) -> ApiResult<Vec<AliasActio
             "remove_index" => return Err(ApiError::unsupported("the [remove_index] alias action")),
             other => return Err(ApiError::parsing(format!("unknown alias action [{other}]"))),
         }
-        let mut must_exist = false;
+        let (mut must_exist, mut is_write_index) = (false, None);
         for (k, v) in obj {
             match (kind, k.as_str()) {
                 (_, "index" | "indices" | "alias" | "aliases") => {}
+                ("add", "is_write_index") => is_write_index = Some(write_flag(v)?),
                 ("remove", "must_exist") => {
                     must_exist =
                         v.as_bool().ok_or_else(|| ApiError::parsing("[must_exist] takes a boolean"))?
@@ -80,7 +105,7 @@ pub fn parse_actions(st: &ServerState, body: &Value) -> ApiResult<Vec<AliasActio
         for alias in names(obj, "alias", "aliases", kind)? {
             for index in &indices {
                 out.push(match kind {
-                    "add" => AliasAction::Add { index: index.clone(), alias: alias.clone() },
+                    "add" => AliasAction::Add { index: index.clone(), alias: alias.clone(), is_write_index },
                     _ => AliasAction::Remove { index: index.clone(), alias: alias.clone(), must_exist },
                 });
             }
@@ -115,6 +140,9 @@ pub fn update(st: &ServerState, actions: &[AliasAction]) -> ApiResult<()> {
             ApiError::index_not_found(&index)
         }
         spirit::Error::NotFound(r) => ApiError::new(StatusCode::NOT_FOUND, "aliases_not_found_exception", r),
+        spirit::Error::InvalidArgument(r) if r.contains("more than one write index") => {
+            ApiError::new(StatusCode::BAD_REQUEST, "illegal_state_exception", r)
+        }
         spirit::Error::InvalidArgument(r) => {
             ApiError::new(StatusCode::BAD_REQUEST, "invalid_alias_name_exception", r)
         }
@@ -130,7 +158,6 @@ pub fn get(st: &ServerState, index: Option<&str>, names: Option<&str>) -> ApiRes
         Some(t) => st.indices(t)?.iter().map(|i| i.name().to_string()).collect(),
         None => st.engine.index_names(),
     };
-    let aliases = st.engine.aliases();
     let wanted = |a: &str| {
         names.is_none_or(|n| {
             n.split(',')
@@ -140,8 +167,7 @@ pub fn get(st: &ServerState, index: Option<&str>, names: Option<&str>) -> ApiRes
     let mut out = Map::new();
     let mut found = false;
     for i in &indices {
-        let mine: Map<String, Value> =
-            aliases.of_index(i).into_iter().filter(|a| wanted(a)).map(|a| (a, json!({}))).collect();
+        let mine = of_index_matching(st, i, &wanted);
         found |= !mine.is_empty();
         if names.is_none() || !mine.is_empty() {
             out.insert(i.clone(), json!({ "aliases": mine }));

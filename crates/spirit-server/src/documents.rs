@@ -413,10 +413,7 @@ pub fn bulk(state: &State, default_index: Option<&str>, body: &[u8]) -> ApiResul
                 Some(i) => i.clone(),
                 None => {
                     let i = match &action {
-                        Action::Delete { .. } | Action::Update { .. } => state
-                            .engine
-                            .index(&item.index)
-                            .ok_or_else(|| ApiError::index_not_found(&item.index))?,
+                        Action::Delete { .. } | Action::Update { .. } => state.write_index(&item.index)?,
                         Action::Index { .. } => state.index_or_create(&item.index)?,
                     };
                     indexes.insert(item.index.clone(), i.clone());

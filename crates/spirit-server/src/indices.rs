@@ -278,9 +278,10 @@ pub fn settings_json(
 }
 
 /// What a create-index body asks for: settings, mappings and aliases.
-pub type CreateBody = (Option<Value>, Option<Value>, Vec<String>);
+pub type CreateBody = (Option<Value>, Option<Value>, Vec<(String, Option<bool>)>);
 
-/// Checks the body of a create-index request; returns (settings, mappings, the names of its aliases).
+/// Checks the body of a create-index request; returns (settings, mappings, its aliases with their
+/// `is_write_index`).
 pub fn parse_create(body: &[u8]) -> ApiResult<CreateBody> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok((None, None, vec![]));
@@ -302,8 +303,7 @@ pub fn parse_create(body: &[u8]) -> ApiResult<CreateBody> {
             let o = options
                 .as_object()
                 .ok_or_else(|| ApiError::parsing(format!("alias [{name}] takes an object")))?;
-            crate::aliases::check_alias_options(name, o)?;
-            aliases.push(name.clone());
+            aliases.push((name.clone(), crate::aliases::alias_options(name, o)?));
         }
     }
     Ok((obj.get("settings").cloned(), obj.get("mappings").cloned(), aliases))

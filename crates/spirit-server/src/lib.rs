@@ -142,14 +142,32 @@ impl ServerState {
         if let Some(i) = self.engine.index(name) {
             return Ok(i);
         }
-        let aliases = self.engine.aliases();
-        match aliases.get(name).map(|ix| ix.iter().collect::<Vec<_>>()) {
-            Some(ix) if ix.len() == 1 => self.engine.index(ix[0]).ok_or_else(|| ApiError::index_not_found(name)),
+        match self.engine.aliases().get(name).map(|ix| ix.into_iter().collect::<Vec<_>>()) {
+            Some(ix) if ix.len() == 1 => self.engine.index(&ix[0]).ok_or_else(|| ApiError::index_not_found(name)),
             Some(ix) => Err(ApiError::bad_request(format!(
                 "alias [{name}] has more than one index associated with it [{}], can't execute a single index op",
-                ix.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                ix.join(", ")
             ))),
             None => Err(ApiError::index_not_found(name)),
+        }
+    }
+
+    /// The index writes to `name` go to: an index, or an alias's write index (see [`spirit::aliases`]).
+    pub fn write_index(&self, name: &str) -> ApiResult<Arc<Index>> {
+        if let Some(i) = self.engine.index(name) {
+            return Ok(i);
+        }
+        let aliases = self.engine.aliases();
+        if aliases.get(name).is_none() {
+            return Err(ApiError::index_not_found(name));
+        }
+        match aliases.write_index(name) {
+            Some(i) => self.engine.index(i).ok_or_else(|| ApiError::index_not_found(name)),
+            None => Err(ApiError::bad_request(format!(
+                "no write index is defined for alias [{name}]. The write index may be explicitly disabled using \
+                 is_write_index=false or the alias points to multiple indices without one being designated as a \
+                 write index"
+            ))),
         }
     }
 
@@ -167,7 +185,7 @@ impl ServerState {
                 names.extend(all.iter().filter(|n| spirit::schema::simple_match(pattern, n)).cloned());
                 if part != "_all" {
                     for (_, ix) in aliases.iter().filter(|(a, _)| spirit::schema::simple_match(pattern, a)) {
-                        names.extend(ix.iter().cloned());
+                        names.extend(ix.cloned());
                     }
                 }
             } else if let (None, Some(ix)) = (self.engine.index(part), aliases.get(part)) {
@@ -188,7 +206,7 @@ impl ServerState {
             return Ok(i);
         }
         if self.engine.aliases().get(name).is_some() {
-            return self.index(name);
+            return self.write_index(name);
         }
         let opts = IndexOptions { durability: Some(self.config.default_durability), ..Default::default() };
         match self.engine.create_index_with(name, None, None, &opts) {
@@ -208,6 +226,7 @@ pub fn router(state: Shared) -> Router {
         .route("/metrics", get(prometheus))
         .route("/_bulk", post(bulk_all).put(bulk_all))
         .route("/_cat/indices", get(cat_indices))
+        .route("/_cat/aliases", get(cat_aliases))
         .route("/_cat/indices/{index}", get(cat_indices_one))
         .route("/_cluster/health", get(cluster_health))
         .route("/_refresh", get(refresh_all).post(refresh_all))
@@ -519,31 +538,51 @@ fn cat_rows(st: &ServerState, pattern: Option<&str>) -> Vec<Value> {
         .collect()
 }
 
-fn cat_response(rows: Vec<Value>, params: &HashMap<String, String>) -> Response {
+/// The columns `_cat/indices` prints as text.
+const CAT_INDICES: [&str; 10] = [
+    "health",
+    "status",
+    "index",
+    "uuid",
+    "pri",
+    "rep",
+    "docs.count",
+    "docs.deleted",
+    "store.size",
+    "pri.store.size",
+];
+
+/// The columns `_cat/aliases` prints (every row's value, as text too).
+const CAT_ALIASES: [&str; 6] =
+    ["alias", "index", "filter", "routing.index", "routing.search", "is_write_index"];
+
+/// `_cat/aliases`: one row per (alias, index), in alias then index order.
+async fn cat_aliases(Ext(st): Ext<Shared>, Query(params): Params) -> Response {
+    let aliases = st.engine.aliases();
+    let mut rows = vec![];
+    for (alias, indices) in aliases.iter() {
+        for index in indices {
+            let w = aliases.of_index(index).into_iter().find(|(a, _)| a == alias).and_then(|(_, w)| w);
+            rows.push(json!({"alias": alias, "index": index, "filter": "-", "routing.index": "-",
+                             "routing.search": "-", "is_write_index": w.map_or("-".to_string(), |w| w.to_string())}));
+        }
+    }
+    cat_response(rows, &params, &CAT_ALIASES)
+}
+
+fn cat_response(rows: Vec<Value>, params: &HashMap<String, String>, cols: &[&str]) -> Response {
     if params.get("format").map(String::as_str) == Some("json") {
         return Json(Value::Array(rows)).into_response();
     }
-    const COLS: [&str; 10] = [
-        "health",
-        "status",
-        "index",
-        "uuid",
-        "pri",
-        "rep",
-        "docs.count",
-        "docs.deleted",
-        "store.size",
-        "pri.store.size",
-    ];
     let mut table: Vec<Vec<String>> = vec![];
     if params.contains_key("v") {
-        table.push(COLS.iter().map(|c| c.to_string()).collect());
+        table.push(cols.iter().map(|c| c.to_string()).collect());
     }
     for r in &rows {
-        table.push(COLS.iter().map(|c| r[c].as_str().unwrap_or("").to_string()).collect());
+        table.push(cols.iter().map(|c| r[c].as_str().unwrap_or("").to_string()).collect());
     }
     let widths: Vec<usize> =
-        (0..COLS.len()).map(|i| table.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+        (0..cols.len()).map(|i| table.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for r in table {
         let line: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
@@ -554,7 +593,7 @@ fn cat_response(rows: Vec<Value>, params: &HashMap<String, String>) -> Response 
 }
 
 async fn cat_indices(Ext(st): Ext<Shared>, Query(params): Params) -> Response {
-    cat_response(cat_rows(&st, None), &params)
+    cat_response(cat_rows(&st, None), &params, &CAT_INDICES)
 }
 
 async fn cat_indices_one(Ext(st): Ext<Shared>, Path(index): Path<String>, Query(params): Params) -> Response {
@@ -562,7 +601,7 @@ async fn cat_indices_one(Ext(st): Ext<Shared>, Path(index): Path<String>, Query(
     if rows.is_empty() && !index.contains('*') {
         return ApiError::index_not_found(&index).into_response();
     }
-    cat_response(rows, &params)
+    cat_response(rows, &params, &CAT_INDICES)
 }
 
 async fn create_index(
@@ -610,7 +649,11 @@ async fn create_index(
         // invalid one), the index is not left behind either.
         let actions: Vec<spirit::AliasAction> = alias_names
             .into_iter()
-            .map(|alias| spirit::AliasAction::Add { index: name.clone(), alias })
+            .map(|(alias, is_write_index)| spirit::AliasAction::Add {
+                index: name.clone(),
+                alias,
+                is_write_index,
+            })
             .collect();
         if let Err(e) = aliases::update(&st2, &actions) {
             let _ = st2.engine.delete_index(&name);
@@ -653,8 +696,7 @@ async fn get_index(
     check_name(&index, &method, &format!("/{index}"))?;
     let i = st.index(&index)?;
     let name = i.name().to_string();
-    let aliases: serde_json::Map<String, Value> =
-        st.engine.aliases().of_index(&name).into_iter().map(|a| (a, json!({}))).collect();
+    let aliases = aliases::of_index_json(&st, &name);
     Ok(Json(json!({ name.clone(): {
         "aliases": aliases, "mappings": i.schema().to_mappings(), "settings": index_settings(&st, &name)?
     }})))
@@ -684,13 +726,16 @@ async fn put_alias(
     b: Body,
 ) -> ApiResult<Json<Value>> {
     let b = body(b)?;
+    let mut add = json!({"index": index, "aliases": name.split(',').collect::<Vec<_>>()});
     if !b.iter().all(u8::is_ascii_whitespace) {
         let v: Value = serde_json::from_slice(&b)
             .map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?;
         let o = v.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
-        aliases::check_alias_options(&name, o)?;
+        if let Some(w) = aliases::alias_options(&name, o)? {
+            add["is_write_index"] = json!(w);
+        }
     }
-    let v = json!({"actions": [{"add": {"index": index, "aliases": name.split(',').collect::<Vec<_>>()}}]});
+    let v = json!({"actions": [{"add": add}]});
     let actions = aliases::parse_actions(&st, &v)?;
     let st2 = st.clone();
     pool::blocking(move || aliases::update(&st2, &actions)).await?;
@@ -874,7 +919,7 @@ async fn delete_doc(
     Query(params): Params,
 ) -> ApiResult<Response> {
     let cond = documents::IfSeqNo::read(|k| params.get(k).cloned())?;
-    let i = st.index(&index)?;
+    let i = st.write_index(&index)?;
     st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     pool::blocking(move || documents::delete_doc(&i, &id, cond)).await.map(write_response)
 }

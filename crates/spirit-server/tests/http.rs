@@ -2111,6 +2111,33 @@ fn aliases_name_indices_for_searches_and_single_index_operations() {
     assert_es_error(&s.call("GET", "/logs/_doc/1", None), 400, "illegal_argument_exception");
     let (_, v) = s.call("GET", "/_alias", None);
     assert_eq!(v, json!({"logs-v1": {"aliases": {"logs": {}}}, "logs-v2": {"aliases": {"logs": {}}}}));
+    // Rollover: a write index takes the writes (index, delete, bulk) while searches span both.
+    let roll = r#"{"actions": [{"add": {"index": "logs-v2", "alias": "logs", "is_write_index": true}}]}"#;
+    assert_eq!(s.call("POST", "/_aliases", Some(roll)).0, 200);
+    assert_eq!(s.call("PUT", "/logs/_doc/5", Some(r#"{"body": "red ant"}"#)).1["_index"], json!("logs-v2"));
+    let bulk = "{\"index\": {\"_index\": \"logs\", \"_id\": \"6\"}}\n{\"body\": \"red bee\"}\n{\"delete\": {\"_index\": \"logs\", \"_id\": \"5\"}}\n";
+    let (status, v) = s.call("POST", "/_bulk", Some(bulk));
+    assert_eq!((status, &v["errors"]), (200, &json!(false)), "{v}");
+    assert_eq!(ids("logs"), ["1", "2", "6"]);
+    assert_eq!(hit_ids(&s, "logs-v2", red), ["2", "6"]);
+    assert_eq!(
+        s.call("GET", "/logs-v2/_alias", None).1,
+        json!({"logs-v2": {"aliases": {"logs": {"is_write_index": true}}}})
+    );
+    let (_, v) = s.call("GET", "/_cat/aliases?format=json", None);
+    let row = json!({"alias": "logs", "index": "logs-v1", "filter": "-", "routing.index": "-",
+        "routing.search": "-", "is_write_index": "-"});
+    assert_eq!(v[0], row);
+    assert_eq!(v[1]["is_write_index"], json!("true"));
+    let two_writers =
+        r#"{"actions": [{"add": {"index": "logs-v1", "alias": "logs", "is_write_index": true}}]}"#;
+    assert_es_error(&s.call("POST", "/_aliases", Some(two_writers)), 400, "illegal_state_exception");
+    assert_eq!(s.call("PUT", "/logs-v2/_alias/logs", Some(r#"{"is_write_index": false}"#)).0, 200);
+    assert_es_error(
+        &s.call("PUT", "/logs/_doc/7", Some(r#"{"body": "x"}"#)),
+        400,
+        "illegal_argument_exception",
+    );
     assert_es_error(&s.call("GET", "/_alias/nope", None), 404, "aliases_not_found_exception");
     // Names: an alias is not an index, and not a name an index has.
     assert_es_error(&s.call("PUT", "/logs", Some("{}")), 400, "invalid_index_name_exception");
@@ -2135,14 +2162,14 @@ fn aliases_name_indices_for_searches_and_single_index_operations() {
     // Wildcards in actions; deleting an index takes it out of its aliases; a restart keeps them.
     let wild = r#"{"actions": [{"add": {"index": "logs-*", "aliases": ["all-logs", "every"]}}]}"#;
     assert_eq!(s.call("POST", "/_aliases", Some(wild)).0, 200);
-    assert_eq!(ids("all-logs"), ["1", "2"]);
-    assert_eq!(ids("ev*"), ["1", "2"], "a pattern matches alias names too");
+    assert_eq!(ids("all-logs"), ["1", "2", "6"]);
+    assert_eq!(ids("ev*"), ["1", "2", "6"], "a pattern matches alias names too");
     assert_eq!(s.call("DELETE", "/logs-v1", None).0, 200);
-    assert_eq!(ids("all-logs"), ["2"]);
+    assert_eq!(ids("all-logs"), ["2", "6"]);
     assert_es_error(&s.call("GET", "/logs/_search", None), 404, "index_not_found_exception");
     drop(s.stop());
     let s = TestServer::start(dir.path(), ServerConfig::default());
-    assert_eq!(hit_ids(&s, "every", red), ["2"]);
+    assert_eq!(hit_ids(&s, "every", red), ["2", "6"]);
     assert_eq!(
         s.call("GET", "/_alias", None).1,
         json!({"logs-v2": {"aliases": {"all-logs": {}, "every": {}}}})

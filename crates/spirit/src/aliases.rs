@@ -4,6 +4,11 @@
 //! `logs` from one to the other in one atomic [`Engine::update_aliases`](crate::Engine::update_aliases)
 //! call, so no reader ever sees neither or both.
 //!
+//! Writes through an alias go to its *write index*: the index added with `is_write_index: true` (at most one
+//! per alias), or else its only index unless that one was added with `is_write_index: false` — an alias of
+//! several indices without one has none, and writes through it are refused (Elasticsearch's rollover layout:
+//! searches span every generation, writes go to the newest).
+//!
 //! The set of aliases is the engine's (one data directory), kept in `DIR/aliases.json` and replaced whole
 //! on every change (temporary file, fsync, rename, fsync of the directory): a crash leaves the old set or
 //! the new one, never a mix. An alias and an index never share a name, and deleting an index takes it out
@@ -20,16 +25,16 @@ pub const ALIASES_FILE: &str = "aliases.json";
 /// One change to the aliases ([`Aliases::applied`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AliasAction {
-    /// `alias` names `index` too (the alias is created if new).
-    Add { index: String, alias: String },
+    /// `alias` names `index` too (the alias is created if new; adding it again updates `is_write_index`).
+    Add { index: String, alias: String, is_write_index: Option<bool> },
     /// `alias` no longer names `index`; with `must_exist`, an error if it did not.
     Remove { index: String, alias: String, must_exist: bool },
 }
 
-/// Every alias of a data directory: alias name → the indices it names.
+/// Every alias of a data directory: alias name → the indices it names, each with its `is_write_index`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Aliases {
-    aliases: BTreeMap<String, BTreeSet<String>>,
+    aliases: BTreeMap<String, BTreeMap<String, Option<bool>>>,
 }
 
 impl Aliases {
@@ -43,19 +48,29 @@ impl Aliases {
         store_json(dir, ALIASES_FILE, self)
     }
 
-    /// The indices `alias` names, if it is an alias.
-    pub fn get(&self, alias: &str) -> Option<&BTreeSet<String>> {
-        self.aliases.get(alias)
+    /// The indices `alias` names (in name order), if it is an alias.
+    pub fn get(&self, alias: &str) -> Option<BTreeSet<String>> {
+        self.aliases.get(alias).map(|ix| ix.keys().cloned().collect())
     }
 
     /// Every alias with the indices it names, in name order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &BTreeSet<String>)> {
-        self.aliases.iter()
+    pub fn iter(&self) -> impl Iterator<Item = (&String, impl Iterator<Item = &String>)> {
+        self.aliases.iter().map(|(a, ix)| (a, ix.keys()))
     }
 
-    /// The aliases that name `index`, in name order.
-    pub fn of_index(&self, index: &str) -> Vec<String> {
-        self.aliases.iter().filter(|(_, ix)| ix.contains(index)).map(|(a, _)| a.clone()).collect()
+    /// The aliases that name `index`, in name order, each with its `is_write_index` there.
+    pub fn of_index(&self, index: &str) -> Vec<(String, Option<bool>)> {
+        self.aliases.iter().filter_map(|(a, ix)| ix.get(index).map(|w| (a.clone(), *w))).collect()
+    }
+
+    /// The index writes through `alias` go to, if it has one (see the module doc).
+    pub fn write_index(&self, alias: &str) -> Option<&str> {
+        let ix = self.aliases.get(alias)?;
+        match ix.iter().find(|(_, w)| **w == Some(true)) {
+            Some((i, _)) => Some(i),
+            None if ix.len() == 1 => ix.iter().find(|(_, w)| **w != Some(false)).map(|(i, _)| i.as_str()),
+            None => None,
+        }
     }
 
     /// These aliases with `actions` applied in order, all or none: an error (and nothing changed) if an
@@ -65,7 +80,7 @@ impl Aliases {
         let mut next = self.clone();
         for a in actions {
             match a {
-                AliasAction::Add { index, alias } => {
+                AliasAction::Add { index, alias, is_write_index } => {
                     if !index_exists(index) {
                         return Err(Error::NotFound(format!("no such index [{index}]")));
                     }
@@ -80,10 +95,10 @@ impl Aliases {
                             "an index exists with the same name as the alias [{alias}]"
                         )));
                     }
-                    next.aliases.entry(alias.clone()).or_default().insert(index.clone());
+                    next.aliases.entry(alias.clone()).or_default().insert(index.clone(), *is_write_index);
                 }
                 AliasAction::Remove { index, alias, must_exist } => {
-                    let removed = next.aliases.get_mut(alias).is_some_and(|ix| ix.remove(index));
+                    let removed = next.aliases.get_mut(alias).is_some_and(|ix| ix.remove(index).is_some());
                     if !removed && *must_exist {
                         return Err(Error::NotFound(format!(
                             "aliases [{alias}] missing for index [{index}]"
@@ -93,6 +108,16 @@ impl Aliases {
                         next.aliases.remove(alias);
                     }
                 }
+            }
+        }
+        for (alias, ix) in &next.aliases {
+            let writers: Vec<&str> =
+                ix.iter().filter(|(_, w)| **w == Some(true)).map(|(i, _)| i.as_str()).collect();
+            if writers.len() > 1 {
+                return Err(Error::InvalidArgument(format!(
+                    "alias [{alias}] has more than one write index [{}]",
+                    writers.join(",")
+                )));
             }
         }
         Ok(next)
@@ -114,7 +139,11 @@ mod tests {
     use super::*;
 
     fn add(index: &str, alias: &str) -> AliasAction {
-        AliasAction::Add { index: index.into(), alias: alias.into() }
+        AliasAction::Add { index: index.into(), alias: alias.into(), is_write_index: None }
+    }
+
+    fn add_w(index: &str, alias: &str, w: bool) -> AliasAction {
+        AliasAction::Add { index: index.into(), alias: alias.into(), is_write_index: Some(w) }
     }
 
     fn remove(index: &str, alias: &str, must_exist: bool) -> AliasAction {
@@ -130,7 +159,7 @@ mod tests {
         let exists = |i: &str| ["a", "b"].contains(&i);
         let x = Aliases::default().applied(&[add("a", "x"), add("b", "x"), add("a", "y")], exists).unwrap();
         assert_eq!(names(&x, "x"), ["a", "b"]);
-        assert_eq!(x.of_index("a"), ["x", "y"]);
+        assert_eq!(x.of_index("a"), [("x".to_string(), None), ("y".to_string(), None)]);
         // A swap: remove and add in one step.
         let swapped = x.applied(&[remove("a", "y", true), add("b", "y")], exists).unwrap();
         assert_eq!(names(&swapped, "y"), ["b"]);
@@ -146,6 +175,23 @@ mod tests {
         assert!(matches!(x.applied(&[add("a", "_x")], exists), Err(Error::InvalidArgument(_))));
         assert!(matches!(x.applied(&[remove("b", "y", true)], exists), Err(Error::NotFound(_))));
         assert_eq!(x.applied(&[remove("b", "y", false)], exists).unwrap(), x, "a missing alias is fine");
+    }
+
+    #[test]
+    fn writes_go_to_the_write_index() {
+        let exists = |i: &str| ["a", "b", "c"].contains(&i);
+        let one = Aliases::default().applied(&[add("a", "x")], exists).unwrap();
+        assert_eq!(one.write_index("x"), Some("a"), "an alias's only index");
+        let off = one.applied(&[add_w("a", "x", false)], exists).unwrap();
+        assert_eq!(off.write_index("x"), None, "unless it says it is not");
+        let two = one.applied(&[add("b", "x")], exists).unwrap();
+        assert_eq!(two.write_index("x"), None, "several indices, none marked");
+        // Rollover: the new generation becomes the write index as the old one stops being it.
+        let rolled = two.applied(&[add_w("a", "x", false), add_w("c", "x", true)], exists).unwrap();
+        assert_eq!(rolled.write_index("x"), Some("c"));
+        assert_eq!(rolled.of_index("c"), [("x".to_string(), Some(true))]);
+        assert!(matches!(rolled.applied(&[add_w("b", "x", true)], exists), Err(Error::InvalidArgument(_))));
+        assert_eq!(rolled.write_index("nope"), None);
     }
 
     #[test]

@@ -148,7 +148,7 @@ impl Engine {
         let names = engine.index_names();
         let mut aliases = engine.aliases.lock();
         let gone: Vec<String> =
-            aliases.iter().flat_map(|(_, ix)| ix.iter()).filter(|i| !names.contains(i)).cloned().collect();
+            aliases.iter().flat_map(|(_, ix)| ix).filter(|i| !names.contains(i)).cloned().collect();
         let pruned = gone.iter().fold(aliases.clone(), |a, i| a.without_index(i));
         if pruned != *aliases {
             pruned.store(&engine.dir)?;

@@ -543,7 +543,11 @@ fn aliases_persist_and_follow_their_indices() {
     use spirit::{AliasAction, Engine, EngineConfig, Error};
     let dir = tempfile::tempdir().unwrap();
     let config = || EngineConfig { shard: cfg(), default_shards: None };
-    let add = |index: &str, alias: &str| AliasAction::Add { index: index.into(), alias: alias.into() };
+    let add = |index: &str, alias: &str| AliasAction::Add {
+        index: index.into(),
+        alias: alias.into(),
+        is_write_index: None,
+    };
     let named = |e: &Engine, alias: &str| -> Vec<String> {
         e.aliases().get(alias).map(|s| s.iter().cloned().collect()).unwrap_or_default()
     };
@@ -585,7 +589,10 @@ fn gets_never_miss_a_document_being_replaced() {
             std::thread::spawn(move || {
                 let mut gets = 0u64;
                 while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    assert!(index.get("x").unwrap().is_some(), "a get missed the live document after {gets} gets");
+                    assert!(
+                        index.get("x").unwrap().is_some(),
+                        "a get missed the live document after {gets} gets"
+                    );
                     gets += 1;
                 }
                 gets
