@@ -38,9 +38,6 @@ const MAX_CHUNK: usize = 256 << 20;
 const PREFAULT_AHEAD: usize = 32 << 20;
 /// Smallest step of a durable allocation reservation (crash-safe mode).
 const RESERVE_STEP: u64 = 4 << 20;
-/// Writes through the file of at least this many bytes (images) start their writeback at once
-/// ([`PersistentHeap::start_writeback`]).
-const EARLY_WRITEBACK: usize = 4 << 20;
 
 /// What the superblock says about the last session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -546,9 +543,6 @@ impl PersistentHeap {
         self.file.write_all_at(&small, at)?;
         at += small.len() as u64;
         assert_eq!(at, off + len as u64, "the pieces fill the range");
-        if len >= EARLY_WRITEBACK {
-            self.start_writeback(off, len);
-        }
         Ok(())
     }
 
@@ -556,9 +550,11 @@ impl PersistentHeap {
     /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`): a large image written through the file is otherwise
     /// written back only by the next [`persist`](Self::persist) — a bulk load's close then waited for every
     /// image at once (~250 MB, 0.1 s of its 0.8 s after the last document) — or by the kernel's dirty-page
-    /// flusher, whenever its thresholds say. Advisory: a kernel or file system without it changes nothing.
+    /// flusher, whenever its thresholds say. For bulk loads only: real-time ingest, whose images are
+    /// persisted lazily, paid for the I/O during the ingest instead (static enwiki ingest ~8% slower).
+    /// Advisory: a kernel or file system without it changes nothing.
     #[cfg(target_os = "linux")]
-    fn start_writeback(&self, off: u64, len: usize) {
+    pub fn start_writeback(&self, off: u64, len: usize) {
         // SAFETY: sync_file_range on our own open descriptor, within the file (asserted by the caller's
         // write); no memory is involved.
         let _ = unsafe {
@@ -572,7 +568,7 @@ impl PersistentHeap {
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn start_writeback(&self, _off: u64, _len: usize) {}
+    pub fn start_writeback(&self, _off: u64, _len: usize) {}
 
     /// A published range, read-only.
     pub fn slice(&self, off: u64, len: usize) -> &[u8] {

@@ -1301,6 +1301,10 @@ impl ShardInner {
                 // A bulk segment, or larger than the whole long-term ring: engrave directly and read it from the
                 // persistent tier.
                 let (off, len) = (self.write_persistent(&image)?, image.len());
+                if bulk {
+                    // The close persists every image of the load: its writeback starts now.
+                    self.heap.start_writeback(off, len);
+                }
                 if self.cfg.durability == Durability::CrashSafe {
                     self.heap.persist(off, len).map_err(|e| Error::io(self.heap.path(), e))?;
                     self.log_engraved(&seg, off, len)?;
