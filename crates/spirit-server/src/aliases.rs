@@ -10,7 +10,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::ServerState;
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
-use spirit::AliasAction;
+use spirit::{AliasAction, Aliases};
 
 /// The options of one alias in a create-index body or a `PUT /{index}/_alias/{name}`: its `is_write_index`
 /// (the only one supported).
@@ -31,13 +31,12 @@ fn write_flag(v: &Value) -> ApiResult<bool> {
 
 /// An index's aliases as `GET /{index}` and `GET /_alias` show them: `{name: {}}`, with `is_write_index`
 /// where it was given.
-pub fn of_index_json(st: &ServerState, index: &str) -> Map<String, Value> {
-    of_index_matching(st, index, &|_| true)
+pub fn of_index_json(aliases: &Aliases, index: &str) -> Map<String, Value> {
+    of_index_matching(aliases, index, &|_| true)
 }
 
-fn of_index_matching(st: &ServerState, index: &str, wanted: &dyn Fn(&str) -> bool) -> Map<String, Value> {
-    st.engine
-        .aliases()
+fn of_index_matching(aliases: &Aliases, index: &str, wanted: &dyn Fn(&str) -> bool) -> Map<String, Value> {
+    aliases
         .of_index(index)
         .into_iter()
         .filter(|(a, _)| wanted(a))
@@ -164,10 +163,11 @@ pub fn get(st: &ServerState, index: Option<&str>, names: Option<&str>) -> ApiRes
                 .any(|p| p == "_all" || p == a || (p.contains('*') && spirit::schema::simple_match(p, a)))
         })
     };
+    let aliases = st.engine.aliases();
     let mut out = Map::new();
     let mut found = false;
     for i in &indices {
-        let mine = of_index_matching(st, i, &wanted);
+        let mine = of_index_matching(&aliases, i, &wanted);
         found |= !mine.is_empty();
         if names.is_none() || !mine.is_empty() {
             out.insert(i.clone(), json!({ "aliases": mine }));

@@ -177,7 +177,10 @@ impl ServerState {
     /// neither an index nor an alias is a 404. In name order, each index once.
     pub fn indices(&self, target: &str) -> ApiResult<Vec<Arc<Index>>> {
         let all = self.engine.index_names();
-        let aliases = self.engine.aliases();
+        // The aliases (a copy) only when some part is not the name of an index.
+        let plain =
+            target.split(',').all(|p| !p.contains('*') && (p.is_empty() || all.iter().any(|n| n == p)));
+        let aliases = if plain { Default::default() } else { self.engine.aliases() };
         let mut names: Vec<String> = vec![];
         for part in target.split(',').filter(|p| !p.is_empty()) {
             if part == "_all" || part.contains('*') {
@@ -559,14 +562,20 @@ const CAT_ALIASES: [&str; 6] =
 /// `_cat/aliases`: one row per (alias, index), in alias then index order.
 async fn cat_aliases(Ext(st): Ext<Shared>, Query(params): Params) -> Response {
     let aliases = st.engine.aliases();
-    let mut rows = vec![];
-    for (alias, indices) in aliases.iter() {
-        for index in indices {
-            let w = aliases.of_index(index).into_iter().find(|(a, _)| a == alias).and_then(|(_, w)| w);
-            rows.push(json!({"alias": alias, "index": index, "filter": "-", "routing.index": "-",
-                             "routing.search": "-", "is_write_index": w.map_or("-".to_string(), |w| w.to_string())}));
-        }
-    }
+    let mut pairs: Vec<(String, String, Option<bool>)> = st
+        .engine
+        .index_names()
+        .into_iter()
+        .flat_map(|i| aliases.of_index(&i).into_iter().map(move |(a, w)| (a, i.clone(), w)))
+        .collect();
+    pairs.sort();
+    let rows = pairs
+        .into_iter()
+        .map(|(alias, index, w)| {
+            json!({"alias": alias, "index": index, "filter": "-", "routing.index": "-",
+                   "routing.search": "-", "is_write_index": w.map_or("-".to_string(), |w| w.to_string())})
+        })
+        .collect();
     cat_response(rows, &params, &CAT_ALIASES)
 }
 
@@ -696,7 +705,7 @@ async fn get_index(
     check_name(&index, &method, &format!("/{index}"))?;
     let i = st.index(&index)?;
     let name = i.name().to_string();
-    let aliases = aliases::of_index_json(&st, &name);
+    let aliases = aliases::of_index_json(&st.engine.aliases(), &name);
     Ok(Json(json!({ name.clone(): {
         "aliases": aliases, "mappings": i.schema().to_mappings(), "settings": index_settings(&st, &name)?
     }})))
