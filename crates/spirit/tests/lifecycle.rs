@@ -580,22 +580,32 @@ fn aliases_persist_and_follow_their_indices() {
 fn gets_never_miss_a_document_being_replaced() {
     let dir = tempfile::tempdir().unwrap();
     let index = std::sync::Arc::new(Index::open("t", dir.path(), cfg(), None, None).unwrap());
+    replace_while_reading(&index, 2, |index, gets| {
+        assert!(index.get("x").unwrap().is_some(), "a get missed the live document after {gets} gets");
+    });
+    index.close().unwrap();
+}
+
+/// Replaces document `x` 3,000 times (5-document segments) while `readers` threads run `read(index, i)`
+/// for i = 0, 1, ... until the writer is done; every reader must have read at least once.
+fn replace_while_reading(
+    index: &std::sync::Arc<Index>,
+    readers: usize,
+    read: impl Fn(&Index, u64) + Send + Copy + 'static,
+) {
     let pad = "lorem ipsum dolor sit amet ".repeat(40);
     index.add(serde_json::json!({"_id": "x", "n": 0, "body": pad})).unwrap();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let readers: Vec<_> = (0..2)
+    let readers: Vec<_> = (0..readers)
         .map(|_| {
             let (index, done) = (index.clone(), done.clone());
             std::thread::spawn(move || {
-                let mut gets = 0u64;
+                let mut i = 0u64;
                 while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    assert!(
-                        index.get("x").unwrap().is_some(),
-                        "a get missed the live document after {gets} gets"
-                    );
-                    gets += 1;
+                    read(&index, i);
+                    i += 1;
                 }
-                gets
+                i
             })
         })
         .collect();
@@ -606,5 +616,64 @@ fn gets_never_miss_a_document_being_replaced() {
     for r in readers {
         assert!(r.join().unwrap() > 0);
     }
+}
+
+/// An update whose new version is refused (too large for any segment) leaves the old version live: the
+/// update deletes the old version first (stamped, see `segment::deletes`) and undoes that when the add fails.
+#[test]
+fn a_refused_update_keeps_the_old_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open("t", dir.path(), cfg(), None, None).unwrap();
+    index.add(serde_json::json!({"_id": "x", "n": 1, "body": "kept words"})).unwrap();
+    index.add(serde_json::json!({"_id": "y", "n": 2, "body": "other words"})).unwrap();
+    let huge = "word ".repeat(200_000);
+    let err = index.add(serde_json::json!({"_id": "x", "n": 3, "body": huge})).unwrap_err();
+    assert!(matches!(err, spirit::Error::DocumentTooLarge { .. }), "{err}");
+    let got = String::from_utf8(index.get("x").unwrap().expect("the old version is live")).unwrap();
+    assert!(got.contains("kept"), "{got}");
+    assert_eq!(index.count("body:kept").unwrap(), 1);
+    assert_eq!(index.count("body:words").unwrap(), 2);
+    // And it is replaced normally afterwards.
+    index.add(serde_json::json!({"_id": "x", "n": 4, "body": "new words"})).unwrap();
+    assert_eq!(index.count("body:kept").unwrap(), 0);
+    assert_eq!(index.count("body:words").unwrap(), 2);
+    index.close().unwrap();
+}
+
+/// A search running while a document is replaced finds exactly one version of it: never neither (the new
+/// version past the snapshot's watermark, the old one's bit set while the query runs), never both (the new
+/// version within it, the old one's bit not yet set when the query passes it). Deletes are stamped with the
+/// replacing doc id and read against the snapshot (`segment::deletes`); without the stamps a search thread
+/// here found no hit in hundreds of searches out of ~250,000. Each reader runs a scored term query (the top
+/// hits, with their total), a count, and a query matching every version's own number field.
+#[test]
+fn searches_see_exactly_one_version_of_a_document_being_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = std::sync::Arc::new(Index::open("t", dir.path(), cfg(), None, None).unwrap());
+    // Documents that stay, so segments hold more than the one being replaced.
+    for i in 0..7 {
+        index.add(serde_json::json!({"_id": format!("other{i}"), "n": -1, "body": "other words"})).unwrap();
+    }
+    // One reader: the pipeline runs at idle priority, and two busy readers on two cores starve it (the
+    // writer then waits for free arenas).
+    replace_while_reading(&index, 1, |index, searches| {
+        let opts = SearchOptions::default();
+        let (what, total, hits) = match searches % 3 {
+            0 => {
+                let res = index.search("body:lorem", &opts).unwrap();
+                ("body:lorem", res.total, res.hits.len() as u64)
+            }
+            1 => ("count body:ipsum", index.count("body:ipsum").unwrap(), 1),
+            _ => {
+                let res = index.search("n:[0 TO 100000]", &opts).unwrap();
+                ("n:[0 TO 100000]", res.total, res.hits.len() as u64)
+            }
+        };
+        assert!(
+            total == 1 && hits == 1,
+            "{what} found {total} versions ({hits} hits) after {searches} searches"
+        );
+    });
+    assert_eq!(index.count("body:lorem").unwrap(), 1);
     index.close().unwrap();
 }

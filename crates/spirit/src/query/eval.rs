@@ -21,7 +21,7 @@ use crate::codec::{
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, SegState, SegmentDesc, Snapshot};
 use crate::segment::biword::biword_key;
-use crate::segment::deletes::DeleteBitmap;
+use crate::segment::deletes::DeletesAt;
 use crate::segment::fresh::MAX_REGION;
 use crate::segment::hot::{BlockTable, PinnedList};
 use crate::segment::image::{id_hash, norm_at, number_at};
@@ -201,6 +201,8 @@ enum SegKind<'a> {
 struct Seg<'a> {
     desc: &'a SegmentDesc,
     visible: u32,
+    /// The segment's deletes as this evaluation's snapshot has them ([`crate::segment::deletes`]).
+    deletes: DeletesAt<'a>,
     kind: SegKind<'a>,
     merged: bool,
 }
@@ -258,9 +260,15 @@ impl<'a> Ctx<'a> {
         global: Option<&'a CollectionStats>,
         marks: Option<&[u32]>,
     ) -> Result<Ctx<'a>> {
+        let visible: Vec<u32> = match marks {
+            Some(m) => snap.segments.iter().zip(m).map(|(d, &m)| m.min(d.visible_docs())).collect(),
+            None => snap.segments.iter().map(|d| d.visible_docs()).collect(),
+        };
+        // Doc ids are given in segment order, so the evaluation sees exactly the doc ids below this one: the
+        // deletes it sees are those stamped below it.
+        let visible_end = snap.segments.last().map_or(0, |d| d.base_doc + visible[visible.len() - 1]);
         let mut segs = Vec::with_capacity(snap.segments.len());
-        for (i, d) in snap.segments.iter().enumerate() {
-            let visible = marks.map_or_else(|| d.visible_docs(), |m| m[i].min(d.visible_docs()));
+        for (d, visible) in snap.segments.iter().zip(visible) {
             let kind = match &d.data {
                 SegData::Fresh(f) => SegKind::Fresh(f),
                 SegData::Image { .. } => {
@@ -268,7 +276,7 @@ impl<'a> Ctx<'a> {
                 }
             };
             let merged = d.state == SegState::Merged && snap.merged_upto.is_some_and(|m| d.id <= m);
-            segs.push(Seg { desc: d, visible, kind, merged });
+            segs.push(Seg { desc: d, visible, deletes: d.deletes.at(visible_end), kind, merged });
         }
         Ok(Ctx {
             snap,
@@ -2227,7 +2235,7 @@ fn eval_segment(
         s.set_threshold(theta);
         col.exact = false;
     }
-    let del = &seg.desc.deletes;
+    let del = seg.deletes;
     let base = seg.desc.base_doc;
     let column = match (opts.sort, &seg.kind) {
         (Sort::Field { field, .. }, SegKind::Image(v)) => v.numbers(field),
@@ -2333,7 +2341,7 @@ fn term_top_k(
     // A pinned list's block bounds are in its table (a multiplication per block).
     let table = if prune { block_table(&c, pin, bm) } else { None };
     let norms = norms(seg, field);
-    let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
+    let (del, base, visible) = (seg.deletes, seg.desc.base_doc, seg.visible);
     let any_deleted = del.count() > 0;
     let mut theta = f32::NEG_INFINITY;
     let mut scores = [0f32; BLOCK_LEN];
@@ -2460,7 +2468,7 @@ fn fresh_term_top_k(
         return;
     }
     let norms = norms(seg, field);
-    let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
+    let (del, base) = (seg.deletes, seg.desc.base_doc);
     let any_deleted = del.count() > 0;
     let p = f.postings(e, seg.visible);
     // The regions in list order, each with its bound (∞ without impacts, or without pruning).
@@ -2625,7 +2633,7 @@ fn fresh_conj_top_k(
     order[..n].sort_by_key(|&t| dfs[t]);
     let lead = order[0];
     let (lbm, lnorms) = scoring[lead].expect("every term is present");
-    let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
+    let (del, base) = (seg.deletes, seg.desc.base_doc);
     let any_deleted = del.count() > 0;
     // A batch (fixed-size rows of the scratch, as `conj_top_k`'s): the candidates and their scores, per term
     // their frequencies, and the lead's postings taken.
@@ -2761,7 +2769,7 @@ fn fresh_phrase_top_k(
         c.as_mut().expect("every term is present")
     }
     let norms = norms(seg, field);
-    let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
+    let (del, base) = (seg.deletes, seg.desc.base_doc);
     let any_deleted = del.count() > 0;
     let mut order: [usize; FRESH_MAX_TERMS] = std::array::from_fn(|t| t);
     order[..n].sort_by_key(|&t| dfs[t]);
@@ -2838,7 +2846,7 @@ fn fresh_batch_matches(
     (taken, taken_tfs, filter): (&[u32], &[u32], Option<LeadFilter<'_, '_>>),
     (curs, order, marks): (&mut [Option<FreshPostings<'_>>], &[usize], &mut TfMarks),
     (cands, tfs): (&mut [u32; BLOCK_LEN], &mut [[u32; BLOCK_LEN]]),
-    (del, any_deleted): (&DeleteBitmap, bool),
+    (del, any_deleted): (DeletesAt<'_>, bool),
     col: &mut Collector,
 ) -> (usize, bool) {
     let (lead, got) = (order[0], taken.len());
@@ -2937,7 +2945,7 @@ fn fresh_disj_top_k(
     if fresh_cannot_compete(col, prune, scoring.iter().flatten().map(|(bm, _)| bm.idf).sum()) {
         return;
     }
-    let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
+    let (del, base) = (seg.deletes, seg.desc.base_doc);
     let any_deleted = del.count() > 0;
     // Windows no longer than the segment's documents, so a small segment clears small rows.
     let w_len = OR_WINDOW.min((seg.visible as usize).next_multiple_of(64).max(64));
@@ -3313,7 +3321,7 @@ fn conj_count(
     let (lead, before, lc, after) = split_lead(curs, order);
     let cands = &mut s.window.get_or_insert_with(Box::default).docs;
     let marks = s.marks.get_or_insert_with(|| Box::new([0; MARKS_SPAN as usize]));
-    let del = &seg.desc.deletes;
+    let del = seg.deletes;
     let any_deleted = del.count() > 0;
     for b in 0..lc.block_count() {
         lc.seek_block(b).map_err(fail)?;
@@ -3366,8 +3374,8 @@ fn finish_window<'a>(
         m = keep_found(&mut win.docs, tfs, &order[..=i], m);
     }
     m = win.docs[..m].partition_point(|&d| d < seg.visible);
-    if seg.desc.deletes.count() > 0 {
-        m = drop_deleted(&seg.desc.deletes, &mut win.docs, tfs, m);
+    if seg.deletes.count() > 0 {
+        m = drop_deleted(seg.deletes, &mut win.docs, tfs, m);
     }
     col.total += m as u64;
     if m > 0 && competes {
@@ -3398,7 +3406,7 @@ fn keep_found(cands: &mut [u32; BLOCK_LEN], tfs: &mut [[u32; BLOCK_LEN]], done: 
 
 /// Drops the deleted among a batch's `m` candidates (with their rows of frequencies); returns how many stay.
 fn drop_deleted(
-    del: &crate::segment::DeleteBitmap,
+    del: DeletesAt<'_>,
     cands: &mut [u32; BLOCK_LEN],
     tfs: &mut [[u32; BLOCK_LEN]],
     m: usize,
@@ -3678,7 +3686,7 @@ fn disj_bmw(
     let fail = codec_failure(seg);
     let TermLists { curs, scoring, bounds, ubs } = lists;
     let n = curs.len();
-    let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
+    let (del, base, visible) = (seg.deletes, seg.desc.base_doc, seg.visible);
     let order = &mut s.order;
     order.clear();
     order.extend(0..n);
@@ -3781,7 +3789,7 @@ type Rows<'r> = (&'r mut [f32], usize, usize);
 fn window_survivors(
     (seen, partial): (&mut [u64], &[f32]),
     (start, keep): (u32, Option<(f32, f32)>),
-    (del, any_deleted): (&DeleteBitmap, bool),
+    (del, any_deleted): (DeletesAt<'_>, bool),
     col: &mut Collector,
     (survivors, docs): (&mut Vec<usize>, &mut Vec<u32>),
 ) {
@@ -3887,7 +3895,7 @@ fn disj_top_k(
         return Ok(());
     }
     const W: usize = OR_WINDOW;
-    let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
+    let (del, base, visible) = (seg.deletes, seg.desc.base_doc, seg.visible);
     let any_deleted = del.count() > 0;
     // rows[t * W + i]: term t's score at doc start + i (0 = no posting; BM25 of a posting is > 0). Every
     // window leaves the rows and partial sums zeroed, as it found them.
@@ -4120,7 +4128,7 @@ fn phrase_docs(
         let shift = offsets[1].wrapping_sub(offsets[0]);
         return phrase2_newest_first(seg, curs, lead, bounds, shift, (bm, &norms), col, s, prune);
     }
-    let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
+    let (del, base, visible) = (seg.deletes, seg.desc.base_doc, seg.visible);
     let bufs = reset_lists(&mut s.lists, n);
     let tfs = &mut s.per_term;
     reset(tfs, n, 0);
@@ -4261,7 +4269,7 @@ fn phrase2_newest_first(
     prune: bool,
 ) -> Result<()> {
     let fail = codec_failure(seg);
-    let (del, base, visible) = (&seg.desc.deletes, seg.desc.base_doc, seg.visible);
+    let (del, base, visible) = (seg.deletes, seg.desc.base_doc, seg.visible);
     // Without `prune` (exact counts) every lead doc is looked up and every match counted.
     let full = |col: &Collector| prune && col.heap.len() >= col.cap;
     let [c0, c1] = curs else { unreachable!("two terms") };
@@ -4480,7 +4488,7 @@ fn newest_backwards(ctx: &Ctx<'_>, w: &Weight, si: usize, col: &mut Collector) -
     if room == 0 {
         return Ok(());
     }
-    let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
+    let (del, base) = (seg.deletes, seg.desc.base_doc);
     let (mut hi, mut width) = (seg.visible, 512u32);
     let mut window: Vec<u32> = vec![];
     while hi > 0 && col.newest.len() < col.cap {
@@ -4563,7 +4571,7 @@ fn each_match(
         if seg.visible == 0 {
             continue;
         }
-        let (del, base) = (&seg.desc.deletes, seg.desc.base_doc);
+        let (del, base) = (seg.deletes, seg.desc.base_doc);
         let mut s = scorer(&w, &ctx, si);
         let mut d = s.doc();
         while d != NO_DOC && d < seg.visible {
@@ -4651,23 +4659,32 @@ pub fn execute_at(
         }
         Some(e) => {
             if let Some(h) = from_cache(&ctx, &w, opts, k, &e, sealed)? {
-                cache.record_hit();
-                return Ok(h);
+                if settled(&ctx.segs[..sealed]) {
+                    cache.record_hit();
+                    return Ok(h);
+                }
             }
             cache.record_stale();
         }
         None => cache.record_miss(),
     }
     let (hits, entry) = run(&ctx, &w, opts, k, Some(sealed))?;
-    if let Some(e) = entry {
+    if let Some(e) = entry.filter(|_| settled(&ctx.segs[..sealed])) {
         cache.put(&key, e);
     }
     Ok(hits)
 }
 
+/// Whether the evaluation saw every set bit of `segs` as a delete (no delete racing with it was hidden from
+/// its snapshot; [`crate::segment::deletes`]). Cache entries are made and used only then: they count deletes
+/// by set bits. Checked after the evaluation (a delete hidden once is hidden from then on).
+fn settled(segs: &[Seg<'_>]) -> bool {
+    segs.iter().all(|s| s.deletes.settled())
+}
+
 /// Documents and deleted documents in `segs`.
 fn coverage_counts(segs: &[Seg<'_>]) -> (u64, u64) {
-    segs.iter().fold((0, 0), |(n, d), s| (n + s.desc.doc_count as u64, d + s.desc.deletes.count() as u64))
+    segs.iter().fold((0, 0), |(n, d), s| (n + s.desc.doc_count as u64, d + s.deletes.count() as u64))
 }
 
 /// The (idf, avgdl) of every scoring leaf, in plan order.
@@ -4847,7 +4864,7 @@ fn from_cache(
     let alive = |doc: u32| {
         seg_index(doc).is_some_and(|si| {
             let s = &ctx.segs[si];
-            doc - s.desc.base_doc < s.visible && !s.desc.deletes.is_deleted(doc - s.desc.base_doc)
+            doc - s.desc.base_doc < s.visible && !s.deletes.is_deleted(doc - s.desc.base_doc)
         })
     };
     let mut col = Collector::new(opts.sort, k);
@@ -4961,7 +4978,7 @@ fn rescore(
         while i < cands.len() && cands[i] < end {
             let (doc, d) = (cands[i], cands[i] - seg.desc.base_doc);
             i += 1;
-            if seg.desc.deletes.is_deleted(d) {
+            if seg.deletes.is_deleted(d) {
                 continue;
             }
             if s.advance(d) != d {

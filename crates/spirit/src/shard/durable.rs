@@ -313,9 +313,9 @@ impl Shard {
     ) -> Result<()> {
         let mut w = self.inner.writer.lock();
         if let Some(r) = replaces {
-            self.inner.delete_doc(r, None);
+            self.inner.delete_doc(r, None, None);
         }
-        let next = w.fresh_base + w.fresh.visible();
+        let next = w.next_doc();
         if expected < next {
             return Ok(());
         }
@@ -327,7 +327,7 @@ impl Shard {
         for gap in next..expected {
             let placeholder = self.add_locked(&mut w, &crate::schema::AnalyzedDoc::default())?;
             debug_assert_eq!(placeholder, gap);
-            self.inner.delete_doc(placeholder, Some(""));
+            self.inner.delete_doc(placeholder, Some(""), None);
         }
         let got = self.add_locked(&mut w, doc)?;
         debug_assert_eq!(got, expected);
@@ -341,22 +341,26 @@ impl Shard {
     /// skips them without re-analysing them, but still applies their `replaces`).
     pub fn next_doc(&self) -> u32 {
         let w = self.inner.writer.lock();
-        w.fresh_base + w.fresh.visible()
+        w.next_doc()
     }
 
     /// Replays a tLog delete (recovery).
     pub fn replay_delete(&self, doc: u32, id: &str) {
         let _w = self.inner.writer.lock();
-        self.inner.delete_doc(doc, Some(id));
+        self.inner.delete_doc(doc, Some(id), None);
     }
 }
 
 impl ShardInner {
-    /// Sets the delete bit of global doc `doc` (idempotent).
-    pub(super) fn delete_doc(&self, doc: u32, id: Option<&str>) {
+    /// Sets the delete bit of global doc `doc` (idempotent), stamped `stamp` ([`crate::segment::deletes`];
+    /// `None`: a delete every snapshot sees, as recovery replays them).
+    pub(super) fn delete_doc(&self, doc: u32, id: Option<&str>, stamp: Option<u32>) {
         let snap = self.gdt.pin();
         if let Some(seg) = snap.segment_of(doc) {
-            seg.deletes.delete(doc - seg.base_doc);
+            match stamp {
+                Some(stamp) => _ = seg.deletes.delete(doc - seg.base_doc, stamp),
+                None => seg.deletes.delete_settled(doc - seg.base_doc),
+            }
             if let (SegData::Fresh(f), Some(id)) = (&seg.data, id) {
                 f.forget_id(id);
             }
@@ -364,7 +368,8 @@ impl ShardInner {
     }
 
     /// Appends the tLog record of an add that just went into the fresh segment (crash-safe mode). On failure
-    /// the doc is deleted again, so nothing unlogged stays visible.
+    /// the doc is deleted again, so nothing unlogged stays visible (the caller undoes the delete of the
+    /// version it replaced).
     pub(super) fn log_add(
         &self,
         w: &Writer,
@@ -381,7 +386,8 @@ impl ShardInner {
                 Ok(Some(lsn))
             }
             Err(e) => {
-                self.delete_doc(doc_id, Some(&doc.id));
+                // Stamped with its own doc id: deleted for exactly the snapshots that see it.
+                self.delete_doc(doc_id, Some(&doc.id), Some(doc_id));
                 Err(log_err(self.heap.path(), e))
             }
         }
@@ -530,7 +536,7 @@ impl ShardInner {
             // the segments after the prefix (or the writer) continue, never below a doc id already used.
             next_doc = match snap.segments.get(segments.len()) {
                 Some(s) => s.base_doc,
-                None if segments.is_empty() => w.fresh_base + w.fresh.visible(),
+                None if segments.is_empty() => w.next_doc(),
                 None => next_doc,
             };
             let (replay_from, meta) = match &self.logs {

@@ -133,6 +133,13 @@ struct ManifestSegment {
     sealed_at: u64,
 }
 
+impl Writer {
+    /// The doc id the next add gets.
+    fn next_doc(&self) -> u32 {
+        self.fresh_base + self.fresh.visible()
+    }
+}
+
 struct Writer {
     fresh: Arc<FreshSegment>,
     fresh_id: u32,
@@ -691,9 +698,10 @@ impl Shard {
 
     /// Finds the live doc with `_id`, if any, without the writer lock.
     ///
-    /// A lookup over one snapshot can race with an update: the writer inserts the new version — into a fresh
-    /// segment newer than the snapshot, or into the live fresh segment after the lookup passed it — and then
-    /// deletes the old one, which the lookup then finds deleted: neither version would be seen. So a lookup
+    /// A lookup reads delete bits as they are now (it must find the newest version), so over one snapshot it
+    /// can race with an update: the writer deletes the old version, which the lookup then finds deleted, and
+    /// inserts the new one — into a fresh segment newer than the snapshot, or into the live fresh segment
+    /// after the lookup passed it: neither version would be seen. So a lookup
     /// that finds no live version but passed a deleted one with the id's hash (an old version, or a
     /// collision) looks again under the writer lock, where no write is half done. Gets of live documents
     /// never take the lock; a get of a deleted one (or a race) does, for a moment.
@@ -808,7 +816,7 @@ impl Shard {
         let found = self.find_id_locked(&w, id);
         Precondition::SeqNo(seq_no).check(id, found.as_ref().map(|(seg, local)| seg.base_doc + local))?;
         let (seg, local) = found.expect("the condition holds only for a live document");
-        self.delete_found(&seg, local, id)
+        self.delete_found(&w, &seg, local, id)
     }
 
     /// Deletes the live version of `_id` — if `version` is given, only when that is its doc id — and logs
@@ -818,7 +826,7 @@ impl Shard {
         self.inner.check_open(&w)?;
         match self.find_id_locked(&w, id) {
             Some((seg, local)) if version.is_none_or(|v| v == seg.base_doc + local) => {
-                Ok((VersionDelete::Deleted, self.delete_found(&seg, local, id)?))
+                Ok((VersionDelete::Deleted, self.delete_found(&w, &seg, local, id)?))
             }
             Some(_) => Ok((VersionDelete::Replaced, None)),
             None => Ok((VersionDelete::Gone, None)),
@@ -826,12 +834,22 @@ impl Shard {
     }
 
     /// Deletes doc `local` of `seg`, the live version of `_id` (the caller holds the writer lock), and logs it.
-    fn delete_found(&self, seg: &SegmentDesc, local: u32, id: &str) -> Result<Option<u64>> {
-        seg.deletes.delete(local);
-        if let SegData::Fresh(f) = &seg.data {
-            f.forget_id(id);
+    ///
+    /// Stamped with the newest doc id there is ([`crate::segment::deletes`]): queries that began before it
+    /// and do not see that doc do not see the delete either. If the tLog append fails the delete is undone
+    /// (nothing is lost that the error says was not done).
+    fn delete_found(&self, w: &Writer, seg: &SegmentDesc, local: u32, id: &str) -> Result<Option<u64>> {
+        seg.deletes.delete(local, w.next_doc().saturating_sub(1));
+        let logged = self.inner.log_delete(seg.base_doc + local, id);
+        match &logged {
+            Err(_) => seg.deletes.undelete(local),
+            Ok(_) => {
+                if let SegData::Fresh(f) = &seg.data {
+                    f.forget_id(id);
+                }
+            }
         }
-        self.inner.log_delete(seg.base_doc + local, id)
+        logged
     }
 
     /// Adds `doc`, replacing the live doc with the same `_id` (Elasticsearch `index` semantics). With
@@ -871,13 +889,22 @@ impl Shard {
             doc.set_numeric(s.field, n as f64);
             n
         });
-        let new = self.add_locked(&mut w, doc)?;
-        let replaced = old.as_ref().map(|&(doc_id, _, _)| doc_id);
-        if let Some((_, deletes, local)) = old {
-            // Bitmaps are shared by every descriptor of a segment, so this reaches the current one.
-            deletes.delete(local);
+        // The old version is deleted first, stamped with the doc id the new one gets
+        // ([`crate::segment::deletes`]): a query sees exactly one of them whenever it runs. Bitmaps are
+        // shared by every descriptor of a segment, so this reaches the current one.
+        let stamp = w.next_doc();
+        if let Some((_, deletes, local)) = &old {
+            deletes.delete(*local, stamp);
         }
-        let lsn = self.inner.log_add(&w, doc, new, replaced, seq)?;
+        let undo = |old: &Option<(u32, Arc<DeleteBitmap>, u32)>| {
+            if let Some((_, deletes, local)) = old {
+                deletes.undelete(*local);
+            }
+        };
+        let new = self.add_locked(&mut w, doc).inspect_err(|_| undo(&old))?;
+        assert_eq!(new, stamp, "an add takes the next doc id");
+        let replaced = old.as_ref().map(|&(doc_id, _, _)| doc_id);
+        let lsn = self.inner.log_add(&w, doc, new, replaced, seq).inspect_err(|_| undo(&old))?;
         if lsn.is_some() {
             // Bound what recovery must re-index: seal once the fresh segment's log tail is long enough.
             w.fresh_log_bytes += doc.log_source().len() + doc.id.len();
@@ -1221,7 +1248,7 @@ impl ShardInner {
     fn seal(&self, w: &mut Writer) -> Result<()> {
         let sealed_id = w.fresh_id;
         self.stamp_sealed(w);
-        let next_base = w.fresh_base + w.fresh.visible();
+        let next_base = w.next_doc();
         let tx = self.flush_tx.lock().clone().ok_or(Error::Closed)?;
         tx.send(sealed_id).map_err(|_| Error::ResourceExhausted("flusher stopped".into()))?;
         // A bulk load gets few, large segments; real-time writes small ones (see `ShardConfig::bulk_arenas`).

@@ -362,7 +362,7 @@ impl ShardInner {
             for s in old {
                 for d in 0..s.doc_count {
                     if s.deletes.is_deleted(d) {
-                        del.delete(at + d);
+                        del.delete_settled(at + d);
                     }
                 }
                 at += s.doc_count;
