@@ -505,6 +505,17 @@ def test_aliases(client, ix):
     client.indices.delete_alias(index=INDEX, name=other)
     with pytest.raises(NotFoundError):
         client.indices.delete_alias(index=INDEX, name=other)
+    # A filtered alias: searches and counts through it see the documents passing its filter; gets do not
+    # apply it (as in Elasticsearch).
+    one = f"{INDEX}-one"
+    client.indices.put_alias(index=INDEX, name=one, body={"filter": {"ids": {"values": [some]}}})
+    assert client.indices.get_alias(name=one) == {INDEX: {"aliases": {one: {"filter": {"ids": {"values": [some]}}}}}}
+    assert client.count(index=one)["count"] == 1
+    hits = client.search(index=one, body={"query": {"match_all": {}}})["hits"]["hits"]
+    assert [h["_id"] for h in hits] == [some]
+    other_id = next(i for i in ix.docs if i != some)
+    assert client.get(index=one, id=other_id)["found"] is True
+    client.indices.delete_alias(index=INDEX, name=one)
 
 
 def test_zz_delete_index(client, ix):

@@ -4,7 +4,10 @@
 //! are the request shapes, wildcard expansion and the answers. Searches through an alias and single-index
 //! operations through an alias that names one index are resolved by [`crate::ServerState`].
 //!
-//! Not supported, refused by name: alias filters, routing, `is_hidden`, and the `remove_index` action.
+//! An alias's `filter` (query DSL) is checked against the index's mapping when it is added, and filters
+//! searches, counts and `_delete_by_query` through the alias ([`crate::ServerState::search_targets`]).
+//!
+//! Not supported, refused by name: routing, `is_hidden`, and the `remove_index` action.
 
 use crate::error::{ApiError, ApiResult};
 use crate::ServerState;
@@ -12,25 +15,39 @@ use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
 use spirit::{AliasAction, Aliases};
 
-/// The options of one alias in a create-index body or a `PUT /{index}/_alias/{name}`: its `is_write_index`
-/// (the only one supported).
-pub fn alias_options(alias: &str, options: &Map<String, Value>) -> ApiResult<Option<bool>> {
-    let mut is_write_index = None;
+/// The options of one alias in a create-index body or a `PUT /{index}/_alias/{name}`.
+#[derive(Debug, Default)]
+pub struct AliasOptions {
+    pub is_write_index: Option<bool>,
+    /// Query DSL searches through the alias are filtered with.
+    pub filter: Option<Value>,
+}
+
+pub fn alias_options(alias: &str, options: &Map<String, Value>) -> ApiResult<AliasOptions> {
+    let mut o = AliasOptions::default();
     for (k, v) in options {
         match k.as_str() {
-            "is_write_index" => is_write_index = Some(write_flag(v)?),
+            "is_write_index" => o.is_write_index = Some(write_flag(v)?),
+            "filter" => o.filter = Some(filter_query(v)?),
             k => return Err(ApiError::unsupported(format!("alias option [{k}] (of alias [{alias}])"))),
         }
     }
-    Ok(is_write_index)
+    Ok(o)
 }
 
 fn write_flag(v: &Value) -> ApiResult<bool> {
     v.as_bool().ok_or_else(|| ApiError::parsing("[is_write_index] takes a boolean"))
 }
 
-/// An index's aliases as `GET /{index}` and `GET /_alias` show them: `{name: {}}`, with `is_write_index`
-/// where it was given.
+fn filter_query(v: &Value) -> ApiResult<Value> {
+    match v {
+        Value::Object(_) => Ok(v.clone()),
+        _ => Err(ApiError::parsing("an alias [filter] is a query object")),
+    }
+}
+
+/// An index's aliases as `GET /{index}` and `GET /_alias` show them: `{name: {}}`, with `filter` and
+/// `is_write_index` where they were given.
 pub fn of_index_json(aliases: &Aliases, index: &str) -> Map<String, Value> {
     of_index_matching(aliases, index, &|_| true)
 }
@@ -40,7 +57,16 @@ fn of_index_matching(aliases: &Aliases, index: &str, wanted: &dyn Fn(&str) -> bo
         .of_index(index)
         .into_iter()
         .filter(|(a, _)| wanted(a))
-        .map(|(a, w)| (a, w.map_or(json!({}), |w| json!({ "is_write_index": w }))))
+        .map(|(a, w)| {
+            let mut props = Map::new();
+            if let Some(f) = aliases.filter(&a, index) {
+                props.insert("filter".into(), f.clone());
+            }
+            if let Some(w) = w {
+                props.insert("is_write_index".into(), json!(w));
+            }
+            (a, Value::Object(props))
+        })
         .collect()
 }
 
@@ -84,11 +110,12 @@ pub fn parse_actions(st: &ServerState, body: &Value) -> ApiResult<Vec<AliasActio
             "remove_index" => return Err(ApiError::unsupported("the [remove_index] alias action")),
             other => return Err(ApiError::parsing(format!("unknown alias action [{other}]"))),
         }
-        let (mut must_exist, mut is_write_index) = (false, None);
+        let (mut must_exist, mut is_write_index, mut filter) = (false, None, None);
         for (k, v) in obj {
             match (kind, k.as_str()) {
                 (_, "index" | "indices" | "alias" | "aliases") => {}
                 ("add", "is_write_index") => is_write_index = Some(write_flag(v)?),
+                ("add", "filter") => filter = Some(filter_query(v)?),
                 ("remove", "must_exist") => {
                     must_exist =
                         v.as_bool().ok_or_else(|| ApiError::parsing("[must_exist] takes a boolean"))?
@@ -104,7 +131,12 @@ pub fn parse_actions(st: &ServerState, body: &Value) -> ApiResult<Vec<AliasActio
         for alias in names(obj, "alias", "aliases", kind)? {
             for index in &indices {
                 out.push(match kind {
-                    "add" => AliasAction::Add { index: index.clone(), alias: alias.clone(), is_write_index },
+                    "add" => AliasAction::Add {
+                        index: index.clone(),
+                        alias: alias.clone(),
+                        is_write_index,
+                        filter: filter.clone(),
+                    },
                     _ => AliasAction::Remove { index: index.clone(), alias: alias.clone(), must_exist },
                 });
             }
@@ -131,8 +163,22 @@ fn expand(st: &ServerState, parts: &[String]) -> ApiResult<Vec<String>> {
     Ok(out)
 }
 
-/// Applies alias actions; engine errors in Elasticsearch's shapes.
+/// Applies alias actions; engine errors in Elasticsearch's shapes. A filter must translate against its
+/// index's mapping (checked before anything changes).
 pub fn update(st: &ServerState, actions: &[AliasAction]) -> ApiResult<()> {
+    for a in actions {
+        if let AliasAction::Add { index, alias, filter: Some(f), .. } = a {
+            if let Some(i) = st.engine.index(index) {
+                let schema = i.schema();
+                crate::dsl::Translator::new(&schema, st.limits.max_clauses, st.limits.max_depth)
+                    .query(f)
+                    .map_err(|mut e| {
+                        e.reason = format!("failed to parse filter for alias [{alias}]: {}", e.reason);
+                        e
+                    })?;
+            }
+        }
+    }
     st.engine.update_aliases(actions).map_err(|e| match e {
         spirit::Error::NotFound(r) if r.starts_with("no such index") => {
             let index = r.trim_start_matches("no such index [").trim_end_matches(']').to_string();

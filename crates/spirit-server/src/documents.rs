@@ -146,9 +146,10 @@ fn index_condition(
 /// version conflict, which ends the run with a 409 (`conflicts=abort`, the default) or is counted
 /// (`conflicts=proceed`). `max_docs` bounds the documents deleted. Runs to completion before answering
 /// (`wait_for_completion=true`), durable in crash-safe mode; `refresh` is accepted and changes nothing, as
-/// every write is visible at once.
+/// every write is visible at once. Through an alias that filters the index, only documents passing the
+/// filter are deleted.
 pub fn delete_by_query(
-    index: &Index,
+    target: &crate::Target,
     body: &Value,
     params: &HashMap<String, String>,
     limits: &crate::Limits,
@@ -183,8 +184,10 @@ pub fn delete_by_query(
         (None, None) => None,
     };
     let query = obj.get("query").cloned().unwrap_or_else(|| json!({"match_all": {}}));
+    let index = &target.index;
     let schema = index.schema();
-    let q = crate::dsl::Translator::new(&schema, limits.max_clauses, limits.max_depth).query(&query)?;
+    let mut tr = crate::dsl::Translator::new(&schema, limits.max_clauses, limits.max_depth);
+    let q = crate::search::filtered(tr.query(&query)?, target.filter.as_ref(), &mut tr)?;
     let mut versions = index.matching_versions(&q)?;
     if let Some(m) = max_docs {
         versions.truncate(m.min(usize::MAX as u64) as usize);

@@ -278,10 +278,10 @@ pub fn settings_json(
 }
 
 /// What a create-index body asks for: settings, mappings and aliases.
-pub type CreateBody = (Option<Value>, Option<Value>, Vec<(String, Option<bool>)>);
+pub type CreateBody = (Option<Value>, Option<Value>, Vec<(String, crate::aliases::AliasOptions)>);
 
 /// Checks the body of a create-index request; returns (settings, mappings, its aliases with their
-/// `is_write_index`).
+/// options).
 pub fn parse_create(body: &[u8]) -> ApiResult<CreateBody> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok((None, None, vec![]));

@@ -34,7 +34,7 @@ use error::{ApiError, ApiResult};
 use parking_lot::{Mutex, MutexGuard};
 use serde_json::{json, Value};
 use spirit::{Durability, Engine, Index, IndexOptions};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,6 +117,22 @@ pub struct ServerState {
 pub type State = ServerState;
 type Shared = Arc<ServerState>;
 
+/// An index a request reads, with the filter of the alias it was reached through (if any).
+pub struct Target {
+    pub index: Arc<Index>,
+    /// Query DSL every query of the request is filtered with.
+    pub filter: Option<Value>,
+}
+
+/// One filter for any of `filters` (a document passes when it passes one).
+fn any_of(mut filters: Vec<Value>) -> Value {
+    filters.dedup();
+    match filters.len() {
+        1 => filters.pop().expect("one"),
+        _ => json!({"bool": {"should": filters, "minimum_should_match": 1}}),
+    }
+}
+
 impl ServerState {
     pub fn new(engine: Arc<Engine>, config: ServerConfig) -> Shared {
         Arc::new(ServerState {
@@ -176,30 +192,60 @@ impl ServerState {
     /// nothing is no error, as `allow_no_indices` defaults), `_all` for every index. A plain name that is
     /// neither an index nor an alias is a 404. In name order, each index once.
     pub fn indices(&self, target: &str) -> ApiResult<Vec<Arc<Index>>> {
+        Ok(self.search_targets(target)?.into_iter().map(|t| t.index).collect())
+    }
+
+    /// [`indices`](Self::indices), each with the filter a search applies to it: an index reached only
+    /// through aliases that filter it gets their filters (any of them, as Elasticsearch combines them); one
+    /// named directly, or through an alias without a filter there, gets none.
+    pub fn search_targets(&self, target: &str) -> ApiResult<Vec<Target>> {
         let all = self.engine.index_names();
         // The aliases (a copy) only when some part is not the name of an index.
         let plain =
             target.split(',').all(|p| !p.contains('*') && (p.is_empty() || all.iter().any(|n| n == p)));
         let aliases = if plain { Default::default() } else { self.engine.aliases() };
-        let mut names: Vec<String> = vec![];
+        // Index name -> None (unfiltered) or the filters of the aliases it was reached through.
+        let mut named: BTreeMap<String, Option<Vec<Value>>> = BTreeMap::new();
+        let mut reach = |index: &str, filter: Option<&Value>| {
+            let e = named.entry(index.to_string()).or_insert_with(|| Some(vec![]));
+            match (e, filter) {
+                (Some(fs), Some(f)) => fs.push(f.clone()),
+                (e, _) => *e = None,
+            }
+        };
         for part in target.split(',').filter(|p| !p.is_empty()) {
             if part == "_all" || part.contains('*') {
                 let pattern = if part == "_all" { "*" } else { part };
-                names.extend(all.iter().filter(|n| spirit::schema::simple_match(pattern, n)).cloned());
+                all.iter().filter(|n| spirit::schema::simple_match(pattern, n)).for_each(|n| reach(n, None));
                 if part != "_all" {
-                    for (_, ix) in aliases.iter().filter(|(a, _)| spirit::schema::simple_match(pattern, a)) {
-                        names.extend(ix.cloned());
+                    for (a, ix) in aliases.iter().filter(|(a, _)| spirit::schema::simple_match(pattern, a)) {
+                        ix.for_each(|i| reach(i, aliases.filter(a, i)));
                     }
                 }
             } else if let (None, Some(ix)) = (self.engine.index(part), aliases.get(part)) {
-                names.extend(ix.iter().cloned());
+                ix.iter().for_each(|i| reach(i, aliases.filter(part, i)));
             } else {
-                names.push(part.to_string());
+                reach(part, None);
             }
         }
-        names.sort();
-        names.dedup();
-        names.iter().map(|n| self.engine.index(n).ok_or_else(|| ApiError::index_not_found(n))).collect()
+        named
+            .into_iter()
+            .map(|(n, filters)| {
+                let index = self.engine.index(&n).ok_or_else(|| ApiError::index_not_found(&n))?;
+                Ok(Target { index, filter: filters.map(any_of) })
+            })
+            .collect()
+    }
+
+    /// [`index`](Self::index), with the filter of the alias `name` is, if it filters that index (for the
+    /// operations that apply it: `_delete_by_query`).
+    pub fn filtered_index(&self, name: &str) -> ApiResult<Target> {
+        let index = self.index(name)?;
+        let filter = match index.name() == name {
+            true => None,
+            false => self.engine.aliases().filter(name, index.name()).cloned(),
+        };
+        Ok(Target { index, filter })
     }
 
     /// The index, created with the server's default durability when absent (Elasticsearch's
@@ -572,7 +618,8 @@ async fn cat_aliases(Ext(st): Ext<Shared>, Query(params): Params) -> Response {
     let rows = pairs
         .into_iter()
         .map(|(alias, index, w)| {
-            json!({"alias": alias, "index": index, "filter": "-", "routing.index": "-",
+            let filter = if aliases.filter(&alias, &index).is_some() { "*" } else { "-" };
+            json!({"alias": alias, "index": index, "filter": filter, "routing.index": "-",
                    "routing.search": "-", "is_write_index": w.map_or("-".to_string(), |w| w.to_string())})
         })
         .collect();
@@ -658,10 +705,11 @@ async fn create_index(
         // invalid one), the index is not left behind either.
         let actions: Vec<spirit::AliasAction> = alias_names
             .into_iter()
-            .map(|(alias, is_write_index)| spirit::AliasAction::Add {
+            .map(|(alias, o)| spirit::AliasAction::Add {
                 index: name.clone(),
                 alias,
-                is_write_index,
+                is_write_index: o.is_write_index,
+                filter: o.filter,
             })
             .collect();
         if let Err(e) = aliases::update(&st2, &actions) {
@@ -740,8 +788,12 @@ async fn put_alias(
         let v: Value = serde_json::from_slice(&b)
             .map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))?;
         let o = v.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
-        if let Some(w) = aliases::alias_options(&name, o)? {
+        let o = aliases::alias_options(&name, o)?;
+        if let Some(w) = o.is_write_index {
             add["is_write_index"] = json!(w);
+        }
+        if let Some(f) = o.filter {
+            add["filter"] = f;
         }
     }
     let v = json!({"actions": [{"add": add}]});
@@ -939,12 +991,12 @@ async fn delete_by_query(
     Query(params): Params,
     b: Body,
 ) -> ApiResult<Response> {
-    let i = st.index(&index)?;
+    let t = st.filtered_index(&index)?;
     let b = body(b)?;
     let req = search::json_or_empty(&b)?;
     st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let limits = st.limits.clone();
-    let (status, v) = pool::blocking(move || documents::delete_by_query(&i, &req, &params, &limits)).await?;
+    let (status, v) = pool::blocking(move || documents::delete_by_query(&t, &req, &params, &limits)).await?;
     Ok((status, Json(v)).into_response())
 }
 
@@ -994,7 +1046,7 @@ async fn search(
 ) -> ApiResult<Json<Value>> {
     let t0 = Instant::now();
     let r = async {
-        let targets = st.indices(&index)?;
+        let targets = st.search_targets(&index)?;
         let req = search::SearchRequest::parse(&body(b)?, &params, &st.limits)?;
         let limits = st.limits.clone();
         st.pool.run(move || req.execute_on(&targets, &limits)).await
@@ -1012,7 +1064,7 @@ async fn count(
 ) -> ApiResult<Json<Value>> {
     let t0 = Instant::now();
     let r = async {
-        let targets = st.indices(&index)?;
+        let targets = st.search_targets(&index)?;
         let b = body(b)?;
         let limits = st.limits.clone();
         st.pool.run(move || search::count(&targets, &b, &params, &limits)).await

@@ -147,7 +147,7 @@ pub fn msearch(
                     ApiError::bad_request("[_msearch] a search without [index] needs it in the path")
                 })
                 .and_then(|index| {
-                    let targets = st.indices(&index)?;
+                    let targets = st.search_targets(&index)?;
                     SearchRequest::parse(body, &params, limits)?.execute_on(&targets, limits)
                 });
             match r {

@@ -5,13 +5,12 @@
 use crate::dsl::Translator;
 use crate::error::{ApiError, ApiResult};
 use crate::highlight::{HighlightSpec, Highlighter};
-use crate::Limits;
+use crate::{Limits, Target};
 use serde_json::{json, Map, Value};
 use spirit::schema::simple_match as glob;
 use spirit::schema::FieldType;
 use spirit::{Index, Query, SearchOptions, Sort, SortKey, SortValue};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// `_source` filtering.
 #[derive(Debug, Clone, Default)]
@@ -362,17 +361,18 @@ impl SearchRequest {
 
     /// Runs the search (on a query-pool thread) and builds the response.
     pub fn execute(&self, index: &Index, limits: &Limits) -> ApiResult<Value> {
-        self.execute_page(index, limits, (self.from, self.size))
+        self.execute_page(index, None, limits, (self.from, self.size))
     }
 
     /// Runs the search on every index of `targets` (a multi-target search: `a,b/_search`, `logs-*/_search`,
     /// `/_search`). Each index answers its first `from + size` hits, ranked by its own statistics — as
     /// Elasticsearch's default query-then-fetch ranks by each shard's — and the pages are merged in the
     /// request's order (ties by index name, then each index's own order); totals and shard counts add up.
-    /// Aggregations over several indices are refused (each index's would be partial).
-    pub fn execute_on(&self, targets: &[Arc<Index>], limits: &Limits) -> ApiResult<Value> {
+    /// Aggregations over several indices are refused (each index's would be partial). A target's alias
+    /// filter filters every query on it.
+    pub fn execute_on(&self, targets: &[Target], limits: &Limits) -> ApiResult<Value> {
         if let [one] = targets {
-            return self.execute(one, limits);
+            return self.execute_page(&one.index, one.filter.as_ref(), limits, (self.from, self.size));
         }
         if self.aggs.is_some() {
             return Err(ApiError::unsupported(
@@ -383,8 +383,8 @@ impl SearchRequest {
         let keys = self.sort.keys();
         let (mut hits, mut total, mut gte, mut max_score, mut shards) =
             (vec![], 0u64, false, None::<f64>, 0u64);
-        for (rank, index) in targets.iter().enumerate() {
-            let mut r = self.execute_page(index, limits, (0, self.from + self.size))?;
+        for (rank, t) in targets.iter().enumerate() {
+            let mut r = self.execute_page(&t.index, t.filter.as_ref(), limits, (0, self.from + self.size))?;
             if let Some(t) = r["hits"].get("total") {
                 total += t["value"].as_u64().unwrap_or(0);
                 gte |= t["relation"] == "gte";
@@ -419,12 +419,21 @@ impl SearchRequest {
         }))
     }
 
-    /// [`Self::execute`] for the hits from `from`, `size` of them.
-    fn execute_page(&self, index: &Index, limits: &Limits, (from, size): (usize, usize)) -> ApiResult<Value> {
+    /// [`Self::execute`] for the hits from `from`, `size` of them, the query filtered by `filter`.
+    fn execute_page(
+        &self,
+        index: &Index,
+        filter: Option<&Value>,
+        limits: &Limits,
+        (from, size): (usize, usize),
+    ) -> ApiResult<Value> {
         let t0 = std::time::Instant::now();
         let schema = index.schema();
         let mut tr = Translator::new(&schema, limits.max_clauses, limits.max_depth);
         let q: Query = tr.query(&self.query)?;
+        // Highlighting reads the request's query, not the alias filter around it.
+        let highlight_q = q.clone();
+        let q = filtered(q, filter, &mut tr)?;
         let aggs = self.aggs.as_ref().map(|a| crate::aggs::parse(a, &mut tr, 0)).transpose()?;
         let fetch = size > 0;
         // A keyword field sorts through the several-keys path (the engine's pruned top-k reads numbers).
@@ -466,7 +475,7 @@ impl SearchRequest {
                 index.search_sorted(&q, &keys, self.after.as_deref(), (from, size), fetch)?
             }
         };
-        let highlighter = self.highlight.as_ref().map(|h| Highlighter::new(h, &schema, &q));
+        let highlighter = self.highlight.as_ref().map(|h| Highlighter::new(h, &schema, &highlight_q));
         let name = index.name();
         let mut max_score: Option<f32> = None;
         let hits: Vec<Value> = res
@@ -695,9 +704,20 @@ pub fn json_or_empty(body: &[u8]) -> ApiResult<Value> {
         .map_err(|e| ApiError::parsing(format!("request body is not valid JSON: {e}")))
 }
 
+/// `q` filtered by an alias's `filter` (query DSL, translated by `tr`): what a search through the alias runs.
+/// The filter scores nothing, as a `bool` query's `filter` clause.
+pub fn filtered(q: Query, filter: Option<&Value>, tr: &mut Translator) -> ApiResult<Query> {
+    Ok(match filter {
+        None => q,
+        Some(f) => {
+            Query::Bool { must: vec![q], should: vec![], must_not: vec![], filter: vec![tr.query(f)?] }
+        }
+    })
+}
+
 /// `_count`: the number of live documents matching the query.
 pub fn count(
-    targets: &[Arc<Index>],
+    targets: &[Target],
     body: &[u8],
     params: &HashMap<String, String>,
     limits: &Limits,

@@ -2072,6 +2072,86 @@ fn match_bool_prefix_makes_the_last_token_a_prefix() {
 /// matching it) search every index it names; gets and writes go through an alias of one index and are
 /// refused through one of several; an alias never shares a name with an index; deleting an index takes it
 /// out of its aliases; they survive a restart.
+/// A filtered alias: searches, counts, `_msearch` and `_delete_by_query` through it see only the documents
+/// passing its filter; gets and writes through it ignore the filter (as in Elasticsearch); an index named
+/// directly too is not filtered, and two filtered aliases of one index give either filter's documents.
+#[test]
+fn filtered_aliases_filter_searches_through_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let m = r#"{"mappings": {"properties": {"user": {"type": "keyword"}, "body": {"type": "text"}}},
+               "aliases": {"kim": {"filter": {"term": {"user": "kim"}}}}}"#;
+    assert_eq!(s.call("PUT", "/docs", Some(m)).0, 200);
+    let lee =
+        r#"{"actions": [{"add": {"index": "docs", "alias": "lee", "filter": {"term": {"user": "lee"}}}}]}"#;
+    assert_eq!(s.call("POST", "/_aliases", Some(lee)).0, 200);
+    put_docs(
+        &s,
+        "docs",
+        [
+            ("1", r#"{"user": "kim", "body": "red fox"}"#.to_string()),
+            ("2", r#"{"user": "lee", "body": "red dog"}"#.to_string()),
+            ("3", r#"{"user": "kim", "body": "blue fox"}"#.to_string()),
+            ("4", r#"{"user": "max", "body": "red cat"}"#.to_string()),
+        ],
+    );
+    let red = r#"{"query": {"match": {"body": "red"}}}"#;
+    let ids = |target: &str| hit_ids(&s, target, red);
+    assert_eq!(ids("docs"), ["1", "2", "4"]);
+    assert_eq!(ids("kim"), ["1"]);
+    assert_eq!(ids("lee"), ["2"]);
+    assert_eq!(ids("kim,lee"), ["1", "2"], "either filter");
+    assert_eq!(ids("kim,docs"), ["1", "2", "4"], "the index named directly is not filtered");
+    assert_eq!(ids("k*"), ["1"], "an alias reached through a pattern filters too");
+    // Scores are the query's: the filter scores nothing.
+    let score = |target: &str| hits_by_id(&s, target, red)[0].1;
+    assert_eq!(score("kim"), score("docs"));
+    assert_eq!(s.call("GET", "/kim/_count", None).1["count"], json!(2));
+    let (_, v) = s.call("POST", "/kim/_count", Some(r#"{"query": {"match": {"body": "fox"}}}"#));
+    assert_eq!(v["count"], json!(2));
+    let ms = "{\"index\": \"lee\"}\n{\"query\": {\"match_all\": {}}}\n{\"index\": \"docs\"}\n{\"query\": {\"match_all\": {}}}\n";
+    let (_, v) = s.call("POST", "/_msearch", Some(ms));
+    assert_eq!(v["responses"][0]["hits"]["total"]["value"], json!(1), "{v}");
+    assert_eq!(v["responses"][1]["hits"]["total"]["value"], json!(4), "{v}");
+    // Aggregations see the filtered documents only.
+    let (_, v) =
+        s.call("POST", "/kim/_search", Some(r#"{"size": 0, "aggs": {"u": {"terms": {"field": "user"}}}}"#));
+    assert_eq!(v["aggregations"]["u"]["buckets"], json!([{"key": "kim", "doc_count": 2}]), "{v}");
+    // Gets and writes ignore the filter.
+    assert_eq!(s.call("GET", "/kim/_doc/2", None).1["found"], json!(true));
+    assert_eq!(s.call("PUT", "/kim/_doc/5", Some(r#"{"user": "lee", "body": "red owl"}"#)).0, 201);
+    assert_eq!(ids("kim"), ["1"]);
+    assert_eq!(ids("lee"), ["2", "5"]);
+    // Shown with the alias; `_cat/aliases` marks it.
+    let (_, v) = s.call("GET", "/_alias/kim", None);
+    assert_eq!(v, json!({"docs": {"aliases": {"kim": {"filter": {"term": {"user": "kim"}}}}}}));
+    let (_, v) = s.call("GET", "/_cat/aliases?format=json", None);
+    assert_eq!(v[0]["filter"], json!("*"), "{v}");
+    // A filter that does not parse is refused, and nothing changes.
+    let bad = r#"{"actions": [{"remove": {"index": "docs", "alias": "lee"}}, {"add": {"index": "docs", "alias": "x", "filter": {"nope": {}}}}]}"#;
+    let (status, v) = s.call("POST", "/_aliases", Some(bad));
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"]["reason"].as_str().unwrap().contains("failed to parse filter for alias [x]"), "{v}");
+    assert_eq!(ids("lee"), ["2", "5"]);
+    assert_es_error(
+        &s.call("PUT", "/docs/_alias/y", Some(r#"{"filter": "user:kim"}"#)),
+        400,
+        "parsing_exception",
+    );
+    // _delete_by_query through the alias deletes only what passes the filter.
+    let (status, v) =
+        s.call("POST", "/lee/_delete_by_query", Some(r#"{"query": {"match": {"body": "red"}}}"#));
+    assert_eq!((status, &v["deleted"]), (200, &json!(2)), "{v}");
+    assert_eq!(ids("docs"), ["1", "4"]);
+    // Adding the alias again without a filter drops it; a restart keeps the filters.
+    assert_eq!(s.call("PUT", "/docs/_alias/lee", None).0, 200);
+    assert_eq!(ids("lee"), ["1", "4"]);
+    drop(s.stop());
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    assert_eq!(hit_ids(&s, "kim", red), ["1"]);
+    drop(s.stop());
+}
+
 #[test]
 fn aliases_name_indices_for_searches_and_single_index_operations() {
     let dir = tempfile::tempdir().unwrap();
@@ -2148,9 +2228,7 @@ fn aliases_name_indices_for_searches_and_single_index_operations() {
         &s.call(
             "POST",
             "/_aliases",
-            Some(
-                r#"{"actions": [{"add": {"index": "logs-v1", "alias": "f", "filter": {"match_all": {}}}}]}"#,
-            ),
+            Some(r#"{"actions": [{"add": {"index": "logs-v1", "alias": "f", "routing": "1"}}]}"#),
         ),
         400,
         "illegal_argument_exception",

@@ -9,6 +9,11 @@
 //! several indices without one has none, and writes through it are refused (Elasticsearch's rollover layout:
 //! searches span every generation, writes go to the newest).
 //!
+//! An alias may *filter* an index it names: a query (Elasticsearch's query DSL, kept here as given — the
+//! engine does not read it) that searches through the alias apply to that index's documents, so one index
+//! can serve several tenants, each through its own alias. Gets and writes through an alias ignore its filter,
+//! as in Elasticsearch.
+//!
 //! The set of aliases is the engine's (one data directory), kept in `DIR/aliases.json` and replaced whole
 //! on every change (temporary file, fsync, rename, fsync of the directory): a crash leaves the old set or
 //! the new one, never a mix. An alias and an index never share a name, and deleting an index takes it out
@@ -23,10 +28,11 @@ use std::path::Path;
 pub const ALIASES_FILE: &str = "aliases.json";
 
 /// One change to the aliases ([`Aliases::applied`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum AliasAction {
-    /// `alias` names `index` too (the alias is created if new; adding it again updates `is_write_index`).
-    Add { index: String, alias: String, is_write_index: Option<bool> },
+    /// `alias` names `index` too (the alias is created if new; adding it again replaces its
+    /// `is_write_index` and `filter` there).
+    Add { index: String, alias: String, is_write_index: Option<bool>, filter: Option<serde_json::Value> },
     /// `alias` no longer names `index`; with `must_exist`, an error if it did not.
     Remove { index: String, alias: String, must_exist: bool },
 }
@@ -35,6 +41,10 @@ pub enum AliasAction {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Aliases {
     aliases: BTreeMap<String, BTreeMap<String, Option<bool>>>,
+    /// Alias → index → the filter searches through the alias apply to that index (absent in files written
+    /// before filters existed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    filters: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
 }
 
 impl Aliases {
@@ -63,6 +73,11 @@ impl Aliases {
         self.aliases.iter().filter_map(|(a, ix)| ix.get(index).map(|w| (a.clone(), *w))).collect()
     }
 
+    /// The filter searches through `alias` apply to `index`, if it has one there.
+    pub fn filter(&self, alias: &str, index: &str) -> Option<&serde_json::Value> {
+        self.filters.get(alias)?.get(index)
+    }
+
     /// The index writes through `alias` go to, if it has one (see the module doc).
     pub fn write_index(&self, alias: &str) -> Option<&str> {
         let ix = self.aliases.get(alias)?;
@@ -80,7 +95,7 @@ impl Aliases {
         let mut next = self.clone();
         for a in actions {
             match a {
-                AliasAction::Add { index, alias, is_write_index } => {
+                AliasAction::Add { index, alias, is_write_index, filter } => {
                     if !index_exists(index) {
                         return Err(Error::NotFound(format!("no such index [{index}]")));
                     }
@@ -96,9 +111,20 @@ impl Aliases {
                         )));
                     }
                     next.aliases.entry(alias.clone()).or_default().insert(index.clone(), *is_write_index);
+                    match filter {
+                        Some(f) => {
+                            _ = next
+                                .filters
+                                .entry(alias.clone())
+                                .or_default()
+                                .insert(index.clone(), f.clone())
+                        }
+                        None => next.drop_filter(alias, index),
+                    }
                 }
                 AliasAction::Remove { index, alias, must_exist } => {
                     let removed = next.aliases.get_mut(alias).is_some_and(|ix| ix.remove(index).is_some());
+                    next.drop_filter(alias, index);
                     if !removed && *must_exist {
                         return Err(Error::NotFound(format!(
                             "aliases [{alias}] missing for index [{index}]"
@@ -126,12 +152,27 @@ impl Aliases {
     /// These aliases without `index` in any of them (an alias left naming nothing is dropped).
     pub fn without_index(&self, index: &str) -> Aliases {
         let mut next = self.clone();
-        next.aliases.retain(|_, ix| {
-            ix.remove(index);
-            !ix.is_empty()
-        });
+        drop_index(&mut next.aliases, index);
+        drop_index(&mut next.filters, index);
         next
     }
+
+    fn drop_filter(&mut self, alias: &str, index: &str) {
+        if let Some(ix) = self.filters.get_mut(alias) {
+            ix.remove(index);
+            if ix.is_empty() {
+                self.filters.remove(alias);
+            }
+        }
+    }
+}
+
+/// Takes `index` out of every alias of an alias → index → value map, dropping an alias left with none.
+fn drop_index<V>(map: &mut BTreeMap<String, BTreeMap<String, V>>, index: &str) {
+    map.retain(|_, ix| {
+        ix.remove(index);
+        !ix.is_empty()
+    });
 }
 
 #[cfg(test)]
@@ -139,11 +180,15 @@ mod tests {
     use super::*;
 
     fn add(index: &str, alias: &str) -> AliasAction {
-        AliasAction::Add { index: index.into(), alias: alias.into(), is_write_index: None }
+        AliasAction::Add { index: index.into(), alias: alias.into(), is_write_index: None, filter: None }
     }
 
     fn add_w(index: &str, alias: &str, w: bool) -> AliasAction {
-        AliasAction::Add { index: index.into(), alias: alias.into(), is_write_index: Some(w) }
+        AliasAction::Add { index: index.into(), alias: alias.into(), is_write_index: Some(w), filter: None }
+    }
+
+    fn add_f(index: &str, alias: &str, f: serde_json::Value) -> AliasAction {
+        AliasAction::Add { index: index.into(), alias: alias.into(), is_write_index: None, filter: Some(f) }
     }
 
     fn remove(index: &str, alias: &str, must_exist: bool) -> AliasAction {
@@ -201,6 +246,37 @@ mod tests {
         let y = x.without_index("a");
         assert_eq!(names(&y, "x"), ["b"]);
         assert!(y.get("y").is_none());
+    }
+
+    #[test]
+    fn filters_follow_their_alias_and_index() {
+        let exists = |i: &str| ["a", "b"].contains(&i);
+        let f = serde_json::json!({"term": {"user": "kim"}});
+        let x = Aliases::default().applied(&[add_f("a", "x", f.clone()), add("b", "x")], exists).unwrap();
+        assert_eq!(x.filter("x", "a"), Some(&f));
+        assert_eq!(x.filter("x", "b"), None);
+        // Adding again replaces the alias's options there: without a filter, none.
+        let plain = x.applied(&[add("a", "x")], exists).unwrap();
+        assert_eq!(plain.filter("x", "a"), None);
+        assert_eq!(
+            plain.applied(&[add("b", "x")], exists).unwrap(),
+            Aliases::default().applied(&[add("a", "x"), add("b", "x")], exists).unwrap()
+        );
+        // Removing the alias from the index, or deleting the index, drops its filter.
+        let removed = x.applied(&[remove("a", "x", true), add("a", "x")], exists).unwrap();
+        assert_eq!(removed.filter("x", "a"), None);
+        let gone = x.without_index("a");
+        assert_eq!(gone.filter("x", "a"), None);
+        assert_eq!(gone, Aliases::default().applied(&[add("b", "x")], exists).unwrap());
+        // Stored with the aliases; a file from before filters loads without any.
+        let dir = tempfile::tempdir().unwrap();
+        x.store(dir.path()).unwrap();
+        assert_eq!(Aliases::load(dir.path()).unwrap(), x);
+        std::fs::write(dir.path().join(ALIASES_FILE), br#"{"aliases":{"x":{"a":null}}}"#).unwrap();
+        assert_eq!(
+            Aliases::load(dir.path()).unwrap(),
+            Aliases::default().applied(&[add("a", "x")], exists).unwrap()
+        );
     }
 
     #[test]

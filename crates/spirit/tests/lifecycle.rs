@@ -547,6 +547,7 @@ fn aliases_persist_and_follow_their_indices() {
         index: index.into(),
         alias: alias.into(),
         is_write_index: None,
+        filter: None,
     };
     let named = |e: &Engine, alias: &str| -> Vec<String> {
         e.aliases().get(alias).map(|s| s.iter().cloned().collect()).unwrap_or_default()
