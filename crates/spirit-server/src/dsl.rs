@@ -5,7 +5,7 @@
 //! as in Elasticsearch), `exists`, `constant_score`, `dis_max` (`tie_breaker` from 0 to 1), `range`
 //! (`gt`/`gte`/`lt`/`lte`), `prefix`, `wildcard` (`*` and `?`; `value` or `wildcard`, `case_insensitive`),
 //! `regexp` (Lucene's syntax; `flags`, `case_insensitive`; complement, intersection and intervals refused),
-//! `match_bool_prefix` (the last token a prefix), `match_phrase_prefix` (`max_expansions`; no slop), `bool` (`must`, `should`, `must_not`, `filter`,
+//! `match_bool_prefix` (the last token a prefix), `match_phrase_prefix` (`max_expansions`, `slop`), `bool` (`must`, `should`, `must_not`, `filter`,
 //! `minimum_should_match`: a count, negative count, percentage, negative percentage or conditions, on `bool` and on
 //! `match`) and `query_string` (spirit's Lucene-style syntax, `^` boosts included), each
 //! with Elasticsearch's `boost` parameter (and `multi_match`'s per-field `"title^3"`): the clause's score
@@ -146,9 +146,7 @@ impl<'a> Translator<'a> {
             "match_phrase_prefix" => {
                 let (field, params) = single_field(kind, body, "query")?;
                 check_keys(kind, &params, &["query", "slop", "max_expansions", "boost", "analyzer"])?;
-                if slop(kind, "slop", params.get("slop"))? > 0 {
-                    return Err(ApiError::unsupported("[match_phrase_prefix] with [slop] above 0"));
-                }
+                let slop = slop(kind, "slop", params.get("slop"))?;
                 if params.get("analyzer").is_some() {
                     return Err(ApiError::unsupported(
                         "[match_phrase_prefix] with an [analyzer] other than the field's",
@@ -157,7 +155,7 @@ impl<'a> Translator<'a> {
                 let max_expansions = prefix_expansions(kind, params.get("max_expansions"))?;
                 self.leaf()?;
                 let text = scalar_text(kind, params.get("query"))?;
-                boosted(Query::PhrasePrefix { field: Some(field), text, max_expansions }, &params)
+                boosted(Query::PhrasePrefix { field: Some(field), text, max_expansions, slop }, &params)
             }
             "multi_match" => self.multi_match(body),
             "term" => {
@@ -502,9 +500,8 @@ impl<'a> Translator<'a> {
                 "[multi_match] [fuzziness] is not allowed for type [{ty}]"
             )));
         }
-        if slop > 0 && ty != "phrase" {
-            // Elasticsearch would ignore it (or, for phrase_prefix, apply it): refused, so no one believes it
-            // applied.
+        if slop > 0 && !ty.starts_with("phrase") {
+            // Elasticsearch would ignore it: refused, so no one believes it applied.
             return Err(ApiError::unsupported(format!("[multi_match] [slop] with type [{ty}]")));
         }
         // For phrase_prefix, how many terms the last token expands to (for the other types it belongs to
@@ -540,7 +537,7 @@ impl<'a> Translator<'a> {
                 Query::Phrase { field: f, text: text.clone(), slop }
             } else if ty == "phrase_prefix" {
                 self.leaf()?;
-                Query::PhrasePrefix { field: f, text: text.clone(), max_expansions }
+                Query::PhrasePrefix { field: f, text: text.clone(), max_expansions, slop }
             } else if ty == "bool_prefix" {
                 let f = f.ok_or_else(|| {
                     ApiError::unsupported("[multi_match] of type [bool_prefix] without [fields] (name them)")
@@ -1101,19 +1098,24 @@ mod tests {
 
     #[test]
     fn match_phrase_prefix_forms() {
-        let pp = |t: &str, n: usize| Query::PhrasePrefix {
+        let pp = |t: &str, n: usize, slop: u32| Query::PhrasePrefix {
             field: Some("body".into()),
             text: t.into(),
             max_expansions: n,
+            slop,
         };
-        assert_eq!(tr(json!({"match_phrase_prefix": {"body": "quick br"}})).unwrap(), pp("quick br", 50));
+        assert_eq!(tr(json!({"match_phrase_prefix": {"body": "quick br"}})).unwrap(), pp("quick br", 50, 0));
         assert_eq!(
             tr(json!({"match_phrase_prefix": {"body": {"query": "a b", "max_expansions": 3, "slop": 0, "boost": 2}}}))
                 .unwrap(),
-            boost(pp("a b", 3), 2.0)
+            boost(pp("a b", 3, 0), 2.0)
+        );
+        assert_eq!(
+            tr(json!({"match_phrase_prefix": {"body": {"query": "a b", "slop": 2}}})).unwrap(),
+            pp("a b", 50, 2)
         );
         for bad in [
-            json!({"match_phrase_prefix": {"body": {"query": "a b", "slop": 2}}}),
+            json!({"match_phrase_prefix": {"body": {"query": "a b", "slop": -1}}}),
             json!({"match_phrase_prefix": {"body": {"query": "a b", "max_expansions": "many"}}}),
             json!({"match_phrase_prefix": {"body": {"query": "a b", "zero_terms_query": "all"}}}),
         ] {
@@ -1132,6 +1134,7 @@ mod tests {
             field: Some(f.into()),
             text: "quick br".into(),
             max_expansions: 7,
+            slop: 0,
         };
         assert_eq!(
             q,
@@ -1145,8 +1148,20 @@ mod tests {
         let q = tr(json!({"multi_match": {"query": "quick br", "fields": ["body"], "type": "bool_prefix"}}))
             .unwrap();
         assert_eq!(q, tr(json!({"match_bool_prefix": {"body": "quick br"}})).unwrap());
+        let q = tr(
+            json!({"multi_match": {"query": "a b", "fields": ["body"], "type": "phrase_prefix", "slop": 1}}),
+        );
+        assert_eq!(
+            q.unwrap(),
+            Query::PhrasePrefix {
+                field: Some("body".into()),
+                text: "a b".into(),
+                max_expansions: 50,
+                slop: 1
+            }
+        );
         for bad in [
-            json!({"multi_match": {"query": "a b", "type": "phrase_prefix", "slop": 1}}),
+            json!({"multi_match": {"query": "a b", "type": "best_fields", "slop": 1}}),
             json!({"multi_match": {"query": "a b", "type": "phrase_prefix", "fuzziness": 1}}),
             json!({"multi_match": {"query": "a b", "type": "phrase_prefix", "max_expansions": 0}}),
             json!({"multi_match": {"query": "a b", "type": "bool_prefix"}}),

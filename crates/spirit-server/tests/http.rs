@@ -1905,6 +1905,17 @@ fn match_phrase_prefix_makes_the_last_position_a_prefix() {
     assert_eq!(ids(r#"{"query": {"match_phrase_prefix": {"body": "brown fox"}}}"#), ["1", "2", "4"]);
     assert_eq!(ids(r#"{"query": {"match_phrase_prefix": {"body": "qui"}}}"#), ["1", "2", "3", "4"]);
     assert_eq!(ids(r#"{"query": {"match_phrase_prefix": {"body": "quick brown x"}}}"#), Vec::<String>::new());
+    // With slop: "quick f" needs one move to reach "quick brown fox", and three for "the brown fox was
+    // quick" (fox two positions before quick: phrase positions 1 and 4).
+    let sloppy = |slop: u32| {
+        ids(&format!(
+            r#"{{"query": {{"match_phrase_prefix": {{"body": {{"query": "quick f", "slop": {slop}}}}}}}}}"#
+        ))
+    };
+    assert_eq!(sloppy(0), Vec::<String>::new());
+    assert_eq!(sloppy(1), ["1", "2", "3"]);
+    assert_eq!(sloppy(2), ["1", "2", "3"]);
+    assert_eq!(sloppy(3), ["1", "2", "3", "4"]);
     // multi_match of type phrase_prefix: over the default fields, the keyword one left out as a phrase's is.
     assert_eq!(
         ids(r#"{"query": {"multi_match": {"query": "quick brown f", "type": "phrase_prefix"}}}"#),
@@ -1931,7 +1942,7 @@ fn match_phrase_prefix_makes_the_last_position_a_prefix() {
     assert!(hl.contains(&"quick <em>brown</em> <em>fox</em>"), "{hl:?}");
     assert!(hl.contains(&"quick <em>brown</em> <em>foxes</em> jump"), "{hl:?}");
     for (q, status) in [
-        (r#"{"match_phrase_prefix": {"body": {"query": "a b", "slop": 1}}}"#, 400),
+        (r#"{"match_phrase_prefix": {"body": {"query": "a b", "slop": -1}}}"#, 400),
         (r#"{"match_phrase_prefix": {"body": {"query": "a b", "max_expansions": 0}}}"#, 400),
         (r#"{"match_phrase_prefix": {"body": {"query": "a b", "max_expansions": 5000}}}"#, 400),
         (r#"{"match_phrase_prefix": {"body": {"query": "a b", "analyzer": "simple"}}}"#, 400),

@@ -1,5 +1,7 @@
 //! Scores equal Lucene's: exact and sloppy phrases (`"a b"~N`) on a few documents, including repeated
-//! terms, give the hits and BM25 scores that Lucene 10.4's `PhraseQuery` gives, a dis-max of terms with
+//! terms, give the hits and BM25 scores that Lucene 10.4's `PhraseQuery` gives, exact and sloppy phrase
+//! prefixes those of its `MultiPhraseQuery` over the last word's expansions (Elasticsearch's
+//! `match_phrase_prefix`), a dis-max of terms with
 //! a tie breaker those of its `DisjunctionMaxQuery`, and fuzzy terms those of its `FuzzyQuery` (standard analyzer
 //! without stop words, k1 1.2, b 0.75). The expected values were printed by `tests/lucene/PhraseScores.java`
 //! (how to run it is at its top); one shard, so the statistics are the same whole-index ones. Checked on the
@@ -43,6 +45,30 @@ quick x fox ~0: 1=0.5725879 4=0.45684552
 quick x fox ~1: 1=0.5725879 4=0.45684552 3=0.3841282
 quick x fox ~2: 1=0.5725879 4=0.45684552 3=0.3841282
 quick x fox ~3: 1=0.5725879 4=0.5183866 3=0.3841282
+prefix to b ~0: 6=2.6134431
+prefix to b ~1: 6=2.6134431
+prefix to b ~2: 6=2.6134431
+prefix to b ~3: 6=2.6134431
+prefix a b ~0: 0=1.5668731 2=1.5668731 5=1.3404671
+prefix a b ~1: 0=1.5668731 2=1.5668731 5=1.3404671
+prefix a b ~2: 0=1.5668731 2=1.5668731 5=1.5605972
+prefix a b ~3: 0=1.5668731 2=1.5668731 5=1.5605972
+prefix quick q ~0:
+prefix quick q ~1: 4=0.19111884
+prefix quick q ~2: 4=0.19111884
+prefix quick q ~3: 4=0.25425625
+prefix quick x f ~0: 1=0.5725879 4=0.45684552
+prefix quick x f ~1: 1=0.5725879 4=0.45684552 3=0.3841282
+prefix quick x f ~2: 1=0.5725879 4=0.45684552 3=0.3841282
+prefix quick x f ~3: 1=0.5725879 4=0.5183866 3=0.3841282
+prefix a a ~0: 5=0.5014642
+prefix a a ~1: 5=0.6985252
+prefix a a ~2: 5=0.6985252
+prefix a a ~3: 5=0.6985252
+prefix fox q ~0: 4=0.43310574 2=0.38172525
+prefix fox q ~1: 4=0.43310574 2=0.38172525
+prefix fox q ~2: 4=0.43310574 2=0.38172525 0=0.19267052
+prefix fox q ~3: 4=0.43310574 2=0.38172525 0=0.19267052 1=0.15442896
 dismax quick fox a ~0.0: 5=0.43466875 0=0.29308096 1=0.29308096 2=0.29308096 4=0.2520062 3=0.19086263
 dismax quick fox a ~0.3: 5=0.43466875 0=0.40759853 1=0.40759853 2=0.40759853 4=0.32760808 3=0.24812141
 dismax quick fox a ~1.0: 0=0.67480624 1=0.67480624 2=0.67480624 4=0.5040124 5=0.43466875 3=0.38172525";
@@ -64,11 +90,21 @@ fn phrase_scores_equal_lucenes() {
 fn check(index: &Index) {
     let opts = SearchOptions { limit: 10, ..Default::default() };
     for line in LUCENE.lines() {
-        let (query, hits) = line.split_once(": ").unwrap();
+        let (query, hits) = line.split_once(':').unwrap();
         let (terms, slop) = query.rsplit_once(" ~").unwrap();
-        let res = match terms.strip_prefix("dismax ") {
+        let res = match (terms.strip_prefix("dismax "), terms.strip_prefix("prefix ")) {
+            // A phrase prefix (Lucene's MultiPhraseQuery over the last word's expansions), `~` its slop.
+            (_, Some(text)) => {
+                let q = Query::PhrasePrefix {
+                    field: Some("body".into()),
+                    text: text.into(),
+                    max_expansions: 50,
+                    slop: slop.parse().unwrap(),
+                };
+                index.search_query(&q, &opts).unwrap()
+            }
             // A dis_max of term queries, `~` its tie breaker.
-            Some(terms) => {
+            (Some(terms), _) => {
                 let of = terms
                     .split(' ')
                     .map(|t| Query::Term { field: Some("body".into()), text: t.into() })
@@ -76,7 +112,7 @@ fn check(index: &Index) {
                 let q = Query::DisMax { of, tie_breaker: slop.parse().unwrap() };
                 index.search_query(&q, &opts).unwrap()
             }
-            None => index.search(&format!("body:\"{terms}\"~{slop}"), &opts).unwrap(),
+            (None, None) => index.search(&format!("body:\"{terms}\"~{slop}"), &opts).unwrap(),
         };
         assert_lucenes_hits(line, hits, &res);
     }

@@ -28,8 +28,9 @@ pub enum Query {
     /// `max_expansions` terms, in term order, that start with the last token's analyzed form. Scored as
     /// Lucene's `MultiPhraseQuery`: the phrase frequency counts any of them at the last position and the idf
     /// is the sum over every term and expansion. A single token is the OR of its expansions, each scored
-    /// as a term (as Lucene rewrites a one-position multi-phrase).
-    PhrasePrefix { field: Option<String>, text: String, max_expansions: usize },
+    /// as a term (as Lucene rewrites a one-position multi-phrase). With a `slop` above 0 the positions may
+    /// lie that many moves apart, as a sloppy [`Query::Phrase`]'s.
+    PhrasePrefix { field: Option<String>, text: String, max_expansions: usize, slop: u32 },
     /// Every term starting with `prefix` (`pre*`), lowercased, not stemmed.
     Prefix { field: Option<String>, prefix: String },
     /// Every term matching `pattern` (Elasticsearch's `wildcard` query; `te?t*` in a query string): `*`

@@ -1217,11 +1217,14 @@ fn phrase_freq2(a: &[u32], b: &[u32], shift: u32) -> u32 {
 /// counting `1 / (1 + length)` towards the frequency, then the next furthest behind moves. So `"a b"~1`
 /// finds `a x b` (length 1: ½), while `b a` has length 2 (a transposition is two moves) and needs `~2`. A
 /// term repeated in the phrase (`"to be or not to be"~2`) never has two of its cursors on one position: on
-/// a collision the one behind in phrase position moves on, as Lucene's repeat handling does.
+/// a collision the one behind in phrase position moves on, as Lucene's repeat handling does. A phrase
+/// prefix's last position is any of its expansions: it collides with a term among them.
 struct Sloppy {
     slop: u32,
-    /// For each term, the first term of the phrase with the same key (itself when it does not repeat).
-    group: Vec<usize>,
+    /// For each position, the other positions whose terms it may share (the same key, or a key among the
+    /// last position's expansions): only those can stand on one text position (a text position holds one
+    /// term).
+    peers: Vec<Vec<usize>>,
     repeats: bool,
     /// Per term: the index of its current position, and its phrase position.
     at: Vec<usize>,
@@ -1229,11 +1232,17 @@ struct Sloppy {
 }
 
 impl Sloppy {
-    fn new(keys: &[Vec<u8>], slop: u32) -> Sloppy {
-        let group: Vec<usize> =
-            keys.iter().map(|k| keys.iter().position(|x| x == k).expect("the key itself")).collect();
-        let repeats = group.iter().enumerate().any(|(i, &g)| g != i);
-        Sloppy { slop, group, repeats, at: vec![], pos: vec![] }
+    /// The matcher of a phrase of `keys`, then — for a phrase prefix — a last position of any of `last`
+    /// (sorted).
+    fn new(keys: &[Vec<u8>], last: &[Vec<u8>], slop: u32) -> Sloppy {
+        let sets: Vec<&[Vec<u8>]> =
+            keys.iter().map(std::slice::from_ref).chain((!last.is_empty()).then_some(last)).collect();
+        let share = |a: &[Vec<u8>], b: &[Vec<u8>]| a.iter().any(|k| b.binary_search(k).is_ok());
+        let peers: Vec<Vec<usize>> = (0..sets.len())
+            .map(|p| (0..sets.len()).filter(|&u| u != p && share(sets[p], sets[u])).collect())
+            .collect();
+        let repeats = peers.iter().any(|p| !p.is_empty());
+        Sloppy { slop, peers, repeats, at: vec![], pos: vec![] }
     }
 
     /// An upper bound of the frequency from the terms' frequencies in a document: every match but the last
@@ -1302,16 +1311,13 @@ impl Sloppy {
         true
     }
 
-    /// While term `t`'s cursor shares a position with another of its repeat group, the one behind in
-    /// phrase position (the larger offset) moves on; false when it runs out.
+    /// While term `t`'s cursor shares a position with one of its peers, the one behind in phrase position
+    /// (the larger offset) moves on; false when it runs out.
     fn resolve(&mut self, t: usize, bufs: &[Vec<u32>], offsets: &[u32], end: &mut i64) -> bool {
         let mut p = t;
         loop {
             let here = self.pos[p] + offsets[p] as i64;
-            let g = self.group[p];
-            let Some(u) = (0..self.pos.len())
-                .find(|&u| u != p && self.group[u] == g && self.pos[u] + offsets[u] as i64 == here)
-            else {
+            let Some(&u) = self.peers[p].iter().find(|&&u| self.pos[u] + offsets[u] as i64 == here) else {
                 return true;
             };
             // The lesser: smaller phrase position, then smaller offset (Lucene's order).
@@ -1799,7 +1805,7 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             let mut s = PhraseScorer {
                 ps,
                 offsets: offsets.clone(),
-                sloppy: (*slop > 0).then(|| Sloppy::new(keys, *slop)),
+                sloppy: (*slop > 0).then(|| Sloppy::new(keys, last, *slop)),
                 norms: norms(seg, *field),
                 bm,
                 doc: 0,
@@ -5025,7 +5031,7 @@ mod tests {
     fn sloppy(bufs: &[Vec<u32>], slop: u32) -> f32 {
         let keys: Vec<Vec<u8>> = (0..bufs.len()).map(|t| vec![t as u8]).collect();
         let offsets: Vec<u32> = (0..bufs.len() as u32).collect();
-        Sloppy::new(&keys, slop).freq(bufs, &offsets)
+        Sloppy::new(&keys, &[], slop).freq(bufs, &offsets)
     }
 
     #[test]
@@ -5045,8 +5051,9 @@ mod tests {
         assert_eq!(sloppy(&[vec![0], vec![2], vec![3]], 2), 0.5);
         // A repeated term never uses one position twice: "a a"~1 on a single `a` is no match, on `a x a`
         // one move (½).
-        let rep =
-            |pos: Vec<u32>, slop| Sloppy::new(&[vec![7], vec![7]], slop).freq(&[pos.clone(), pos], &[0, 1]);
+        let rep = |pos: Vec<u32>, slop| {
+            Sloppy::new(&[vec![7], vec![7]], &[], slop).freq(&[pos.clone(), pos], &[0, 1])
+        };
         assert_eq!(rep(vec![3], 5), 0.0);
         assert_eq!(rep(vec![3, 5], 1), 0.5);
         assert_eq!(rep(vec![3, 4], 1), 1.0);

@@ -249,7 +249,7 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
                 })
             })?
         }
-        Query::PhrasePrefix { field, text, max_expansions } => per_field(field, schema, |fid| {
+        Query::PhrasePrefix { field, text, max_expansions, slop } => per_field(field, schema, |fid| {
             let def = schema.field(fid);
             if def.ty != FieldType::Text && field.is_none() {
                 // A default field that is not text (as a phrase skips it).
@@ -286,7 +286,7 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
             let first = toks[0].1;
             let keys = toks[..toks.len() - 1].iter().map(|(t, _)| key(t)).collect();
             let offsets = toks.iter().map(|(_, p)| p - first).collect();
-            Ok(Node::Phrase { field: fid, keys, offsets, slop: 0, last })
+            Ok(Node::Phrase { field: fid, keys, offsets, slop: *slop, last })
         })?,
         Query::Prefix { field, prefix } => per_field(field, schema, |fid| {
             let def = schema.field(fid);

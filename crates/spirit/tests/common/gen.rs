@@ -43,10 +43,10 @@ pub fn leaf() -> impl Strategy<Value = Query> {
             .prop_map(|(field, a, b, slop)| Query::Phrase { field, text: format!("{a} {b}"), slop }),
         1 => (field.clone(), word(), word(), word(), 1u32..4)
             .prop_map(|(field, a, b, c, slop)| Query::Phrase { field, text: format!("{a} {b} {c}"), slop }),
-        1 => (field.clone(), proptest::collection::vec(word(), 0..3), 0usize..10, 1usize..4).prop_map(
-            |(field, words, w, n)| {
+        1 => (field.clone(), proptest::collection::vec(word(), 0..3), 0usize..10, 1usize..4, prop::sample::select(&[0u32, 0, 1, 3][..])).prop_map(
+            |(field, words, w, n, slop)| {
                 let text = words.iter().map(|w| format!("{w} ")).collect::<String>() + &WORDS[w][..n];
-                Query::PhrasePrefix { field, text, max_expansions: 50 }
+                Query::PhrasePrefix { field, text, max_expansions: 50, slop }
             }
         ),
         1 => (field, 0usize..10, 1usize..3).prop_map(|(field, w, n)| Query::Prefix { field, prefix: WORDS[w][..n].to_string() }),

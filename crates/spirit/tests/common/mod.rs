@@ -203,7 +203,7 @@ impl Reference {
                     })
                     .then_some(1.0)
             }
-            Query::PhrasePrefix { field, text, max_expansions } => {
+            Query::PhrasePrefix { field, text, max_expansions, slop } => {
                 let toks: Vec<String> = spirit::analysis::Analyzer::new(Default::default())
                     .analyze_to_vec(text)
                     .into_iter()
@@ -237,6 +237,16 @@ impl Reference {
                             })
                             .collect();
                         (!scores.is_empty()).then(|| scores.iter().sum())
+                    } else if *slop > 0 {
+                        let sets: Vec<Vec<String>> = fixed
+                            .iter()
+                            .map(|t| vec![t.clone()])
+                            .chain([expansions.iter().map(|e| e.to_string()).collect()])
+                            .collect();
+                        let freq = sloppy_freq(ts, &sets, *slop as i64);
+                        let idf: f64 =
+                            fixed.iter().chain(expansions.iter().copied()).map(|t| self.idf(f, t)).sum();
+                        (freq > 0.0).then(|| self.bm25(f, idf, freq, ts.len()))
                     } else {
                         let n = fixed.len();
                         let freq = (0..ts.len())
@@ -336,7 +346,8 @@ impl Reference {
                 (tf > 0).then(|| self.bm25(f, self.idf(f, &toks[0]), tf as f64, ts.len()))
             }
             _ if slop > 0 => {
-                let freq = sloppy_freq(ts, toks, slop);
+                let sets: Vec<Vec<String>> = toks.iter().map(|t| vec![t.clone()]).collect();
+                let freq = sloppy_freq(ts, &sets, slop);
                 let idf: f64 = toks.iter().map(|t| self.idf(f, t)).sum();
                 (freq > 0.0).then(|| self.bm25(f, idf, freq, ts.len()))
             }
@@ -360,17 +371,20 @@ impl Reference {
     }
 }
 
-/// Lucene's sloppy phrase frequency of the phrase `toks` (consecutive offsets) in the tokens `ts`, written
-/// as a set of cursors ordered by phrase position (position less offset): the one furthest behind moves on;
-/// when it passes the next, the spread it left is a match if at most `slop`, counting `1 / (1 + spread)`.
-/// Cursors of a repeated term never share a position (the one behind in phrase position moves on).
-fn sloppy_freq(ts: &[String], toks: &[String], slop: i64) -> f64 {
-    let lists: Vec<Vec<i64>> =
-        toks.iter().map(|t| (0..ts.len()).filter(|&i| ts[i] == *t).map(|i| i as i64).collect()).collect();
+/// Lucene's sloppy phrase frequency of a phrase (consecutive offsets) in the tokens `ts`, each position of
+/// the phrase any of the terms of its set in `sets` (one term; a phrase prefix's expansions), written as a
+/// set of cursors ordered by phrase position (position less offset): the one furthest behind moves on; when
+/// it passes the next, the spread it left is a match if at most `slop`, counting `1 / (1 + spread)`. Two
+/// cursors never share a text position (the one behind in phrase position moves on).
+fn sloppy_freq(ts: &[String], sets: &[Vec<String>], slop: i64) -> f64 {
+    let lists: Vec<Vec<i64>> = sets
+        .iter()
+        .map(|s| (0..ts.len()).filter(|&i| s.contains(&ts[i])).map(|i| i as i64).collect())
+        .collect();
     if lists.iter().any(Vec::is_empty) {
         return 0.0;
     }
-    let n = toks.len();
+    let n = sets.len();
     let mut idx = vec![0usize; n];
     // (phrase position, term) of every cursor, ordered.
     let mut set: std::collections::BTreeSet<(i64, usize)> =
@@ -396,7 +410,8 @@ fn sloppy_freq(ts: &[String], toks: &[String], slop: i64) -> f64 {
                   set: &mut std::collections::BTreeSet<(i64, usize)>,
                   end: &mut i64| {
         let mut p = j;
-        while let Some(k) = (0..n).find(|&k| k != p && toks[k] == toks[p] && here(k, idx) == here(p, idx)) {
+        // Two cursors on one text position stand on the same term (one term per position).
+        while let Some(k) = (0..n).find(|&k| k != p && here(k, idx) == here(p, idx)) {
             // Same position: the larger offset is the one behind in phrase position.
             p = p.max(k);
             if !step(p, idx, set, end) {

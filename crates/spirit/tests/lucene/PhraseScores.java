@@ -24,6 +24,30 @@ public class PhraseScores {
       for (ScoreDoc sd : td.scoreDocs) sb.append(" " + sd.doc + "=" + sd.score);
       System.out.println(sb);
     }
+    // Phrase prefixes (Elasticsearch's match_phrase_prefix: a MultiPhraseQuery whose last position is every
+    // term of the field starting with the last word, in term order, up to max_expansions = 50), with slop.
+    String[][] pqs = {{"to","b"},{"a","b"},{"quick","q"},{"quick","x","f"},{"a","a"},{"fox","q"}};
+    for (String[] q : pqs) for (int slop : new int[]{0,1,2,3}) {
+      MultiPhraseQuery.Builder b = new MultiPhraseQuery.Builder();
+      for (int i = 0; i < q.length - 1; i++) b.add(new Term("body", q[i]));
+      java.util.List<Term> exp = new java.util.ArrayList<>();
+      for (LeafReaderContext lc : s.getIndexReader().leaves()) {
+        TermsEnum te = lc.reader().terms("body").iterator();
+        if (te.seekCeil(new org.apache.lucene.util.BytesRef(q[q.length - 1])) != TermsEnum.SeekStatus.END) {
+          do {
+            String t = te.term().utf8ToString();
+            if (!t.startsWith(q[q.length - 1]) || exp.size() == 50) break;
+            exp.add(new Term("body", t));
+          } while (te.next() != null);
+        }
+      }
+      b.add(exp.toArray(new Term[0]));
+      b.setSlop(slop);
+      TopDocs td = s.search(b.build(), 10);
+      StringBuilder sb = new StringBuilder("prefix " + String.join(" ", q) + " ~" + slop + ":");
+      for (ScoreDoc sd : td.scoreDocs) sb.append(" " + sd.doc + "=" + sd.score);
+      System.out.println(sb);
+    }
     // Fuzzy terms (FuzzyQuery: max edits, prefix length, max expansions, transpositions) on their own documents.
     Directory fd = new ByteBuffersDirectory();
     IndexWriter fw = new IndexWriter(fd, new IndexWriterConfig(new StandardAnalyzer(org.apache.lucene.analysis.CharArraySet.EMPTY_SET)));
