@@ -515,7 +515,13 @@ def test_aliases(client, ix):
     assert [h["_id"] for h in hits] == [some]
     other_id = next(i for i in ix.docs if i != some)
     assert client.get(index=one, id=other_id)["found"] is True
+    # _reindex through that alias: its filter applies; the destination is created.
+    copy = f"{INDEX}-copy"
+    r = client.reindex(body={"source": {"index": one}, "dest": {"index": copy}})
+    assert (r["total"], r["created"], r["failures"]) == (1, 1, [])
+    assert client.get(index=copy, id=some)["_source"] == got["_source"]
     client.indices.delete_alias(index=INDEX, name=one)
+    client.indices.delete(index=copy)
 
 
 def test_zz_delete_index(client, ix):

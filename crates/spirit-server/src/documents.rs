@@ -155,34 +155,12 @@ pub fn delete_by_query(
     limits: &crate::Limits,
 ) -> ApiResult<(StatusCode, Value)> {
     let t0 = std::time::Instant::now();
-    for k in params.keys() {
-        if !matches!(k.as_str(), "conflicts" | "refresh" | "wait_for_completion" | "max_docs" | "pretty") {
-            return Err(ApiError::unsupported(format!("the [{k}] parameter of _delete_by_query")));
-        }
-    }
-    if params.get("wait_for_completion").is_some_and(|v| v == "false") {
-        return Err(ApiError::unsupported("wait_for_completion=false (_delete_by_query answers when done)"));
-    }
+    check_run_params(params, "_delete_by_query")?;
     let obj = body.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
     if let Some(k) = obj.keys().find(|k| !matches!(k.as_str(), "query" | "max_docs" | "conflicts")) {
         return Err(ApiError::parsing(format!("unknown key [{k}] in the _delete_by_query request")));
     }
-    let conflicts =
-        obj.get("conflicts").and_then(Value::as_str).or(params.get("conflicts").map(String::as_str));
-    let abort = match conflicts {
-        None | Some("abort") => true,
-        Some("proceed") => false,
-        Some(c) => return Err(ApiError::parsing(format!("[conflicts] must be abort or proceed, got [{c}]"))),
-    };
-    let max_docs = match (obj.get("max_docs"), params.get("max_docs")) {
-        (Some(v), _) => {
-            Some(v.as_u64().ok_or_else(|| ApiError::parsing("[max_docs] must be a non-negative integer"))?)
-        }
-        (None, Some(v)) => Some(
-            v.parse::<u64>().map_err(|_| ApiError::parsing("[max_docs] must be a non-negative integer"))?,
-        ),
-        (None, None) => None,
-    };
+    let (abort, max_docs) = conflicts_and_max_docs(obj, params)?;
     let query = obj.get("query").cloned().unwrap_or_else(|| json!({"match_all": {}}));
     let index = &target.index;
     let schema = index.schema();
@@ -216,6 +194,45 @@ pub fn delete_by_query(
                "retries": {"bulk": 0, "search": 0}, "throttled_millis": 0, "requests_per_second": -1.0,
                "throttled_until_millis": 0, "failures": failures}),
     ))
+}
+
+/// The URL parameters a by-query request or a reindex takes (`wait_for_completion` only true: they answer
+/// when done); any other is refused by name.
+pub fn check_run_params(params: &HashMap<String, String>, what: &str) -> ApiResult<()> {
+    for k in params.keys() {
+        if !matches!(k.as_str(), "conflicts" | "refresh" | "wait_for_completion" | "max_docs" | "pretty") {
+            return Err(ApiError::unsupported(format!("the [{k}] parameter of {what}")));
+        }
+    }
+    if params.get("wait_for_completion").is_some_and(|v| v == "false") {
+        return Err(ApiError::unsupported(format!("wait_for_completion=false ({what} answers when done)")));
+    }
+    Ok(())
+}
+
+/// The `conflicts` (`abort`, the default: true; `proceed`: false) and `max_docs` of a by-query request or a
+/// reindex, from the body or else the URL.
+pub fn conflicts_and_max_docs(
+    obj: &Map<String, Value>,
+    params: &HashMap<String, String>,
+) -> ApiResult<(bool, Option<u64>)> {
+    let conflicts =
+        obj.get("conflicts").and_then(Value::as_str).or(params.get("conflicts").map(String::as_str));
+    let abort = match conflicts {
+        None | Some("abort") => true,
+        Some("proceed") => false,
+        Some(c) => return Err(ApiError::parsing(format!("[conflicts] must be abort or proceed, got [{c}]"))),
+    };
+    let max_docs = match (obj.get("max_docs"), params.get("max_docs")) {
+        (Some(v), _) => {
+            Some(v.as_u64().ok_or_else(|| ApiError::parsing("[max_docs] must be a non-negative integer"))?)
+        }
+        (None, Some(v)) => Some(
+            v.parse::<u64>().map_err(|_| ApiError::parsing("[max_docs] must be a non-negative integer"))?,
+        ),
+        (None, None) => None,
+    };
+    Ok((abort, max_docs))
 }
 
 /// Indexes one document (id `None`: generated). `create` refuses an existing id; `cond` replaces only the

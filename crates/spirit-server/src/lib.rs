@@ -20,6 +20,7 @@ pub mod indices;
 pub mod metrics;
 pub mod multi;
 pub mod pool;
+pub mod reindex;
 pub mod search;
 
 use axum::body::Bytes;
@@ -280,6 +281,7 @@ pub fn router(state: Shared) -> Router {
         .route("/_cluster/health", get(cluster_health))
         .route("/_refresh", get(refresh_all).post(refresh_all))
         .route("/_search", get(search_all).post(search_all))
+        .route("/_reindex", post(reindex))
         .route("/_aliases", get(get_aliases_all).post(post_aliases))
         .route("/_alias", get(get_aliases_all))
         .route("/_alias/{name}", get(get_alias_named))
@@ -983,6 +985,15 @@ async fn delete_doc(
     let i = st.write_index(&index)?;
     st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     pool::blocking(move || documents::delete_doc(&i, &id, cond)).await.map(write_response)
+}
+
+async fn reindex(Ext(st): Ext<Shared>, Query(params): Params, b: Body) -> ApiResult<Response> {
+    let b = body(b)?;
+    let req = search::json_or_empty(&b)?;
+    st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let st2 = st.clone();
+    let (status, v) = pool::blocking(move || reindex::reindex(&st2, &req, &params)).await?;
+    Ok((status, Json(v)).into_response())
 }
 
 async fn delete_by_query(

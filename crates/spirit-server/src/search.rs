@@ -432,8 +432,10 @@ impl SearchRequest {
         let mut tr = Translator::new(&schema, limits.max_clauses, limits.max_depth);
         let q: Query = tr.query(&self.query)?;
         // Highlighting reads the request's query, not the alias filter around it.
-        let highlight_q = q.clone();
-        let q = filtered(q, filter, &mut tr)?;
+        let (q, unfiltered) = match filter {
+            None => (q, None),
+            Some(_) => (filtered(q.clone(), filter, &mut tr)?, Some(q)),
+        };
         let aggs = self.aggs.as_ref().map(|a| crate::aggs::parse(a, &mut tr, 0)).transpose()?;
         let fetch = size > 0;
         // A keyword field sorts through the several-keys path (the engine's pruned top-k reads numbers).
@@ -475,7 +477,8 @@ impl SearchRequest {
                 index.search_sorted(&q, &keys, self.after.as_deref(), (from, size), fetch)?
             }
         };
-        let highlighter = self.highlight.as_ref().map(|h| Highlighter::new(h, &schema, &highlight_q));
+        let highlighter =
+            self.highlight.as_ref().map(|h| Highlighter::new(h, &schema, unfiltered.as_ref().unwrap_or(&q)));
         let name = index.name();
         let mut max_score: Option<f32> = None;
         let hits: Vec<Value> = res

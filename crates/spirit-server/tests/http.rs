@@ -2079,10 +2079,96 @@ fn match_bool_prefix_makes_the_last_token_a_prefix() {
     s.stop();
 }
 
-/// Aliases: an atomic swap moves an alias between indices; searches through an alias (or a pattern
-/// matching it) search every index it names; gets and writes go through an alias of one index and are
-/// refused through one of several; an alias never shares a name with an index; deleting an index takes it
-/// out of its aliases; they survive a restart.
+/// `_reindex`: every document (or those a query matches, through an alias's filter too) copied under its
+/// `_id`; the destination created when missing or reached through an alias's write index; `op_type: create`
+/// conflicts abort with a 409 or are counted with `conflicts=proceed`; `max_docs`; refusals.
+#[test]
+fn reindex_copies_documents_into_another_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let m = r#"{"mappings": {"properties": {"user": {"type": "keyword"}, "body": {"type": "text"}}}}"#;
+    assert_eq!(s.call("PUT", "/src", Some(m)).0, 200);
+    let docs =
+        [("1", "kim", "red fox"), ("2", "lee", "red dog"), ("3", "kim", "blue fox"), ("4", "max", "red cat")];
+    put_docs(&s, "src", docs.map(|(id, u, b)| (id, format!(r#"{{"user": "{u}", "body": "{b}"}}"#))));
+    let all = r#"{"query": {"match_all": {}}}"#;
+    let reindex = |body: &str| s.call("POST", "/_reindex", Some(body));
+    // Everything, into an index that does not exist yet.
+    let (status, v) = reindex(r#"{"source": {"index": "src"}, "dest": {"index": "dst"}}"#);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        (&v["total"], &v["created"], &v["updated"], &v["failures"]),
+        (&json!(4), &json!(4), &json!(0), &json!([]))
+    );
+    assert_eq!(hit_ids(&s, "dst", all), ["1", "2", "3", "4"]);
+    assert_eq!(s.call("GET", "/dst/_doc/3", None).1["_source"], json!({"user": "kim", "body": "blue fox"}));
+    // Again: the same ids are replaced; small batches.
+    let (_, v) = reindex(r#"{"source": {"index": "src", "size": 3}, "dest": {"index": "dst"}}"#);
+    assert_eq!((&v["updated"], &v["batches"]), (&json!(4), &json!(2)), "{v}");
+    // A query, and a source alias's filter.
+    let kim =
+        r#"{"actions": [{"add": {"index": "src", "alias": "kim", "filter": {"term": {"user": "kim"}}}}]}"#;
+    assert_eq!(s.call("POST", "/_aliases", Some(kim)).0, 200);
+    let (_, v) = reindex(
+        r#"{"source": {"index": ["kim"], "query": {"match": {"body": "fox"}}}, "dest": {"index": "kims"}}"#,
+    );
+    assert_eq!(v["created"], json!(2), "{v}");
+    assert_eq!(hit_ids(&s, "kims", all), ["1", "3"]);
+    let (_, v) = reindex(
+        r#"{"source": {"index": "src", "query": {"match": {"body": "red"}}}, "dest": {"index": "reds"}, "max_docs": 2}"#,
+    );
+    assert_eq!((&v["total"], &v["created"]), (&json!(2), &json!(2)), "{v}");
+    // op_type create: existing ids conflict — the run stops after the batch with a 409 (the batch's other
+    // documents are written, as in Elasticsearch), or counts them and goes on.
+    let (status, v) = reindex(r#"{"source": {"index": "kim"}, "dest": {"index": "kims2"}}"#);
+    assert_eq!((status, &v["created"]), (200, &json!(2)), "{v}");
+    let (status, v) =
+        reindex(r#"{"source": {"index": "src", "size": 2}, "dest": {"index": "kims", "op_type": "create"}}"#);
+    assert_eq!(status, 409, "{v}");
+    assert_eq!(
+        (&v["created"], &v["version_conflicts"], &v["batches"]),
+        (&json!(1), &json!(1), &json!(1)),
+        "{v}"
+    );
+    assert_eq!(v["failures"][0]["cause"]["type"], json!("version_conflict_engine_exception"), "{v}");
+    assert_eq!(v["failures"][0]["id"], json!("1"), "{v}");
+    assert_eq!(hit_ids(&s, "kims", all), ["1", "2", "3"], "the second batch never ran");
+    let (status, v) = reindex(
+        r#"{"source": {"index": "src"}, "dest": {"index": "kims2", "op_type": "create"}, "conflicts": "proceed"}"#,
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!((&v["created"], &v["version_conflicts"]), (&json!(2), &json!(2)), "{v}");
+    assert_eq!(hit_ids(&s, "kims2", all), ["1", "2", "3", "4"]);
+    // Through an alias's write index.
+    assert_eq!(s.call("PUT", "/dst/_alias/current", None).0, 200);
+    let (_, v) = reindex(r#"{"source": {"index": "kim"}, "dest": {"index": "current"}}"#);
+    assert_eq!(v["updated"], json!(2), "{v}");
+    // Refused: into a source, scripts, remote sources, unknown keys, a missing source.
+    assert_es_error(
+        &reindex(r#"{"source": {"index": "src"}, "dest": {"index": "src"}}"#),
+        400,
+        "illegal_argument_exception",
+    );
+    assert_es_error(
+        &reindex(r#"{"source": {"index": "dst"}, "dest": {"index": "current"}}"#),
+        400,
+        "illegal_argument_exception",
+    );
+    assert_eq!(
+        reindex(r#"{"source": {"index": "src"}, "dest": {"index": "x"}, "script": {"source": "1"}}"#).0,
+        400
+    );
+    assert_eq!(reindex(r#"{"source": {"index": "src", "remote": {}}, "dest": {"index": "x"}}"#).0, 400);
+    assert_eq!(reindex(r#"{"source": {"index": "src"}, "dest": {"index": "x"}, "nope": 1}"#).0, 400);
+    assert_es_error(
+        &reindex(r#"{"source": {"index": "missing"}, "dest": {"index": "x"}}"#),
+        404,
+        "index_not_found_exception",
+    );
+    assert_eq!(s.call("GET", "/x", None).0, 404, "nothing was created by a refused reindex");
+    drop(s.stop());
+}
+
 /// A filtered alias: searches, counts, `_msearch` and `_delete_by_query` through it see only the documents
 /// passing its filter; gets and writes through it ignore the filter (as in Elasticsearch); an index named
 /// directly too is not filtered, and two filtered aliases of one index give either filter's documents.
@@ -2128,6 +2214,16 @@ fn filtered_aliases_filter_searches_through_them() {
     let (_, v) =
         s.call("POST", "/kim/_search", Some(r#"{"size": 0, "aggs": {"u": {"terms": {"field": "user"}}}}"#));
     assert_eq!(v["aggregations"]["u"]["buckets"], json!([{"key": "kim", "doc_count": 2}]), "{v}");
+    // Highlighting shows the request's query, not the filter's terms.
+    let foxes = r#"{"actions": [{"add": {"index": "docs", "alias": "foxes", "filter": {"match": {"body": "fox"}}}}]}"#;
+    assert_eq!(s.call("POST", "/_aliases", Some(foxes)).0, 200);
+    let (_, v) = s.call(
+        "POST",
+        "/foxes/_search",
+        Some(r#"{"query": {"match": {"body": "red"}}, "highlight": {"fields": {"body": {}}}}"#),
+    );
+    assert_eq!(v["hits"]["hits"][0]["highlight"]["body"], json!(["<em>red</em> fox"]), "{v}");
+    assert_eq!(s.call("DELETE", "/docs/_alias/foxes", None).0, 200);
     // Gets and writes ignore the filter.
     assert_eq!(s.call("GET", "/kim/_doc/2", None).1["found"], json!(true));
     assert_eq!(s.call("PUT", "/kim/_doc/5", Some(r#"{"user": "lee", "body": "red owl"}"#)).0, 201);
@@ -2163,6 +2259,10 @@ fn filtered_aliases_filter_searches_through_them() {
     drop(s.stop());
 }
 
+/// Aliases: an atomic swap moves an alias between indices; searches through an alias (or a pattern
+/// matching it) search every index it names; gets and writes go through an alias of one index and are
+/// refused through one of several; an alias never shares a name with an index; deleting an index takes it
+/// out of its aliases; they survive a restart.
 #[test]
 fn aliases_name_indices_for_searches_and_single_index_operations() {
     let dir = tempfile::tempdir().unwrap();
