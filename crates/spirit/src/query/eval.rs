@@ -260,15 +260,10 @@ impl<'a> Ctx<'a> {
         global: Option<&'a CollectionStats>,
         marks: Option<&[u32]>,
     ) -> Result<Ctx<'a>> {
-        let visible: Vec<u32> = match marks {
-            Some(m) => snap.segments.iter().zip(m).map(|(d, &m)| m.min(d.visible_docs())).collect(),
-            None => snap.segments.iter().map(|d| d.visible_docs()).collect(),
-        };
-        // Doc ids are given in segment order, so the evaluation sees exactly the doc ids below this one: the
-        // deletes it sees are those stamped below it.
-        let visible_end = snap.segments.last().map_or(0, |d| d.base_doc + visible[visible.len() - 1]);
         let mut segs = Vec::with_capacity(snap.segments.len());
-        for (d, visible) in snap.segments.iter().zip(visible) {
+        for (i, d) in snap.segments.iter().enumerate() {
+            // Each watermark read once: the live fresh segment's moves while the writer adds.
+            let visible = marks.map_or_else(|| d.visible_docs(), |m| m[i].min(d.visible_docs()));
             let kind = match &d.data {
                 SegData::Fresh(f) => SegKind::Fresh(f),
                 SegData::Image { .. } => {
@@ -276,7 +271,13 @@ impl<'a> Ctx<'a> {
                 }
             };
             let merged = d.state == SegState::Merged && snap.merged_upto.is_some_and(|m| d.id <= m);
-            segs.push(Seg { desc: d, visible, deletes: d.deletes.at(visible_end), kind, merged });
+            segs.push(Seg { desc: d, visible, deletes: d.deletes.at(0), kind, merged });
+        }
+        // Doc ids are given in segment order, so the evaluation sees exactly the doc ids below this one: the
+        // deletes it sees are those stamped below it.
+        let visible_end = segs.last().map_or(0, |s| s.desc.base_doc + s.visible);
+        for s in &mut segs {
+            s.deletes = s.desc.deletes.at(visible_end);
         }
         Ok(Ctx {
             snap,
