@@ -7,7 +7,17 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 pub(crate) struct Mapping {
     ptr: *mut u8,
     len: usize,
+    /// Transparent huge pages were asked for ([`Mapping::anonymous`]).
+    huge: bool,
 }
+
+/// CPU time of one [`Mapping::populate_in_background`] step (2 MiB) above which huge pages are taken to be
+/// costly here, and the rest of the range gets small pages. Zeroing a huge page takes 0.1–0.4 ms (512 MiB in
+/// 67–110 ms on the 2-core benchmark VM, where 4 KiB pages took 156–290 ms); but under that VM's hypervisor a
+/// huge page whose memory the guest freed a few seconds or more before took ~10 ms (512 MiB in 4.5–5.5 s,
+/// `MADV_POPULATE_WRITE` after 20 s idle, reproducible), so a bulk load started cold spent 5–6 s more of
+/// system time in its arenas' faults than one started right after another load.
+const HUGE_STEP_SLOW: std::time::Duration = std::time::Duration::from_millis(4);
 
 // SAFETY: the mapping is plain memory; synchronisation of its contents is the job of the views built on it
 // (unique blocks, shared immutable slices, atomics).
@@ -23,15 +33,17 @@ impl Mapping {
     /// pages): the fresh segments' tables, posting blocks and columns are written and read at random over
     /// arenas of tens to hundreds of MiB, where 4 KiB pages cost a TLB miss on most accesses and a page
     /// fault per 4 KiB touched.
+    /// Where huge pages prove far costlier than zeroing them (a hypervisor backing freed guest memory anew;
+    /// see `HUGE_STEP_SLOW`), the background populate gives the rest of its range small pages.
     pub(crate) fn anonymous(len: usize) -> io::Result<Mapping> {
-        let map = Self::raw(
+        let mut map = Self::raw(
             len,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
         )?;
         // SAFETY: the range is exactly our own fresh mapping; the advice changes how the kernel backs it,
         // never its contents. Refused advice (no THP in this kernel) leaves small pages: ignored.
-        unsafe { libc::madvise(map.ptr as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+        map.huge = unsafe { libc::madvise(map.ptr as *mut libc::c_void, len, libc::MADV_HUGEPAGE) } == 0;
         Ok(map)
     }
 
@@ -47,7 +59,7 @@ impl Mapping {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Mapping { ptr: ptr as *mut u8, len })
+        Ok(Mapping { ptr: ptr as *mut u8, len, huge: false })
     }
 
     /// Whether the kernel maps `fd` with `MAP_SYNC` (only DAX file systems do). Probed with a separate,
@@ -164,6 +176,21 @@ impl Mapping {
         }
     }
 
+    /// Asks the kernel to back the pages of `[offset, offset+len)` not yet touched with small pages
+    /// (`MADV_NOHUGEPAGE`); pages already backed keep their size. Best effort.
+    fn advise_small_pages(&self, offset: usize, len: usize) {
+        let page = page_size();
+        let start = offset.div_ceil(page) * page;
+        let end = offset.saturating_add(len).min(self.len) / page * page;
+        if end > start {
+            // SAFETY: the range is inside this mapping (clamped) and page aligned; the advice changes how the
+            // kernel backs pages not yet touched, never any byte's contents.
+            unsafe {
+                libc::madvise(self.ptr.add(start) as *mut libc::c_void, end - start, libc::MADV_NOHUGEPAGE)
+            };
+        }
+    }
+
     /// [`populate_write`](Self::populate_write) of `[offset, offset+len)` front to back on a short-lived
     /// thread at background priority ([`super::run_in_background`]), a huge page's worth at a time, never past
     /// what `reach` says is wanted by now (bytes from `offset`; once the thread catches up it asks again after
@@ -191,6 +218,8 @@ impl Mapping {
             .spawn(move || {
                 super::run_in_background();
                 let (mut at, mut nap, mut idle) = (0, NAP_MIN, std::time::Duration::ZERO);
+                // Steps are timed until one is slow (the kernel hands out recently freed memory first).
+                let mut huge = map.upgrade().is_some_and(|m| m.huge);
                 while at < len {
                     let Some(want) = reach() else { return };
                     let want = want.min(len);
@@ -206,10 +235,18 @@ impl Mapping {
                     (nap, idle) = (NAP_MIN, std::time::Duration::ZERO);
                     let Some(map) = map.upgrade() else { return };
                     let step = STEP.min(want - at);
+                    let cpu = thread_cpu_time();
                     if !map.populate_write(offset + at, step) {
                         return;
                     }
                     at += step;
+                    // Huge pages that cost far more than zeroing them (see HUGE_STEP_SLOW): the rest of the
+                    // range takes small pages, whose faults the hypervisor serves cheaply. Thread CPU time, not
+                    // wall time: this thread runs at idle priority and is preempted at will.
+                    if huge && step == STEP && thread_cpu_time() - cpu > HUGE_STEP_SLOW {
+                        map.advise_small_pages(offset + at, len - at);
+                        huge = false;
+                    }
                 }
             })
             .ok()
@@ -240,6 +277,16 @@ impl Drop for Mapping {
             libc::munmap(self.ptr as *mut libc::c_void, self.len);
         }
     }
+}
+
+/// CPU time the calling thread has used (zero where the clock is missing).
+fn thread_cpu_time() -> std::time::Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec through a pointer to a live local.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 pub(crate) fn page_size() -> usize {
@@ -289,6 +336,47 @@ mod tests {
     /// Populating leaves every byte as it was — pages written before, pages never touched (zeros), a range
     /// that is not page aligned or runs past the end — on the caller's thread and on the background one,
     /// while the owner writes.
+    /// The small-page advice a slow huge page leads to (`populate_in_background`) keeps every byte and
+    /// marks exactly the advised whole pages: the kernel splits the mapping there and flags the middle part.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn small_page_advice_keeps_bytes_and_covers_the_range() {
+        let page = page_size();
+        let len = 64 * page;
+        let map = Mapping::anonymous(len).unwrap();
+        // SAFETY: the whole mapping, owned by this test alone.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(map.as_ptr(), len) };
+        for (i, b) in bytes.iter_mut().enumerate().take(40 * page) {
+            *b = (i % 253) as u8 + 1;
+        }
+        let expected = bytes.to_vec();
+        map.advise_small_pages(8 * page + 5, 16 * page);
+        assert_eq!(&bytes[..], &expected[..]);
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        // Each mapping: a header line `start-end perms ...`, then fields, `VmFlags:` last.
+        let flags_of = |addr: usize| {
+            let mut in_range = false;
+            for line in smaps.lines() {
+                if let Some((range, _)) = line.split_once(' ').filter(|(r, _)| r.contains('-')) {
+                    let (a, b) = range.split_once('-').unwrap();
+                    let parse = |x: &str| usize::from_str_radix(x, 16).unwrap_or(0);
+                    in_range = (parse(a)..parse(b)).contains(&addr);
+                } else if in_range && line.starts_with("VmFlags:") {
+                    return line.to_string();
+                }
+            }
+            panic!("no mapping holds {addr:#x}");
+        };
+        let at = |p: usize| map.as_ptr() as usize + p * page;
+        // Whole pages only: the one holding the range's start is left as it was, as is the one past its end.
+        for p in [9, 16, 23] {
+            assert!(flags_of(at(p)).contains(" nh"), "page {p}: {}", flags_of(at(p)));
+        }
+        for p in [0, 8, 24, 63] {
+            assert!(!flags_of(at(p)).contains(" nh"), "page {p}: {}", flags_of(at(p)));
+        }
+    }
+
     #[test]
     fn populating_changes_no_byte() {
         let page = page_size();
