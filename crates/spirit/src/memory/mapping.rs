@@ -11,8 +11,9 @@ pub(crate) struct Mapping {
     huge: bool,
 }
 
-/// CPU time of one [`Mapping::populate_in_background`] step (2 MiB) above which huge pages are taken to be
-/// costly here, and the rest of the range gets small pages. Zeroing a huge page takes 0.1–0.4 ms (512 MiB in
+/// CPU time of one [`Mapping::populate_in_background`] step (up to 2 MiB; a shorter one still faults in the
+/// whole huge pages it touches) above which huge pages are taken to be costly here, and the rest of the range
+/// gets small pages. Zeroing a huge page takes 0.1–0.4 ms (512 MiB in
 /// 67–110 ms on the 2-core benchmark VM, where 4 KiB pages took 156–290 ms); but under that VM's hypervisor a
 /// huge page whose memory the guest freed a few seconds or more before took ~10 ms (512 MiB in 4.5–5.5 s,
 /// `MADV_POPULATE_WRITE` after 20 s idle, reproducible), so a bulk load started cold spent 5–6 s more of
@@ -243,7 +244,7 @@ impl Mapping {
                     // Huge pages that cost far more than zeroing them (see HUGE_STEP_SLOW): the rest of the
                     // range takes small pages, whose faults the hypervisor serves cheaply. Thread CPU time, not
                     // wall time: this thread runs at idle priority and is preempted at will.
-                    if huge && step == STEP && thread_cpu_time() - cpu > HUGE_STEP_SLOW {
+                    if huge && thread_cpu_time() - cpu > HUGE_STEP_SLOW {
                         map.advise_small_pages(offset + at, len - at);
                         huge = false;
                     }
