@@ -917,9 +917,29 @@ impl Shard {
 
     /// A bulk load starts: fresh segments started from now on get the bulk arena
     /// ([`ShardConfig::bulk_arenas`]) until every bulk load begun has ended. The fresh segment being
-    /// written keeps its arena until it fills. Paired with [`Self::end_bulk`] by [`crate::index::BulkGuard`].
+    /// written keeps its arena until it fills — unless it holds no document yet (a new index, or one just
+    /// sealed), when one with the bulk arena replaces it at once if the short-term ring has room: a load
+    /// into a new index otherwise began with a real-time segment (32k enwiki documents in 64 MiB) flushed,
+    /// engraved and merged on its own. Paired with [`Self::end_bulk`] by [`crate::index::BulkGuard`].
     pub(crate) fn begin_bulk(&self) {
-        self.inner.writer.lock().bulk_loads += 1;
+        let mut w = self.inner.writer.lock();
+        w.bulk_loads += 1;
+        let cfg = &self.inner.cfg;
+        let small = !cfg.is_bulk_arena(w.fresh.dram_bytes()) && cfg.bulk_fresh_bytes() > cfg.fresh_bytes();
+        if small && w.fresh.visible() == 0 && self.inner.check_open(&w).is_ok() {
+            // Not zeroed: the fresh segment zeroes what it uses as it goes.
+            let block = self.inner.dram.try_alloc_filled(
+                RingKind::ShortTerm,
+                cfg.bulk_fresh_bytes(),
+                Fill::Overwritten,
+            );
+            if let Some(block) = block {
+                let empty = w.fresh_id;
+                self.inner.gdt.update(|s| s.segments.retain(|d| d.id != empty));
+                let base = w.next_doc();
+                self.inner.start_fresh(&mut w, block, base);
+            }
+        }
     }
 
     /// A bulk load ended. Once none runs, a fresh segment with a bulk arena is sealed if it holds documents,
@@ -1270,6 +1290,13 @@ impl ShardInner {
                 return Err(Error::ResourceExhausted(f));
             }
         };
+        self.start_fresh(w, block, next_base);
+        Ok(())
+    }
+
+    /// Makes a new fresh segment on `block`, its first document `base`, the one the writer fills (the GDT
+    /// lists it after every other segment).
+    fn start_fresh(&self, w: &mut Writer, block: crate::memory::DramBlock, base: u32) {
         let fresh = Arc::new(FreshSegment::new(block, self.cfg.max_docs_per_segment));
         // Pages no arena used before are faulted in ahead of the writer (nothing happens for reused ones).
         fresh.prefault_ahead(if w.bulk_loads > 0 { BULK_PREFAULT_AHEAD } else { REALTIME_PREFAULT_AHEAD });
@@ -1279,7 +1306,7 @@ impl ShardInner {
         self.gdt.update(|s| {
             s.segments.push(Arc::new(SegmentDesc {
                 id,
-                base_doc: next_base,
+                base_doc: base,
                 state: SegState::Fresh,
                 deletes: deletes.clone(),
                 data: SegData::Fresh(fresh.clone()),
@@ -1289,10 +1316,9 @@ impl ShardInner {
         });
         w.fresh = fresh;
         w.fresh_id = id;
-        w.fresh_base = next_base;
+        w.fresh_base = base;
         w.fresh_deletes = deletes;
         w.fresh_log_bytes = 0;
-        Ok(())
     }
 
     fn flusher(self: Arc<Self>, rx: Receiver<u32>, engrave: Sender<u32>) {
