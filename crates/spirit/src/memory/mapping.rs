@@ -13,11 +13,11 @@ pub(crate) struct Mapping {
 
 /// CPU time of one [`Mapping::populate_in_background`] step (up to 2 MiB; a shorter one still faults in the
 /// whole huge pages it touches) above which huge pages are taken to be costly here, and the rest of the range
-/// gets small pages. Zeroing a huge page takes 0.1–0.4 ms (512 MiB in
-/// 67–110 ms on the 2-core benchmark VM, where 4 KiB pages took 156–290 ms); but under that VM's hypervisor a
-/// huge page whose memory the guest freed a few seconds or more before took ~10 ms (512 MiB in 4.5–5.5 s,
-/// `MADV_POPULATE_WRITE` after 20 s idle, reproducible), so a bulk load started cold spent 5–6 s more of
-/// system time in its arenas' faults than one started right after another load.
+/// gets small pages. Zeroing a huge page takes 0.1–0.4 ms (512 MiB in 67–110 ms on the 2-core benchmark VM,
+/// where 4 KiB pages took 156–290 ms); but under that VM's hypervisor a huge page whose memory the guest freed
+/// a few seconds or more before took ~10 ms (512 MiB in 4.5–5.5 s, `MADV_POPULATE_WRITE` after 20 s idle,
+/// reproducible), so a bulk load started cold spent 5–6 s more of system time in its arenas' faults than one
+/// started right after another load.
 const HUGE_STEP_SLOW: std::time::Duration = std::time::Duration::from_millis(4);
 
 // SAFETY: the mapping is plain memory; synchronisation of its contents is the job of the views built on it
@@ -342,9 +342,6 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    /// Populating leaves every byte as it was — pages written before, pages never touched (zeros), a range
-    /// that is not page aligned or runs past the end — on the caller's thread and on the background one,
-    /// while the owner writes.
     /// The small-page advice a slow huge page leads to (`populate_in_background`) keeps every byte and
     /// marks exactly the advised whole pages: the kernel splits the mapping there and flags the middle part.
     #[cfg(target_os = "linux")]
@@ -386,6 +383,9 @@ mod tests {
         }
     }
 
+    /// Populating leaves every byte as it was — pages written before, pages never touched (zeros), a range
+    /// that is not page aligned or runs past the end — on the caller's thread and on the background one,
+    /// while the owner writes.
     #[test]
     fn populating_changes_no_byte() {
         let page = page_size();
