@@ -925,8 +925,9 @@ impl Shard {
         let mut w = self.inner.writer.lock();
         w.bulk_loads += 1;
         let cfg = &self.inner.cfg;
-        let small = !cfg.is_bulk_arena(w.fresh.dram_bytes()) && cfg.bulk_fresh_bytes() > cfg.fresh_bytes();
-        if small && w.fresh.visible() == 0 && self.inner.check_open(&w).is_ok() {
+        let realtime_arena =
+            !cfg.is_bulk_arena(w.fresh.dram_bytes()) && cfg.bulk_fresh_bytes() > cfg.fresh_bytes();
+        if realtime_arena && w.fresh.visible() == 0 && self.inner.check_open(&w).is_ok() {
             // Not zeroed: the fresh segment zeroes what it uses as it goes.
             let block = self.inner.dram.try_alloc_filled(
                 RingKind::ShortTerm,
@@ -934,10 +935,8 @@ impl Shard {
                 Fill::Overwritten,
             );
             if let Some(block) = block {
-                let empty = w.fresh_id;
-                self.inner.gdt.update(|s| s.segments.retain(|d| d.id != empty));
-                let base = w.next_doc();
-                self.inner.start_fresh(&mut w, block, base);
+                let (base, empty) = (w.next_doc(), w.fresh_id);
+                self.inner.start_fresh(&mut w, block, base, Some(empty));
             }
         }
     }
@@ -1290,13 +1289,14 @@ impl ShardInner {
                 return Err(Error::ResourceExhausted(f));
             }
         };
-        self.start_fresh(w, block, next_base);
+        self.start_fresh(w, block, next_base, None);
         Ok(())
     }
 
     /// Makes a new fresh segment on `block`, its first document `base`, the one the writer fills (the GDT
-    /// lists it after every other segment).
-    fn start_fresh(&self, w: &mut Writer, block: crate::memory::DramBlock, base: u32) {
+    /// lists it after every other segment). `replaces`: an empty fresh segment it takes the place of, in the
+    /// same GDT update (no snapshot lacks a fresh segment).
+    fn start_fresh(&self, w: &mut Writer, block: crate::memory::DramBlock, base: u32, replaces: Option<u32>) {
         let fresh = Arc::new(FreshSegment::new(block, self.cfg.max_docs_per_segment));
         // Pages no arena used before are faulted in ahead of the writer (nothing happens for reused ones).
         fresh.prefault_ahead(if w.bulk_loads > 0 { BULK_PREFAULT_AHEAD } else { REALTIME_PREFAULT_AHEAD });
@@ -1304,6 +1304,9 @@ impl ShardInner {
         let id = w.next_seg;
         w.next_seg += 1;
         self.gdt.update(|s| {
+            if let Some(empty) = replaces {
+                s.segments.retain(|d| d.id != empty);
+            }
             s.segments.push(Arc::new(SegmentDesc {
                 id,
                 base_doc: base,
