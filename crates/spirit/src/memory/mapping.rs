@@ -11,7 +11,7 @@ pub(crate) struct Mapping {
     huge: bool,
 }
 
-/// CPU time of one [`Mapping::populate_in_background`] step (up to 2 MiB; a shorter one still faults in the
+/// CPU time of one [`Mapping::populate_probing`] step (up to 2 MiB; a shorter one still faults in the
 /// whole huge pages it touches) above which huge pages are taken to be costly here, and the rest of the range
 /// gets small pages. Zeroing a huge page takes 0.1–0.4 ms (512 MiB in 67–110 ms on the 2-core benchmark VM,
 /// where 4 KiB pages took 156–290 ms); but under that VM's hypervisor a huge page whose memory the guest freed
@@ -19,6 +19,9 @@ pub(crate) struct Mapping {
 /// reproducible), so a bulk load started cold spent 5–6 s more of system time in its arenas' faults than one
 /// started right after another load.
 const HUGE_STEP_SLOW: std::time::Duration = std::time::Duration::from_millis(4);
+
+/// Bytes a populate faults in per step (a huge page): the unit [`Mapping::populate_probing`] times.
+const POPULATE_STEP: usize = 2 << 20;
 
 // SAFETY: the mapping is plain memory; synchronisation of its contents is the job of the views built on it
 // (unique blocks, shared immutable slices, atomics).
@@ -217,7 +220,6 @@ impl Mapping {
         len: usize,
         reach: impl Fn() -> Option<usize> + Send + 'static,
     ) -> Option<std::thread::JoinHandle<()>> {
-        const STEP: usize = 2 << 20;
         const NAP_MIN: std::time::Duration = std::time::Duration::from_millis(1);
         const NAP_MAX: std::time::Duration = std::time::Duration::from_millis(64);
         const GIVE_UP: std::time::Duration = std::time::Duration::from_secs(1);
@@ -243,22 +245,48 @@ impl Mapping {
                     }
                     (nap, idle) = (NAP_MIN, std::time::Duration::ZERO);
                     let Some(map) = map.upgrade() else { return };
-                    let step = STEP.min(want - at);
-                    let cpu = thread_cpu_time();
-                    if !map.populate_write(offset + at, step) {
+                    let step = POPULATE_STEP.min(want - at);
+                    if !map.populate_probing(offset + at, step, offset + len, &mut huge) {
                         return;
                     }
                     at += step;
-                    // Huge pages that cost far more than zeroing them (see HUGE_STEP_SLOW): the rest of the
-                    // range takes small pages, whose faults the hypervisor serves cheaply. Thread CPU time, not
-                    // wall time: this thread runs at idle priority and is preempted at will.
-                    if huge && thread_cpu_time() - cpu > HUGE_STEP_SLOW {
-                        map.advise_small_pages(offset + at, len - at);
-                        huge = false;
-                    }
                 }
             })
             .ok()
+    }
+
+    /// [`populate_write`](Self::populate_write) of `[offset, offset+len)` now, on this thread, a huge page's
+    /// worth at a time: while `huge` holds, each step is timed in thread CPU time (not wall time: a populate
+    /// thread at idle priority is preempted at will), and after one slower than `HUGE_STEP_SLOW` (huge pages
+    /// the hypervisor backs anew) what lies past it up to `small_to` gets small pages, whose faults it serves
+    /// cheaply, and `huge` is cleared. `false` when the kernel refuses (the pages are then faulted in on first
+    /// touch).
+    pub(crate) fn populate_probing(
+        &self,
+        offset: usize,
+        len: usize,
+        small_to: usize,
+        huge: &mut bool,
+    ) -> bool {
+        let mut at = 0;
+        while at < len {
+            let step = POPULATE_STEP.min(len - at);
+            let cpu = thread_cpu_time();
+            if !self.populate_write(offset + at, step) {
+                return false;
+            }
+            at += step;
+            if *huge && thread_cpu_time() - cpu > HUGE_STEP_SLOW {
+                self.advise_small_pages(offset + at, small_to.saturating_sub(offset + at));
+                *huge = false;
+            }
+        }
+        true
+    }
+
+    /// Whether transparent huge pages were asked for ([`Mapping::anonymous`]).
+    pub(crate) fn huge(&self) -> bool {
+        self.huge
     }
 
     /// `msync(MS_SYNC)` of the pages covering `[offset, offset+len)`.

@@ -293,14 +293,15 @@ fn rest_bound(doc: &AnalyzedDoc, new_fields: usize, max_docs: u32) -> usize {
 
 impl FreshSegment {
     /// Lays out a fresh segment in `block`, holding at most `max_docs` documents.
-    /// The block's contents do not matter: the tables are zeroed here, the bump area as it is handed out.
+    /// The block's contents do not matter: the tables are zeroed here ([`DramBlock::zero_front`]), the bump area as
+    /// it is handed out.
     pub fn new(mut block: DramBlock, max_docs: u32) -> FreshSegment {
         let Layout { words, table_cap, max_docs, doc_table, field_dir } = Layout::of(block.len(), max_docs);
         let cursor = field_dir + MAX_FIELDS;
         assert!(cursor < words, "fresh arena too small for its tables");
         // Links, the field directory and a batch's position spots hold word offsets in 32 bits.
         assert!(words <= u32::MAX as usize, "a fresh arena's word offsets fit 32 bits");
-        block.as_mut_slice()[..cursor * 4].fill(0);
+        block.zero_front(cursor * 4);
         FreshSegment {
             block,
             table_cap,
@@ -539,9 +540,12 @@ impl FreshSegment {
         Ok(at)
     }
 
-    /// Zeroes `words` words from `at` (bump memory nothing links to yet).
+    /// Zeroes `words` words from `at` (bump memory nothing links to yet): those in memory an earlier block
+    /// held; the rest are zero still ([`DramBlock::reused_bytes`]), and storing zeros there would only fault
+    /// their pages in ahead of the background prefault.
     fn zero(&self, at: usize, words: usize) {
-        for x in &self.w()[at..at + words] {
+        let end = (at + words).min(self.block.reused_bytes() / 4);
+        for x in &self.w()[at..end.max(at)] {
             x.store(0, Relaxed);
         }
     }
