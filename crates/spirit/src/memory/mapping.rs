@@ -289,6 +289,33 @@ impl Mapping {
         self.huge
     }
 
+    /// [`sync`](Self::sync), after dropping the range's pages from this process's page tables
+    /// (`MADV_DONTNEED`; on a shared file mapping the page cache keeps them, dirty ones included): writeback
+    /// then finds them unmapped. A page written through the mapping is otherwise write-protected by writeback
+    /// with a TLB flush of its own, an inter-processor interrupt whenever another thread of the process runs
+    /// on another CPU — a VM exit under a hypervisor. Closing two shards at the end of a bulk load, one
+    /// shard's final barriers spent 0.35 s in those while the other's merger ran (perf); dropping the pages
+    /// takes one flush per batch. For ranges not touched again soon (a closing heap's,
+    /// `PersistentHeap::begin_close`): a later access faults the page back in.
+    pub(crate) fn sync_released(&self, offset: usize, len: usize) -> io::Result<()> {
+        let page = page_size();
+        let start = offset / page * page;
+        let end = offset.saturating_add(len).min(self.len).div_ceil(page) * page;
+        if end > start {
+            // SAFETY: the page-aligned range lies inside this mapping (clamped to its length; the mapping's
+            // length is a whole number of pages). On a shared file mapping MADV_DONTNEED changes no byte of
+            // the file or page cache, only which pages this process has mapped.
+            unsafe {
+                libc::madvise(
+                    self.ptr.add(start) as *mut libc::c_void,
+                    end.min(self.len) - start,
+                    libc::MADV_DONTNEED,
+                )
+            };
+        }
+        self.sync(offset, len)
+    }
+
     /// `msync(MS_SYNC)` of the pages covering `[offset, offset+len)`.
     pub(crate) fn sync(&self, offset: usize, len: usize) -> io::Result<()> {
         if len == 0 {
@@ -409,6 +436,41 @@ mod tests {
         for p in [0, 8, 24, 63] {
             assert!(!flags_of(at(p)).contains(" nh"), "page {p}: {}", flags_of(at(p)));
         }
+    }
+
+    /// A barrier that releases its pages keeps every byte — in the page cache, which the file and a new
+    /// fault through the mapping both read — and leaves the range unmapped from this process until touched.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn released_sync_keeps_bytes_and_unmaps_the_pages() {
+        use std::os::unix::io::AsRawFd;
+        let page = page_size();
+        let len = 32 * page;
+        let file = tempfile::tempfile().unwrap();
+        file.set_len(len as u64).unwrap();
+        let map = Mapping::reserve(len).unwrap();
+        map.map_file_at(file.as_raw_fd(), 0, len, false).unwrap();
+        // SAFETY: the whole mapping, owned by this test alone.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(map.as_ptr(), len) };
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (i % 251) as u8 + 1;
+        }
+        let expected = bytes.to_vec();
+        let rss_kb = || {
+            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+            let start = format!("{:x}-", map.as_ptr() as usize);
+            let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&start));
+            assert!(lines.next().is_some(), "the mapping is listed");
+            let rss = lines.find(|l| l.starts_with("Rss:")).unwrap();
+            rss.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap()
+        };
+        assert_eq!(rss_kb(), len / 1024, "every page written is mapped");
+        map.sync_released(3, len - 3).unwrap();
+        assert_eq!(rss_kb(), 0, "every page of the range is unmapped, the partly covered first one too");
+        let mut on_disk = vec![0u8; len];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut on_disk, 0).unwrap();
+        assert_eq!(on_disk, expected, "the file holds what was written");
+        assert_eq!(&bytes[..], &expected[..], "and the pages fault back in with it");
     }
 
     /// Populating leaves every byte as it was — pages written before, pages never touched (zeros), a range

@@ -86,7 +86,9 @@ pub struct PersistentHeap {
     /// Its threads, stopped and joined when the heap is dropped: a live mapping of the file holds the file's
     /// `flock`, which the next open of the heap must find released.
     prefaults: Mutex<Vec<std::thread::JoinHandle<()>>>,
-    /// Set when the heap is dropped: the prefault threads stop at their next step.
+    /// Set when the owner begins to close ([`PersistentHeap::begin_close`]) or the heap is dropped: the
+    /// prefault threads stop at their next step, none starts, and persistence barriers release the pages
+    /// they write back ([`Mapping::sync_released`]).
     closing: Arc<std::sync::atomic::AtomicBool>,
     head: Mutex<u64>,
     budget: u64,
@@ -464,7 +466,7 @@ impl PersistentHeap {
     /// further: a populated page is dirty, so zeros the writeback also writes. Not on DAX (the stores go to
     /// the device) nor under the simulated persistence domain (crash tests keep their own page model).
     fn prefault_ahead(&self, head: usize) {
-        if !matches!(self.barrier, Barrier::Msync) {
+        if !matches!(self.barrier, Barrier::Msync) || self.closing.load(Ordering::Relaxed) {
             return;
         }
         let from = self.prefaulted.load(Ordering::Relaxed).max(head);
@@ -616,6 +618,9 @@ impl PersistentHeap {
         }
         assert!(off as usize + len <= self.mapped.load(Ordering::Acquire), "persist beyond the mapped heap");
         match &self.barrier {
+            Barrier::Msync if self.closing.load(Ordering::Relaxed) => {
+                self.map.sync_released(off as usize, len)
+            }
             Barrier::Msync => self.map.sync(off as usize, len),
             Barrier::Dax(kind) => {
                 // SAFETY: the range is inside the mapping (asserted above).
@@ -652,6 +657,16 @@ impl PersistentHeap {
             self.persist(a, (b - a) as usize)?;
         }
         Ok(())
+    }
+
+    /// The owner is closing: what it still writes is persisted once and not touched again. Fresh file space
+    /// is no longer faulted in ahead (the prefault threads stop; at the end of a bulk load they zeroed
+    /// up to 32 MiB per shard that only the close's final truncation saw), and each persistence barrier
+    /// releases the pages it writes back from this process's page tables first (see
+    /// [`Mapping::sync_released`]). Reads and writes stay correct: a released page faults back in from the
+    /// page cache.
+    pub fn begin_close(&self) {
+        self.closing.store(true, Ordering::Relaxed);
     }
 
     /// Persists everything allocated so far.

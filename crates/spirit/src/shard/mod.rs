@@ -1152,6 +1152,7 @@ impl Shard {
             }
             w.closed = true;
         }
+        self.inner.heap.begin_close();
         // Let the flusher and engraver drain, then stop them.
         let drained = self.wait_idle();
         self.inner.flush_tx.lock().take();
