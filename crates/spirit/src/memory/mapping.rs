@@ -298,13 +298,22 @@ impl Mapping {
     /// takes one flush per batch. For ranges not touched again soon (a closing heap's,
     /// `PersistentHeap::begin_close`): a later access faults the page back in.
     pub(crate) fn sync_released(&self, offset: usize, len: usize) -> io::Result<()> {
+        self.release_file_pages(offset, len);
+        self.sync(offset, len)
+    }
+
+    /// Drops the pages covering `[offset, offset+len)` from this process's page tables (`MADV_DONTNEED`), on
+    /// a shared file mapping only, where the page cache keeps every byte (dirty pages included) and a later
+    /// access faults the page back in: so writeback need not write-protect them one TLB flush at a time (see
+    /// [`sync_released`](Self::sync_released)). Best effort.
+    pub(crate) fn release_file_pages(&self, offset: usize, len: usize) {
         let page = page_size();
         let start = offset / page * page;
         let end = offset.saturating_add(len).min(self.len).div_ceil(page) * page;
         if end > start {
-            // SAFETY: the page-aligned range lies inside this mapping (clamped to its length; the mapping's
-            // length is a whole number of pages). On a shared file mapping MADV_DONTNEED changes no byte of
-            // the file or page cache, only which pages this process has mapped.
+            // SAFETY: the page-aligned range lies inside this mapping (clamped to its length; the kernel
+            // rounds the last partial page up). On a shared file mapping MADV_DONTNEED changes no byte of the
+            // file or page cache, only which pages this process has mapped; callers pass file-mapped ranges.
             unsafe {
                 libc::madvise(
                     self.ptr.add(start) as *mut libc::c_void,
@@ -313,7 +322,6 @@ impl Mapping {
                 )
             };
         }
-        self.sync(offset, len)
     }
 
     /// `msync(MS_SYNC)` of the pages covering `[offset, offset+len)`.

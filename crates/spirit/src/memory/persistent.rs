@@ -526,6 +526,11 @@ impl PersistentHeap {
         }
         assert!(off + len as u64 <= *self.head.lock(), "write beyond the allocated heap");
         assert!(off as usize + len <= self.mapped.load(Ordering::Acquire), "write beyond the file");
+        // Pages of the range the mapping has touched (fresh space the prefault thread reached, reused free
+        // space) would otherwise be write-protected one TLB flush at a time — an IPI whenever another thread
+        // runs — when the image is written back (`Mapping::sync_released`); the range is not published yet,
+        // and a reader's later fault finds the bytes in the page cache.
+        self.map.release_file_pages(off as usize, len);
         use std::os::unix::fs::FileExt;
         // Small pieces (headers, padding) are gathered so each write covers whole pages where it can.
         let (mut at, mut small, mut result) = (off, Vec::with_capacity(4096), Ok(()));
