@@ -166,12 +166,14 @@ pub struct DramBlock {
     offset: usize,
     ring_offset: usize,
     len: usize,
-    /// Bytes from the block's start that earlier blocks of its ring held; past them lies memory no block ever
-    /// held (`len`: none), which is zero still: the mapping is anonymous, only blocks write to it, and
-    /// populating pages changes no byte — until this block's owner writes there: [`DramBlock::as_mut_slice`]
-    /// sets this to `len`, and the one owner that writes through [`DramBlock::atomic_words`] (a fresh
-    /// segment) zeroes its tables first and then writes only what it hands itself. The first-fit rings keep reusing low blocks, so after the first few
-    /// arenas every block lies in pages the process has already faulted in.
+    /// Bytes from the block's start that may hold anything: what earlier blocks of its ring held. Past them
+    /// lies memory no block ever held (`len`: none), which is zero still — the mapping is anonymous, only
+    /// blocks write to it, and populating pages changes no byte — until this block's owner writes there:
+    /// [`DramBlock::as_mut_slice`] sets this to `len`, and the one owner that writes through
+    /// [`DramBlock::atomic_words`] (a fresh segment, crate-private) zeroes its tables first and then writes
+    /// only words it has handed itself, once each (debug builds check that the words it skips are zero).
+    /// The first-fit rings keep reusing low blocks, so after the first few arenas every block lies in pages
+    /// the process has already faulted in.
     reused: usize,
     /// Bytes from the block's start that [`DramBlock::zero_front`] has backed already (the background
     /// prefault starts past them).
@@ -204,7 +206,7 @@ impl DramBlock {
 
     /// The block as 32-bit atomic words, for structures with one writer and concurrent readers (the fresh
     /// segment). Callers must not mix this view with [`as_slice`](Self::as_slice).
-    pub fn atomic_words(&self) -> &[AtomicU32] {
+    pub(crate) fn atomic_words(&self) -> &[AtomicU32] {
         // SAFETY: blocks are 64-byte aligned (ring alignment, mapping page aligned), in bounds, and the
         // caller promises atomic-only access while this view is used.
         unsafe { atomic_u32s(self.heap.map.as_ptr().add(self.offset), self.len) }
@@ -213,7 +215,7 @@ impl DramBlock {
     /// The 64-bit word at 32-bit word index `word` (which must be even), for the few fields that two 32-bit
     /// values must change together in (the fresh segment's (df, last doc) pairs). Those words are only ever
     /// accessed through this view.
-    pub fn atomic_u64_at(&self, word: usize) -> &std::sync::atomic::AtomicU64 {
+    pub(crate) fn atomic_u64_at(&self, word: usize) -> &std::sync::atomic::AtomicU64 {
         assert!(
             word.is_multiple_of(2) && word * 4 + 8 <= self.len,
             "misaligned or out-of-bounds 64-bit word"
@@ -272,11 +274,13 @@ impl DramBlock {
                 &mut huge,
             );
         }
+        debug_assert!(self.as_slice()[held..len].iter().all(|&b| b == 0), "memory no block held is zero");
         self.front = self.front.max(len);
     }
 
-    /// Bytes from the block's start before memory no earlier block of its ring held (the block's length
-    /// when it lies wholly in reused memory).
+    /// Bytes from the block's start that may hold anything (see `reused`): past them the block is zero
+    /// still. The block's length when it lies wholly in reused memory, or once its owner wrote through
+    /// [`as_mut_slice`](Self::as_mut_slice).
     pub fn reused_bytes(&self) -> usize {
         self.reused
     }
@@ -338,7 +342,7 @@ mod tests {
         f.atomic_words()[(3 << 20) / 4 + 5].store(3, std::sync::atomic::Ordering::Relaxed);
         f.prefault_in_background(|| Some(usize::MAX));
         std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(f.as_slice()[(3 << 20) + 20], 3);
+        assert_eq!(f.atomic_words()[(3 << 20) / 4 + 5].load(std::sync::atomic::Ordering::Relaxed), 3);
     }
 
     /// Memory no block held is zero without being written, so zeroing skips it: a zeroed block, and the front

@@ -289,7 +289,8 @@ impl Mapping {
         self.huge
     }
 
-    /// [`sync`](Self::sync), after dropping the range's pages from this process's page tables
+    /// [`sync`](Self::sync), after dropping the range's pages — every page it touches — from this process's
+    /// page tables
     /// (`MADV_DONTNEED`; on a shared file mapping the page cache keeps them, dirty ones included): writeback
     /// then finds them unmapped. A page written through the mapping is otherwise write-protected by writeback
     /// with a TLB flush of its own, an inter-processor interrupt whenever another thread of the process runs
@@ -297,23 +298,33 @@ impl Mapping {
     /// shard's final barriers spent 0.35 s in those while the other's merger ran (perf); dropping the pages
     /// takes one flush per batch. For ranges not touched again soon (a closing heap's,
     /// `PersistentHeap::begin_close`): a later access faults the page back in.
-    pub(crate) fn sync_released(&self, offset: usize, len: usize) -> io::Result<()> {
-        self.release_file_pages(offset, len);
+    ///
+    /// # Safety
+    /// As [`release_file_pages`](Self::release_file_pages).
+    pub(crate) unsafe fn sync_released(&self, offset: usize, len: usize) -> io::Result<()> {
+        // SAFETY: the caller's promise.
+        unsafe { self.release_file_pages(offset, len) };
         self.sync(offset, len)
     }
 
     /// Drops the pages covering `[offset, offset+len)` from this process's page tables (`MADV_DONTNEED`), on
     /// a shared file mapping only, where the page cache keeps every byte (dirty pages included) and a later
     /// access faults the page back in: so writeback need not write-protect them one TLB flush at a time (see
-    /// [`sync_released`](Self::sync_released)). Best effort.
-    pub(crate) fn release_file_pages(&self, offset: usize, len: usize) {
+    /// [`sync_released`](Self::sync_released)). Every page the range touches, partly covered ones too. Best
+    /// effort.
+    ///
+    /// # Safety
+    /// The pages must lie in a part of the mapping that is a shared file mapping ([`Self::map_file_at`], not
+    /// `MAP_SYNC`): on anonymous or private memory the advice discards the bytes, which live borrows may be
+    /// reading.
+    pub(crate) unsafe fn release_file_pages(&self, offset: usize, len: usize) {
         let page = page_size();
         let start = offset / page * page;
         let end = offset.saturating_add(len).min(self.len).div_ceil(page) * page;
         if end > start {
-            // SAFETY: the page-aligned range lies inside this mapping (clamped to its length; the kernel
-            // rounds the last partial page up). On a shared file mapping MADV_DONTNEED changes no byte of the
-            // file or page cache, only which pages this process has mapped; callers pass file-mapped ranges.
+            // SAFETY: the page-aligned range lies inside this mapping (clamped to its length), and the caller
+            // promises it is file-mapped and shared, where MADV_DONTNEED changes no byte of the file or page
+            // cache, only which pages this process has mapped (dirty ones are marked dirty in the page cache).
             unsafe {
                 libc::madvise(
                     self.ptr.add(start) as *mut libc::c_void,
@@ -473,7 +484,8 @@ mod tests {
             rss.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap()
         };
         assert_eq!(rss_kb(), len / 1024, "every page written is mapped");
-        map.sync_released(3, len - 3).unwrap();
+        // SAFETY: the whole range was mapped shared from the file just above.
+        unsafe { map.sync_released(3, len - 3) }.unwrap();
         assert_eq!(rss_kb(), 0, "every page of the range is unmapped, the partly covered first one too");
         let mut on_disk = vec![0u8; len];
         std::os::unix::fs::FileExt::read_exact_at(&file, &mut on_disk, 0).unwrap();

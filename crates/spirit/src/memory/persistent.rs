@@ -529,8 +529,15 @@ impl PersistentHeap {
         // Pages of the range the mapping has touched (fresh space the prefault thread reached, reused free
         // space) would otherwise be write-protected one TLB flush at a time — an IPI whenever another thread
         // runs — when the image is written back (`Mapping::sync_released`); the range is not published yet,
-        // and a reader's later fault finds the bytes in the page cache.
-        self.map.release_file_pages(off as usize, len);
+        // and a reader's later fault finds the bytes in the page cache. Whole pages of the range only: the
+        // first and last may hold a neighbour that another thread stores to through the mapping meanwhile.
+        let page = page_size() as u64;
+        let (first, end) = (off.div_ceil(page) * page, (off + len as u64) / page * page);
+        if end > first {
+            // SAFETY: under `msync` persistence (checked above) the mapped heap is a shared, non-`MAP_SYNC`
+            // file mapping (`grow_to`), and the range lies inside it (asserted above).
+            unsafe { self.map.release_file_pages(first as usize, (end - first) as usize) };
+        }
         use std::os::unix::fs::FileExt;
         // Small pieces (headers, padding) are gathered so each write covers whole pages where it can.
         let (mut at, mut small, mut result) = (off, Vec::with_capacity(4096), Ok(()));
@@ -623,9 +630,11 @@ impl PersistentHeap {
         }
         assert!(off as usize + len <= self.mapped.load(Ordering::Acquire), "persist beyond the mapped heap");
         match &self.barrier {
-            Barrier::Msync if self.closing.load(Ordering::Relaxed) => {
+            // SAFETY: under `msync` persistence the whole mapped heap is a shared, non-`MAP_SYNC` file mapping
+            // (`grow_to`), and the range lies inside it (asserted above).
+            Barrier::Msync if self.closing.load(Ordering::Relaxed) => unsafe {
                 self.map.sync_released(off as usize, len)
-            }
+            },
             Barrier::Msync => self.map.sync(off as usize, len),
             Barrier::Dax(kind) => {
                 // SAFETY: the range is inside the mapping (asserted above).
@@ -664,12 +673,12 @@ impl PersistentHeap {
         Ok(())
     }
 
-    /// The owner is closing: what it still writes is persisted once and not touched again. Fresh file space
-    /// is no longer faulted in ahead (the prefault threads stop; at the end of a bulk load they zeroed
-    /// up to 32 MiB per shard that only the close's final truncation saw), and each persistence barrier
-    /// releases the pages it writes back from this process's page tables first (see
-    /// [`Mapping::sync_released`]). Reads and writes stay correct: a released page faults back in from the
-    /// page cache.
+    /// The owner is closing: little of what it still writes is touched again. Fresh file space is no longer
+    /// faulted in ahead (the prefault threads stop; at the end of a bulk load they zeroed up to 32 MiB per
+    /// shard that only the close's final truncation saw), and each persistence barrier releases the pages
+    /// it writes back from this process's page tables first (see [`Mapping::sync_released`]). Everything
+    /// stays correct if the heap is used on (a failed close): a released page touched again faults back in
+    /// from the page cache, at the cost of that fault.
     pub fn begin_close(&self) {
         self.closing.store(true, Ordering::Relaxed);
     }

@@ -544,10 +544,14 @@ impl FreshSegment {
     /// held; the rest are zero still ([`DramBlock::reused_bytes`]), and storing zeros there would only fault
     /// their pages in ahead of the background prefault.
     fn zero(&self, at: usize, words: usize) {
-        let end = (at + words).min(self.block.reused_bytes() / 4);
-        for x in &self.w()[at..end.max(at)] {
+        let end = (at + words).min(self.block.reused_bytes() / 4).max(at);
+        for x in &self.w()[at..end] {
             x.store(0, Relaxed);
         }
+        debug_assert!(
+            self.w()[end..at + words].iter().all(|x| x.load(Relaxed) == 0),
+            "memory no block held is zero"
+        );
     }
 
     fn find_or_insert(&self, st: &mut WriterState, key: &[u8], h: u32) -> Result<usize, InsertError> {
@@ -1506,7 +1510,7 @@ impl FreshPostings<'_> {
 mod tests {
     use super::*;
     use crate::codec::{unpack_impact, Impacts};
-    use crate::memory::{DramHeap, RingKind};
+    use crate::memory::{DramHeap, Fill, RingKind};
     use crate::schema::{analyze_document, Schema};
     use serde_json::json;
 
@@ -1668,6 +1672,24 @@ mod tests {
             }
         }
         assert!(sealed > 1000, "sealed blocks were compared ({sealed} postings in them)");
+        // An arena that earlier blocks held only in part — junk up to 128 KiB (inside its tables) or 1 MiB
+        // (inside its bump area; the segment fills ~2 MiB), memory no block held after that, which the
+        // segment does not zero — flushes to the same image too.
+        for held in [128 << 10, 1 << 20] {
+            let heap = DramHeap::new(16 << 20, 12 << 20).unwrap();
+            let mut junk = heap.try_alloc_filled(RingKind::ShortTerm, held, Fill::Overwritten).unwrap();
+            junk.as_mut_slice().fill(0xa5);
+            drop(junk);
+            let block = heap.try_alloc_filled(RingKind::ShortTerm, 4 << 20, Fill::Overwritten).unwrap();
+            assert_eq!(block.reused_bytes(), held);
+            let fresh = FreshSegment::new(block, 1 << 20);
+            for d in &docs {
+                fresh.insert(d).unwrap();
+            }
+            assert!(fresh.used_bytes() > held + (512 << 10), "the segment reaches well past the junk");
+            let flushed = crate::segment::ImageBuilder::from_fresh(&fresh, 1, 0, &codecs).unwrap();
+            assert_eq!(flushed, image, "junk in the first {held} bytes");
+        }
     }
 
     /// The `_id` table finds each live id's latest document, tells ids apart that differ in one byte or in
