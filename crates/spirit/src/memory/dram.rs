@@ -102,7 +102,7 @@ impl DramHeap {
         self.high_water.fetch_max(used, Ordering::Relaxed);
         let base = if kind == RingKind::ShortTerm { 0 } else { self.short_cap };
         let reused = reached.saturating_sub(off).min(rounded);
-        let block = DramBlock {
+        let mut block = DramBlock {
             heap: self.clone(),
             kind,
             offset: base + off,
@@ -113,9 +113,7 @@ impl DramHeap {
         };
         if fill == Fill::Zeroed {
             // Only what earlier blocks held: the rest is zero still (see `DramBlock::reused`).
-            // SAFETY: the ring never hands out overlapping ranges, so this block is the only owner of
-            // [offset, offset+len) until it is dropped; zeroing it races with nobody.
-            unsafe { std::ptr::write_bytes(self.map.as_ptr().add(block.offset), 0, reused) };
+            block.zero_held(rounded);
         }
         Some(block)
     }
@@ -259,11 +257,7 @@ impl DramBlock {
     /// as much again inside the insert stage when its next arena was laid out (perf, enwiki, 2 threads).
     pub fn zero_front(&mut self, len: usize) {
         let len = len.min(self.len);
-        let held = self.reused.min(len);
-        // SAFETY: the range is inside the mapping and owned by this block alone (ring invariant), and
-        // `&mut self` rules out any other view of it; not through `as_mut_slice`, which would count the whole
-        // block as written.
-        unsafe { std::ptr::write_bytes(self.heap.map.as_ptr().add(self.offset), 0, held) };
+        let held = self.zero_held(len);
         if len > held {
             let mut huge = self.heap.map.huge();
             // Best effort: pages the kernel refuses to populate are faulted in on first touch, zero still.
@@ -276,6 +270,17 @@ impl DramBlock {
         }
         debug_assert!(self.as_slice()[held..len].iter().all(|&b| b == 0), "memory no block held is zero");
         self.front = self.front.max(len);
+    }
+
+    /// Zeroes what earlier blocks held of the block's first `len` bytes (the rest is zero still); returns how
+    /// many bytes that was.
+    fn zero_held(&mut self, len: usize) -> usize {
+        let held = self.reused.min(len);
+        // SAFETY: the range is inside the mapping and owned by this block alone (ring invariant), and
+        // `&mut self` rules out any other view of it; not through `as_mut_slice`, which would count the whole
+        // block as written.
+        unsafe { std::ptr::write_bytes(self.heap.map.as_ptr().add(self.offset), 0, held) };
+        held
     }
 
     /// Bytes from the block's start that may hold anything (see `reused`): past them the block is zero

@@ -290,8 +290,7 @@ impl Mapping {
     }
 
     /// [`sync`](Self::sync), after dropping the range's pages — every page it touches — from this process's
-    /// page tables
-    /// (`MADV_DONTNEED`; on a shared file mapping the page cache keeps them, dirty ones included): writeback
+    /// page tables (`MADV_DONTNEED`; on a shared file mapping the page cache keeps them, dirty ones included): writeback
     /// then finds them unmapped. A page written through the mapping is otherwise write-protected by writeback
     /// with a TLB flush of its own, an inter-processor interrupt whenever another thread of the process runs
     /// on another CPU — a VM exit under a hypervisor. Closing two shards at the end of a bulk load, one

@@ -293,8 +293,8 @@ fn rest_bound(doc: &AnalyzedDoc, new_fields: usize, max_docs: u32) -> usize {
 
 impl FreshSegment {
     /// Lays out a fresh segment in `block`, holding at most `max_docs` documents.
-    /// The block's contents do not matter: the tables are zeroed here ([`DramBlock::zero_front`]), the bump area as
-    /// it is handed out.
+    /// The block's contents do not matter: the tables are zeroed here ([`DramBlock::zero_front`]), the bump
+    /// area as it is handed out.
     pub fn new(mut block: DramBlock, max_docs: u32) -> FreshSegment {
         let Layout { words, table_cap, max_docs, doc_table, field_dir } = Layout::of(block.len(), max_docs);
         let cursor = field_dir + MAX_FIELDS;
