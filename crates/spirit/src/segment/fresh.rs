@@ -114,6 +114,8 @@ const IMPACT_WORDS: usize = IMPACTS;
 const FIRST_BLOCK: usize = 6;
 /// Terms between the stages of an insert's pipeline (slot, entry, tail block, append).
 const INSERT_PIPELINE: usize = 4;
+/// Entries [`FreshSegment::for_each_key`] fetches ahead of the one whose key it reads.
+const KEYS_AHEAD: usize = 16;
 /// The largest posting block a term's list grows to (a posting with more positions gets one just large
 /// enough). 2048 words rather than 4096: in the windowed real-time run (`spirit-bench run --mode nrt`, the six
 /// goal workloads, 5 s warm-up, four pairs in ABBA order) the hmean L..HH rose 3.8 / 18.8 / −9.2 / 15.8%
@@ -903,16 +905,34 @@ impl FreshSegment {
     }
 
     /// Every term key in the segment (unordered). Used by flush and prefix expansion.
+    ///
+    /// The table is read in slot order, so the entries come in no order of address: each is a cache miss.
+    /// They are fetched [`KEYS_AHEAD`] entries before their key is read, so the misses overlap (a flush of
+    /// 100k enwiki documents reads ~1M entries this way).
     pub fn for_each_key(&self, f: &mut dyn FnMut(&[u8], u32)) {
         let w = self.w();
         let mut key = Vec::new();
+        let mut ahead = [0usize; KEYS_AHEAD];
+        let mut read = |e: usize, key: &mut Vec<u8>| {
+            let len = w[e + 1].load(Relaxed) as usize;
+            words_of(&w[e + ENTRY_HEADER..], len, key);
+            f(key, e as u32);
+        };
+        let mut found = 0usize;
         for slot in 0..self.table_cap {
             let e = w[1 + slot].load(Acquire) as usize;
             if e != 0 {
-                let len = w[e + 1].load(Relaxed) as usize;
-                words_of(&w[e + ENTRY_HEADER..], len, &mut key);
-                f(&key, e as u32);
+                prefetch(&w[e]);
+                let at = found % KEYS_AHEAD;
+                if found >= KEYS_AHEAD {
+                    read(ahead[at], &mut key);
+                }
+                ahead[at] = e;
+                found += 1;
             }
+        }
+        for i in found.saturating_sub(KEYS_AHEAD)..found {
+            read(ahead[i % KEYS_AHEAD], &mut key);
         }
     }
 

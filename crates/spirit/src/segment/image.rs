@@ -97,14 +97,21 @@ impl ImageBuilder {
     ) -> Result<SealedImage, SegmentError> {
         let n = fresh.visible();
         // Keys back to back in one buffer (no allocation per term), sorted through (offset, length, entry).
+        // Each key's first 8 bytes (zero-padded, big-endian) decide most comparisons of the sort without
+        // reaching into the buffer: the keys are the field's 2 bytes and the term, so that is 6 term bytes.
         let mut arena: Vec<u8> = vec![];
-        let mut keys: Vec<(u32, u32, u32)> = vec![];
+        let mut keys: Vec<(u64, u32, u32, u32)> = vec![];
         fresh.for_each_key(&mut |k, e| {
-            keys.push((arena.len() as u32, k.len() as u32, e));
+            let mut head = [0u8; 8];
+            let l = k.len().min(8);
+            head[..l].copy_from_slice(&k[..l]);
+            keys.push((u64::from_be_bytes(head), arena.len() as u32, k.len() as u32, e));
             arena.extend_from_slice(k);
         });
-        let key_of = |&(o, l, _): &(u32, u32, u32)| &arena[o as usize..(o + l) as usize];
-        keys.sort_unstable_by(|a, b| key_of(a).cmp(key_of(b)));
+        let key_of = |&(_, o, l, _): &(u64, u32, u32, u32)| &arena[o as usize..(o + l) as usize];
+        // Zero padding sorts a key before the keys it is a prefix of, as the bytes do; equal heads (a shared
+        // prefix, or a key ending where the other has zero bytes) compare the keys.
+        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| key_of(a).cmp(key_of(b))));
         // The image's terms in key order, as pieces written by separate writers (then appended): ranges of
         // the fresh segment's keys, and each text field's biwords, whose keys sort after every term of their
         // field and before the next field's (`BIWORD_MARK`), so where they go is known before they are
@@ -151,13 +158,13 @@ impl ImageBuilder {
                 // Keys, entries and first blocks lie at random in memory: each term's are fetched while
                 // earlier terms are encoded (its key and entry FLUSH_AHEAD terms ahead, its block half as far).
                 if let Some(ahead) = keys.get(i + FLUSH_AHEAD) {
-                    prefetch(&arena[ahead.0 as usize]);
-                    fresh.prefetch_entry(ahead.2);
+                    prefetch(&arena[ahead.1 as usize]);
+                    fresh.prefetch_entry(ahead.3);
                 }
                 if let Some(ahead) = keys.get(i + FLUSH_AHEAD / 2) {
-                    fresh.prefetch_head(ahead.2);
+                    fresh.prefetch_head(ahead.3);
                 }
-                let (key, e) = (key_of(k), &k.2);
+                let (key, e) = (key_of(k), &k.3);
                 post.clear();
                 let lengths = fresh.lengths(crate::schema::key_field(key));
                 let mut c = fresh.postings(*e, n);
@@ -1155,6 +1162,64 @@ mod tests {
 
     fn bisect(hashes: &[u64], hash: u64) -> usize {
         hashes.partition_point(|&h| h < hash)
+    }
+
+    /// A flush lists its terms in byte order, whatever the keys' first 8 bytes (which its sort compares
+    /// first, zero-padded) say: keys that share those bytes, keys that end where another has zero bytes, keys
+    /// of zero bytes only, and text terms of two fields; each key is found again by lookup.
+    #[test]
+    fn flushed_terms_are_in_byte_order() {
+        use crate::memory::{DramHeap, RingKind};
+        use crate::schema::{document::analyze_document, Schema};
+        let schema = Schema::from_mappings(&serde_json::json!({"properties": {
+            "k": {"type": "keyword"}, "t": {"type": "text"}}}))
+        .unwrap();
+        let tricky = [
+            "",
+            "\0",
+            "\0\0",
+            "a",
+            "a\0",
+            "a\0\0",
+            "a\0b",
+            "ab",
+            "abcdef",
+            "abcdefg",
+            "abcdef\0",
+            "abcdefgh",
+            "abcdefga",
+            "abcdef\u{1}",
+            "zzzzzzzzzz",
+            "zzzzzz",
+            "\u{ff}",
+            "é",
+            "abcdefgh\0",
+            "abcdefgh\0\0x",
+        ];
+        let heap = DramHeap::new(20 << 20, 17 << 20).unwrap();
+        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 16 << 20).unwrap(), 1000);
+        let mut want = std::collections::BTreeSet::new();
+        for (i, k) in tricky.iter().enumerate() {
+            let doc = serde_json::json!({"k": k, "t": format!("w{} abcdefgh{} abcdefgh", i % 3, i)});
+            fresh.insert(&analyze_document(&schema, i.to_string(), &doc).unwrap()).unwrap();
+            let mut key = vec![];
+            crate::schema::term_key(schema.field_id("k").unwrap(), k, &mut key);
+            want.insert(key.clone());
+            for t in [format!("w{}", i % 3), format!("abcdefgh{i}"), "abcdefgh".into()] {
+                crate::schema::term_key(schema.field_id("t").unwrap(), &t, &mut key);
+                want.insert(key.clone());
+            }
+        }
+        let bytes = ImageBuilder::from_fresh(&fresh, 1, 0, &FieldCodecs::default()).unwrap();
+        let view = ImageView::parse(&bytes).unwrap();
+        let keys: Vec<Vec<u8>> = (0..view.n_terms())
+            .map(|i| view.key_at(i).unwrap().to_vec())
+            .filter(|k| !crate::segment::biword::is_biword_key(k))
+            .collect();
+        assert_eq!(keys, want.iter().cloned().collect::<Vec<_>>());
+        for k in &want {
+            assert!(view.term(k).unwrap().is_some(), "{k:?} is found");
+        }
     }
 
     /// The interpolated search finds exactly what a binary search finds: in uniform tables (its case), in
