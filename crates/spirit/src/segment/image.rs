@@ -1173,6 +1173,69 @@ mod tests {
         hashes.partition_point(|&h| h < hash)
     }
 
+    proptest::proptest! {
+        /// A flush's biwords are exactly the adjacent common words of its documents' text fields, read off the
+        /// indexed terms' positions: random texts over common words, stop words and other words, in a field
+        /// with the simple analyzer and a multi-valued one with the English one (stop words leave gaps, values
+        /// are POSITION_GAP apart), with each posting's field length.
+        #[test]
+        fn flushed_biwords_are_the_adjacent_common_words(docs in proptest::collection::vec(
+            (proptest::collection::vec(0usize..9, 0..40), proptest::collection::vec(proptest::collection::vec(0usize..9, 0..8), 0..3)),
+            1..25)
+        ) {
+            use crate::memory::{DramHeap, RingKind};
+            use crate::schema::{document::analyze_document, key_field, Schema};
+            use crate::segment::biword::{biword_key, common_rank};
+            // Lucene's English stop words, the English analyzer's common words ("from his he"), an overlong word:
+            // dropped tokens still take their positions, so they part the words around them.
+            let long = "x".repeat(300);
+            let words = ["in", "by", "the", "cat", "a", &long, "from", "his", "he"];
+            let schema = Schema::from_mappings(&serde_json::json!({"properties": {
+                "s": {"type": "text"}, "e": {"type": "text", "analyzer": "english"}}}))
+            .unwrap();
+            let text = |toks: &[usize]| toks.iter().map(|&t| words[t]).collect::<Vec<_>>().join(" ");
+            let heap = DramHeap::new(20 << 20, 17 << 20).unwrap();
+            let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 16 << 20).unwrap(), 1000);
+            // (biword key) -> [(doc, positions, field length)]
+            let mut want: std::collections::BTreeMap<Vec<u8>, Vec<(u32, Vec<u32>, u32)>> = Default::default();
+            for (d, (s_toks, e_vals)) in docs.iter().enumerate() {
+                let e: Vec<String> = e_vals.iter().map(|v| text(v)).collect();
+                let doc = analyze_document(&schema, d.to_string(), &serde_json::json!({"s": text(s_toks), "e": e}))
+                    .unwrap();
+                fresh.insert(&doc).unwrap();
+                let mut at: std::collections::BTreeMap<(u16, u32), Vec<u8>> = Default::default();
+                for (key, positions) in doc.terms() {
+                    for &p in positions {
+                        at.insert((key_field(key), p), key.to_vec());
+                    }
+                }
+                for ((f, p), a) in &at {
+                    let Some(b) = p.checked_add(1).and_then(|q| at.get(&(*f, q))) else { continue };
+                    if common_rank(&a[2..]).is_none() || common_rank(&b[2..]).is_none() {
+                        continue;
+                    }
+                    let dl = doc.lens.iter().find(|l| l.0 == *f).map_or(0, |l| l.1);
+                    let list = want.entry(biword_key(a, b).unwrap()).or_default();
+                    match list.last_mut() {
+                        Some((ld, ps, _)) if *ld == d as u32 => ps.push(*p),
+                        _ => list.push((d as u32, vec![*p], dl)),
+                    }
+                }
+            }
+            let mut got: std::collections::BTreeMap<Vec<u8>, Vec<(u32, Vec<u32>, u32)>> = Default::default();
+            for (f, is_text) in fresh.column_fields() {
+                proptest::prop_assert!(is_text);
+                if let Some(lists) = fresh_biwords(&fresh, f, fresh.visible()) {
+                    lists.for_each(&mut |k, p| {
+                        let postings = p.docs.iter().zip(p.decoded_positions()).zip(&p.dls);
+                        got.insert(k.to_vec(), postings.map(|((&d, ps), &dl)| (d, ps, dl)).collect());
+                    });
+                }
+            }
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+
     /// A flush lists its terms in byte order, whatever the keys' first 8 bytes (which its sort compares
     /// first, zero-padded) say: keys that share those bytes, keys that end where another has zero bytes, keys
     /// of zero bytes only, and text terms of two fields; each key is found again by lookup.
