@@ -1173,6 +1173,9 @@ mod tests {
         hashes.partition_point(|&h| h < hash)
     }
 
+    /// Biword key -> postings: (doc, positions, field length).
+    type Lists = std::collections::BTreeMap<Vec<u8>, Vec<(u32, Vec<u32>, u32)>>;
+
     proptest::proptest! {
         /// A flush's biwords are exactly the adjacent common words of its documents' text fields, read off the
         /// indexed terms' positions: random texts over common words, stop words and other words, in a field
@@ -1196,8 +1199,7 @@ mod tests {
             let text = |toks: &[usize]| toks.iter().map(|&t| words[t]).collect::<Vec<_>>().join(" ");
             let heap = DramHeap::new(20 << 20, 17 << 20).unwrap();
             let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 16 << 20).unwrap(), 1000);
-            // (biword key) -> [(doc, positions, field length)]
-            let mut want: std::collections::BTreeMap<Vec<u8>, Vec<(u32, Vec<u32>, u32)>> = Default::default();
+            let mut want: Lists = Default::default();
             for (d, (s_toks, e_vals)) in docs.iter().enumerate() {
                 let e: Vec<String> = e_vals.iter().map(|v| text(v)).collect();
                 let doc = analyze_document(&schema, d.to_string(), &serde_json::json!({"s": text(s_toks), "e": e}))
@@ -1222,7 +1224,7 @@ mod tests {
                     }
                 }
             }
-            let mut got: std::collections::BTreeMap<Vec<u8>, Vec<(u32, Vec<u32>, u32)>> = Default::default();
+            let mut got: Lists = Default::default();
             for (f, is_text) in fresh.column_fields() {
                 proptest::prop_assert!(is_text);
                 if let Some(lists) = fresh_biwords(&fresh, f, fresh.visible()) {
