@@ -96,11 +96,12 @@ impl ImageBuilder {
         parallel: bool,
     ) -> Result<SealedImage, SegmentError> {
         let n = fresh.visible();
-        // Keys back to back in one buffer (no allocation per term), sorted through (offset, length, entry).
-        // Each key's first 8 bytes (zero-padded, big-endian) decide most comparisons of the sort without
-        // reaching into the buffer: the keys are the field's 2 bytes and the term, so that is 6 term bytes.
+        // Keys back to back in one buffer (no allocation per term), sorted through (head, offset, length,
+        // entry): each key's first 8 bytes (zero-padded, big-endian) decide most comparisons of the sort without
+        // reaching into the buffer (the keys are the field's 2 bytes and the term, so that is 6 term bytes).
+        type Key = (u64, u32, u32, u32);
         let mut arena: Vec<u8> = vec![];
-        let mut keys: Vec<(u64, u32, u32, u32)> = vec![];
+        let mut keys: Vec<Key> = vec![];
         fresh.for_each_key(&mut |k, e| {
             let mut head = [0u8; 8];
             let l = k.len().min(8);
@@ -108,13 +109,12 @@ impl ImageBuilder {
             keys.push((u64::from_be_bytes(head), arena.len() as u32, k.len() as u32, e));
             arena.extend_from_slice(k);
         });
-        let key_of = |&(_, o, l, _): &(u64, u32, u32, u32)| &arena[o as usize..(o + l) as usize];
+        let key_of = |&(_, o, l, _): &Key| &arena[o as usize..(o + l) as usize];
         // Zero padding sorts a key before the keys it is a prefix of, as the bytes do; equal heads (a shared
         // prefix, or a key ending where the other has zero bytes) compare the keys.
-        let order = |a: &(u64, u32, u32, u32), b: &(u64, u32, u32, u32)| {
-            a.0.cmp(&b.0).then_with(|| key_of(a).cmp(key_of(b)))
-        };
-        if parallel && keys.len() >= PARALLEL_FLUSH_TERMS {
+        let order = |a: &Key, b: &Key| a.0.cmp(&b.0).then_with(|| key_of(a).cmp(key_of(b)));
+        let parallel = parallel && keys.len() >= PARALLEL_FLUSH_TERMS;
+        if parallel {
             // A bulk load's segment (~1M keys): its sort was a tenth of the final flush, on one thread.
             use rayon::slice::ParallelSliceMut;
             keys.par_sort_unstable_by(order);
@@ -141,7 +141,6 @@ impl ImageBuilder {
                 (keys.partition_point(|k| key_of(k) < &after[..]), Some(f))
             })
             .collect();
-        let parallel = parallel && keys.len() >= PARALLEL_FLUSH_TERMS;
         if parallel {
             cuts.extend((1..PARALLEL_FLUSH_PIECES).map(|i| (keys.len() * i / PARALLEL_FLUSH_PIECES, None)));
         }
