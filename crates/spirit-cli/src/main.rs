@@ -504,7 +504,11 @@ fn human(b: u64) -> String {
 
 fn print_stats(s: &spirit::IndexStats, out: &mut impl Write) -> R<()> {
     let sh = &s.shard;
-    writeln!(out, "index {}: {} documents ({} deleted), {} fields", s.name, sh.docs, sh.deleted, s.fields)?;
+    writeln!(
+        out,
+        "index {}: {} documents ({} deleted, {} of them purged), {} fields",
+        s.name, sh.docs, sh.deleted, sh.purged, s.fields
+    )?;
     let segs: Vec<String> = sh.segments.iter().map(|(k, v)| format!("{k:?}={v}").to_lowercase()).collect();
     writeln!(out, "  segments: {}", segs.join(" "))?;
     writeln!(

@@ -582,7 +582,7 @@ fn cat_rows(st: &ServerState, pattern: Option<&str>) -> Vec<Value> {
             let size = indices::cat_bytes(s.persistent.used);
             json!({
                 "health": "green", "status": "open", "index": n, "uuid": n, "pri": pri.to_string(), "rep": "0",
-                "docs.count": s.docs.to_string(), "docs.deleted": s.deleted.to_string(),
+                "docs.count": s.docs.to_string(), "docs.deleted": (s.deleted - s.purged).to_string(),
                 "store.size": size, "pri.store.size": size, "dataset.size": size,
             })
         })

@@ -251,7 +251,7 @@ impl Metrics {
             "spirit_index_deleted_docs",
             "gauge",
             "Deleted documents not yet purged, per index.",
-            per(&|s| s.deleted as f64),
+            per(&|s| (s.deleted - s.purged) as f64),
         );
         let segs = stats
             .iter()

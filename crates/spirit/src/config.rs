@@ -150,15 +150,30 @@ pub struct CompactionPolicy {
     /// Compact the newest merged segments into one when ingestion pauses (default: on).
     #[serde(default = "default_on_pause")]
     pub on_pause: bool,
+    /// A merged segment whose deleted documents not yet purged are more than this percentage of the
+    /// documents it holds (purged ones not counted) is rewritten alone, purging them (Lucene's and Elasticsearch's `deletes_pct_allowed`,
+    /// default 20 there too); 100 or more turns it off. Every compaction purges the deleted documents of the
+    /// segments it rewrites (`segment::compact`).
+    #[serde(default = "default_deletes_pct_allowed")]
+    pub deletes_pct_allowed: u32,
 }
 
 fn default_on_pause() -> bool {
     true
 }
 
+fn default_deletes_pct_allowed() -> u32 {
+    20
+}
+
 impl Default for CompactionPolicy {
     fn default() -> Self {
-        CompactionPolicy { factor: 4, max_image_bytes: 256 << 20, on_pause: default_on_pause() }
+        CompactionPolicy {
+            factor: 4,
+            max_image_bytes: 256 << 20,
+            on_pause: default_on_pause(),
+            deletes_pct_allowed: default_deletes_pct_allowed(),
+        }
     }
 }
 

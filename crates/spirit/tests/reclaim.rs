@@ -68,15 +68,22 @@ fn open(dir: &Path, c: ShardConfig) -> Index {
     Index::open("r", dir, c, Some(&mappings()), None).unwrap()
 }
 
+/// An index (compaction factor 4) with 1200 adds of 400 ids (two thirds replace a live version) and some
+/// deletes, every segment merged; its directory, reference and configuration.
+fn loaded(durability: Durability) -> (tempfile::TempDir, Reference, ShardConfig, Index) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Reference::default();
+    let c = cfg(durability, 4);
+    let index = open(dir.path(), c.clone());
+    load(&index, &mut r, 0..1200);
+    index.shard().commit_and_merge_all().unwrap();
+    (dir, r, c, index)
+}
+
 #[test]
 fn compaction_keeps_answers_shortens_the_index_and_reuses_space() {
     for durability in [Durability::Graceful, Durability::CrashSafe] {
-        let dir = tempfile::tempdir().unwrap();
-        let mut r = Reference::default();
-        let c = cfg(durability, 4);
-        let index = open(dir.path(), c.clone());
-        load(&index, &mut r, 0..1200);
-        index.shard().commit_and_merge_all().unwrap();
+        let (dir, mut r, c, index) = loaded(durability);
         index.shard().compact_now().unwrap();
         let st = index.stats().shard;
         assert!(st.compactions >= 5, "{durability:?}: {} compactions", st.compactions);
@@ -113,6 +120,71 @@ fn compaction_keeps_answers_shortens_the_index_and_reuses_space() {
         assert!(st.persistent.free > 0, "{durability:?}: free space after reopen: {:?}", st.persistent);
         // The allocation head moves back to the last live extent (never past the file), not below it.
         assert!(st.persistent.head <= st.persistent.file_len, "{:?}", st.persistent);
+        assert!(index.shard().check().problems.is_empty());
+        index.close().unwrap();
+    }
+}
+
+/// Updates and deletes leave no garbage behind compaction: a force merge purges every deleted document
+/// (postings and stored records; the image holds about what an index of the live documents alone holds),
+/// every answer and score stays the reference's (statistics count the purged documents as before), and a
+/// merged segment that deletes alone push past `deletes_pct_allowed` is rewritten on a pause in ingestion.
+/// The purged images survive a restart, crash-safe included.
+#[test]
+fn compaction_purges_deleted_documents_and_answers_do_not_change() {
+    for durability in [Durability::Graceful, Durability::CrashSafe] {
+        let ctx = |what: &str| format!("{durability:?}: {what}");
+        let (dir, mut r, c, index) = loaded(durability);
+        check_all(&index, &r, &ctx("before the force merge"));
+        let before = index.stats().shard;
+        assert_eq!(index.force_merge(1).unwrap(), 1);
+        let st = index.stats().shard;
+        assert!(st.deleted > 700, "{}", ctx(&format!("{} deleted", st.deleted)));
+        assert_eq!(st.purged, st.deleted, "{}", ctx("every deleted document is purged"));
+        check_all(&index, &r, &ctx("after the force merge"));
+        assert!(index.shard().check().problems.is_empty(), "{:?}", index.shard().check().problems);
+        // The live documents alone, compacted the same way.
+        let live_dir = tempfile::tempdir().unwrap();
+        let live = open(live_dir.path(), c.clone());
+        for d in r.docs.iter().filter(|d| d.live) {
+            live.add(d.json()).unwrap();
+        }
+        assert_eq!(live.force_merge(1).unwrap(), 1);
+        let live_bytes = live.stats().shard.image_bytes_persistent;
+        live.close().unwrap();
+        println!(
+            "{durability:?}: images {} bytes before the force merge, {} after; the live documents alone {live_bytes}",
+            before.image_bytes_persistent, st.image_bytes_persistent
+        );
+        assert!(
+            st.image_bytes_persistent < 2 * live_bytes,
+            "{}",
+            ctx(&format!("{} image bytes, {live_bytes} for the live documents", st.image_bytes_persistent))
+        );
+
+        // Deletes alone, past `deletes_pct_allowed` (20%) of the one merged segment: purged on a pause.
+        let live_ids: Vec<String> = r.docs.iter().filter(|d| d.live).map(|d| d.id.clone()).collect();
+        for id in live_ids.iter().step_by(3) {
+            assert!(index.delete(id).unwrap());
+            r.delete(id);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while index.stats().shard.purged < index.stats().shard.deleted {
+            assert!(std::time::Instant::now() < deadline, "{}", ctx("no purge after the deletes"));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        check_all(&index, &r, &ctx("after the deletes were purged"));
+        for id in live_ids.iter().take(30) {
+            let d = r.docs.iter().rev().find(|d| &d.id == id).unwrap();
+            assert_eq!(index.get(id).unwrap().is_some(), d.live, "{}", ctx(id));
+        }
+        index.close().unwrap();
+        drop(index);
+
+        let index = open(dir.path(), c.clone());
+        let st = index.stats().shard;
+        assert_eq!(st.purged, st.deleted, "{}", ctx("after reopening"));
+        check_all(&index, &r, &ctx("after reopening"));
         assert!(index.shard().check().problems.is_empty());
         index.close().unwrap();
     }

@@ -1,9 +1,16 @@
 //! Compaction's image builder: N consecutive images → one image with one contiguous posting list per term.
 //!
-//! Every document is kept, deleted ones too (their delete bits are carried over by the caller), so the
-//! compacted image holds exactly the postings, field statistics, columns and stored records of its parts, and
-//! every query answer and score is the same before and after. Doc ids inside an image are local: part `i`'s
-//! doc `d` becomes `(base_doc(i) - base_doc(0)) + d`.
+//! Every document keeps its doc id: part `i`'s doc `d` becomes `(base_doc(i) - base_doc(0)) + d` (doc ids
+//! inside an image are local). Deleted documents the caller names are *purged* (DESIGN §4: "compaction drops
+//! deleted postings"): their postings and stored records are dropped, so a stream of updates or deletes does
+//! not leave the persistent tier holding every old version until retention drops it. Everything the
+//! statistics read stays as it was — each term's df (the image's `df` counts the purged postings too),
+//! the fields' document counts and total lengths, the norms and numeric columns — so every score is the
+//! same before and after, as it is when nothing is purged: scoring never depends on when compactions ran
+//! (Lucene's statistics change when a merge drops deleted documents; here they count every document a
+//! segment took, as between merges). A term all of whose postings are purged keeps its last one (of a
+//! deleted document, which no query returns): an image's lists are never empty, and the term's df stays
+//! in the dictionary. The delete bits carry over (the caller's), so the purged documents stay deleted.
 //!
 //! Terms are merged one at a time over the parts' sorted dictionaries (a heap of the parts' next keys), so
 //! only one term's decoded postings are held at once; the doc store is read one block at a time. The output
@@ -34,19 +41,35 @@ fn err(m: impl std::fmt::Display) -> SegmentError {
 /// Postings are re-encoded with `codecs` (each field's codec now).
 pub fn compact_images(
     parts: &[ImageView<'_>],
+    purge: &[&[u64]],
     seg_id: u32,
     codecs: &FieldCodecs,
 ) -> Result<Vec<u8>, SegmentError> {
-    Ok(seal_compacted(parts, seg_id, codecs)?.to_vec())
+    Ok(seal_compacted(parts, purge, seg_id, codecs)?.to_vec())
+}
+
+/// Whether local doc `d` is in a purge set: bit `d % 64` of word `d / 64`.
+fn in_set(set: &[u64], d: u32) -> bool {
+    set.get(d as usize / 64).is_some_and(|w| w >> (d % 64) & 1 == 1)
 }
 
 /// [`compact_images`], laid out but not yet written (see [`ImageWriter::seal`]): compaction writes it
-/// straight into the persistent heap.
+/// straight into the persistent heap. `purge` holds, per part, the local docs to purge as a bitmap (deleted
+/// documents, as the caller's delete bitmaps held them); empty, or an empty bitmap, purges nothing more.
+/// Documents purged by an earlier compaction stay purged.
 pub(crate) fn seal_compacted(
     parts: &[ImageView<'_>],
+    purge: &[&[u64]],
     seg_id: u32,
     codecs: &FieldCodecs,
 ) -> Result<SealedImage, SegmentError> {
+    if !purge.is_empty() && purge.len() != parts.len() {
+        return Err(err(format_args!("{} purge sets for {} images", purge.len(), parts.len())));
+    }
+    // A part's purge set, if it purges any of its documents.
+    let purge: Vec<Option<&[u64]>> = (0..parts.len())
+        .map(|i| purge.get(i).copied().filter(|set| (0..parts[i].doc_count()).any(|d| in_set(set, d))))
+        .collect();
     let first = parts.first().ok_or_else(|| err("no images to compact"))?;
     let base = first.base_doc();
     // Offset of each part's local doc ids in the compacted image.
@@ -71,13 +94,17 @@ pub(crate) fn seal_compacted(
     // Biwords are merged as terms when every part has them all; else the output has none (a pair one
     // part lacks would read as absent from the part's documents).
     let biwords = parts.iter().all(|p| p.has_biwords());
-    merge_terms(parts, &offsets, biwords, &mut w)?;
+    merge_terms(parts, &purge, &offsets, biwords, &mut w)?;
     if biwords {
         w.biwords = BIWORDS_VERSION;
     }
     merge_columns(parts, &mut w)?;
     for (i, p) in parts.iter().enumerate() {
-        w.append_stored(p).map_err(|e| err(format_args!("image {i} (segment {}): {}", p.seg_id(), e.0)))?;
+        let appended = match purge[i] {
+            Some(set) => w.append_stored_purging(p, &|d| in_set(set, d)),
+            None => w.append_stored(p),
+        };
+        appended.map_err(|e| err(format_args!("image {i} (segment {}): {}", p.seg_id(), e.0)))?;
     }
     Ok(w.seal(seg_id, base))
 }
@@ -85,6 +112,7 @@ pub(crate) fn seal_compacted(
 /// Merges the parts' dictionaries in key order and writes each term's concatenated postings.
 fn merge_terms(
     parts: &[ImageView<'_>],
+    purge: &[Option<&[u64]>],
     offsets: &[u32],
     biwords: bool,
     w: &mut ImageWriter,
@@ -100,6 +128,7 @@ fn merge_terms(
     }
     let mut holders = Vec::with_capacity(parts.len());
     let mut post = TermPostings::default();
+    let mut purged = Purged::default();
     while let Some(Reverse((key, i))) = heap.pop() {
         holders.clear();
         holders.push(i);
@@ -113,13 +142,21 @@ fn merge_terms(
         }
         let field = crate::schema::key_field(key);
         post.clear();
+        purged.last = None;
+        // The term's df for scoring: its parts' (purged postings counted).
+        let mut df = 0u32;
         for &j in &holders {
             let p = &parts[j];
             let t = p.term_at(at[j])?;
-            let n = append_postings(p, offsets[j], t.blob, field, &mut post).map_err(|e| {
-                err(format_args!("image {j} (segment {}), term {}: {}", p.seg_id(), at[j], e.0))
-            })?;
-            if n != t.df {
+            let n = match purge[j] {
+                Some(set) if has_any(t.blob, set)? => {
+                    append_postings_purging(p, offsets[j], t.blob, field, set, &mut post, &mut purged)
+                }
+                _ => append_postings(p, offsets[j], t.blob, field, &mut post),
+            }
+            .map_err(|e| err(format_args!("image {j} (segment {}), term {}: {}", p.seg_id(), at[j], e.0)))?;
+            df = df.checked_add(t.df).ok_or_else(|| err("df overflows"))?;
+            if !p.df_holds(t.df, n) {
                 return Err(err(format_args!(
                     "image {j} (segment {}), term {}: df {} recorded, {n} postings found",
                     p.seg_id(),
@@ -139,11 +176,76 @@ fn merge_terms(
                 heap.push(Reverse((next, j)));
             }
         }
+        if post.docs.is_empty() {
+            // Every posting purged: the last one stays (see the module doc).
+            if let Some((doc, tf, dl)) = purged.last {
+                post.push(doc, tf, &purged.positions, dl);
+            }
+        }
         if biwords || !is_biword_key(key) {
-            w.add_term(key, &post);
+            w.add_term_counted(key, &post, df);
         }
     }
     Ok(())
+}
+
+/// The last purged posting of the term being merged: (doc, tf, field length) and its positions.
+#[derive(Default)]
+struct Purged {
+    last: Option<(u32, u32, u32)>,
+    positions: Vec<u32>,
+}
+
+/// Whether any posting of `blob` is of a doc in `set` (reads doc ids only).
+fn has_any(blob: &[u8], set: &[u64]) -> Result<bool, SegmentError> {
+    let mut c = PostingsCursor::new(blob)?;
+    while c.doc() != NO_DOC {
+        if in_set(set, c.doc()) {
+            return Ok(true);
+        }
+        c.next()?;
+    }
+    Ok(false)
+}
+
+/// [`append_postings`] without the postings of the docs in `set`, the last of which goes to `purged`
+/// instead: each kept posting's positions are decoded and written again (the stream cannot be copied
+/// whole with holes in it). Returns how many postings the blob held, purged ones included.
+fn append_postings_purging(
+    p: &ImageView<'_>,
+    offset: u32,
+    blob: &[u8],
+    field: u16,
+    set: &[u64],
+    out: &mut TermPostings,
+    purged: &mut Purged,
+) -> Result<u32, SegmentError> {
+    let norms = p.norms(field);
+    let mut c = PostingsCursor::new(blob)?;
+    let (mut n, mut last) = (0u32, None);
+    let mut positions = Vec::new();
+    while c.doc() != NO_DOC {
+        let d = c.doc();
+        if d >= p.doc_count() || last.is_some_and(|l| l >= d) {
+            return Err(SegmentError(format!("posting doc {d} out of order or range")));
+        }
+        let tf = c.freq()?;
+        c.positions(&mut positions)?;
+        if tf == 0 || positions.len() != tf as usize || positions.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(SegmentError(format!("posting doc {d}: tf {tf}, positions {positions:?}")));
+        }
+        let dl = norms.map_or(0, |col| decode_norm(norm_at(col, d)));
+        if in_set(set, d) {
+            purged.last = Some((offset + d, tf, dl));
+            std::mem::swap(&mut purged.positions, &mut positions);
+        } else {
+            out.push(offset + d, tf, &positions, dl);
+        }
+        last = Some(d);
+        n += 1;
+        c.next()?;
+    }
+    Ok(n)
 }
 
 /// Appends the postings of one part's blob (local docs shifted by `offset`) to `out`, with each doc's field
@@ -475,6 +577,117 @@ mod tests {
         multi_block
     }
 
+    /// Checks `purged`, the compaction of `parts` purging `sets`, against `full`, their compaction purging
+    /// nothing: the same terms with the same df, each list the full one without the purged docs (or, if
+    /// none is left, its last posting alone), the same field statistics and columns, the kept documents'
+    /// records and `_id`s, none for the purged ones. Returns the purged documents' global numbers.
+    fn check_purged(parts: &[ImageView<'_>], sets: &[Vec<u64>], full: &[u8], purged: &[u8]) -> BTreeSet<u32> {
+        let (f, c) = (ImageView::parse(full).unwrap(), ImageView::parse(purged).unwrap());
+        c.verify().unwrap();
+        c.check_structure().unwrap();
+        let mut gone = BTreeSet::new();
+        let mut at = 0;
+        for (p, set) in parts.iter().zip(sets) {
+            gone.extend((0..p.doc_count()).filter(|&d| in_set(set, d)).map(|d| at + d));
+            at += p.doc_count();
+        }
+        assert_eq!((c.doc_count(), c.base_doc(), c.n_terms()), (f.doc_count(), f.base_doc(), f.n_terms()));
+        assert_eq!(c.purged() as usize, gone.len());
+        let mut kept_one = 0;
+        for i in 0..f.n_terms() {
+            let key = f.key_at(i).unwrap();
+            assert_eq!(c.key_at(i).unwrap(), key);
+            let (ft, ct) = (f.term_at(i).unwrap(), c.term_at(i).unwrap());
+            assert_eq!(ct.df, ft.df, "df of {key:?}");
+            let all = decode(&f, key, ft.blob, 0);
+            let want: Vec<Posting> = all.iter().filter(|p| !gone.contains(&p.0)).cloned().collect();
+            let got = decode(&c, key, ct.blob, 0);
+            if want.is_empty() {
+                // One of the purged postings (the last of those compacted: of `full`'s, if none was purged
+                // before).
+                assert_eq!(got.len(), 1, "postings of {key:?}");
+                assert!(all.contains(&got[0]), "postings of {key:?}");
+                kept_one += 1;
+            } else {
+                assert_eq!(got, want, "postings of {key:?}");
+            }
+            assert_eq!(ct.max_tf, got.iter().map(|w| w.1).max().unwrap());
+        }
+        assert!(kept_one > 0, "some term is only in purged documents");
+        for field in 0..schema().fields().len() as u16 {
+            assert_eq!(c.field_stats(field), f.field_stats(field));
+            assert_eq!(c.norms(field), f.norms(field));
+            assert_eq!(c.numbers(field), f.numbers(field));
+        }
+        for d in 0..f.doc_count() {
+            let (id, source) = f.stored(d).unwrap();
+            if gone.contains(&d) {
+                assert_eq!(c.stored(d).unwrap(), (String::new(), vec![]));
+                assert!(!c.docs_with_id_hash(id_hash(&id)).any(|x| x == d));
+            } else {
+                assert_eq!(c.stored(d).unwrap(), (id.clone(), source));
+                assert!(c.docs_with_id_hash(id_hash(&id)).any(|x| x == d));
+            }
+        }
+        assert!(purged.len() < full.len());
+        gone
+    }
+
+    /// Compaction purges the deleted documents it is given (their postings, records and `_id`s) and keeps
+    /// every statistic — df, field counts and lengths, norms — so scores do not change; a term only purged
+    /// documents had keeps its last posting. A purged image compacts again: alone with more documents to
+    /// purge, and beside an image with nothing to purge.
+    #[test]
+    fn compaction_purges_deleted_documents_and_keeps_their_statistics() {
+        let schema = schema();
+        let (images, _) = parts(&schema);
+        let parts = views(&images);
+        // Every third document, the one-doc part whole, and the 3000-word body (terms no other doc has).
+        let mut at = 0;
+        let sets: Vec<Vec<u64>> = parts
+            .iter()
+            .map(|p| {
+                let mut set = vec![0u64; (p.doc_count() as usize).div_ceil(64)];
+                for d in 0..p.doc_count() {
+                    let g = at + d;
+                    if g % 3 == 1 || p.doc_count() == 1 || g % 97 == 7 {
+                        set[d as usize / 64] |= 1 << (d % 64);
+                    }
+                }
+                at += p.doc_count();
+                set
+            })
+            .collect();
+        let refs: Vec<&[u64]> = sets.iter().map(Vec::as_slice).collect();
+        let codecs = FieldCodecs::default();
+        let full = compact_images(&parts, &[], 9, &codecs).unwrap();
+        let purged = compact_images(&parts, &refs, 9, &codecs).unwrap();
+        let gone = check_purged(&parts, &sets, &full, &purged);
+        assert!(gone.len() > 300);
+
+        // Again, alone: with no purge set its purged documents stay purged (the bytes are the same); with
+        // more documents (every fifth too), it purges those as well.
+        let one = [ImageView::parse(&purged).unwrap()];
+        assert!(compact_images(&one, &[], 9, &codecs).unwrap() == purged);
+        let more: Vec<u64> = {
+            let mut set = vec![0u64; (one[0].doc_count() as usize).div_ceil(64)];
+            for d in (0..one[0].doc_count()).filter(|d| gone.contains(d) || d % 5 == 0) {
+                set[d as usize / 64] |= 1 << (d % 64);
+            }
+            set
+        };
+        let again = compact_images(&one, &[&more], 9, &codecs).unwrap();
+        let full_one = [ImageView::parse(&full).unwrap()];
+        assert!(check_purged(&full_one, std::slice::from_ref(&more), &full, &again).len() > gone.len());
+
+        // Beside an unpurged image: its postings are copied as they are, the purged one's filtered.
+        let later = flush(&schema, &docs(951, 40, true, true), 12, BASE + 951);
+        let (a, b) = (ImageView::parse(&purged).unwrap(), ImageView::parse(&later).unwrap());
+        let both = compact_images(&[a, b], &[&more, &[]], 12, &codecs).unwrap();
+        let full_both = compact_images(&[full_one[0], b], &[], 12, &codecs).unwrap();
+        check_purged(&[full_one[0], b], &[more, vec![]], &full_both, &both);
+    }
+
     /// A sealed image writes every byte of its destination: written over garbage (as into a recycled DRAM
     /// block or reused heap space) it is the image written into zeros, and it verifies.
     #[test]
@@ -489,7 +702,7 @@ mod tests {
         }
         let sealed = [
             ImageBuilder::seal_fresh(&fresh, 9, BASE, &FieldCodecs::default(), false).unwrap(),
-            seal_compacted(&parts, 9, &FieldCodecs::default()).unwrap(),
+            seal_compacted(&parts, &[], 9, &FieldCodecs::default()).unwrap(),
         ];
         for image in &sealed {
             let clean = image.to_vec();
@@ -507,7 +720,7 @@ mod tests {
         let schema = schema();
         let (images, all) = parts(&schema);
         let parts = views(&images);
-        let out = compact_images(&parts, 9, &FieldCodecs::default()).unwrap();
+        let out = compact_images(&parts, &[], 9, &FieldCodecs::default()).unwrap();
         assert!(check_compacted(&parts, &out, 9, schema.fields().len() as u16) > 0);
         // "alpha" is in every body: one list of 951 postings, 8 blocks, where the parts had 3 + 1 + 2 + 4.
         let mut k = vec![];
@@ -555,10 +768,10 @@ mod tests {
             // A flushed part's lists are its fields' codecs' encodings (a part checked as its own compaction).
             check_compacted_with(&[*p], bytes, p.seg_id(), n_fields, &flushed);
         }
-        let out = compact_images(&parts, 9, &compacted).unwrap();
+        let out = compact_images(&parts, &[], 9, &compacted).unwrap();
         assert!(check_compacted_with(&parts, &out, 9, n_fields, &compacted) > 0);
         // Different bytes from the default encoding, same postings.
-        assert!(out != compact_images(&parts, 9, &FieldCodecs::default()).unwrap());
+        assert!(out != compact_images(&parts, &[], 9, &FieldCodecs::default()).unwrap());
     }
 
     #[test]
@@ -587,12 +800,12 @@ mod tests {
         let schema = schema();
         let (images, _) = parts(&schema);
         let parts = views(&images);
-        let head = compact_images(&parts[..3], 7, &FieldCodecs::default()).unwrap();
+        let head = compact_images(&parts[..3], &[], 7, &FieldCodecs::default()).unwrap();
         let mut again = vec![ImageView::parse(&head).unwrap()];
         again.extend_from_slice(&parts[3..]);
         assert!(
-            compact_images(&again, 9, &FieldCodecs::default()).unwrap()
-                == compact_images(&parts, 9, &FieldCodecs::default()).unwrap()
+            compact_images(&again, &[], 9, &FieldCodecs::default()).unwrap()
+                == compact_images(&parts, &[], 9, &FieldCodecs::default()).unwrap()
         );
     }
 
@@ -602,7 +815,7 @@ mod tests {
         let (images, _) = parts(&schema);
         for img in &images {
             let v = ImageView::parse(img).unwrap();
-            let out = compact_images(&[v], v.seg_id(), &FieldCodecs::default()).unwrap();
+            let out = compact_images(&[v], &[], v.seg_id(), &FieldCodecs::default()).unwrap();
             assert!(&out == img, "segment {}", v.seg_id());
             if v.doc_count() > 1 {
                 check_compacted(&[v], &out, v.seg_id(), schema.fields().len() as u16);
@@ -617,22 +830,22 @@ mod tests {
         let msg = |r: Result<Vec<u8>, SegmentError>| r.unwrap_err().0;
         for (base, what) in [(BASE + 31, "gap"), (BASE + 29, "overlap"), (BASE, "same start")] {
             let b = flush(&schema, &docs(30, 20, false, false), 2, base);
-            let m = msg(compact_images(&views(&[a.clone(), b]), 2, &FieldCodecs::default()));
+            let m = msg(compact_images(&views(&[a.clone(), b]), &[], 2, &FieldCodecs::default()));
             assert!(m.contains("not consecutive"), "{what}: {m}");
         }
         // Out of order.
         let b = flush(&schema, &docs(30, 20, false, false), 2, BASE + 30);
-        assert!(compact_images(&views(&[a.clone(), b.clone()]), 2, &FieldCodecs::default()).is_ok());
-        assert!(msg(compact_images(&views(&[b, a.clone()]), 2, &FieldCodecs::default()))
+        assert!(compact_images(&views(&[a.clone(), b.clone()]), &[], 2, &FieldCodecs::default()).is_ok());
+        assert!(msg(compact_images(&views(&[b, a.clone()]), &[], 2, &FieldCodecs::default()))
             .contains("not consecutive"));
-        assert!(msg(compact_images(&[], 2, &FieldCodecs::default())).contains("no images"));
+        assert!(msg(compact_images(&[], &[], 2, &FieldCodecs::default())).contains("no images"));
         // A field that is text in one part and numeric in the other.
         let other = Schema::from_mappings(
             &json!({"properties": {"title": {"type": "text"}, "body": {"type": "long"}}}),
         )
         .unwrap();
         let c = flush(&other, &[("z".into(), json!({"title": "a b", "body": 3}))], 2, BASE + 30);
-        let m = msg(compact_images(&views(&[a, c]), 2, &FieldCodecs::default()));
+        let m = msg(compact_images(&views(&[a, c]), &[], 2, &FieldCodecs::default()));
         assert!(m.contains("is a text field in one image and numeric in another"), "{m}");
     }
 
@@ -644,7 +857,7 @@ mod tests {
         // A flip the checksum catches is refused: a damaged part must not come out under a valid checksum.
         let mut bad = b.clone();
         bad[PREFIX_BYTES + 100] ^= 1;
-        assert!(compact_images(&views(&[a.clone(), bad]), 2, &FieldCodecs::default())
+        assert!(compact_images(&views(&[a.clone(), bad]), &[], 2, &FieldCodecs::default())
             .unwrap_err()
             .0
             .contains("checksum"));
@@ -663,7 +876,7 @@ mod tests {
             let crc = h.finalize();
             bad[32..36].copy_from_slice(&crc.to_le_bytes());
             let Ok(v) = ImageView::parse(&bad) else { continue };
-            match compact_images(&[ImageView::parse(&a).unwrap(), v], 2, &FieldCodecs::default()) {
+            match compact_images(&[ImageView::parse(&a).unwrap(), v], &[], 2, &FieldCodecs::default()) {
                 Ok(out) => {
                     let c = ImageView::parse(&out).unwrap();
                     c.verify().unwrap();
@@ -689,7 +902,7 @@ mod tests {
         let biwords = |v: &ImageView<'_>| {
             (0..v.n_terms()).filter(|&i| crate::segment::biword::is_biword_key(v.key_at(i).unwrap())).count()
         };
-        let all = compact_images(&views(&images), 9, &FieldCodecs::default()).unwrap();
+        let all = compact_images(&views(&images), &[], 9, &FieldCodecs::default()).unwrap();
         let all = ImageView::parse(&all).unwrap();
         assert!(all.has_biwords() && biwords(&all) > 10, "{} biwords", biwords(&all));
         let mut k = vec![];
@@ -709,7 +922,7 @@ mod tests {
         old[32..36].copy_from_slice(&h.finalize().to_le_bytes());
         let parts = views(&images);
         assert!(!parts[3].has_biwords());
-        let mixed = compact_images(&parts, 9, &FieldCodecs::default()).unwrap();
+        let mixed = compact_images(&parts, &[], 9, &FieldCodecs::default()).unwrap();
         let mixed = ImageView::parse(&mixed).unwrap();
         mixed.verify().unwrap();
         assert!(!mixed.has_biwords());

@@ -62,6 +62,11 @@ impl DeleteBitmap {
         b
     }
 
+    /// The bits as they are now, one word per 64 docs (compaction's purge set, read under the writer lock).
+    pub fn words(&self) -> Vec<u64> {
+        self.words.iter().map(|w| w.load(Acquire)).collect()
+    }
+
     pub fn to_bytes(&self) -> Vec<u8> {
         self.words.iter().flat_map(|w| w.load(Relaxed).to_le_bytes()).collect()
     }

@@ -3,6 +3,7 @@
 //! ```text
 //! header (64 B): magic "SPSEG001" | version | doc_count | seg_id | base_doc | n_terms | n_fields | body crc32
 //!                | biwords (the biword list held, `segment::biword`; 0 = none) | total length
+//!                | purged (documents compaction dropped, see below)
 //! sections (7 × off,len; offsets from the image start):
 //!   TERMS    n_terms × 32 B, sorted by key (a text field's biwords after its terms): key_off u32 | key_len u32 | df u32 | max_tf u32 | post_off u64 | post_len u64
 //!   KEYS     concatenated term keys (field id big-endian + term bytes)
@@ -16,6 +17,12 @@
 //!   HASH     capacity u32 (power of two, ≥ 2 × n_terms) | capacity × u32 slots (term index + 1, 0 = empty),
 //!            open addressing on xxh3(key): exact lookups in O(1); the sorted TERMS serve prefixes
 //! ```
+//! A compacted image may have *purged* documents (`segment::compact`): deleted ones whose postings and stored
+//! records it dropped. They keep their doc ids, delete bits, norms and columns, and the statistics count
+//! them as before (a term's df and a field's docs and length), so that scores do not change when deleted
+//! documents are dropped: a term's df is then at least its list's postings (a term all of whose postings
+//! were purged keeps one, of a deleted document), and IDS holds the kept documents only.
+//!
 //! No pointer inside is absolute, so engraving is one bulk copy and the persistent copy is read with the same
 //! code as the DRAM copy. The body checksum is verified by `spirit check` and on demand.
 
@@ -376,6 +383,8 @@ pub(crate) struct ImageWriter {
     codecs: FieldCodecs,
     /// The biword list the image holds ([`super::biword`]; 0: none), written in the header.
     pub biwords: u32,
+    /// Documents purged by compaction (see the module doc), written in the header.
+    pub purged: u32,
 }
 
 /// Pieces of the keys and postings sections before an [`ImageWriter`]'s open ones, and their lengths.
@@ -403,6 +412,12 @@ impl ImageWriter {
 
     /// Adds the next term (keys strictly increasing); a term without postings is left out.
     pub fn add_term(&mut self, key: &[u8], p: &TermPostings) {
+        self.add_term_counted(key, p, 0);
+    }
+
+    /// [`add_term`](Self::add_term) with the term's df for scoring: `df` if more than its postings (a
+    /// compaction's purged documents still count, see the module doc).
+    pub fn add_term_counted(&mut self, key: &[u8], p: &TermPostings, df: u32) {
         if p.docs.is_empty() {
             return;
         }
@@ -415,7 +430,7 @@ impl ImageWriter {
         let t = &mut self.terms;
         t.extend_from_slice(&((self.done.keys_len + self.keys.len()) as u32).to_le_bytes());
         t.extend_from_slice(&(key.len() as u32).to_le_bytes());
-        t.extend_from_slice(&meta.df.to_le_bytes());
+        t.extend_from_slice(&meta.df.max(df).to_le_bytes());
         t.extend_from_slice(&meta.max_tf.to_le_bytes());
         t.extend_from_slice(&post_off.to_le_bytes());
         t.extend_from_slice(&post_len.to_le_bytes());
@@ -486,6 +501,50 @@ impl ImageWriter {
         }
     }
 
+    /// Adds the next document as purged: an empty record, no `_id` entry.
+    pub fn add_purged_doc(&mut self) {
+        write_vbyte(&mut self.raw, 0);
+        write_vbyte(&mut self.raw, 0);
+        self.n_docs += 1;
+        self.purged += 1;
+        if self.raw.len() >= DOC_BLOCK_BYTES {
+            self.flush_doc_block();
+        }
+    }
+
+    /// Appends the stored records of `part` as the next documents, those `purge` holds as purged ones
+    /// ([`add_purged_doc`](Self::add_purged_doc)), and so those an earlier compaction purged (an empty
+    /// `_id`, which no document has): each block is decompressed and its kept records added again.
+    pub fn append_stored_purging(
+        &mut self,
+        part: &ImageView<'_>,
+        purge: &dyn Fn(u32) -> bool,
+    ) -> Result<(), SegmentError> {
+        let (ds, n, _) = part.doc_directory()?;
+        let mut next = 0u32;
+        for b in 0..n {
+            let (first, raw) = part.doc_block(b)?;
+            let end = if b + 1 < n { u32_at(ds, 8 + (b + 1) * 16) } else { part.doc_count };
+            if first != next || end <= first || end > part.doc_count {
+                return Err(SegmentError("doc store: block directory does not cover the documents".into()));
+            }
+            let mut at = 0;
+            for d in first..end {
+                let (id, src) = ImageView::doc_record(&raw, &mut at)?;
+                if purge(d) || id.is_empty() {
+                    self.add_purged_doc();
+                } else {
+                    self.add_doc(id, src);
+                }
+            }
+            next = end;
+        }
+        if next != part.doc_count {
+            return Err(SegmentError("doc store: block directory does not cover the documents".into()));
+        }
+        Ok(())
+    }
+
     /// Appends every stored record of `part` as the next documents, copying its compressed doc-store blocks
     /// and `_id` index entries as they are (compaction: nothing is decompressed or compressed again). The
     /// part's block directory must cover its documents exactly.
@@ -518,6 +577,7 @@ impl ImageWriter {
             self.ids.push((u64_at(ids, i * 16), base + u32_at(ids, i * 16 + 8)));
         }
         self.n_docs += part.doc_count;
+        self.purged += part.purged();
         self.block_first = self.n_docs;
         Ok(())
     }
@@ -575,6 +635,7 @@ impl ImageWriter {
             seg_id,
             base_doc,
             biwords: self.biwords,
+            purged: self.purged,
             n_docs: self.n_docs,
             n_terms: self.key_hashes.len() as u32,
             n_fields: self.n_fields,
@@ -610,6 +671,7 @@ pub(crate) struct SealedImage {
     seg_id: u32,
     base_doc: u32,
     biwords: u32,
+    purged: u32,
     n_docs: u32,
     n_terms: u32,
     n_fields: u32,
@@ -645,6 +707,7 @@ impl SealedImage {
         prefix[28..32].copy_from_slice(&self.n_fields.to_le_bytes());
         prefix[36..40].copy_from_slice(&self.biwords.to_le_bytes());
         prefix[40..48].copy_from_slice(&(self.len as u64).to_le_bytes());
+        prefix[48..52].copy_from_slice(&self.purged.to_le_bytes());
         for (i, (o, l)) in self.table.iter().enumerate() {
             prefix[HEADER + i * 16..HEADER + i * 16 + 8].copy_from_slice(&o.to_le_bytes());
             prefix[HEADER + i * 16 + 8..HEADER + i * 16 + 16].copy_from_slice(&l.to_le_bytes());
@@ -830,7 +893,8 @@ impl<'a> ImageView<'a> {
         };
         if v.sections[TERMS].1 != v.n_terms * 32
             || v.sections[FIELDS].1 != v.n_fields * 32
-            || v.sections[IDS].1 != v.doc_count as usize * 16
+            || v.purged() > v.doc_count
+            || v.sections[IDS].1 != (v.doc_count - v.purged()) as usize * 16
             || v.sections[DOCSTORE].1 < 8
             || v.sections[HASH].1 < 8
         {
@@ -876,7 +940,7 @@ impl<'a> ImageView<'a> {
                 n += 1;
                 c.next()?;
             }
-            if n != t.df {
+            if !self.df_holds(t.df, n) {
                 return Err(SegmentError(format!("term {i}: df {} recorded, {n} postings found", t.df)));
             }
         }
@@ -899,6 +963,18 @@ impl<'a> ImageView<'a> {
     /// occurs in none of its documents.
     pub fn has_biwords(&self) -> bool {
         u32_at(self.bytes, 36) == BIWORDS_VERSION
+    }
+
+    /// Documents compaction purged from this image (see the module doc): deleted, without postings (but
+    /// for a term's last) or stored records.
+    pub fn purged(&self) -> u32 {
+        u32_at(self.bytes, 48)
+    }
+
+    /// Whether a term with df `df` may hold `postings` postings: as many, or with purged documents, at
+    /// least one and at most `df`.
+    pub fn df_holds(&self, df: u32, postings: u32) -> bool {
+        postings == df || (self.purged() > 0 && postings >= 1 && postings < df)
     }
 
     pub fn base_doc(&self) -> u32 {

@@ -228,6 +228,8 @@ pub struct Shard {
 pub struct ShardStats {
     pub docs: u64,
     pub deleted: u64,
+    /// Deleted documents whose postings and stored records compaction has dropped (of `deleted`).
+    pub purged: u64,
     pub segments: std::collections::BTreeMap<SegState, usize>,
     /// The DRAM heap (short-term and long-term rings); `dram.budget` is the whole DRAM budget, of which the
     /// rings get `budget − result_cache.capacity_bytes − selective_cache.capacity_bytes`.
@@ -278,6 +280,7 @@ impl ShardStats {
         for p in &parts[1..] {
             t.docs += p.docs;
             t.deleted += p.deleted;
+            t.purged += p.purged;
             for (k, v) in &p.segments {
                 *t.segments.entry(*k).or_default() += v;
             }
@@ -1070,7 +1073,7 @@ impl Shard {
         for st in SegState::ALL {
             segments.insert(st, 0);
         }
-        let (mut docs, mut deleted) = (0u64, 0u64);
+        let (mut docs, mut deleted, mut purged) = (0u64, 0u64, 0u64);
         let (mut img_dram, mut img_pers) = (0u64, 0u64);
         for s in &snap.segments {
             if let SegData::Image { dram, persistent } = &s.data {
@@ -1083,6 +1086,7 @@ impl Shard {
             *segments.get_mut(&s.state).unwrap() += 1;
             docs += s.visible_docs() as u64;
             deleted += s.deletes.count() as u64;
+            purged += s.image().and_then(Result::ok).map_or(0, |v| v.purged() as u64);
         }
         let c = &self.inner.counters;
         let (dram, cache, hot) = (self.inner.dram.stats(), self.inner.cache.stats(), self.inner.hot.stats());
@@ -1091,6 +1095,7 @@ impl Shard {
         ShardStats {
             docs: docs - deleted,
             deleted,
+            purged,
             segments,
             dram: DramStats { budget: self.inner.cfg.dram_budget, ..dram },
             lifetime_dram_high_water: (dram.high_water + cache.high_water_bytes + hot.high_water_bytes)
@@ -1556,7 +1561,8 @@ impl ShardInner {
                     // engraved segments that lazy commit keeps out of the merged segment until DRAM runs
                     // short are committed and merged now, so queries probe one merged dictionary instead of
                     // one per segment. (Not with pure lazy commit, which asks for them to stay.)
-                    // Then the newest merged segments are compacted into one (`CompactionPolicy::on_pause`).
+                    // Then the newest merged segments are compacted into one (`CompactionPolicy::on_pause`),
+                    // and segments with too many deleted documents rewritten without them.
                     let stamp = Some(self.ingest_stamp());
                     if stamp == last_stamp && self.failure.lock().is_none() {
                         if self.cfg.commit == CommitPolicy::Lazy
@@ -1569,7 +1575,7 @@ impl ShardInner {
                             }
                         }
                         if self.failure.lock().is_none() {
-                            if let Err(e) = self.compact_on_pause() {
+                            if let Err(e) = self.compact_on_pause().and_then(|_| self.purge_on_pause()) {
                                 self.fail(format!("compaction after ingestion paused failed: {e}"));
                             }
                         }

@@ -3,8 +3,10 @@
 //! * **Compaction** (DESIGN §5): merging links lists in place, so a term's chain grows by one node per
 //!   merged segment and a query visits every merged segment. Once `factor` consecutive merged segments share
 //!   a size level (`CompactionPolicy`), the merger rewrites them as one image — one contiguous posting list
-//!   per term, every document kept, so answers and scores do not change — and builds a new merged
-//!   dictionary without their nodes. Both are written and made durable where nothing refers to them yet; the
+//!   per term, the deleted documents purged (`segment::compact`; their statistics stay, so answers and
+//!   scores do not change) — and builds a new merged dictionary without their nodes. A merged segment
+//!   whose unpurged deleted documents pass `deletes_pct_allowed` of it is rewritten alone (after a merge,
+//!   and on pauses in ingestion, which a stream of deletes alone makes). Both are written and made durable where nothing refers to them yet; the
 //!   swap is one GDT update (readers of older epochs keep the old dictionary and images), and in crash-safe
 //!   mode the checkpoint that follows is the durable switch: a crash before it recovers the old state, whose
 //!   space was never reused. The old images and dictionary go back to the heap when their last reader leaves
@@ -41,6 +43,13 @@ pub(crate) struct ReclaimState {
     /// Segments whose link into the dictionary may have run part-way (out of space, or before a crash):
     /// their merge runs as a redo, which skips terms already linked.
     pub(super) partial_links: std::collections::BTreeSet<u32>,
+}
+
+/// Deleted documents of a merged segment that no compaction has purged yet, and the documents it holds
+/// (purged ones not counted).
+fn unpurged(s: &SegmentDesc) -> (u32, u32) {
+    let purged = s.image().and_then(Result::ok).map_or(0, |v| v.purged());
+    (s.deletes.count().saturating_sub(purged), s.doc_count.saturating_sub(purged))
 }
 
 fn image_len(s: &SegmentDesc) -> u64 {
@@ -128,6 +137,7 @@ impl ShardInner {
                 break;
             }
         }
+        self.purge_deleted(&mut st)?;
         if self.apply_retention(&mut st, 0)? && self.logs.is_some() {
             self.write_manifest(None, false)?;
         }
@@ -141,14 +151,28 @@ impl ShardInner {
     /// Force merge (Elasticsearch's `_forcemerge?max_num_segments=N`, Lucene's `forceMerge(N)`): compacts
     /// merged segments until at most `max_segments` remain, ignoring the policy's size bound (the caller
     /// asked for it). Each step rewrites the consecutive window of segments with the fewest bytes that brings
-    /// the count down to the target, so one step reaches it. Deleted documents are kept, like any compaction
-    /// (their bits carry over). Returns the number of merged segments left.
+    /// the count down to the target, so one step reaches it. Like every compaction, it purges the deleted
+    /// documents of what it rewrites; then each remaining segment with deleted documents not yet purged is
+    /// rewritten alone (Elasticsearch's force merge rewrites a lone segment that has deletes too). Returns
+    /// the number of merged segments left.
     pub(super) fn force_merge(&self, max_segments: usize) -> Result<usize> {
         assert!(max_segments >= 1, "force merge to zero segments");
         let mut st = self.reclaim.lock();
+        let no_room = |n: usize| {
+            Error::ResourceExhausted(format!(
+                "{}: not enough persistent space to force merge {n} segments (the new image needs room \
+                 beside the old ones until the swap)",
+                self.heap.path().display(),
+            ))
+        };
         loop {
             let merged = merged_prefix(&self.gdt.pin());
             if merged.len() <= max_segments {
+                for s in &merged {
+                    if unpurged(s).0 > 0 && !self.compact(&mut st, std::slice::from_ref(s))? {
+                        return Err(no_room(1));
+                    }
+                }
                 return Ok(merged.len());
             }
             let width = merged.len() - max_segments + 1;
@@ -164,12 +188,7 @@ impl ShardInner {
                 )));
             }
             if !self.compact(&mut st, &run)? {
-                return Err(Error::ResourceExhausted(format!(
-                    "{}: not enough persistent space to force merge {} segments (the new image needs room \
-                     beside the old ones until the swap)",
-                    self.heap.path().display(),
-                    run.len()
-                )));
+                return Err(no_room(run.len()));
             }
         }
     }
@@ -205,6 +224,40 @@ impl ShardInner {
             i = j;
         }
         None
+    }
+
+    /// Rewrites, alone, each merged segment whose deleted documents not yet purged are more than
+    /// `CompactionPolicy::deletes_pct_allowed` percent of the documents it holds (with compaction on), once
+    /// each: a rewrite purges every delete made before it, so a segment qualifies again only through
+    /// deletes made since, which the next pass sees. Returns whether one was rewritten.
+    fn purge_deleted(&self, st: &mut MutexGuard<'_, ReclaimState>) -> Result<bool> {
+        let p = self.cfg.compaction;
+        let pct = p.deletes_pct_allowed as u64;
+        if p.factor < 2 || pct >= 100 {
+            return Ok(false);
+        }
+        let max = self.compaction_max_bytes();
+        let mut any = false;
+        // The snapshot is let go before any compaction: one held across it would keep the DRAM of segments
+        // flushed since (a `for` keeps its head's temporaries to the end), which a writer waiting for an
+        // arena under the writer lock needs, while `compact` waits for that lock.
+        let merged = merged_prefix(&self.gdt.pin());
+        for s in merged {
+            let (deleted, held) = unpurged(&s);
+            if image_len(&s) <= max && deleted as u64 * 100 > pct * held as u64 {
+                if !self.compact(st, &[s])? {
+                    break;
+                }
+                any = true;
+            }
+        }
+        Ok(any)
+    }
+
+    /// [`purge_deleted`](Self::purge_deleted) on a pause in ingestion (merger thread): deletes alone wake
+    /// no merge.
+    pub(super) fn purge_on_pause(&self) -> Result<bool> {
+        self.purge_deleted(&mut self.reclaim.lock())
     }
 
     /// The largest image a compaction may write: the policy's bound, and with retention on, small against
@@ -293,7 +346,16 @@ impl ShardInner {
         }
         let last = run.last().expect("a run has segments");
         let codecs = self.codecs.lock().clone();
-        let image = seal_compacted(&views, last.id, &codecs).map_err(|e| Error::corrupt(path, 0, e.0))?;
+        // The deleted documents to purge, as the writer lock leaves them: an update deletes the old version
+        // and adds the new one under it (and undoes the delete if the add fails), so no delete read here is
+        // one that may yet be undone, and every snapshot taken after the swap sees every one of them.
+        let purge: Vec<Vec<u64>> = {
+            let _w = self.writer.lock();
+            run.iter().map(|s| s.deletes.words()).collect()
+        };
+        let purge: Vec<&[u64]> = purge.iter().map(Vec::as_slice).collect();
+        let image =
+            seal_compacted(&views, &purge, last.id, &codecs).map_err(|e| Error::corrupt(path, 0, e.0))?;
         drop(views);
         let len = image.len();
         let Ok(off) = self.heap.alloc_via(len, WriteVia::File) else {
