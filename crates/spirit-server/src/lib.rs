@@ -534,7 +534,9 @@ async fn refresh(Ext(st): Ext<Shared>, Path(index): Path<String>) -> ApiResult<J
 }
 
 /// `POST /{index}/_forcemerge?max_num_segments=N` (default 1): seals, merges and compacts every shard
-/// down to at most N segments, answering when done (Elasticsearch's `wait_for_completion=true`).
+/// down to at most N segments, purging deleted documents, answering when done (Elasticsearch's
+/// `wait_for_completion=true`). `only_expunge_deletes=true` only rewrites the segments with deleted documents
+/// not yet purged.
 async fn force_merge(
     Ext(st): Ext<Shared>,
     Path(index): Path<String>,
@@ -542,7 +544,10 @@ async fn force_merge(
 ) -> ApiResult<Json<Value>> {
     let i = st.index(&index)?;
     for k in params.keys() {
-        if !matches!(k.as_str(), "max_num_segments" | "flush" | "wait_for_completion" | "pretty") {
+        if !matches!(
+            k.as_str(),
+            "max_num_segments" | "only_expunge_deletes" | "flush" | "wait_for_completion" | "pretty"
+        ) {
             return Err(ApiError::bad_request(format!(
                 "request [/{index}/_forcemerge] contains unrecognized parameter: [{k}]"
             )));
@@ -551,7 +556,23 @@ async fn force_merge(
     if params.get("wait_for_completion").is_some_and(|v| v == "false") {
         return Err(ApiError::unsupported("wait_for_completion=false (force merge answers when done)"));
     }
+    let expunge = match params.get("only_expunge_deletes").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true" | "") => true,
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "Failed to parse value [{v}] as only [true] or [false] are allowed."
+            )))
+        }
+    };
     let max = match params.get("max_num_segments") {
+        Some(_) if expunge => {
+            return Err(ApiError::bad_request(
+                "cannot set only_expunge_deletes and max_num_segments at the same time",
+            ))
+        }
+        // Every segment stays; those with unpurged deletes are rewritten (`Index::force_merge`).
+        None if expunge => usize::MAX,
         None => 1,
         Some(v) => v.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
             ApiError::bad_request(format!("max_num_segments must be a positive integer, got [{v}]"))

@@ -1186,7 +1186,27 @@ fn a_sharded_index_answers_like_a_one_shard_index() {
         assert_eq!(before["hits"], after["hits"], "{name}");
         assert_eq!(s.call("POST", &format!("/{name}/_forcemerge"), None).0, 200);
     }
-    for q in ["max_num_segments=0", "max_num_segments=x", "only_expunge_deletes=true"] {
+    // Deleted documents are purged by a force merge (`docs.deleted` counts those not yet purged), by one
+    // that only expunges deletes too.
+    let deleted = |name: &str| {
+        let (_, v) = s.call("GET", &format!("/_cat/indices/{name}?format=json"), None);
+        v[0]["docs.deleted"].clone()
+    };
+    for (name, q) in [("one", ""), ("three", "?only_expunge_deletes=true")] {
+        assert_eq!(s.call("DELETE", &format!("/{name}/_doc/5"), None).0, 200);
+        assert_eq!(deleted(name), json!("1"), "{name}");
+        let (status, v) = s.call("POST", &format!("/{name}/_forcemerge{q}"), None);
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(deleted(name), json!("0"), "{name}");
+        assert_eq!(s.call("GET", &format!("/{name}/_doc/5"), None).0, 404);
+        assert_eq!(s.call("GET", &format!("/{name}/_count"), None).1["count"], json!(118));
+    }
+    for q in [
+        "max_num_segments=0",
+        "max_num_segments=x",
+        "only_expunge_deletes=maybe",
+        "only_expunge_deletes=true&max_num_segments=1",
+    ] {
         assert_es_error(
             &s.call("POST", &format!("/one/_forcemerge?{q}"), None),
             400,

@@ -66,9 +66,16 @@ pub(crate) fn seal_compacted(
     if !purge.is_empty() && purge.len() != parts.len() {
         return Err(err(format_args!("{} purge sets for {} images", purge.len(), parts.len())));
     }
-    // A part's purge set, if it purges any of its documents.
+    // A part's purge set, if it purges documents an earlier compaction did not (the set holds those too,
+    // deleted still): else the part is copied as it is.
     let purge: Vec<Option<&[u64]>> = (0..parts.len())
-        .map(|i| purge.get(i).copied().filter(|set| (0..parts[i].doc_count()).any(|d| in_set(set, d))))
+        .map(|i| {
+            let (p, n) = (&parts[i], parts[i].doc_count());
+            purge
+                .get(i)
+                .copied()
+                .filter(|set| (0..n).filter(|&d| in_set(set, d)).count() > p.purged() as usize)
+        })
         .collect();
     let first = parts.first().ok_or_else(|| err("no images to compact"))?;
     let base = first.base_doc();
@@ -669,6 +676,19 @@ mod tests {
         // more documents (every fifth too), it purges those as well.
         let one = [ImageView::parse(&purged).unwrap()];
         assert!(compact_images(&one, &[], 9, &codecs).unwrap() == purged);
+        // The version says whether an image has purged documents (a binary before purging refuses it).
+        use crate::segment::image::{VERSION, VERSION_PURGED};
+        let version = |b: &[u8]| u32::from_le_bytes(b[8..12].try_into().unwrap());
+        assert_eq!((version(&full), version(&purged)), (VERSION, VERSION_PURGED));
+        // Purging the same documents again purges nothing new: the image is copied as it is.
+        let same: Vec<u64> = {
+            let mut set = vec![0u64; (one[0].doc_count() as usize).div_ceil(64)];
+            for &d in &gone {
+                set[d as usize / 64] |= 1 << (d % 64);
+            }
+            set
+        };
+        assert!(compact_images(&one, &[&same], 9, &codecs).unwrap() == purged);
         let more: Vec<u64> = {
             let mut set = vec![0u64; (one[0].doc_count() as usize).div_ceil(64)];
             for d in (0..one[0].doc_count()).filter(|d| gone.contains(d) || d % 5 == 0) {

@@ -21,7 +21,8 @@
 //! records it dropped. They keep their doc ids, delete bits, norms and columns, and the statistics count
 //! them as before (a term's df and a field's docs and length), so that scores do not change when deleted
 //! documents are dropped: a term's df is then at least its list's postings (a term all of whose postings
-//! were purged keeps one, of a deleted document), and IDS holds the kept documents only.
+//! were purged keeps one, of a deleted document), and IDS holds the kept documents only. Such an image is
+//! version 3 (others stay version 2), so that a binary from before purging refuses it.
 //!
 //! No pointer inside is absolute, so engraving is one bulk copy and the persistent copy is read with the same
 //! code as the DRAM copy. The body checksum is verified by `spirit check` and on demand.
@@ -37,7 +38,10 @@ use std::sync::atomic::Ordering;
 
 const MAGIC: &[u8; 8] = b"SPSEG001";
 /// 2: one-byte norms (1 had u32 lengths).
-const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 2;
+/// An image with purged documents (the header's purged count, see the module doc): version 3, so that a
+/// binary that predates purging refuses it by its version rather than misreading its `_id` section.
+pub(crate) const VERSION_PURGED: u32 = 3;
 const HEADER: usize = 64;
 const N_SECTIONS: usize = 8;
 const PREFIX: usize = HEADER + N_SECTIONS * 16;
@@ -699,7 +703,8 @@ impl SealedImage {
     pub fn pieces(&self, f: &mut dyn FnMut(&[u8])) {
         let mut prefix = [0u8; PREFIX];
         prefix[..8].copy_from_slice(MAGIC);
-        prefix[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        let version = if self.purged > 0 { VERSION_PURGED } else { VERSION };
+        prefix[8..12].copy_from_slice(&version.to_le_bytes());
         prefix[12..16].copy_from_slice(&self.n_docs.to_le_bytes());
         prefix[16..20].copy_from_slice(&self.seg_id.to_le_bytes());
         prefix[20..24].copy_from_slice(&self.base_doc.to_le_bytes());
@@ -865,8 +870,12 @@ impl<'a> ImageView<'a> {
         if bytes.len() < PREFIX || &bytes[..8] != MAGIC {
             return Err(err("bad magic or truncated header"));
         }
-        if u32_at(bytes, 8) != VERSION {
-            return Err(err(&format!("unsupported version {}", u32_at(bytes, 8))));
+        let version = u32_at(bytes, 8);
+        if version != VERSION && version != VERSION_PURGED {
+            return Err(err(&format!("unsupported version {version}")));
+        }
+        if (version == VERSION_PURGED) != (u32_at(bytes, 48) > 0) {
+            return Err(err("the version disagrees with the purged count"));
         }
         let total = u64_at(bytes, 40) as usize;
         if total > bytes.len() || total < PREFIX {
@@ -969,6 +978,27 @@ impl<'a> ImageView<'a> {
     /// for a term's last) or stored records.
     pub fn purged(&self) -> u32 {
         u32_at(self.bytes, 48)
+    }
+
+    /// The documents compaction purged (an empty stored record), in order: `spirit check` holds them
+    /// against the delete bits.
+    pub fn purged_docs(&self) -> Result<Vec<u32>, SegmentError> {
+        let mut out = vec![];
+        if self.purged() == 0 {
+            return Ok(out);
+        }
+        let (_, n, _) = self.doc_directory()?;
+        for b in 0..n {
+            let (first, raw) = self.doc_block(b)?;
+            let (mut at, mut d) = (0, first);
+            while at < raw.len() {
+                if Self::doc_record(&raw, &mut at)?.0.is_empty() {
+                    out.push(d);
+                }
+                d += 1;
+            }
+        }
+        Ok(out)
     }
 
     /// Whether a term with df `df` may hold `postings` postings: as many, or with purged documents, at

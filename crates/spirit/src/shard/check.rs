@@ -2,9 +2,10 @@
 //!
 //! Opening a shard already verifies the superblock, the manifest, the logs it replays and every image's
 //! checksum; this goes further: each image's structure (sorted dictionary, hash section, decodable posting
-//! lists with increasing docs and the recorded df), each delete bitmap against its segment, and the merged
-//! segment against the images it links — every term of a merged segment must have exactly one checksummed
-//! chain node for that segment, pointing at that term's posting list with its df and max tf.
+//! lists with increasing docs and the recorded df), each delete bitmap against its segment (a document
+//! compaction purged must be deleted), and the merged segment against the images it links — every term of a
+//! merged segment must have exactly one checksummed chain node for that segment, pointing at that term's
+//! posting list with its df and max tf.
 
 use super::Shard;
 use crate::gdt::{SegData, SegState};
@@ -39,6 +40,21 @@ impl Shard {
             }
             if s.deletes.count() > s.doc_count {
                 r.problems.push(format!("segment {}: more deletes than documents", s.id));
+            }
+            // A purged document is deleted for good: its bit set, else it would read as live, recordless.
+            match v.purged_docs() {
+                Ok(p) if p.len() != v.purged() as usize => r.problems.push(format!(
+                    "segment {}: {} purged documents recorded, {} found",
+                    s.id,
+                    v.purged(),
+                    p.len()
+                )),
+                Ok(p) => {
+                    if let Some(d) = p.into_iter().find(|&d| !s.deletes.is_deleted(d)) {
+                        r.problems.push(format!("segment {}: purged document {d} is not deleted", s.id));
+                    }
+                }
+                Err(e) => r.problems.push(format!("segment {}: {}", s.id, e.0)),
             }
             if s.state != SegState::Merged {
                 continue;

@@ -43,6 +43,9 @@ pub(crate) struct ReclaimState {
     /// Segments whose link into the dictionary may have run part-way (out of space, or before a crash):
     /// their merge runs as a redo, which skips terms already linked.
     pub(super) partial_links: std::collections::BTreeSet<u32>,
+    /// The heap's bytes in use when a purge last found no room for its image: purges wait until some are
+    /// given back (else a full heap would have the same image built and thrown away on every pause).
+    pub(super) purge_refused_at: Option<u64>,
 }
 
 /// Deleted documents of a merged segment that no compaction has purged yet, and the documents it holds
@@ -158,19 +161,14 @@ impl ShardInner {
     pub(super) fn force_merge(&self, max_segments: usize) -> Result<usize> {
         assert!(max_segments >= 1, "force merge to zero segments");
         let mut st = self.reclaim.lock();
-        let no_room = |n: usize| {
-            Error::ResourceExhausted(format!(
-                "{}: not enough persistent space to force merge {n} segments (the new image needs room \
-                 beside the old ones until the swap)",
-                self.heap.path().display(),
-            ))
-        };
         loop {
             let merged = merged_prefix(&self.gdt.pin());
             if merged.len() <= max_segments {
+                // Best effort: the segment count is reached; a segment the heap has no room to rewrite now
+                // keeps its deleted documents until a later compaction.
                 for s in &merged {
                     if unpurged(s).0 > 0 && !self.compact(&mut st, std::slice::from_ref(s))? {
-                        return Err(no_room(1));
+                        break;
                     }
                 }
                 return Ok(merged.len());
@@ -188,7 +186,12 @@ impl ShardInner {
                 )));
             }
             if !self.compact(&mut st, &run)? {
-                return Err(no_room(run.len()));
+                return Err(Error::ResourceExhausted(format!(
+                    "{}: not enough persistent space to force merge {} segments (the new image needs room \
+                     beside the old ones until the swap)",
+                    self.heap.path().display(),
+                    run.len()
+                )));
             }
         }
     }
@@ -237,6 +240,11 @@ impl ShardInner {
             return Ok(false);
         }
         let max = self.compaction_max_bytes();
+        let heap = self.heap.stats();
+        if st.purge_refused_at.is_some_and(|used| heap.used >= used) {
+            return Ok(false);
+        }
+        st.purge_refused_at = None;
         let mut any = false;
         // The snapshot is let go before any compaction: one held across it would keep the DRAM of segments
         // flushed since (a `for` keeps its head's temporaries to the end), which a writer waiting for an
@@ -245,7 +253,10 @@ impl ShardInner {
         for s in merged {
             let (deleted, held) = unpurged(&s);
             if image_len(&s) <= max && deleted as u64 * 100 > pct * held as u64 {
-                if !self.compact(st, &[s])? {
+                // The new image is at most the old one's size: none is built that the budget cannot take.
+                let room = heap.budget.saturating_sub(self.heap.stats().used);
+                if image_len(&s) > room || !self.compact(st, &[s])? {
+                    st.purge_refused_at = Some(self.heap.stats().used);
                     break;
                 }
                 any = true;
