@@ -132,7 +132,7 @@ enum Cmd {
         json: bool,
     },
     /// Merge the index down to at most N segments per shard (Elasticsearch's `_forcemerge`): queries on a
-    /// static index get cheaper; answers do not change.
+    /// static index get cheaper, deleted documents and replaced versions are purged; answers do not change.
     Forcemerge {
         #[command(flatten)]
         open: Open,

@@ -6,11 +6,11 @@
 //!   per term, the deleted documents purged (`segment::compact`; their statistics stay, so answers and
 //!   scores do not change) — and builds a new merged dictionary without their nodes. A merged segment
 //!   whose unpurged deleted documents pass `deletes_pct_allowed` of it is rewritten alone (after a merge,
-//!   and on pauses in ingestion, which a stream of deletes alone makes). Both are written and made durable where nothing refers to them yet; the
-//!   swap is one GDT update (readers of older epochs keep the old dictionary and images), and in crash-safe
-//!   mode the checkpoint that follows is the durable switch: a crash before it recovers the old state, whose
-//!   space was never reused. The old images and dictionary go back to the heap when their last reader leaves
-//!   (and, crash-safe, once a later checkpoint is durable).
+//!   and on pauses in ingestion, which a stream of deletes alone makes). Both are written and made durable
+//!   where nothing refers to them yet; the swap is one GDT update (readers of older epochs keep the old
+//!   dictionary and images), and in crash-safe mode the checkpoint that follows is the durable switch: a
+//!   crash before it recovers the old state, whose space was never reused. The old images and dictionary go
+//!   back to the heap when their last reader leaves (and, crash-safe, once a later checkpoint is durable).
 //! * **Retention** (`RetentionPolicy`): the oldest merged segments past an age or a size are dropped from
 //!   the GDT, then from the checkpoint; their chain nodes stay in the dictionary (readers skip nodes of
 //!   segments their snapshot lacks) until the next rebuild. Out of persistent space, retention drops the
