@@ -524,29 +524,13 @@ impl ImageWriter {
         part: &ImageView<'_>,
         purge: &dyn Fn(u32) -> bool,
     ) -> Result<(), SegmentError> {
-        let (ds, n, _) = part.doc_directory()?;
-        let mut next = 0u32;
-        for b in 0..n {
-            let (first, raw) = part.doc_block(b)?;
-            let end = if b + 1 < n { u32_at(ds, 8 + (b + 1) * 16) } else { part.doc_count };
-            if first != next || end <= first || end > part.doc_count {
-                return Err(SegmentError("doc store: block directory does not cover the documents".into()));
+        part.for_each_record(&mut |d, id, src| {
+            if purge(d) || id.is_empty() {
+                self.add_purged_doc();
+            } else {
+                self.add_doc(id, src);
             }
-            let mut at = 0;
-            for d in first..end {
-                let (id, src) = ImageView::doc_record(&raw, &mut at)?;
-                if purge(d) || id.is_empty() {
-                    self.add_purged_doc();
-                } else {
-                    self.add_doc(id, src);
-                }
-            }
-            next = end;
-        }
-        if next != part.doc_count {
-            return Err(SegmentError("doc store: block directory does not cover the documents".into()));
-        }
-        Ok(())
+        })
     }
 
     /// Appends every stored record of `part` as the next documents, copying its compressed doc-store blocks
@@ -984,21 +968,39 @@ impl<'a> ImageView<'a> {
     /// against the delete bits.
     pub fn purged_docs(&self) -> Result<Vec<u32>, SegmentError> {
         let mut out = vec![];
-        if self.purged() == 0 {
-            return Ok(out);
-        }
-        let (_, n, _) = self.doc_directory()?;
-        for b in 0..n {
-            let (first, raw) = self.doc_block(b)?;
-            let (mut at, mut d) = (0, first);
-            while at < raw.len() {
-                if Self::doc_record(&raw, &mut at)?.0.is_empty() {
+        if self.purged() > 0 {
+            self.for_each_record(&mut |d, id, _| {
+                if id.is_empty() {
                     out.push(d);
                 }
-                d += 1;
-            }
+            })?;
         }
         Ok(out)
+    }
+
+    /// Calls `f` with every document's `_id` and `_source`, in doc order, one decompressed block at a time.
+    /// The block directory must cover the documents exactly.
+    fn for_each_record(&self, f: &mut dyn FnMut(u32, &str, &[u8])) -> Result<(), SegmentError> {
+        let bad = || SegmentError("doc store: block directory does not cover the documents".into());
+        let (ds, n, _) = self.doc_directory()?;
+        let mut next = 0u32;
+        for b in 0..n {
+            let (first, raw) = self.doc_block(b)?;
+            let end = if b + 1 < n { u32_at(ds, 8 + (b + 1) * 16) } else { self.doc_count };
+            if first != next || end <= first || end > self.doc_count {
+                return Err(bad());
+            }
+            let mut at = 0;
+            for d in first..end {
+                let (id, src) = Self::doc_record(&raw, &mut at)?;
+                f(d, id, src);
+            }
+            next = end;
+        }
+        if next != self.doc_count {
+            return Err(bad());
+        }
+        Ok(())
     }
 
     /// Whether a term with df `df` may hold `postings` postings: as many, or with purged documents, at
