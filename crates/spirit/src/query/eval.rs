@@ -24,7 +24,7 @@ use crate::segment::biword::biword_key;
 use crate::segment::deletes::DeletesAt;
 use crate::segment::fresh::MAX_REGION;
 use crate::segment::hot::{BlockTable, PinnedList};
-use crate::segment::image::{id_hash, norm_at, number_at};
+use crate::segment::image::{norm_at, number_at};
 use crate::segment::{FieldStats, FreshPostings, FreshSegment, ImageView, SegmentError};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
@@ -1853,13 +1853,7 @@ fn scorer<'a>(w: &'a Weight, ctx: &'a Ctx<'a>, si: usize) -> Box<dyn Scorer + 'a
             // holds, the fresh segment its newest; deleted ones are skipped as for any query).
             let mut docs: Vec<u32> = match &seg.kind {
                 SegKind::Fresh(f) => ids.iter().filter_map(|id| f.lookup_id(id)).collect(),
-                SegKind::Image(v) => ids
-                    .iter()
-                    .flat_map(|id| {
-                        v.docs_with_id_hash(id_hash(id))
-                            .filter(|&d| v.stored(d).is_ok_and(|(sid, _)| sid == *id))
-                    })
-                    .collect(),
+                SegKind::Image(v) => ids.iter().flat_map(|id| v.docs_with_id(id)).collect(),
             };
             docs.retain(|&d| d < seg.visible);
             docs.sort_unstable();

@@ -34,7 +34,7 @@ impl Shard {
                     continue;
                 }
             };
-            if let Err(e) = v.verify().and_then(|_| v.check_structure()) {
+            if let Err(e) = v.verify().and_then(|_| v.check_structure()).and_then(|_| v.check_stored()) {
                 r.problems.push(format!("segment {}: {}", s.id, e.0));
                 continue;
             }

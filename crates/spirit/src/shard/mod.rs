@@ -742,15 +742,15 @@ impl Shard {
             let mut starts = [0usize; ID_LOCKSTEP];
             id_lower_bounds(&tables[..group.len()], h, &mut starts[..group.len()]);
             group.iter().flatten().zip(starts).find_map(|((s, v), start)| {
-                v.docs_with_id_hash_from(h, start)
-                    .find(|&local| {
-                        if s.deletes.is_deleted(local) {
+                v.id_entries_from(h, start)
+                    .find(|&e| {
+                        if s.deletes.is_deleted(v.entry_doc(e)) {
                             saw_deleted.set(true);
                             return false;
                         }
-                        v.stored(local).is_ok_and(|(sid, _)| sid == id)
+                        v.entry_is(e, id)
                     })
-                    .map(|local| (Arc::clone(s), local))
+                    .map(|e| (Arc::clone(s), v.entry_doc(e)))
             })
         };
         for s in snap.segments.iter().rev() {
