@@ -586,8 +586,9 @@ fn print_stats(s: &spirit::IndexStats, out: &mut impl Write) -> R<()> {
     )?;
     writeln!(
         out,
-        "  pipeline: {} flushes, {} engraves, {} commits, {} merges, {} compactions; merged dictionary {} terms ({})",
+        "  pipeline: {} flushes ({} urgent), {} engraves, {} commits, {} merges, {} compactions; merged dictionary {} terms ({})",
         sh.flushes,
+        sh.urgent_flushes,
         sh.engraves,
         sh.commits,
         sh.merges,

@@ -41,3 +41,54 @@ fn pipeline_threads_do_not_make_the_rayon_pool_idle() {
     assert!(!policies.is_empty());
     assert!(policies.iter().all(|&p| p != libc::SCHED_IDLE), "pool workers' policies: {policies:?}");
 }
+
+/// The policy of each of this process's threads named `name` (as `/proc` shows names: 15 bytes at most).
+fn policies_of(name: &str) -> Vec<i32> {
+    let mut out = vec![];
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let task = task.unwrap().path();
+        let comm = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+        if comm.trim_end() == name {
+            let tid: i32 = task.file_name().unwrap().to_str().unwrap().parse().unwrap();
+            // sched_getscheduler takes a thread id and touches no memory.
+            out.push(unsafe { libc::sched_getscheduler(tid) });
+        }
+    }
+    out
+}
+
+/// Seals `rounds` fresh segments of 200 documents each, waiting for the pipeline after each, and returns
+/// (flushes, urgent flushes); every document is then found.
+fn seal_rounds(index: &Index, rounds: usize) -> (u64, u64) {
+    for r in 0..rounds {
+        for i in 0..200 {
+            index.add(serde_json::json!({"body": format!("round{r} doc{i} shared")})).unwrap();
+        }
+        index.seal().unwrap();
+        index.wait_idle().unwrap();
+    }
+    assert_eq!(index.count("shared").unwrap(), 200 * rounds as u64);
+    let s = index.stats().shard;
+    (s.flushes, s.urgent_flushes)
+}
+
+/// A flush the writer will wait for runs at normal priority: the flusher stays at `SCHED_IDLE` and hands it
+/// to the urgent flusher, which never lowered its priority. A flush is urgent when the short-term ring has room
+/// for fewer than two more arenas: always with a ring of two arenas (the sealed one and the writer's next),
+/// never with a ring of four when each flush is awaited before the next seal.
+#[test]
+fn flushes_the_writer_waits_for_run_at_normal_priority() {
+    for (arena, urgent) in [(16 << 20, true), (1 << 20, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg =
+            ShardConfig { dram_budget: 64 << 20, fresh_segment_bytes: Some(arena), ..Default::default() };
+        assert_eq!(cfg.short_term_bytes() / arena, if urgent { 2 } else { 4 });
+        let index = Index::open("u", dir.path(), cfg, None, None).unwrap();
+        let (flushes, urgent_flushes) = seal_rounds(&index, 3);
+        assert!(flushes >= 3, "{flushes} flushes");
+        assert_eq!(urgent_flushes, if urgent { flushes } else { 0 }, "arena {arena}: {flushes} flushes");
+        let (flusher, helper) = (policies_of("spirit-flusher"), policies_of("spirit-flusher-"));
+        assert!(!flusher.is_empty() && flusher.iter().all(|&p| p == libc::SCHED_IDLE), "{flusher:?}");
+        assert!(!helper.is_empty() && helper.iter().all(|&p| p == libc::SCHED_OTHER), "{helper:?}");
+    }
+}

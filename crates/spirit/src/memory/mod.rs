@@ -45,7 +45,9 @@ pub const BACKGROUND_NICE: i32 = 19;
 /// the flusher and merger (samples of the query thread, perf), a few queries each run 3–6 ms slower. A
 /// `SCHED_IDLE` thread weighs a fifth of that and is preempted at once by a waking normal thread. (Before
 /// any of it, at nice 0, the p99 of cheap queries was ~4 ms.) Best effort: a failure (another OS, a sandbox)
-/// leaves the priority as it was.
+/// leaves the priority as it was. Without a privilege a thread cannot come back from `SCHED_IDLE`: work that
+/// must not wait for idle cores goes to a thread that never called this (the shard's urgent flusher runs the
+/// flushes a writer waits for).
 pub fn run_in_background() {
     #[cfg(target_os = "linux")]
     // SAFETY: gettid, setpriority and sched_setscheduler take plain integers and a pointer to a live local;

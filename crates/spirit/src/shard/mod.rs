@@ -173,6 +173,8 @@ pub struct Sequencer {
 #[derive(Debug, Default)]
 pub struct Counters {
     pub flushes: AtomicU64,
+    /// Flushes the writer was waiting for, run by the urgent flusher at normal priority.
+    pub urgent_flushes: AtomicU64,
     pub engraves: AtomicU64,
     pub commits: AtomicU64,
     pub merges: AtomicU64,
@@ -185,6 +187,9 @@ pub struct Counters {
     pub dropped_segments: AtomicU64,
     pub dropped_docs: AtomicU64,
 }
+
+/// A flush handed to the urgent flusher: the segment, and where its result goes.
+type UrgentFlush = (u32, Sender<Result<()>>);
 
 pub(crate) struct ShardInner {
     cfg: ShardConfig,
@@ -246,6 +251,9 @@ pub struct ShardStats {
     pub image_bytes_dram: u64,
     pub image_bytes_persistent: u64,
     pub flushes: u64,
+    /// Of the flushes, those run at normal priority because the writer was waiting for them (the rest run
+    /// at background priority, see `memory::run_in_background`).
+    pub urgent_flushes: u64,
     pub engraves: u64,
     pub commits: u64,
     pub merges: u64,
@@ -325,6 +333,7 @@ impl ShardStats {
             t.image_bytes_dram += p.image_bytes_dram;
             t.image_bytes_persistent += p.image_bytes_persistent;
             t.flushes += p.flushes;
+            t.urgent_flushes += p.urgent_flushes;
             t.engraves += p.engraves;
             t.commits += p.commits;
             t.merges += p.merges;
@@ -579,12 +588,14 @@ impl Shard {
         // the opening thread: made lazily from a pipeline thread, its workers would inherit that thread's
         // background priority (`SCHED_IDLE`), and every multi-shard query would then run at idle priority.
         let _ = rayon::current_num_threads();
-        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+        let spawn = |name: &str, background: bool, f: Box<dyn FnOnce() + Send>| {
             // A bug that panics a pipeline thread fails the shard (writes refused with the message) instead
             // of leaving callers waiting for a stage that is gone.
             let (who, inner) = (name.to_string(), inner.clone());
             let body = move || {
-                crate::memory::run_in_background();
+                if background {
+                    crate::memory::run_in_background();
+                }
                 if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
                     let msg = p
                         .downcast_ref::<String>()
@@ -596,11 +607,14 @@ impl Shard {
             };
             std::thread::Builder::new().name(name.into()).spawn(body).map_err(|e| Error::io("thread", e))
         };
-        let (a, b, c) = (inner.clone(), inner.clone(), inner.clone());
+        let (a, b, c, d) = (inner.clone(), inner.clone(), inner.clone(), inner.clone());
+        let (urgent_tx, urgent_rx) = bounded::<UrgentFlush>(0);
+        let engrave = engrave_tx.clone();
         let threads = vec![
-            spawn("spirit-flusher", Box::new(move || a.flusher(flush_rx, engrave_tx)))?,
-            spawn("spirit-engraver", Box::new(move || b.engraver(engrave_rx)))?,
-            spawn("spirit-merger", Box::new(move || c.merger(merge_rx)))?,
+            spawn("spirit-flusher", true, Box::new(move || a.flusher(flush_rx, engrave_tx, urgent_tx)))?,
+            spawn("spirit-flusher-urgent", false, Box::new(move || d.urgent_flusher(urgent_rx, engrave)))?,
+            spawn("spirit-engraver", true, Box::new(move || b.engraver(engrave_rx)))?,
+            spawn("spirit-merger", true, Box::new(move || c.merger(merge_rx)))?,
         ];
         let shard = Shard { inner, threads: Mutex::new(threads), recovering: true.into() };
         if replay.is_none() {
@@ -1107,6 +1121,7 @@ impl Shard {
             image_bytes_dram: img_dram,
             image_bytes_persistent: img_pers,
             flushes: c.flushes.load(Relaxed),
+            urgent_flushes: c.urgent_flushes.load(Relaxed),
             engraves: c.engraves.load(Relaxed),
             commits: c.commits.load(Relaxed),
             merges: c.merges.load(Relaxed),
@@ -1330,13 +1345,51 @@ impl ShardInner {
         w.fresh_log_bytes = 0;
     }
 
-    fn flusher(self: Arc<Self>, rx: Receiver<u32>, engrave: Sender<u32>) {
+    /// Flushes sealed segments in order, at background priority — unless the flush is urgent
+    /// ([`Self::flush_is_urgent`]): then the urgent flusher, a thread at normal priority, runs it while this
+    /// one waits. A pipeline thread cannot raise its own priority again (leaving `SCHED_IDLE` takes a
+    /// privilege), so the work moves to a thread that never lowered its own.
+    fn flusher(self: Arc<Self>, rx: Receiver<u32>, engrave: Sender<u32>, urgent: Sender<UrgentFlush>) {
         for id in rx {
-            if let Err(e) = self.flush_one(id, &engrave) {
+            let result = if self.flush_is_urgent(id) {
+                let (done_tx, done) = bounded(1);
+                match urgent.send((id, done_tx)) {
+                    Ok(()) => done
+                        .recv()
+                        .unwrap_or_else(|_| Err(Error::Format("the urgent flusher stopped".into()))),
+                    // Gone (it panicked and failed the shard): flushed here, as the failure allows.
+                    Err(_) => self.flush_one(id, &engrave),
+                }
+            } else {
+                self.flush_one(id, &engrave)
+            };
+            if let Err(e) = result {
                 self.fail(format!("flush of segment {id} failed: {e}"));
             }
             self.notify();
         }
+    }
+
+    /// Runs the flushes [`Self::flusher`] hands over, at normal priority, answering each with its result.
+    fn urgent_flusher(self: Arc<Self>, rx: Receiver<UrgentFlush>, engrave: Sender<u32>) {
+        for (id, done) in rx {
+            self.counters.urgent_flushes.fetch_add(1, Relaxed);
+            let _ = done.send(self.flush_one(id, &engrave));
+        }
+    }
+
+    /// Whether the writer will wait for this flush: the short-term ring has room for fewer than two more
+    /// arenas of the sealed segment's size, so a segment sealed after it is already waiting (the flush
+    /// channel holds one) or the writer's next seal finds no arena. At background priority, a flush that the
+    /// writer waits for gets a core only between queries: measured with `spirit-bench http-load` (8 searchers
+    /// keeping both cores busy), bulk requests waited up to 3.5 s.
+    fn flush_is_urgent(&self, id: u32) -> bool {
+        let snap = self.gdt.pin();
+        let Some(SegData::Fresh(fresh)) = snap.index_of(id).map(|i| &snap.segments[i].data) else {
+            return false;
+        };
+        let st = self.dram.stats();
+        st.short_term_capacity.saturating_sub(st.short_term_used) < 2 * fresh.dram_bytes()
     }
 
     fn flush_one(&self, id: u32, engrave: &Sender<u32>) -> Result<()> {
