@@ -73,6 +73,8 @@ const KIND_NUMERIC: u32 = 2;
 const DOC_BLOCK_BYTES: usize = 16 * 1024;
 /// Ranges of terms a parallel flush cuts its keys into (see [`ImageBuilder::seal_fresh`]).
 const PARALLEL_FLUSH_PIECES: usize = 8;
+/// Steps (terms, documents) between two checks of whether a flush gives up ([`ImageBuilder::seal_fresh_unless`]).
+const ABORT_CHECK_EVERY: usize = 4096;
 /// Fewest terms for which a flush asked to run in parallel does (tests split small segments too).
 const PARALLEL_FLUSH_TERMS: usize = if cfg!(test) { 2 } else { 4096 };
 
@@ -113,6 +115,33 @@ impl ImageBuilder {
         codecs: &FieldCodecs,
         parallel: bool,
     ) -> Result<SealedImage, SegmentError> {
+        let image = Self::seal_fresh_unless(fresh, seg_id, base_doc, codecs, parallel, &|| false)?;
+        Ok(image.expect("a build that is never told to give up completes"))
+    }
+
+    /// [`seal_fresh`](Self::seal_fresh), giving up (`None`) as soon as `abort` says so: it is asked every
+    /// [`ABORT_CHECK_EVERY`] terms or documents. A build changes nothing outside itself, so one given up
+    /// costs only the work done (the flusher gives up a flush at background priority that has become
+    /// urgent, and the urgent flusher builds it again at normal priority).
+    pub(crate) fn seal_fresh_unless(
+        fresh: &FreshSegment,
+        seg_id: u32,
+        base_doc: u32,
+        codecs: &FieldCodecs,
+        parallel: bool,
+        abort: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Option<SealedImage>, SegmentError> {
+        let aborted = std::sync::atomic::AtomicBool::new(false);
+        // Whether to give up, asked at step `i` of a loop (every ABORT_CHECK_EVERY steps, from its first).
+        let give_up = |i: usize| {
+            if i % ABORT_CHECK_EVERY != 0 {
+                return false;
+            }
+            if !aborted.load(Ordering::Relaxed) && abort() {
+                aborted.store(true, Ordering::Relaxed);
+            }
+            aborted.load(Ordering::Relaxed)
+        };
         let n = fresh.visible();
         // Keys back to back in one buffer (no allocation per term), sorted through (head, offset, length,
         // entry): each key's first 8 bytes (zero-padded, big-endian) decide most comparisons of the sort without
@@ -180,6 +209,9 @@ impl ImageBuilder {
             let mut post = TermPostings::default();
             let mut p = vec![];
             for i in lo..hi {
+                if give_up(i - lo) {
+                    break;
+                }
                 let k = &keys[i];
                 // Keys, entries and first blocks lie at random in memory: each term's are fetched while
                 // earlier terms are encoded (its key and entry FLUSH_AHEAD terms ahead, its block half as far).
@@ -208,6 +240,9 @@ impl ImageBuilder {
             Piece::Terms(lo, hi) => terms(lo, hi),
             Piece::Biwords(field) => {
                 let mut w = ImageWriter::with_codecs(codecs.clone());
+                if give_up(0) {
+                    return w;
+                }
                 if let Some(lists) = fresh_biwords(fresh, field, n) {
                     lists.for_each(&mut |key, post| w.add_term(key, post));
                 }
@@ -220,6 +255,9 @@ impl ImageBuilder {
         } else {
             pieces.iter().map(build).collect()
         };
+        if aborted.load(Ordering::Relaxed) || give_up(0) {
+            return Ok(None);
+        }
         let mut writers = writers.into_iter();
         let mut w = writers.next().expect("at least one piece");
         for next in writers {
@@ -241,11 +279,14 @@ impl ImageBuilder {
         }
         let (mut id, mut src) = (vec![], vec![]);
         for d in 0..n {
+            if give_up(d as usize) {
+                return Ok(None);
+            }
             fresh.stored_into(d, &mut id, &mut src)?;
             let id = std::str::from_utf8(&id).map_err(|_| SegmentError("stored _id is not UTF-8".into()))?;
             w.add_doc(id, &src);
         }
-        Ok(w.seal(seg_id, base_doc))
+        Ok(Some(w.seal(seg_id, base_doc)))
     }
 }
 
@@ -1724,5 +1765,44 @@ mod tests {
         bad[v4.sections[IDS].0 + v4.id_entries() * 16] ^= 1;
         let err = ImageView::parse(&bad).unwrap().check_structure().unwrap_err();
         assert!(err.0.contains("_id index"), "{err:?}");
+    }
+
+    /// A build told to give up returns nothing, whenever it is told (at its first check, among the terms, at
+    /// the documents); one never told to builds the same bytes as `from_fresh`, and so does one given up
+    /// before and built again. 6,000 documents of a unique term each: more than one check's worth of terms
+    /// and of documents.
+    #[test]
+    fn a_flush_gives_up_when_told_and_builds_the_same_image_again() {
+        use crate::memory::{DramHeap, RingKind};
+        use crate::schema::{document::analyze_document, Schema};
+        use std::sync::atomic::AtomicUsize;
+        let schema =
+            Schema::from_mappings(&serde_json::json!({"properties": {"t": {"type": "text"}}})).unwrap();
+        let heap = DramHeap::new(20 << 20, 17 << 20).unwrap();
+        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 16 << 20).unwrap(), 10_000);
+        for i in 0..6000 {
+            let doc = serde_json::json!({"t": format!("unique{i} the of and")});
+            fresh.insert(&analyze_document(&schema, i.to_string(), &doc).unwrap()).unwrap();
+        }
+        let codecs = FieldCodecs::default();
+        let want = ImageBuilder::from_fresh(&fresh, 1, 0, &codecs).unwrap();
+        let checks = AtomicUsize::new(0);
+        let counting = || {
+            checks.fetch_add(1, Ordering::Relaxed);
+            false
+        };
+        let full = ImageBuilder::seal_fresh_unless(&fresh, 1, 0, &codecs, false, &counting).unwrap().unwrap();
+        assert!(full.to_vec() == want);
+        let total = checks.load(Ordering::Relaxed);
+        assert!(total >= 4, "{total} checks");
+        for parallel in [false, true] {
+            for after in [0, 1, total / 2, total - 1] {
+                let asked = AtomicUsize::new(0);
+                let abort = || asked.fetch_add(1, Ordering::Relaxed) >= after;
+                let built = ImageBuilder::seal_fresh_unless(&fresh, 1, 0, &codecs, parallel, &abort).unwrap();
+                assert!(built.is_none(), "told to give up after {after} of {total} checks");
+            }
+        }
+        assert!(ImageBuilder::from_fresh(&fresh, 1, 0, &codecs).unwrap() == want);
     }
 }

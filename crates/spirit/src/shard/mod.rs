@@ -1346,22 +1346,19 @@ impl ShardInner {
     }
 
     /// Flushes sealed segments in order, at background priority — unless the flush is urgent
-    /// ([`Self::flush_is_urgent`]): then the urgent flusher, a thread at normal priority, runs it while this
-    /// one waits. A pipeline thread cannot raise its own priority again (leaving `SCHED_IDLE` takes a
-    /// privilege), so the work moves to a thread that never lowered its own.
+    /// ([`Self::flush_is_urgent`]) when it starts or becomes so while the image is built (the build is then
+    /// given up): then the urgent flusher, a thread at normal priority, runs it while this one waits. A
+    /// pipeline thread cannot raise its own priority again (leaving `SCHED_IDLE` takes a privilege), so the
+    /// work moves to a thread that never lowered its own.
     fn flusher(self: Arc<Self>, rx: Receiver<u32>, engrave: Sender<u32>, urgent: Sender<UrgentFlush>) {
         for id in rx {
             let result = if self.flush_is_urgent(id) {
-                let (done_tx, done) = bounded(1);
-                match urgent.send((id, done_tx)) {
-                    Ok(()) => done
-                        .recv()
-                        .unwrap_or_else(|_| Err(Error::Format("the urgent flusher stopped".into()))),
-                    // Gone (it panicked and failed the shard): flushed here, as the failure allows.
-                    Err(_) => self.flush_one(id, &engrave),
-                }
+                self.flush_urgently(id, &urgent, &engrave)
             } else {
-                self.flush_one(id, &engrave)
+                match self.flush_one(id, &engrave, &|| self.flush_is_urgent(id)) {
+                    Ok(false) => self.flush_urgently(id, &urgent, &engrave),
+                    r => r.map(|_| ()),
+                }
             };
             if let Err(e) = result {
                 self.fail(format!("flush of segment {id} failed: {e}"));
@@ -1370,11 +1367,21 @@ impl ShardInner {
         }
     }
 
+    /// Has the urgent flusher flush `id` and waits for it.
+    fn flush_urgently(&self, id: u32, urgent: &Sender<UrgentFlush>, engrave: &Sender<u32>) -> Result<()> {
+        let (done_tx, done) = bounded(1);
+        match urgent.send((id, done_tx)) {
+            Ok(()) => done.recv().unwrap_or_else(|_| Err(Error::Format("the urgent flusher stopped".into()))),
+            // Gone (it panicked and failed the shard): flushed here, as the failure allows.
+            Err(_) => self.flush_one(id, engrave, &|| false).map(|_| ()),
+        }
+    }
+
     /// Runs the flushes [`Self::flusher`] hands over, at normal priority, answering each with its result.
     fn urgent_flusher(self: Arc<Self>, rx: Receiver<UrgentFlush>, engrave: Sender<u32>) {
         for (id, done) in rx {
             self.counters.urgent_flushes.fetch_add(1, Relaxed);
-            let _ = done.send(self.flush_one(id, &engrave));
+            let _ = done.send(self.flush_one(id, &engrave, &|| false).map(|_| ()));
         }
     }
 
@@ -1392,20 +1399,23 @@ impl ShardInner {
         st.short_term_capacity.saturating_sub(st.short_term_used) < 2 * fresh.dram_bytes()
     }
 
-    fn flush_one(&self, id: u32, engrave: &Sender<u32>) -> Result<()> {
+    /// Flushes segment `id`; `Ok(false)`, with nothing changed, if `abort` said to give up while its image
+    /// was built ([`ImageBuilder::seal_fresh_unless`]).
+    fn flush_one(&self, id: u32, engrave: &Sender<u32>, abort: &(dyn Fn() -> bool + Sync)) -> Result<bool> {
         let t0 = Instant::now();
         let snap = self.gdt.pin();
         let seg = snap.segments[snap.index_of(id).expect("sealed segment in GDT")].clone();
         drop(snap);
-        let SegData::Fresh(fresh) = &seg.data else { return Ok(()) };
+        let SegData::Fresh(fresh) = &seg.data else { return Ok(true) };
         let codecs = self.codecs.lock().clone();
         // A bulk arena's segment is encoded on two threads (the last ones of a load are flushed while the
         // loader's threads have nothing left to do) and written straight into the persistent tier: a DRAM copy
         // in the long-term ring would be one more copy of ~100 MB per segment, in pages the kernel zeroes on
         // first touch, for a load that few queries read meanwhile.
         let bulk = self.cfg.is_bulk_arena(fresh.dram_bytes());
-        let image = ImageBuilder::seal_fresh(fresh, id, seg.base_doc, &codecs, bulk)
+        let image = ImageBuilder::seal_fresh_unless(fresh, id, seg.base_doc, &codecs, bulk, abort)
             .map_err(|e| Error::Format(e.0))?;
+        let Some(image) = image else { return Ok(false) };
         let doc_count = fresh.visible();
         let block = if bulk { None } else { self.alloc_image(image.len())? };
         let data = match block {
@@ -1454,7 +1464,7 @@ impl ShardInner {
         } else {
             engrave.send(id).map_err(|_| Error::ResourceExhausted("engraver stopped".into()))?;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Writes an image into a new extent of the persistent heap; its offset.
