@@ -134,7 +134,7 @@ impl ImageBuilder {
         let aborted = std::sync::atomic::AtomicBool::new(false);
         // Whether to give up, asked at step `i` of a loop (every ABORT_CHECK_EVERY steps, from its first).
         let give_up = |i: usize| {
-            if i % ABORT_CHECK_EVERY != 0 {
+            if !i.is_multiple_of(ABORT_CHECK_EVERY) {
                 return false;
             }
             if !aborted.load(Ordering::Relaxed) && abort() {
