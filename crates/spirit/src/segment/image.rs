@@ -1047,13 +1047,15 @@ impl<'a> ImageView<'a> {
     /// Checks the doc store against IDS (`spirit check`, after [`check_structure`](Self::check_structure)):
     /// every block decompresses, and each document with a record has the IDS entry of its `_id`, a purged
     /// one (an empty record) none. Compaction copies a part's compressed blocks without reading them, so
-    /// this reads what [`check_structure`](Self::check_structure) does not.
-    pub fn check_stored(&self) -> Result<(), SegmentError> {
+    /// this reads what [`check_structure`](Self::check_structure) does not. Returns the documents compaction
+    /// purged (an empty record), in order: `spirit check` holds them against the delete bits.
+    pub fn check_stored(&self) -> Result<Vec<u32>, SegmentError> {
         let (ids, entry_of) = (self.ids(), self.id_entry_of_doc()?);
-        let mut wrong = None;
+        let (mut wrong, mut purged) = (None, vec![]);
         self.for_each_record(&mut |d, id, _| {
             let e = entry_of.get(d as usize).copied().unwrap_or(usize::MAX);
             let ok = if id.is_empty() {
+                purged.push(d);
                 e == usize::MAX
             } else {
                 e != usize::MAX
@@ -1068,7 +1070,7 @@ impl<'a> ImageView<'a> {
             Some(d) => {
                 Err(SegmentError(format!("_id index: doc {d}: its stored _id and its entry disagree")))
             }
-            None => Ok(()),
+            None => Ok(purged),
         }
     }
 
@@ -1094,20 +1096,6 @@ impl<'a> ImageView<'a> {
     /// for a term's last) or stored records.
     pub fn purged(&self) -> u32 {
         u32_at(self.bytes, 48)
-    }
-
-    /// The documents compaction purged (an empty stored record), in order: `spirit check` holds them
-    /// against the delete bits.
-    pub fn purged_docs(&self) -> Result<Vec<u32>, SegmentError> {
-        let mut out = vec![];
-        if self.purged() > 0 {
-            self.for_each_record(&mut |d, id, _| {
-                if id.is_empty() {
-                    out.push(d);
-                }
-            })?;
-        }
-        Ok(out)
     }
 
     /// Calls `f` with every document's `_id` and `_source`, in doc order, one decompressed block at a time.
@@ -1709,35 +1697,39 @@ mod tests {
     /// not ASCII. The same image as version 2 wrote it (no `_id` bytes) is read through the doc store, and a
     /// compaction of it writes the `_id` bytes again (the same image as compacting the version 4 one).
     /// Corrupt `_id` bytes fail `check_structure`.
-    #[test]
-    fn stored_records_and_ids_read_back() {
+    /// A fresh segment in an arena of `arena` bytes holding `docs`: (`_id`, text of the one text field).
+    fn text_fresh(arena: usize, docs: impl IntoIterator<Item = (String, String)>) -> FreshSegment {
         use crate::memory::{DramHeap, RingKind};
         use crate::schema::{document::analyze_document, Schema};
         let schema =
             Schema::from_mappings(&serde_json::json!({"properties": {"t": {"type": "text"}}})).unwrap();
-        let heap = DramHeap::new(40 << 20, 34 << 20).unwrap();
-        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 32 << 20).unwrap(), 1000);
+        let heap = DramHeap::new(arena + (8 << 20), arena + (2 << 20)).unwrap();
+        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, arena).unwrap(), 10_000);
+        for (id, text) in docs {
+            fresh.insert(&analyze_document(&schema, id, &serde_json::json!({"t": text})).unwrap()).unwrap();
+        }
+        fresh
+    }
+
+    #[test]
+    fn stored_records_and_ids_read_back() {
         let mut seed = 7u64;
         let noise: String =
             (0..300_000).map(|_| (b'a' + (crate::rng::xorshift(&mut seed) % 26) as u8) as char).collect();
-        let mut ids = vec![];
-        for i in 0..300 {
-            let id = match i % 4 {
+        let ids: Vec<String> = (0..300)
+            .map(|i| match i % 4 {
                 0 => format!("{i}"),
                 1 => format!("doc-é-{i}"),
                 2 => "x".repeat(1 + i),
                 _ => format!("{i}-{}", "y".repeat(i % 7)),
-            };
-            let text = match i {
-                100 => "repeated words ".repeat(40_000),
-                200 => noise.clone(),
-                _ => format!("document {i} text"),
-            };
-            fresh
-                .insert(&analyze_document(&schema, id.clone(), &serde_json::json!({"t": text})).unwrap())
-                .unwrap();
-            ids.push(id);
-        }
+            })
+            .collect();
+        let texts = (0..300).map(|i| match i {
+            100 => "repeated words ".repeat(40_000),
+            200 => noise.clone(),
+            _ => format!("document {i} text"),
+        });
+        let fresh = text_fresh(32 << 20, ids.iter().cloned().zip(texts));
         let bytes = ImageBuilder::from_fresh(&fresh, 1, 0, &FieldCodecs::default()).unwrap();
         let v4 = ImageView::parse(&bytes).unwrap();
         let old = as_version_2(&bytes);
@@ -1773,17 +1765,8 @@ mod tests {
     /// and of documents.
     #[test]
     fn a_flush_gives_up_when_told_and_builds_the_same_image_again() {
-        use crate::memory::{DramHeap, RingKind};
-        use crate::schema::{document::analyze_document, Schema};
         use std::sync::atomic::AtomicUsize;
-        let schema =
-            Schema::from_mappings(&serde_json::json!({"properties": {"t": {"type": "text"}}})).unwrap();
-        let heap = DramHeap::new(20 << 20, 17 << 20).unwrap();
-        let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 16 << 20).unwrap(), 10_000);
-        for i in 0..6000 {
-            let doc = serde_json::json!({"t": format!("unique{i} the of and")});
-            fresh.insert(&analyze_document(&schema, i.to_string(), &doc).unwrap()).unwrap();
-        }
+        let fresh = text_fresh(16 << 20, (0..6000).map(|i| (i.to_string(), format!("unique{i} the of and"))));
         let codecs = FieldCodecs::default();
         let want = ImageBuilder::from_fresh(&fresh, 1, 0, &codecs).unwrap();
         let checks = AtomicUsize::new(0);

@@ -34,27 +34,26 @@ impl Shard {
                     continue;
                 }
             };
-            if let Err(e) = v.verify().and_then(|_| v.check_structure()).and_then(|_| v.check_stored()) {
-                r.problems.push(format!("segment {}: {}", s.id, e.0));
-                continue;
-            }
+            let purged = match v.verify().and_then(|_| v.check_structure()).and_then(|_| v.check_stored()) {
+                Ok(purged) => purged,
+                Err(e) => {
+                    r.problems.push(format!("segment {}: {}", s.id, e.0));
+                    continue;
+                }
+            };
             if s.deletes.count() > s.doc_count {
                 r.problems.push(format!("segment {}: more deletes than documents", s.id));
             }
             // A purged document is deleted for good: its bit set, else it would read as live, recordless.
-            match v.purged_docs() {
-                Ok(p) if p.len() != v.purged() as usize => r.problems.push(format!(
+            if purged.len() != v.purged() as usize {
+                r.problems.push(format!(
                     "segment {}: {} purged documents recorded, {} found",
                     s.id,
                     v.purged(),
-                    p.len()
-                )),
-                Ok(p) => {
-                    if let Some(d) = p.into_iter().find(|&d| !s.deletes.is_deleted(d)) {
-                        r.problems.push(format!("segment {}: purged document {d} is not deleted", s.id));
-                    }
-                }
-                Err(e) => r.problems.push(format!("segment {}: {}", s.id, e.0)),
+                    purged.len()
+                ));
+            } else if let Some(d) = purged.into_iter().find(|&d| !s.deletes.is_deleted(d)) {
+                r.problems.push(format!("segment {}: purged document {d} is not deleted", s.id));
             }
             if s.state != SegState::Merged {
                 continue;
