@@ -617,17 +617,11 @@ impl ImageWriter {
             return Err(bad("block directory does not cover the documents"));
         }
         if part.has_id_bytes() {
-            // The entries are checked as they are copied, so that the image passes `check_structure`.
-            let (ids, mut seen) = (part.ids(), vec![false; part.doc_count as usize]);
+            // The entries are checked as `check_structure` checks them, so that the image passes it.
+            part.id_entry_of_doc()?;
             for e in 0..part.id_entries() {
-                let (h, d) = (u64_at(ids, e * 16), part.entry_doc(e));
-                let id = part.entry_id(e).filter(|b| xxhash_rust::xxh3::xxh3_64(b) == h);
-                let id = id.ok_or_else(|| bad("an _id entry does not match its bytes"))?;
-                match seen.get_mut(d as usize) {
-                    Some(s) if !*s => *s = true,
-                    _ => return Err(bad("an _id entry's doc is out of range or listed twice")),
-                }
-                self.push_id(id, base + d);
+                let id = part.entry_id(e).expect("checked: every entry has its bytes");
+                self.push_id(id, base + part.entry_doc(e));
             }
         } else {
             // An image written before version 4: its `_id`s are read from its doc store, once.
