@@ -407,17 +407,22 @@ fn calendar_interval(name: &str, v: &Value) -> ApiResult<CalendarUnit> {
     })
 }
 
-/// The `aggregations` object of the response.
-pub fn render(results: &[AggResult], aggs: &[Agg], schema: &Schema) -> Value {
-    Value::Object(render_all(results, aggs, schema))
+/// The `aggregations` object of the response, of the indices of `schemas` (a field's type, for how its
+/// keys and values print, is that of the first index that maps it: the engine aggregates a field only
+/// where the indices agree on it, longs and doubles aside).
+pub fn render(results: &[AggResult], aggs: &[Agg], schemas: &[&Schema]) -> Value {
+    Value::Object(render_all(results, aggs, schemas))
 }
 
-fn render_all(results: &[AggResult], aggs: &[Agg], schema: &Schema) -> Map<String, Value> {
-    results.iter().zip(aggs).map(|(r, a)| (r.name.clone(), render_one(&r.value, a, schema))).collect()
+fn render_all(results: &[AggResult], aggs: &[Agg], schemas: &[&Schema]) -> Map<String, Value> {
+    results.iter().zip(aggs).map(|(r, a)| (r.name.clone(), render_one(&r.value, a, schemas))).collect()
 }
 
-fn render_one(v: &AggValue, a: &Agg, schema: &Schema) -> Value {
-    let ty = a.kind.field().and_then(|f| schema.field_id(f)).map(|id| schema.field(id).ty);
+fn render_one(v: &AggValue, a: &Agg, schemas: &[&Schema]) -> Value {
+    let ty = a
+        .kind
+        .field()
+        .and_then(|f| schemas.iter().find_map(|schema| schema.field_id(f).map(|id| schema.field(id).ty)));
     // Percentile ranks are percents, whatever the field.
     let date = ty == Some(FieldType::Date) && !matches!(a.kind, AggKind::PercentileRanks { .. });
     // A metric value, with its date form on date fields.
@@ -477,7 +482,7 @@ fn render_one(v: &AggValue, a: &Agg, schema: &Schema) -> Value {
             }
         }
         AggValue::Buckets { buckets, other_doc_count } => {
-            let list: Vec<Value> = buckets.iter().map(|b| bucket(b, a, ty, schema)).collect();
+            let list: Vec<Value> = buckets.iter().map(|b| bucket(b, a, ty, schemas)).collect();
             match a.kind {
                 AggKind::Terms { .. } => json!({
                     "doc_count_error_upper_bound": 0,
@@ -487,13 +492,13 @@ fn render_one(v: &AggValue, a: &Agg, schema: &Schema) -> Value {
                 _ => json!({ "buckets": list }),
             }
         }
-        AggValue::Single(b) => bucket(b, a, ty, schema),
+        AggValue::Single(b) => bucket(b, a, ty, schemas),
         AggValue::Keyed(buckets) => {
             let keyed: Map<String, Value> = buckets
                 .iter()
                 .map(|b| {
                     let BucketKey::Str(name) = &b.key else { unreachable!("filters buckets are named") };
-                    (name.clone(), bucket(b, a, ty, schema))
+                    (name.clone(), bucket(b, a, ty, schemas))
                 })
                 .collect();
             json!({ "buckets": keyed })
@@ -519,7 +524,7 @@ fn range_bound(x: Option<f64>) -> String {
     }
 }
 
-fn bucket(b: &Bucket, a: &Agg, ty: Option<FieldType>, schema: &Schema) -> Value {
+fn bucket(b: &Bucket, a: &Agg, ty: Option<FieldType>, schemas: &[&Schema]) -> Value {
     let mut out = Map::new();
     match &b.key {
         BucketKey::None => {}
@@ -551,6 +556,6 @@ fn bucket(b: &Bucket, a: &Agg, ty: Option<FieldType>, schema: &Schema) -> Value 
         }
     }
     out.insert("doc_count".into(), json!(b.doc_count));
-    out.extend(render_all(&b.aggs, &a.aggs, schema));
+    out.extend(render_all(&b.aggs, &a.aggs, schemas));
     Value::Object(out)
 }

@@ -7,8 +7,9 @@ use crate::error::{ApiError, ApiResult};
 use crate::highlight::{HighlightSpec, Highlighter};
 use crate::{Limits, Target};
 use serde_json::{json, Map, Value};
+use spirit::query::aggs::Agg;
 use spirit::schema::simple_match as glob;
-use spirit::schema::FieldType;
+use spirit::schema::{FieldType, Schema};
 use spirit::{Index, Query, SearchOptions, Sort, SortKey, SortValue};
 use std::collections::HashMap;
 
@@ -361,30 +362,27 @@ impl SearchRequest {
 
     /// Runs the search (on a query-pool thread) and builds the response.
     pub fn execute(&self, index: &Index, limits: &Limits) -> ApiResult<Value> {
-        self.execute_page(index, None, limits, (self.from, self.size))
+        self.execute_page(index, None, limits, (self.from, self.size), true)
     }
 
     /// Runs the search on every index of `targets` (a multi-target search: `a,b/_search`, `logs-*/_search`,
     /// `/_search`). Each index answers its first `from + size` hits, ranked by its own statistics — as
     /// Elasticsearch's default query-then-fetch ranks by each shard's — and the pages are merged in the
     /// request's order (ties by index name, then each index's own order); totals and shard counts add up.
-    /// Aggregations over several indices are refused (each index's would be partial). A target's alias
-    /// filter filters every query on it.
+    /// Aggregations read every index's matches at once ([`Index::aggregate_indices`]), each index's
+    /// translated for its own mapping: exact over all of them, as over one index. A target's alias filter
+    /// filters every query on it.
     pub fn execute_on(&self, targets: &[Target], limits: &Limits) -> ApiResult<Value> {
         if let [one] = targets {
-            return self.execute_page(&one.index, one.filter.as_ref(), limits, (self.from, self.size));
-        }
-        if self.aggs.is_some() {
-            return Err(ApiError::unsupported(
-                "aggregations over several indices (aggregate one index at a time)",
-            ));
+            return self.execute_page(&one.index, one.filter.as_ref(), limits, (self.from, self.size), true);
         }
         let t0 = std::time::Instant::now();
         let keys = self.sort.keys();
         let (mut hits, mut total, mut gte, mut max_score, mut shards) =
             (vec![], 0u64, false, None::<f64>, 0u64);
         for (rank, t) in targets.iter().enumerate() {
-            let mut r = self.execute_page(&t.index, t.filter.as_ref(), limits, (0, self.from + self.size))?;
+            let mut r =
+                self.execute_page(&t.index, t.filter.as_ref(), limits, (0, self.from + self.size), false)?;
             if let Some(t) = r["hits"].get("total") {
                 total += t["value"].as_u64().unwrap_or(0);
                 gte |= t["relation"] == "gte";
@@ -411,32 +409,64 @@ impl SearchRequest {
         }
         hits_obj.insert("max_score".into(), json!(max_score));
         hits_obj.insert("hits".into(), Value::Array(page));
-        Ok(json!({
-            "took": t0.elapsed().as_millis() as u64,
+        let mut out = json!({
+            "took": 0,
             "timed_out": false,
             "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0},
             "hits": hits_obj,
-        }))
+        });
+        if self.aggs.is_some() {
+            let translated = targets
+                .iter()
+                .map(|t| {
+                    let schema = t.index.schema();
+                    let (q, _, aggs) = self.translate(&schema, t.filter.as_ref(), limits)?;
+                    Ok((schema, q, aggs.expect("the request has aggregations")))
+                })
+                .collect::<ApiResult<Vec<_>>>()?;
+            let args: Vec<(&Index, &Query, &[Agg])> =
+                targets.iter().zip(&translated).map(|(t, (_, q, aggs))| (&*t.index, q, &aggs[..])).collect();
+            let (_, results) = Index::aggregate_indices(&args)?;
+            let schemas: Vec<&Schema> = translated.iter().map(|t| &t.0).collect();
+            out["aggregations"] = crate::aggs::render(&results, &translated[0].2, &schemas);
+        }
+        out["took"] = json!(t0.elapsed().as_millis() as u64);
+        Ok(out)
     }
 
-    /// [`Self::execute`] for the hits from `from`, `size` of them, the query filtered by `filter`.
+    /// The request's query on an index of `schema`, filtered by its alias `filter`; the query without the
+    /// filter when there is one (highlighting reads the request's query, not the filter around it); and the
+    /// aggregations (their filters are queries on the schema).
+    fn translate(
+        &self,
+        schema: &Schema,
+        filter: Option<&Value>,
+        limits: &Limits,
+    ) -> ApiResult<(Query, Option<Query>, Option<Vec<Agg>>)> {
+        let mut tr = Translator::new(schema, limits.max_clauses, limits.max_depth);
+        let q: Query = tr.query(&self.query)?;
+        let (q, unfiltered) = match filter {
+            None => (q, None),
+            Some(_) => (filtered(q.clone(), filter, &mut tr)?, Some(q)),
+        };
+        let aggs = self.aggs.as_ref().map(|a| crate::aggs::parse(a, &mut tr, 0)).transpose()?;
+        Ok((q, unfiltered, aggs))
+    }
+
+    /// [`Self::execute`] for the hits from `from`, `size` of them, the query filtered by `filter`; with
+    /// `aggregate`, the request's aggregations too.
     fn execute_page(
         &self,
         index: &Index,
         filter: Option<&Value>,
         limits: &Limits,
         (from, size): (usize, usize),
+        aggregate: bool,
     ) -> ApiResult<Value> {
         let t0 = std::time::Instant::now();
         let schema = index.schema();
-        let mut tr = Translator::new(&schema, limits.max_clauses, limits.max_depth);
-        let q: Query = tr.query(&self.query)?;
-        // Highlighting reads the request's query, not the alias filter around it.
-        let (q, unfiltered) = match filter {
-            None => (q, None),
-            Some(_) => (filtered(q.clone(), filter, &mut tr)?, Some(q)),
-        };
-        let aggs = self.aggs.as_ref().map(|a| crate::aggs::parse(a, &mut tr, 0)).transpose()?;
+        let (q, unfiltered, aggs) = self.translate(&schema, filter, limits)?;
+        let aggs = aggs.filter(|_| aggregate);
         let fetch = size > 0;
         // A keyword field sorts through the several-keys path (the engine's pruned top-k reads numbers).
         let keyword =
@@ -563,7 +593,7 @@ impl SearchRequest {
         });
         if let Some(aggs) = aggs {
             let (_, results) = index.aggregate(&q, &aggs)?;
-            out["aggregations"] = crate::aggs::render(&results, &aggs, &schema);
+            out["aggregations"] = crate::aggs::render(&results, &aggs, &[&schema]);
         }
         out["took"] = json!(t0.elapsed().as_millis() as u64);
         Ok(out)

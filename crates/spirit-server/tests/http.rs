@@ -1820,7 +1820,7 @@ fn wildcard_queries_match_terms_by_pattern() {
 }
 
 /// Searching several indices at once (`a,b/_search`, `logs-*/_search`, `/_search`, and `_count`): each
-/// index's best hits merged in the request's order, totals added up.
+/// index's best hits merged in the request's order, totals added up; aggregations over all of them at once.
 #[test]
 fn searches_span_several_indices() {
     let dir = tempfile::tempdir().unwrap();
@@ -1887,12 +1887,52 @@ fn searches_span_several_indices() {
     let (v, none) = hits("/nothing-*/_search", "{}");
     assert!(none.is_empty());
     assert_eq!(v["hits"]["total"]["value"], json!(0));
-    // A missing plain name is a 404; aggregations over several indices are refused by name.
+    // A missing plain name is a 404.
     let r = s.call("POST", "/logs-a,nope/_search", Some("{}"));
     assert_es_error(&r, 404, "index_not_found_exception");
-    let r = s.call("POST", "/logs-*/_search", Some(r#"{"aggs": {"t": {"terms": {"field": "tag"}}}}"#));
-    assert_eq!(r.0, 400, "{}", r.1);
-    assert!(r.1["error"]["reason"].as_str().unwrap().contains("several indices"), "{}", r.1);
+    // Aggregations over several indices count every index's documents, as one index holding them all.
+    let aggs = r#"{"size": 0, "aggs": {
+        "t": {"terms": {"field": "tag", "size": 2}, "aggs": {"s": {"sum": {"field": "n"}}}},
+        "red": {"filter": {"match": {"body": "red"}}, "aggs": {"top": {"max": {"field": "n"}}}},
+        "tags": {"cardinality": {"field": "tag"}}, "p": {"percentiles": {"field": "n", "percents": [50]}}}}"#;
+    let (v, none) = hits("/logs-*/_search", aggs);
+    assert!(none.is_empty());
+    assert_eq!(v["hits"]["total"]["value"], json!(5));
+    let a = &v["aggregations"];
+    assert_eq!(
+        a["t"],
+        json!({"doc_count_error_upper_bound": 0, "sum_other_doc_count": 1, "buckets": [
+            {"key": "x", "doc_count": 3, "s": {"value": 21.0}}, {"key": "y", "doc_count": 1, "s": {"value": 1.0}}]}),
+        "{v}"
+    );
+    assert_eq!(a["red"], json!({"doc_count": 4, "top": {"value": 7.0}}), "{v}");
+    assert_eq!(a["tags"]["value"], json!(3), "{v}");
+    assert_eq!(a["p"]["values"]["50.0"], json!(5.0), "{v}");
+    // Through a filtered alias: its index's documents that pass the filter, beside another index's.
+    let xs =
+        r#"{"actions": [{"add": {"index": "logs-b", "alias": "xs", "filter": {"term": {"tag": "x"}}}}]}"#;
+    assert_eq!(s.call("POST", "/_aliases", Some(xs)).0, 200);
+    let (v, _) = hits("/xs,other/_search", r#"{"size": 0, "aggs": {"t": {"terms": {"field": "tag"}}}}"#);
+    assert_eq!(
+        v["aggregations"]["t"]["buckets"],
+        json!([{"key": "w", "doc_count": 1}, {"key": "x", "doc_count": 1}]),
+        "{v}"
+    );
+    // A field unmapped in one index aggregates the others'; mapped as a number in one and a keyword in
+    // another, it is refused by name.
+    let m2 = r#"{"mappings": {"properties": {"body": {"type": "text"}, "tag": {"type": "long"}}}}"#;
+    assert_eq!(s.call("PUT", "/mixed", Some(m2)).0, 200);
+    put_docs(&s, "mixed", [("1", r#"{"body": "red", "tag": 3}"#.to_string())]);
+    let (v, _) = hits("/logs-a,mixed/_search", r#"{"size": 0, "aggs": {"s": {"stats": {"field": "n"}}}}"#);
+    assert_eq!(v["aggregations"]["s"]["count"], json!(3), "{v}");
+    assert_eq!(v["aggregations"]["s"]["sum"], json!(15.0), "{v}");
+    let r = s.call("POST", "/logs-a,mixed/_search", Some(r#"{"aggs": {"t": {"terms": {"field": "tag"}}}}"#));
+    assert_es_error(&r, 400, "illegal_argument_exception");
+    assert!(
+        r.1["error"]["reason"].as_str().unwrap().contains("[keyword] in one index and [long]"),
+        "{}",
+        r.1
+    );
     // One index through a pattern answers as that index does, aggregations included.
     let r = s.call("POST", "/oth*/_search", Some(r#"{"aggs": {"t": {"terms": {"field": "tag"}}}}"#));
     assert_eq!(r.1["aggregations"]["t"]["buckets"][0]["key"], json!("w"), "{}", r.1);

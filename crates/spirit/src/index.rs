@@ -1142,6 +1142,31 @@ impl Index {
         query::aggs::aggregate(&schema, &refs, q, aggs)
     }
 
+    /// Aggregates over several indices at once, exactly as over one index holding all their documents
+    /// ([`query::aggs::aggregate_targets`]): each target is an index, the query on it and the aggregations
+    /// as translated for its mapping (one shape for all). Each index's shards are pinned at one moment, the
+    /// indices one after the other. Returns the number of matches over all of them and a result per
+    /// aggregation, in order.
+    pub fn aggregate_indices(
+        targets: &[(&Index, &Query, &[query::aggs::Agg])],
+    ) -> Result<(u64, Vec<query::aggs::AggResult>)> {
+        let pinned: Vec<(Vec<_>, Schema)> = targets
+            .iter()
+            .map(|(index, ..)| (index.shards.iter().map(|s| s.pin()).collect(), index.schema()))
+            .collect();
+        let parts: Vec<query::aggs::AggTarget> = targets
+            .iter()
+            .zip(&pinned)
+            .map(|(&(_, query, aggs), (snaps, schema))| query::aggs::AggTarget {
+                schema,
+                snaps: snaps.iter().map(|s| &**s).collect(),
+                query,
+                aggs,
+            })
+            .collect();
+        query::aggs::aggregate_targets(&parts)
+    }
+
     /// Searches with a sort over several keys ([`SortKey`]: score, insertion order, numeric and date fields,
     /// each ascending or descending), returning the hits from `offset` on that come strictly after `after`
     /// (the previous page's last hit's [`Hit::sort_values`]: Elasticsearch's `search_after`) with their sort

@@ -2,7 +2,8 @@
 //! keyword tags or none, a long, a double and a date, each sometimes missing), some deleted and some
 //! replaced, in fresh, flushed and merged segments, in indexes of 1 and 3 shards; every aggregation kind,
 //! nested, under a query that matches everything and under one that matches part. The sharded index must
-//! answer exactly as the one-shard index does (prices are quarters, so every sum is exact whatever the order
+//! answer exactly as the one-shard index does, and so must the documents split over two indices (of 1 and
+//! 2 shards) aggregated together (prices are quarters, so every sum is exact whatever the order
 //! of additions).
 
 use proptest::prelude::*;
@@ -611,31 +612,37 @@ proptest! {
     ) {
         let mut x = seed;
         let mut docs: Vec<Option<Doc>> = (0..count).map(|i| Some(gen_doc(&mut x, i))).collect();
-        let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+        let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
         let indexes = [open(dirs[0].path(), 1), open(dirs[1].path(), 3)];
+        // The same documents split over two indices (of 1 and 2 shards): document i lives in `split[owner(i)]`.
+        let split = [open(dirs[2].path(), 1), open(dirs[3].path(), 2)];
+        let owner = |i: usize| (seed >> (i % 61)) as usize & 1;
         for index in &indexes {
             for (i, d) in docs.iter().enumerate() {
                 index.add(json_of(d.as_ref().unwrap(), i)).unwrap();
             }
         }
+        for (i, d) in docs.iter().enumerate() {
+            split[owner(i)].add(json_of(d.as_ref().unwrap(), i)).unwrap();
+        }
         if count > 0 {
             for r in &replaces {
                 let i = r.index(count);
                 let d = gen_doc(&mut x, i);
-                for index in &indexes {
+                for index in indexes.iter().chain([&split[owner(i)]]) {
                     index.add(json_of(&d, i)).unwrap();
                 }
                 docs[i] = Some(d);
             }
             for d in &deletes {
                 let i = d.index(count);
-                for index in &indexes {
+                for index in indexes.iter().chain([&split[owner(i)]]) {
                     index.delete(&i.to_string()).unwrap();
                 }
                 docs[i] = None;
             }
         }
-        for index in &indexes {
+        for index in indexes.iter().chain(&split) {
             match stage {
                 1 => {
                     index.seal().unwrap();
@@ -656,6 +663,10 @@ proptest! {
             let (total3, three) = indexes[1].aggregate(&query, &reqs).unwrap();
             prop_assert_eq!(total3, total);
             prop_assert_eq!(&three, &one, "3 shards against 1");
+            let targets: Vec<(&Index, &Query, &[Agg])> = split.iter().map(|x| (x, &query, &reqs[..])).collect();
+            let (total_split, two) = Index::aggregate_indices(&targets).unwrap();
+            prop_assert_eq!(total_split, total);
+            prop_assert_eq!(&two, &one, "two indices against one");
         }
     }
 }

@@ -8,8 +8,9 @@
 //! (a bitmap per bucket), so its cost is the field's postings, not the matches times the values, and no
 //! per-document keyword column is kept for it (spirit has none). Sharded indexes are aggregated over every
 //! shard's documents at once, so counts are exact where Elasticsearch's are per-shard estimates
-//! (`doc_count_error_upper_bound` is always 0). Every shard is read at watermarks taken once, so the
-//! buckets of one request partition the same documents even while writes go on.
+//! (`doc_count_error_upper_bound` is always 0), and so are several indices ([`aggregate_targets`]): one
+//! index's shards and another's are all parts of one document set. Every shard is read at watermarks taken
+//! once, so the buckets of one request partition the same documents even while writes go on.
 //!
 //! Limits, as Elasticsearch's: at most [`MAX_BUCKETS`] buckets in one request (`search.max_buckets`) and
 //! at most [`MAX_TERMS`] distinct values read for one `terms`, `value_count` or `cardinality` of a keyword
@@ -24,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::gdt::{SegData, Snapshot};
 use crate::schema::{CalendarUnit, FieldType, Schema};
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 
 /// Most buckets one request may make, over all its aggregations (Elasticsearch's `search.max_buckets`).
@@ -201,11 +202,23 @@ pub enum BucketKey {
     },
 }
 
-/// The documents of one bucket: per shard, doc ids in ascending order.
+/// The documents of one bucket: per part (a shard of a target), doc ids in ascending order.
 type DocSet = Vec<Vec<u32>>;
 
 /// Each value of a keyword field with its documents, in key order.
 type KeywordValues = Rc<Vec<(String, DocSet)>>;
+
+/// One index's share of an aggregation over several ([`aggregate_targets`]): its schema, its shards'
+/// snapshots (pinned at the same moment), the query on it and the aggregations as translated for its
+/// mapping. The targets' aggregations must have one shape — names, kinds, fields and parameters alike —
+/// and differ at most in the queries of `filter` and `filters` (a query is translated with the mapping of
+/// the index it runs on: a `term` on a field that is a keyword in one index and a number in another).
+pub struct AggTarget<'a> {
+    pub schema: &'a Schema,
+    pub snaps: Vec<&'a Snapshot>,
+    pub query: &'a Query,
+    pub aggs: &'a [Agg],
+}
 
 /// Aggregates the documents `q` matches in the shards' snapshots (one per shard of an index, read at the
 /// same moment). Returns the number of matches and a result per aggregation, in order.
@@ -215,63 +228,162 @@ pub fn aggregate(
     q: &Query,
     aggs: &[Agg],
 ) -> Result<(u64, Vec<AggResult>)> {
-    let node = plan_shards(q, schema, snaps)?;
+    aggregate_targets(&[AggTarget { schema, snaps: snaps.to_vec(), query: q, aggs }])
+}
+
+/// Aggregates over several indices at once (`logs-*/_search` with `aggs`), exactly as over one index that
+/// held all their documents: every target's matches are gathered first and each aggregation reads them
+/// all, so a `terms` bucket counts every index's documents before the `size` first are kept, and
+/// `cardinality` and `percentiles` see every value — where Elasticsearch reduces each shard's partial
+/// results. A field is read through each index's own mapping: unmapped in some indices, it aggregates the
+/// others' documents; mapped as a keyword in one index and a number in another, it is refused.
+pub fn aggregate_targets(targets: &[AggTarget]) -> Result<(u64, Vec<AggResult>)> {
+    let Some(first) = targets.first() else { return Ok((0, vec![])) };
+    if let Some(t) = targets.iter().find(|t| !same_shape(first.aggs, t.aggs)) {
+        return Err(Error::InvalidArgument(format!(
+            "the aggregations translate to different shapes on different indices ({:?} and {:?})",
+            first.aggs.iter().map(|a| &a.name).collect::<Vec<_>>(),
+            t.aggs.iter().map(|a| &a.name).collect::<Vec<_>>()
+        )));
+    }
+    let mut parts = vec![];
+    for (i, t) in targets.iter().enumerate() {
+        parts.extend(t.snaps.iter().map(|&s| (i, s, watermarks(s))));
+    }
     let ev = Evaluator {
-        schema,
-        snaps: snaps.to_vec(),
-        marks: snaps.iter().map(|s| watermarks(s)).collect(),
+        targets,
+        part_target: parts.iter().map(|p| p.0).collect(),
+        snaps: parts.iter().map(|p| p.1).collect(),
+        marks: parts.into_iter().map(|p| p.2).collect(),
         keyword_values: RefCell::default(),
         buckets: Cell::new(0),
     };
-    let set = ev.matching(&node)?;
+    let nodes = targets
+        .iter()
+        .map(|t| plan_shards(t.query, t.schema, &t.snaps).map(Some))
+        .collect::<Result<Vec<_>>>()?;
+    let set = ev.matching(&nodes)?;
     let total = set.iter().map(|d| d.len() as u64).sum();
-    Ok((total, ev.all(aggs, &set)?))
+    let lists: Vec<&[Agg]> = targets.iter().map(|t| t.aggs).collect();
+    Ok((total, ev.all(&lists, &set)?))
+}
+
+/// Whether two targets' aggregations have one shape: equal but for the queries of `filter` and `filters`.
+fn same_shape(a: &[Agg], b: &[Agg]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            let kinds = match (&x.kind, &y.kind) {
+                (AggKind::Filter(_), AggKind::Filter(_)) => true,
+                (AggKind::Filters(p), AggKind::Filters(q)) => {
+                    p.len() == q.len() && p.iter().zip(q).all(|(p, q)| p.0 == q.0)
+                }
+                (p, q) => p == q,
+            };
+            x.name == y.name && kinds && same_shape(&x.aggs, &y.aggs)
+        })
+}
+
+/// The sub-aggregations of one aggregation across the targets (one list per target).
+fn subs<'x>(a: &[&'x Agg]) -> Vec<&'x [Agg]> {
+    a.iter().map(|x| &x.aggs[..]).collect()
+}
+
+/// The `i`th aggregation of each target's list.
+fn nth<'x>(lists: &[&'x [Agg]], i: usize) -> Vec<&'x Agg> {
+    lists.iter().map(|l| &l[i]).collect()
 }
 
 struct Evaluator<'a> {
-    schema: &'a Schema,
+    targets: &'a [AggTarget<'a>],
+    /// Per part (each target's shards, targets in order), its target.
+    part_target: Vec<usize>,
+    /// Per part, its snapshot.
     snaps: Vec<&'a Snapshot>,
-    /// Per shard, the watermarks every query of the request is evaluated at.
+    /// Per part, the watermarks every query of the request is evaluated at.
     marks: Vec<Watermarks>,
-    /// Per keyword field, each value's documents (in key order), read once per request.
-    keyword_values: RefCell<HashMap<u16, KeywordValues>>,
+    /// Per keyword field (by name), each value's documents (in key order), read once per request.
+    keyword_values: RefCell<HashMap<String, KeywordValues>>,
     /// Buckets made so far.
     buckets: Cell<usize>,
 }
 
-/// How an aggregation may read a field.
-#[derive(Clone, Copy, PartialEq)]
+/// How an aggregation may read a field: its id in each target's mapping (`None` where unmapped).
+#[derive(Clone, PartialEq)]
 enum Source {
-    /// Not in the mapping: nothing to aggregate.
+    /// In no target's mapping: nothing to aggregate.
     Unmapped,
-    Numbers(u16, FieldType),
-    Keywords(u16),
+    Numbers(Vec<Option<u16>>, FieldType),
+    Keywords(Vec<Option<u16>>),
 }
 
 impl<'a> Evaluator<'a> {
-    fn matching(&self, node: &Node) -> Result<DocSet> {
-        self.snaps.iter().zip(&self.marks).map(|(s, m)| matching_docs(s, node, Some(m))).collect()
+    /// The documents each part's target's node matches (none where its node is `None`).
+    fn matching(&self, nodes: &[Option<Node>]) -> Result<DocSet> {
+        (0..self.snaps.len())
+            .map(|p| match &nodes[self.part_target[p]] {
+                Some(n) => matching_docs(self.snaps[p], n, Some(&self.marks[p])),
+                None => Ok(vec![]),
+            })
+            .collect()
     }
 
-    fn all(&self, aggs: &[Agg], set: &DocSet) -> Result<Vec<AggResult>> {
-        aggs.iter().map(|a| Ok(AggResult { name: a.name.clone(), value: self.one(a, set)? })).collect()
+    fn all(&self, lists: &[&[Agg]], set: &DocSet) -> Result<Vec<AggResult>> {
+        (0..lists[0].len())
+            .map(|i| {
+                let a = nth(lists, i);
+                Ok(AggResult { name: a[0].name.clone(), value: self.one(&a, set)? })
+            })
+            .collect()
     }
 
     /// How `what` (an aggregation's name, for errors) reads field `name`; `numeric_only` refuses keywords.
     fn source(&self, name: &str, what: &str, numeric_only: bool) -> Result<Source> {
-        let Some(id) = self.schema.field_id(name) else { return Ok(Source::Unmapped) };
-        match self.schema.field(id).ty {
-            FieldType::Text => Err(Error::InvalidArgument(format!(
-                "Text fields are not optimised for operations that require per-document field data like \
-                 aggregations and sorting, so these operations are disabled by default. Please use a keyword \
-                 field instead. (field [{name}], aggregation [{what}])"
-            ))),
-            FieldType::Keyword if numeric_only => Err(Error::InvalidArgument(format!(
-                "Field [{name}] of type [keyword] is not supported for aggregation [{what}]"
-            ))),
-            FieldType::Keyword => Ok(Source::Keywords(id)),
-            ty => Ok(Source::Numbers(id, ty)),
+        let mapped: Vec<Option<(u16, FieldType)>> = self
+            .targets
+            .iter()
+            .map(|t| t.schema.field_id(name).map(|id| (id, t.schema.field(id).ty)))
+            .collect();
+        let ids = || mapped.iter().map(|m| m.map(|(id, _)| id)).collect::<Vec<_>>();
+        let mut ty: Option<FieldType> = None;
+        for &(_, other) in mapped.iter().flatten() {
+            match other {
+                FieldType::Text => {
+                    return Err(Error::InvalidArgument(format!(
+                        "Text fields are not optimised for operations that require per-document field data \
+                         like aggregations and sorting, so these operations are disabled by default. Please \
+                         use a keyword field instead. (field [{name}], aggregation [{what}])"
+                    )))
+                }
+                FieldType::Keyword if numeric_only => {
+                    return Err(Error::InvalidArgument(format!(
+                        "Field [{name}] of type [keyword] is not supported for aggregation [{what}]"
+                    )))
+                }
+                _ => {}
+            }
+            // Numbers of both kinds aggregate together (as doubles); a keyword and a number, or a date and
+            // a number, do not.
+            ty = Some(match (ty, other) {
+                (None, b) => b,
+                (Some(a), b) if a == b => a,
+                (Some(FieldType::Long | FieldType::Double), FieldType::Long | FieldType::Double) => {
+                    FieldType::Double
+                }
+                (Some(a), b) => {
+                    return Err(Error::InvalidArgument(format!(
+                        "field [{name}] is of type [{}] in one index and [{}] in another, which aggregation \
+                         [{what}] cannot read together",
+                        a.es_name(),
+                        b.es_name()
+                    )))
+                }
+            });
         }
+        Ok(match ty {
+            None => Source::Unmapped,
+            Some(FieldType::Keyword) => Source::Keywords(ids()),
+            Some(ty) => Source::Numbers(ids(), ty),
+        })
     }
 
     /// Counts `n` more buckets against [`MAX_BUCKETS`].
@@ -284,24 +396,26 @@ impl<'a> Evaluator<'a> {
         Ok(())
     }
 
-    fn bucket(&self, key: BucketKey, set: &DocSet, subs: &[Agg]) -> Result<Bucket> {
+    fn bucket(&self, key: BucketKey, set: &DocSet, subs: &[&[Agg]]) -> Result<Bucket> {
         let doc_count = set.iter().map(|d| d.len() as u64).sum();
         Ok(Bucket { key, doc_count, aggs: self.all(subs, set)? })
     }
 
-    fn one(&self, a: &Agg, set: &DocSet) -> Result<AggValue> {
-        let what = a.kind.type_name();
-        if !a.aggs.is_empty() && !a.kind.has_buckets() {
+    /// One aggregation, `a` as each target translated it.
+    fn one(&self, a: &[&Agg], set: &DocSet) -> Result<AggValue> {
+        let what = a[0].kind.type_name();
+        if !a[0].aggs.is_empty() && !a[0].kind.has_buckets() {
             return Err(Error::InvalidArgument(format!(
                 "Aggregator [{}] of type [{what}] cannot accept sub-aggregations",
-                a.name
+                a[0].name
             )));
         }
-        Ok(match &a.kind {
+        let subs = subs(a);
+        Ok(match &a[0].kind {
             AggKind::Min(f) | AggKind::Max(f) | AggKind::Sum(f) | AggKind::Avg(f) | AggKind::Stats(f) => {
                 let (mut count, mut min, mut max, mut sum) = (0u64, f64::INFINITY, f64::NEG_INFINITY, 0.0);
-                if let Source::Numbers(id, _) = self.source(f, what, true)? {
-                    self.numbers(id, set, |_, _, v| {
+                if let Source::Numbers(ids, _) = self.source(f, what, true)? {
+                    self.numbers(&ids, set, |_, _, v| {
                         count += 1;
                         min = min.min(v);
                         max = max.max(v);
@@ -312,31 +426,31 @@ impl<'a> Evaluator<'a> {
             }
             AggKind::ValueCount(f) => AggValue::Count(match self.source(f, what, false)? {
                 Source::Unmapped => 0,
-                Source::Numbers(id, _) => {
+                Source::Numbers(ids, _) => {
                     let mut n = 0;
-                    self.numbers(id, set, |_, _, _| n += 1)?;
+                    self.numbers(&ids, set, |_, _, _| n += 1)?;
                     n
                 }
-                Source::Keywords(id) => self.keyword_counts(id, f, set)?.iter().sum(),
+                Source::Keywords(ids) => self.keyword_counts(&ids, f, set)?.iter().sum(),
             }),
             AggKind::Cardinality(f) => AggValue::Count(match self.source(f, what, false)? {
                 Source::Unmapped => 0,
-                Source::Numbers(id, _) => {
+                Source::Numbers(ids, _) => {
                     let mut seen = std::collections::HashSet::new();
-                    self.numbers(id, set, |_, _, v| {
+                    self.numbers(&ids, set, |_, _, v| {
                         seen.insert(value_key(v));
                     })?;
                     seen.len() as u64
                 }
-                Source::Keywords(id) => {
-                    self.keyword_counts(id, f, set)?.iter().filter(|&&c| c > 0).count() as u64
+                Source::Keywords(ids) => {
+                    self.keyword_counts(&ids, f, set)?.iter().filter(|&&c| c > 0).count() as u64
                 }
             }),
             AggKind::Percentiles { field, percents, .. } => {
                 if let Some(p) = percents.iter().find(|p| !(0.0..=100.0).contains(*p)) {
                     return Err(Error::InvalidArgument(format!(
                         "percent must be in [0,100], got [{p}]: [{}]",
-                        a.name
+                        a[0].name
                     )));
                 }
                 let values = self.sorted_values(field, what, set)?;
@@ -346,7 +460,7 @@ impl<'a> Evaluator<'a> {
                 if let Some(x) = of.iter().find(|x| !x.is_finite()) {
                     return Err(Error::InvalidArgument(format!(
                         "[{x}] is not a finite number: [{}]",
-                        a.name
+                        a[0].name
                     )));
                 }
                 let values = self.sorted_values(field, what, set)?;
@@ -357,31 +471,31 @@ impl<'a> Evaluator<'a> {
                 AggValue::Percentiles(of.iter().map(|&x| (x, rank(x))).collect())
             }
             AggKind::Terms { field, size, min_doc_count, order, filter } => {
-                self.terms(field, (*size, *min_doc_count, order, filter), set, &a.aggs)?
+                self.terms(field, (*size, *min_doc_count, order, filter), set, &subs)?
             }
             AggKind::Histogram { field, interval, offset, min_doc_count } => {
                 if !(interval.is_finite() && *interval > 0.0) {
                     return Err(Error::InvalidArgument(format!(
                         "[interval] must be >0 for histogram aggregation [{}]",
-                        a.name
+                        a[0].name
                     )));
                 }
                 let (interval, offset) = (*interval, *offset);
-                let Source::Numbers(id, _) = self.source(field, what, true)? else {
+                let Source::Numbers(ids, _) = self.source(field, what, true)? else {
                     return Ok(AggValue::Buckets { buckets: vec![], other_doc_count: 0 });
                 };
                 let idx = |v: f64| ((v - offset) / interval).floor() as i64;
-                let by = self.group(id, set, |v| Some(idx(v)))?;
+                let by = self.group(&ids, set, |v| Some(idx(v)))?;
                 self.series(
                     by,
                     *min_doc_count,
-                    &a.aggs,
+                    &subs,
                     |i| i + 1,
                     |i| BucketKey::Num(i as f64 * interval + offset),
                 )?
             }
             AggKind::DateHistogram { field, interval, min_doc_count } => {
-                let Source::Numbers(id, ty) = self.source(field, what, true)? else {
+                let Source::Numbers(ids, ty) = self.source(field, what, true)? else {
                     return Ok(AggValue::Buckets { buckets: vec![], other_doc_count: 0 });
                 };
                 if ty != FieldType::Date {
@@ -395,15 +509,15 @@ impl<'a> Evaluator<'a> {
                         if ms <= 0 {
                             return Err(Error::InvalidArgument("[fixed_interval] must be positive".into()));
                         }
-                        let by = self.group(id, set, |v| Some((v as i64).div_euclid(ms) * ms))?;
-                        self.series(by, *min_doc_count, &a.aggs, |k| k + ms, |k| BucketKey::Num(k as f64))?
+                        let by = self.group(&ids, set, |v| Some((v as i64).div_euclid(ms) * ms))?;
+                        self.series(by, *min_doc_count, &subs, |k| k + ms, |k| BucketKey::Num(k as f64))?
                     }
                     DateInterval::Calendar(unit) => {
-                        let by = self.group(id, set, |v| Some(unit.floor(v as i64)))?;
+                        let by = self.group(&ids, set, |v| Some(unit.floor(v as i64)))?;
                         self.series(
                             by,
                             *min_doc_count,
-                            &a.aggs,
+                            &subs,
                             |k| unit.next(k),
                             |k| BucketKey::Num(k as f64),
                         )?
@@ -413,11 +527,11 @@ impl<'a> Evaluator<'a> {
             AggKind::Range { field, ranges } => {
                 self.count_buckets(ranges.len())?;
                 let mut sets: Vec<DocSet> = vec![vec![vec![]; set.len()]; ranges.len()];
-                if let Source::Numbers(id, _) = self.source(field, what, true)? {
-                    self.numbers(id, set, |shard, doc, v| {
+                if let Source::Numbers(ids, _) = self.source(field, what, true)? {
+                    self.numbers(&ids, set, |part, doc, v| {
                         for (r, s) in ranges.iter().zip(&mut sets) {
                             if r.from.is_none_or(|f| v >= f) && r.to.is_none_or(|t| v < t) {
-                                s[shard].push(doc);
+                                s[part].push(doc);
                             }
                         }
                     })?;
@@ -427,21 +541,30 @@ impl<'a> Evaluator<'a> {
                     .zip(&sets)
                     .map(|(r, s)| {
                         let key = BucketKey::Range { key: r.key.clone(), from: r.from, to: r.to };
-                        self.bucket(key, s, &a.aggs)
+                        self.bucket(key, s, &subs)
                     })
                     .collect::<Result<_>>()?;
                 AggValue::Buckets { buckets, other_doc_count: 0 }
             }
-            AggKind::Filter(q) => {
+            AggKind::Filter(_) => {
                 self.count_buckets(1)?;
-                AggValue::Single(self.bucket(BucketKey::None, &self.filtered(q, set)?, &a.aggs)?)
+                let qs = a.iter().map(|x| match &x.kind {
+                    AggKind::Filter(q) => q,
+                    _ => unreachable!("one shape (same_shape)"),
+                });
+                AggValue::Single(self.bucket(BucketKey::None, &self.filtered(qs, set)?, &subs)?)
             }
             AggKind::Filters(named) => {
                 self.count_buckets(named.len())?;
                 let buckets = named
                     .iter()
-                    .map(|(name, q)| {
-                        self.bucket(BucketKey::Str(name.clone()), &self.filtered(q, set)?, &a.aggs)
+                    .enumerate()
+                    .map(|(i, (name, _))| {
+                        let qs = a.iter().map(|x| match &x.kind {
+                            AggKind::Filters(named) => &named[i].1,
+                            _ => unreachable!("one shape (same_shape)"),
+                        });
+                        self.bucket(BucketKey::Str(name.clone()), &self.filtered(qs, set)?, &subs)
                     })
                     .collect::<Result<_>>()?;
                 AggValue::Keyed(buckets)
@@ -449,29 +572,33 @@ impl<'a> Evaluator<'a> {
         })
     }
 
-    /// The documents of `set` that `q` matches.
-    fn filtered(&self, q: &Query, set: &DocSet) -> Result<DocSet> {
-        let node = plan_shards(q, self.schema, &self.snaps)?;
-        Ok(self.matching(&node)?.iter().zip(set).map(|(m, s)| intersect(m, s)).collect())
+    /// The documents of `set` that the queries match (`qs`: each target's).
+    fn filtered<'q>(&self, qs: impl Iterator<Item = &'q Query>, set: &DocSet) -> Result<DocSet> {
+        let nodes = qs
+            .zip(self.targets)
+            .map(|(q, t)| plan_shards(q, t.schema, &t.snaps).map(Some))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(self.matching(&nodes)?.iter().zip(set).map(|(m, s)| intersect(m, s)).collect())
     }
 
     /// The values of numeric field `field` (by name; `what` aggregates it) over the documents of `set`,
     /// sorted (none for an unmapped field).
     fn sorted_values(&self, field: &str, what: &str, set: &DocSet) -> Result<Vec<f64>> {
         let mut values = vec![];
-        if let Source::Numbers(id, _) = self.source(field, what, true)? {
-            self.numbers(id, set, |_, _, v| values.push(v))?;
+        if let Source::Numbers(ids, _) = self.source(field, what, true)? {
+            self.numbers(&ids, set, |_, _, v| values.push(v))?;
         }
         values.sort_by(f64::total_cmp);
         Ok(values)
     }
 
-    /// Calls `f(shard, doc, value)` for every document of `set` with a value in numeric field `field`, in
-    /// doc order per shard.
-    fn numbers(&self, field: u16, set: &DocSet, mut f: impl FnMut(usize, u32, f64)) -> Result<()> {
-        for (shard, docs) in set.iter().enumerate() {
+    /// Calls `f(part, doc, value)` for every document of `set` with a value in the numeric field (`ids`: its
+    /// id in each target's mapping), in doc order per part.
+    fn numbers(&self, ids: &[Option<u16>], set: &DocSet, mut f: impl FnMut(usize, u32, f64)) -> Result<()> {
+        for (part, docs) in set.iter().enumerate() {
+            let Some(field) = ids[self.part_target[part]] else { continue };
             let mut j = 0;
-            for (seg, &mark) in self.snaps[shard].segments.iter().zip(&self.marks[shard]) {
+            for (seg, &mark) in self.snaps[part].segments.iter().zip(&self.marks[part]) {
                 let (base, end) = (seg.base_doc, seg.base_doc + mark);
                 let from = j + docs[j..].partition_point(|&d| d < base);
                 let to = from + docs[from..].partition_point(|&d| d < end);
@@ -483,7 +610,7 @@ impl<'a> Evaluator<'a> {
                     SegData::Fresh(fr) => {
                         for &d in &docs[from..to] {
                             if let Some(v) = fr.numeric(field, d - base) {
-                                f(shard, d, v);
+                                f(part, d, v);
                             }
                         }
                     }
@@ -492,7 +619,7 @@ impl<'a> Evaluator<'a> {
                         let Some(col) = v.numbers(field) else { continue };
                         for &d in &docs[from..to] {
                             if let Some(x) = crate::segment::image::number_at(col, d - base) {
-                                f(shard, d, x);
+                                f(part, d, x);
                             }
                         }
                     }
@@ -505,15 +632,15 @@ impl<'a> Evaluator<'a> {
     /// The documents of `set` per group key `key` gives their value (`None`: in no group).
     fn group(
         &self,
-        field: u16,
+        ids: &[Option<u16>],
         set: &DocSet,
         key: impl Fn(f64) -> Option<i64>,
     ) -> Result<BTreeMap<i64, DocSet>> {
         let mut by: BTreeMap<i64, DocSet> = BTreeMap::new();
-        let shards = set.len();
-        self.numbers(field, set, |shard, doc, v| {
+        let parts = set.len();
+        self.numbers(ids, set, |part, doc, v| {
             if let Some(k) = key(v) {
-                by.entry(k).or_insert_with(|| vec![vec![]; shards])[shard].push(doc);
+                by.entry(k).or_insert_with(|| vec![vec![]; parts])[part].push(doc);
             }
         })?;
         Ok(by)
@@ -525,11 +652,11 @@ impl<'a> Evaluator<'a> {
         &self,
         by: BTreeMap<i64, DocSet>,
         min_doc_count: u64,
-        subs: &[Agg],
+        subs: &[&[Agg]],
         next: impl Fn(i64) -> i64,
         key: impl Fn(i64) -> BucketKey,
     ) -> Result<AggValue> {
-        let shards = self.snaps.len();
+        let parts = self.snaps.len();
         let mut keys: Vec<i64> = by.keys().copied().collect();
         if min_doc_count == 0 {
             if let (Some(&first), Some(&last)) = (keys.first(), keys.last()) {
@@ -544,7 +671,7 @@ impl<'a> Evaluator<'a> {
                 }
             }
         }
-        let empty: DocSet = vec![vec![]; shards];
+        let empty: DocSet = vec![vec![]; parts];
         let mut buckets = Vec::with_capacity(keys.len());
         for k in keys {
             let s = by.get(&k).unwrap_or(&empty);
@@ -557,37 +684,51 @@ impl<'a> Evaluator<'a> {
         Ok(AggValue::Buckets { buckets, other_doc_count: 0 })
     }
 
-    /// Each value of keyword field `field` with its documents (per shard), in key order; read once per
-    /// request.
-    fn keyword_docs(&self, field: u16, name: &str) -> Result<KeywordValues> {
-        if let Some(v) = self.keyword_values.borrow().get(&field) {
+    /// Each value of keyword field `name` (`ids`: its id in each target's mapping) with its documents (per
+    /// part), in key order; read once per request. A value counts once however many targets hold it.
+    fn keyword_docs(&self, ids: &[Option<u16>], name: &str) -> Result<KeywordValues> {
+        if let Some(v) = self.keyword_values.borrow().get(name) {
             return Ok(v.clone());
         }
-        let keys = keys_with_prefix(&self.snaps, &field.to_be_bytes(), MAX_TERMS)?.ok_or_else(|| {
+        let too_many = || {
             Error::InvalidArgument(format!(
                 "field [{name}] has more than {MAX_TERMS} distinct values, more than one aggregation reads"
             ))
-        })?;
-        let mut out = Vec::with_capacity(keys.len());
-        for key in keys {
-            let label = String::from_utf8_lossy(&key[2..]).into_owned();
-            out.push((label, self.matching(&Node::Term { field, key })?));
+        };
+        let mut values: BTreeSet<Vec<u8>> = BTreeSet::new();
+        for (t, id) in self.targets.iter().zip(ids) {
+            let Some(id) = id else { continue };
+            let keys = keys_with_prefix(&t.snaps, &id.to_be_bytes(), MAX_TERMS)?.ok_or_else(too_many)?;
+            values.extend(keys.into_iter().map(|k| k[2..].to_vec()));
+            if values.len() > MAX_TERMS {
+                return Err(too_many());
+            }
+        }
+        let mut out = Vec::with_capacity(values.len());
+        for value in values {
+            let nodes: Vec<Option<Node>> = ids
+                .iter()
+                .map(|id| {
+                    id.map(|field| Node::Term { field, key: [&field.to_be_bytes()[..], &value].concat() })
+                })
+                .collect();
+            out.push((String::from_utf8_lossy(&value).into_owned(), self.matching(&nodes)?));
         }
         let out = Rc::new(out);
-        self.keyword_values.borrow_mut().insert(field, out.clone());
+        self.keyword_values.borrow_mut().insert(name.to_owned(), out.clone());
         Ok(out)
     }
 
-    /// Each value of keyword field `field` (in key order) with how many documents of `set` hold it, and —
-    /// with `keep` — which ones (per shard).
+    /// Each value of keyword field `name` (in key order) with how many documents of `set` hold it, and —
+    /// with `keep` — which ones (per part).
     fn keyword_split(
         &self,
-        field: u16,
+        ids: &[Option<u16>],
         name: &str,
         set: &DocSet,
         keep: bool,
     ) -> Result<Vec<(String, u64, Option<DocSet>)>> {
-        let values = self.keyword_docs(field, name)?;
+        let values = self.keyword_docs(ids, name)?;
         let maps: Vec<Vec<u64>> = set.iter().map(|d| bitmap(d)).collect();
         Ok(values
             .iter()
@@ -604,24 +745,24 @@ impl<'a> Evaluator<'a> {
             .collect())
     }
 
-    /// How many documents of `set` hold each value of keyword field `field` (in key order).
-    fn keyword_counts(&self, field: u16, name: &str, set: &DocSet) -> Result<Vec<u64>> {
-        Ok(self.keyword_split(field, name, set, false)?.into_iter().map(|(_, n, _)| n).collect())
+    /// How many documents of `set` hold each value of keyword field `name` (in key order).
+    fn keyword_counts(&self, ids: &[Option<u16>], name: &str, set: &DocSet) -> Result<Vec<u64>> {
+        Ok(self.keyword_split(ids, name, set, false)?.into_iter().map(|(_, n, _)| n).collect())
     }
 
     /// The documents of `set` without a value in `source`'s field (all of them for an unmapped field).
     fn without_value(&self, source: &Source, name: &str, set: &DocSet) -> Result<DocSet> {
-        // Per shard, the documents with a value, in order.
+        // Per part, the documents with a value, in order.
         let mut with: DocSet = vec![vec![]; set.len()];
-        match *source {
+        match source {
             Source::Unmapped => return Ok(set.clone()),
-            Source::Keywords(id) => {
-                for (_, docs) in self.keyword_docs(id, name)?.iter() {
+            Source::Keywords(ids) => {
+                for (_, docs) in self.keyword_docs(ids, name)?.iter() {
                     with.iter_mut().zip(docs).for_each(|(w, d)| w.extend_from_slice(d));
                 }
                 with.iter_mut().for_each(|w| w.sort_unstable());
             }
-            Source::Numbers(id, _) => self.numbers(id, set, |shard, doc, _| with[shard].push(doc))?,
+            Source::Numbers(ids, _) => self.numbers(ids, set, |part, doc, _| with[part].push(doc))?,
         }
         let maps: Vec<Vec<u64>> = with.iter().map(|d| bitmap(d)).collect();
         Ok(set.iter().zip(&maps).map(|(d, m)| d.iter().copied().filter(|&x| !has(m, x)).collect()).collect())
@@ -632,18 +773,18 @@ impl<'a> Evaluator<'a> {
         field: &str,
         (size, min_doc_count, order, filter): (usize, u64, &TermsOrder, &TermsFilter),
         set: &DocSet,
-        subs: &[Agg],
+        subs: &[&[Agg]],
     ) -> Result<AggValue> {
         // Ordered by a sub-aggregation: the one it names, and which of its values.
         let metric = match order {
-            TermsOrder::Metric { agg, stat, .. } => Some(order_metric(subs, agg, stat.as_deref())?),
+            TermsOrder::Metric { agg, stat, .. } => Some(order_metric(subs[0], agg, stat.as_deref())?),
             _ => None,
         };
         // (key, count, the bucket's documents when sub-aggregations need them).
         let source = self.source(field, "terms", false)?;
         // A value of `filter` as a bucket key of this field: a number for a numeric field.
         let key_of = |v: &String| -> Result<BucketKey> {
-            Ok(match source {
+            Ok(match &source {
                 Source::Numbers(..) => BucketKey::Num(v.trim().parse::<f64>().map_err(|_| {
                     Error::InvalidArgument(format!(
                         "[{v}] is not a number, as the terms aggregation on numeric field [{field}] needs"
@@ -674,18 +815,18 @@ impl<'a> Evaluator<'a> {
             }
             _ => true,
         };
-        let mut rows: Vec<(BucketKey, u64, Option<DocSet>)> = match source {
+        let mut rows: Vec<(BucketKey, u64, Option<DocSet>)> = match &source {
             Source::Unmapped => vec![],
-            Source::Keywords(id) => self
-                .keyword_split(id, field, set, !subs.is_empty())?
+            Source::Keywords(ids) => self
+                .keyword_split(ids, field, set, !subs[0].is_empty())?
                 .into_iter()
                 .map(|(label, n, docs)| (BucketKey::Str(label), n, docs))
                 .collect(),
-            Source::Numbers(id, _) => {
+            Source::Numbers(ids, _) => {
                 let mut by: HashMap<u64, DocSet> = HashMap::new();
-                let shards = set.len();
-                self.numbers(id, set, |shard, doc, v| {
-                    by.entry(value_key(v)).or_insert_with(|| vec![vec![]; shards])[shard].push(doc);
+                let parts = set.len();
+                self.numbers(ids, set, |part, doc, v| {
+                    by.entry(value_key(v)).or_insert_with(|| vec![vec![]; parts])[part].push(doc);
                 })?;
                 by.into_iter()
                     .map(|(bits, s)| {
@@ -710,7 +851,7 @@ impl<'a> Evaluator<'a> {
                             }
                         }
                     }
-                    None => rows.push((key, n, (!subs.is_empty()).then_some(docs))),
+                    None => rows.push((key, n, (!subs[0].is_empty()).then_some(docs))),
                 }
             }
         }
@@ -729,7 +870,8 @@ impl<'a> Evaluator<'a> {
                 .iter()
                 .map(|r| {
                     let docs = r.2.as_ref().expect("a sub-aggregation reads its bucket's documents");
-                    Ok(metric_value(&self.one(sub, docs)?, &sub.kind, stat))
+                    let sub = nth(subs, sub);
+                    Ok(metric_value(&self.one(&sub, docs)?, &sub[0].kind, stat))
                 })
                 .collect::<Result<_>>()?,
             None => vec![None; rows.len()],
@@ -820,14 +962,12 @@ impl AggKind {
     }
 }
 
-/// The sub-aggregation a `terms` order names (`agg`, with `stat` of a `stats`), checked to give one value.
-fn order_metric<'s>(
-    subs: &'s [Agg],
-    agg: &str,
-    stat: Option<&str>,
-) -> Result<(&'s Agg, Option<&'static str>)> {
+/// Where the sub-aggregation a `terms` order names is among `subs` (`agg`, with `stat` of a `stats`), checked
+/// to give one value.
+fn order_metric(subs: &[Agg], agg: &str, stat: Option<&str>) -> Result<(usize, Option<&'static str>)> {
     let bad = |why: &str| Error::InvalidArgument(format!("Invalid aggregation order path [{agg}]: {why}"));
-    let sub = subs.iter().find(|s| s.name == agg).ok_or_else(|| bad("no such sub-aggregation"))?;
+    let at = subs.iter().position(|s| s.name == agg).ok_or_else(|| bad("no such sub-aggregation"))?;
+    let sub = &subs[at];
     let known = |s: &str| ["min", "max", "avg", "sum", "count"].into_iter().find(|x| *x == s);
     let stat = match (&sub.kind, stat) {
         (
@@ -845,7 +985,7 @@ fn order_metric<'s>(
         }
         _ => return Err(bad("only a single-value metric or a stats value orders buckets")),
     };
-    Ok((sub, stat))
+    Ok((at, stat))
 }
 
 /// The value a `terms` order reads from a sub-aggregation's result (`None`: it has none).
