@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 use spirit::query::aggs::{
     Agg, AggKind, AggResult, AggValue, Bucket, BucketKey, DateInterval, RangeSpec, TermsFilter, TermsOrder,
 };
+use spirit::query::pipeline::{BucketStat, BucketsPath, GapPolicy, Pipeline};
 use spirit::schema::{format_date_millis, CalendarUnit, FieldType, Schema};
 
 /// Parses the `aggs` object of a request (`depth`: how deep it is nested, against the translator's limit).
@@ -315,8 +316,97 @@ fn parse_kind(name: &str, ty: &str, v: &Value, tr: &mut Translator<'_>) -> ApiRe
                 named.iter().map(|(k, q)| Ok((k.clone(), tr.query(q)?))).collect::<ApiResult<_>>()?,
             )
         }
+        "avg_bucket" | "max_bucket" | "min_bucket" | "sum_bucket" | "stats_bucket" => {
+            let p = Params::new(name, ty, v, &["buckets_path", "gap_policy"])?;
+            let stat = match ty {
+                "avg_bucket" => BucketStat::Avg,
+                "max_bucket" => BucketStat::Max,
+                "min_bucket" => BucketStat::Min,
+                "sum_bucket" => BucketStat::Sum,
+                _ => BucketStat::Stats,
+            };
+            AggKind::Pipeline(Pipeline::Sibling {
+                stat,
+                path: buckets_path(&p)?,
+                gap_policy: gap_policy(&p)?,
+            })
+        }
+        "derivative" => {
+            let p = Params::new(name, ty, v, &["buckets_path", "gap_policy"])?;
+            AggKind::Pipeline(Pipeline::Derivative { path: buckets_path(&p)?, gap_policy: gap_policy(&p)? })
+        }
+        "cumulative_sum" => {
+            let p = Params::new(name, ty, v, &["buckets_path"])?;
+            AggKind::Pipeline(Pipeline::CumulativeSum { path: buckets_path(&p)? })
+        }
+        "bucket_sort" => {
+            let p = Params::new(name, ty, v, &["sort", "from", "size", "gap_policy"])?;
+            let sort = match p.obj.get("sort") {
+                None => vec![],
+                Some(Value::Array(items)) => {
+                    items.iter().map(|s| sort_key(name, s)).collect::<ApiResult<_>>()?
+                }
+                Some(one) => vec![sort_key(name, one)?],
+            };
+            let size = p.obj.get("size").map(|_| p.count("size", 0)).transpose()?.map(|n| n as usize);
+            AggKind::Pipeline(Pipeline::BucketSort {
+                sort,
+                from: p.count("from", 0)? as usize,
+                size,
+                gap_policy: gap_policy(&p)?,
+            })
+        }
         other => return Err(ApiError::unsupported(format!("the [{other}] aggregation (in [{name}])"))),
     })
+}
+
+/// A pipeline's `buckets_path`: one path (several named paths are `bucket_script`'s, which is not here).
+fn buckets_path(p: &Params<'_>) -> ApiResult<BucketsPath> {
+    match p.obj.get("buckets_path") {
+        Some(Value::String(path)) => Ok(BucketsPath::parse(path)?),
+        None => Err(ApiError::parsing(format!("Required parameter [buckets_path] missing in [{}]", p.name))),
+        Some(_) => Err(ApiError::parsing(format!("[buckets_path] of [{}] must be a string", p.name))),
+    }
+}
+
+/// A pipeline's `gap_policy`: `skip` (the default) or `keep_values` (the same here), or `insert_zeros`.
+fn gap_policy(p: &Params<'_>) -> ApiResult<GapPolicy> {
+    match p.obj.get("gap_policy").map(|g| g.as_str()) {
+        None | Some(Some("skip" | "keep_values")) => Ok(GapPolicy::Skip),
+        Some(Some("insert_zeros")) => Ok(GapPolicy::InsertZeros),
+        Some(_) => Err(ApiError::parsing(format!(
+            "[gap_policy] of [{}] must be skip, insert_zeros or keep_values",
+            p.name
+        ))),
+    }
+}
+
+/// One key of a `bucket_sort`'s `sort`: `"path"` (ascending), `{"path": "desc"}` or
+/// `{"path": {"order": "desc"}}`; `true` is descending.
+fn sort_key(name: &str, v: &Value) -> ApiResult<(BucketsPath, bool)> {
+    let bad =
+        || ApiError::parsing(format!("[sort] of bucket_sort [{name}] must list paths with their order"));
+    let (path, order) = match v {
+        Value::String(path) => (path, None),
+        Value::Object(m) if m.len() == 1 => {
+            let (path, o) = m.iter().next().expect("one entry");
+            let order = match o {
+                Value::String(o) => o.as_str(),
+                Value::Object(o) if o.keys().all(|k| k == "order") => {
+                    o.get("order").and_then(Value::as_str).ok_or_else(bad)?
+                }
+                _ => return Err(bad()),
+            };
+            (path, Some(order))
+        }
+        _ => return Err(bad()),
+    };
+    let desc = match order {
+        None | Some("asc") => false,
+        Some("desc") => true,
+        Some(_) => return Err(bad()),
+    };
+    Ok((BucketsPath::parse(path)?, desc))
 }
 
 /// `keyed` of a `percentiles` or `percentile_ranks` aggregation: true unless it says otherwise.
@@ -414,15 +504,25 @@ pub fn render(results: &[AggResult], aggs: &[Agg], schemas: &[&Schema]) -> Value
     Value::Object(render_all(results, aggs, schemas))
 }
 
+/// The results of one level, whose definitions are `aggs` (by name: a level's results come in another
+/// order than its definitions, pipelines last, and a derivative has none in a histogram's first bucket).
 fn render_all(results: &[AggResult], aggs: &[Agg], schemas: &[&Schema]) -> Map<String, Value> {
-    results.iter().zip(aggs).map(|(r, a)| (r.name.clone(), render_one(&r.value, a, schemas))).collect()
+    results
+        .iter()
+        .map(|r| {
+            let a = aggs.iter().find(|a| a.name == r.name).expect("a result is of a defined aggregation");
+            (r.name.clone(), render_one(&r.value, a, aggs, schemas))
+        })
+        .collect()
 }
 
-fn render_one(v: &AggValue, a: &Agg, schemas: &[&Schema]) -> Value {
-    let ty = a
-        .kind
-        .field()
-        .and_then(|f| schemas.iter().find_map(|schema| schema.field_id(f).map(|id| schema.field(id).ty)));
+/// The type of field `f` in the first of `schemas` that maps it.
+fn field_type(f: &str, schemas: &[&Schema]) -> Option<FieldType> {
+    schemas.iter().find_map(|schema| schema.field_id(f).map(|id| schema.field(id).ty))
+}
+
+fn render_one(v: &AggValue, a: &Agg, level: &[Agg], schemas: &[&Schema]) -> Value {
+    let ty = a.kind.field().and_then(|f| field_type(f, schemas));
     // Percentile ranks are percents, whatever the field.
     let date = ty == Some(FieldType::Date) && !matches!(a.kind, AggKind::PercentileRanks { .. });
     // A metric value, with its date form on date fields.
@@ -456,6 +556,34 @@ fn render_one(v: &AggValue, a: &Agg, schemas: &[&Schema]) -> Value {
             Value::Object(out)
         }
         AggValue::Count(n) => json!({ "value": n }),
+        AggValue::Value(x) => json!({ "value": x }),
+        AggValue::BucketValue { value, keys } => {
+            // Keys as the buckets' keys print as strings (`key_as_string` of dates), Elasticsearch's form.
+            let of = match &a.kind {
+                AggKind::Pipeline(Pipeline::Sibling { path, .. }) => {
+                    level.iter().find(|s| s.name == path.aggs[0])
+                }
+                _ => None,
+            };
+            let kty = of.and_then(|s| s.kind.field()).and_then(|f| field_type(f, schemas));
+            // Histogram keys are doubles whatever the field ("10.0"); numeric terms of a long field whole.
+            let whole = kty == Some(FieldType::Long)
+                && !of.is_some_and(|s| matches!(s.kind, AggKind::Histogram { .. }));
+            let keys: Vec<String> = keys
+                .iter()
+                .map(|k| match k {
+                    BucketKey::Str(s) => s.clone(),
+                    BucketKey::Num(x) if kty == Some(FieldType::Date) => format_date_millis(*x as i64),
+                    BucketKey::Num(x) if whole && x.fract() == 0.0 => format!("{}", *x as i64),
+                    BucketKey::Num(x) => range_bound(Some(*x)),
+                    BucketKey::Range { key, from, to } => {
+                        key.clone().unwrap_or_else(|| format!("{}-{}", range_bound(*from), range_bound(*to)))
+                    }
+                    BucketKey::None => String::new(),
+                })
+                .collect();
+            json!({ "value": value, "keys": keys })
+        }
         AggValue::Percentiles(values) => {
             // Keys as Java prints a double ("50.0", "99.9"), as Elasticsearch keys them.
             let key = |p: f64| if p.fract() == 0.0 { format!("{p:.1}") } else { p.to_string() };

@@ -681,8 +681,9 @@ fn exists_constant_score_dis_max_and_terms() {
 }
 
 /// Aggregations in Elasticsearch's request and response shapes: metrics (with date forms), terms with a
-/// sub-aggregation, histograms with empty buckets, a calendar date histogram, ranges, filter and filters;
-/// the counts follow writes at once; what is not implemented, or a text field, is a 400 that names it.
+/// sub-aggregation, histograms with empty buckets, a calendar date histogram, ranges, filter and filters,
+/// pipelines; the counts follow writes at once; what is not implemented, or a text field, is a 400 that
+/// names it.
 #[test]
 fn aggregations_answer_in_elasticsearch_shape() {
     let dir = tempfile::tempdir().unwrap();
@@ -871,6 +872,66 @@ fn aggregations_answer_in_elasticsearch_shape() {
     let u = aggs(r#"{"aggs": {"g": {"terms": {"field": "nope"}}, "m": {"max": {"field": "nope"}}}}"#);
     assert_eq!(u["g"]["buckets"], json!([]));
     assert_eq!(u["m"], json!({"value": null}));
+    // Pipeline aggregations: January sold 14.5, February nothing, March 8.
+    let pl = aggs(
+        r#"{"size": 0, "aggs": {
+            "months": {"date_histogram": {"field": "at", "calendar_interval": "month"}, "aggs": {
+                "sales": {"sum": {"field": "price"}},
+                "d": {"derivative": {"buckets_path": "sales"}},
+                "c": {"cumulative_sum": {"buckets_path": "_count"}}}},
+            "best": {"max_bucket": {"buckets_path": "months>sales"}},
+            "avg_sales": {"avg_bucket": {"buckets_path": "months>sales"}},
+            "st": {"stats_bucket": {"buckets_path": "months>_count"}},
+            "genres": {"terms": {"field": "genre"}, "aggs": {"avg_price": {"avg": {"field": "price"}},
+                "top": {"bucket_sort": {"sort": [{"avg_price": {"order": "desc"}}], "size": 1}}}},
+            "genre_min": {"min_bucket": {"buckets_path": "genres>avg_price"}},
+            "decades": {"histogram": {"field": "year", "interval": 50}},
+            "busiest": {"max_bucket": {"buckets_path": "decades>_count"}}}}"#,
+    );
+    assert_eq!(
+        pl["months"]["buckets"],
+        json!([
+            {"key_as_string": "2015-01-01T00:00:00.000Z", "key": 1420070400000i64, "doc_count": 2,
+             "sales": {"value": 14.5}, "c": {"value": 2.0}},
+            {"key_as_string": "2015-02-01T00:00:00.000Z", "key": 1422748800000i64, "doc_count": 0,
+             "sales": {"value": 0.0}, "d": {"value": -14.5}, "c": {"value": 2.0}},
+            {"key_as_string": "2015-03-01T00:00:00.000Z", "key": 1425168000000i64, "doc_count": 1,
+             "sales": {"value": 8.0}, "d": {"value": 8.0}, "c": {"value": 3.0}}]),
+        "{pl}"
+    );
+    assert_eq!(pl["best"], json!({"value": 14.5, "keys": ["2015-01-01T00:00:00.000Z"]}));
+    assert_eq!(pl["avg_sales"], json!({"value": 7.5}));
+    assert_eq!(pl["st"], json!({"count": 3, "min": 0.0, "max": 2.0, "avg": 1.0, "sum": 3.0}));
+    // The sort leaves out classic (no average price: a gap) and keeps the best one; the sibling after it
+    // reads the sorted buckets.
+    assert_eq!(
+        pl["genres"]["buckets"],
+        json!([{"key": "scifi", "doc_count": 3, "avg_price": {"value": 9.25}}])
+    );
+    assert_eq!(pl["genre_min"], json!({"value": 9.25, "keys": ["scifi"]}));
+    assert_eq!(pl["busiest"], json!({"value": 3.0, "keys": ["1950.0"]}));
+    for (body, what) in [
+        (r#"{"aggs": {"d": {"derivative": {"buckets_path": "_count"}}}}"#, "must have a histogram"),
+        (
+            r#"{"aggs": {"g": {"terms": {"field": "genre"}, "aggs": {"d": {"derivative": {"buckets_path": "_count"}}}}}}"#,
+            "not [g] of type [terms]",
+        ),
+        (
+            r#"{"aggs": {"b": {"bucket_script": {"buckets_path": {"x": "y"}, "script": "x"}}}}"#,
+            "[bucket_script]",
+        ),
+        (r#"{"aggs": {"m": {"max_bucket": {"buckets_path": "g['x']>n"}}}}"#, "brackets"),
+        (r#"{"aggs": {"m": {"max_bucket": {}}}}"#, "[buckets_path] missing"),
+        (r#"{"aggs": {"m": {"max_bucket": {"buckets_path": "g>n", "gap_policy": "none"}}}}"#, "[gap_policy]"),
+        (
+            r#"{"aggs": {"h": {"histogram": {"field": "year", "interval": 50}, "aggs": {"d": {"derivative": {"buckets_path": "_count", "unit": "1d"}}}}}}"#,
+            "the [unit] option",
+        ),
+    ] {
+        let (status, r) = s.call("POST", "/shop/_search", Some(body));
+        assert_eq!(status, 400, "{body}: {r}");
+        assert!(r["error"]["reason"].as_str().unwrap().contains(what), "{body}: {r}");
+    }
     s.stop();
 }
 

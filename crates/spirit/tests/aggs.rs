@@ -6,6 +6,9 @@
 //! 2 shards) aggregated together (prices are quarters, so every sum is exact whatever the order
 //! of additions).
 
+mod common;
+
+use common::aggs::{agg, open};
 use proptest::prelude::*;
 use serde_json::json;
 use spirit::query::aggs::{
@@ -13,7 +16,7 @@ use spirit::query::aggs::{
 };
 use spirit::query::{parse, Query};
 use spirit::schema::{format_date_millis, CalendarUnit};
-use spirit::{Index, IndexSettings, ShardConfig};
+use spirit::Index;
 use std::collections::{BTreeMap, BTreeSet};
 
 const DAY: i64 = 86_400_000;
@@ -63,23 +66,6 @@ fn json_of(d: &Doc, id: usize) -> serde_json::Value {
         v["at"] = json!(format_date_millis(t));
     }
     v
-}
-
-fn open(dir: &std::path::Path, shards: usize) -> Index {
-    let cfg = ShardConfig {
-        dram_budget: shards * (8 << 20),
-        fresh_segment_bytes: Some(shards * (256 << 10)),
-        max_docs_per_segment: 9,
-        ..Default::default()
-    };
-    let mappings = json!({"properties": {"tag": {"type": "keyword"}, "n": {"type": "long"},
-        "price": {"type": "double"}, "at": {"type": "date"}, "body": {"type": "text"}}});
-    let settings = IndexSettings { number_of_shards: shards, ..Default::default() };
-    Index::open("a", dir, cfg, Some(&mappings), Some(settings)).unwrap()
-}
-
-fn agg(name: &str, kind: AggKind, aggs: Vec<Agg>) -> Agg {
-    Agg { name: name.into(), kind, aggs }
 }
 
 /// The aggregations every case runs.
@@ -307,6 +293,8 @@ fn flatten(prefix: &str, results: &[AggResult], out: &mut Flat) {
                 out.push((p, format!("n={count} min={min} max={max} sum={sum}")));
             }
             AggValue::Count(n) => out.push((p, n.to_string())),
+            AggValue::Value(v) => out.push((p, format!("{v:?}"))),
+            AggValue::BucketValue { value, keys } => out.push((p, format!("{value:?} {keys:?}"))),
             AggValue::Percentiles(values) => {
                 for (pct, v) in values {
                     out.push((format!("{p}[{pct}]"), format!("{v:?}")));

@@ -1,6 +1,6 @@
 //! Aggregations: Elasticsearch's `aggs` over the documents a query matches — metrics (`min`, `max`, `sum`,
 //! `avg`, `stats`, `value_count`, `cardinality`, `percentiles`, `percentile_ranks`) and buckets (`terms`, `histogram`, `date_histogram`,
-//! `range`, `filter`, `filters`), nested to any depth.
+//! `range`, `filter`, `filters`), nested to any depth, and pipelines over their results ([`super::pipeline`]).
 //!
 //! Everything is computed from what the index already holds, exactly: numbers from the numeric columns of
 //! the segments (one value per document), keyword values from the postings — a `terms` aggregation reads
@@ -18,6 +18,7 @@
 //! as Elasticsearch refuses it without fielddata.
 
 use super::eval::{matching_docs, watermarks, Watermarks};
+use super::pipeline::{self, Pipeline};
 use super::plan::{keys_with_prefix, plan_shards, Node};
 use super::regexp::{Regexp, RegexpFlags};
 use super::Query;
@@ -103,6 +104,8 @@ pub enum AggKind {
     Filter(Query),
     /// A bucket per named query.
     Filters(Vec<(String, Query)>),
+    /// Computed from other aggregations' results ([`super::pipeline`]).
+    Pipeline(Pipeline),
 }
 
 /// Which values a `terms` aggregation buckets: Elasticsearch's `include` and `exclude` as lists of exact
@@ -178,6 +181,10 @@ pub enum AggValue {
     Single(Bucket),
     /// `filters`: a bucket per name, keys [`BucketKey::Str`].
     Keyed(Vec<Bucket>),
+    /// A pipeline's one value (`derivative`, `cumulative_sum`, `avg_bucket`, `sum_bucket`; `None`: no value).
+    Value(Option<f64>),
+    /// `max_bucket` and `min_bucket`: the extreme value and the keys of the buckets that hold it.
+    BucketValue { value: Option<f64>, keys: Vec<BucketKey> },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -239,6 +246,7 @@ pub fn aggregate(
 /// others' documents; mapped as a keyword in one index and a number in another, it is refused.
 pub fn aggregate_targets(targets: &[AggTarget]) -> Result<(u64, Vec<AggResult>)> {
     let Some(first) = targets.first() else { return Ok((0, vec![])) };
+    pipeline::check_parent(None, first.aggs)?;
     if let Some(t) = targets.iter().find(|t| !same_shape(first.aggs, t.aggs)) {
         return Err(Error::InvalidArgument(format!(
             "the aggregations translate to different shapes on different indices ({:?} and {:?})",
@@ -327,13 +335,26 @@ impl<'a> Evaluator<'a> {
             .collect()
     }
 
+    /// The aggregations of one level (`lists`: each target's), over `set`: those of documents in the order
+    /// given, then the sibling pipelines, which read them (and the pipelines before them). Parent pipelines
+    /// are their parent's to apply ([`pipeline::apply_parent`]).
     fn all(&self, lists: &[&[Agg]], set: &DocSet) -> Result<Vec<AggResult>> {
-        (0..lists[0].len())
-            .map(|i| {
-                let a = nth(lists, i);
-                Ok(AggResult { name: a[0].name.clone(), value: self.one(&a, set)? })
-            })
-            .collect()
+        let defs = lists[0];
+        let mut out = Vec::with_capacity(defs.len());
+        for (i, d) in defs.iter().enumerate() {
+            if !matches!(d.kind, AggKind::Pipeline(_)) {
+                out.push(AggResult { name: d.name.clone(), value: self.one(&nth(lists, i), set)? });
+            }
+        }
+        for d in defs {
+            if let AggKind::Pipeline(p) = &d.kind {
+                if !p.is_parent() {
+                    let value = pipeline::sibling(&d.name, p, &out, defs)?;
+                    out.push(AggResult { name: d.name.clone(), value });
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// How `what` (an aggregation's name, for errors) reads field `name`; `numeric_only` refuses keywords.
@@ -401,8 +422,23 @@ impl<'a> Evaluator<'a> {
         Ok(Bucket { key, doc_count, aggs: self.all(subs, set)? })
     }
 
-    /// One aggregation, `a` as each target translated it.
+    /// One aggregation, `a` as each target translated it, with its parent pipelines applied.
     fn one(&self, a: &[&Agg], set: &DocSet) -> Result<AggValue> {
+        pipeline::check_parent(Some(a[0]), &a[0].aggs)?;
+        let mut value = self.one_of_documents(a, set)?;
+        if a[0].aggs.iter().any(|s| matches!(&s.kind, AggKind::Pipeline(p) if p.is_parent())) {
+            match &mut value {
+                AggValue::Buckets { buckets, .. } | AggValue::Keyed(buckets) => {
+                    pipeline::apply_parent(a[0], buckets)?
+                }
+                _ => unreachable!("check_parent admits multi-bucket parents only"),
+            }
+        }
+        Ok(value)
+    }
+
+    /// One aggregation of documents (a metric or buckets), `a` as each target translated it.
+    fn one_of_documents(&self, a: &[&Agg], set: &DocSet) -> Result<AggValue> {
         let what = a[0].kind.type_name();
         if !a[0].aggs.is_empty() && !a[0].kind.has_buckets() {
             return Err(Error::InvalidArgument(format!(
@@ -412,6 +448,12 @@ impl<'a> Evaluator<'a> {
         }
         let subs = subs(a);
         Ok(match &a[0].kind {
+            AggKind::Pipeline(_) => {
+                return Err(Error::InvalidArgument(format!(
+                    "[{}] of type [{what}] reads other aggregations' results, not documents",
+                    a[0].name
+                )))
+            }
             AggKind::Min(f) | AggKind::Max(f) | AggKind::Sum(f) | AggKind::Avg(f) | AggKind::Stats(f) => {
                 let (mut count, mut min, mut max, mut sum) = (0u64, f64::INFINITY, f64::NEG_INFINITY, 0.0);
                 if let Source::Numbers(ids, _) = self.source(f, what, true)? {
@@ -925,6 +967,7 @@ impl AggKind {
             AggKind::Range { .. } => "range",
             AggKind::Filter(_) => "filter",
             AggKind::Filters(_) => "filters",
+            AggKind::Pipeline(p) => p.type_name(),
         }
     }
 
@@ -957,7 +1000,7 @@ impl AggKind {
             | AggKind::Histogram { field: f, .. }
             | AggKind::DateHistogram { field: f, .. }
             | AggKind::Range { field: f, .. } => Some(f),
-            AggKind::Filter(_) | AggKind::Filters(_) => None,
+            AggKind::Filter(_) | AggKind::Filters(_) | AggKind::Pipeline(_) => None,
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod ast;
 mod cache;
 mod eval;
 pub mod parser;
+pub mod pipeline;
 mod plan;
 pub mod regexp;
 mod scratch;

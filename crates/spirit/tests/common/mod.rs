@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod aggs;
 pub mod gen;
 
 use spirit::query::Query;
