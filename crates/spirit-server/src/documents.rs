@@ -6,9 +6,15 @@
 //! for every write of an `_id` and survives merges, so it names one version of the `_id`; `_primary_term` is
 //! always 1 (no replicas). `if_seq_no` + `if_primary_term` on index, update, delete and bulk items make the
 //! write conditional on that version being live, checked by the engine under the shard's writer lock with
-//! the write itself ([`spirit::Precondition`]); `op_type=create` is the engine's `Absent` condition. spirit
-//! keeps no per-document version counts: `_version` is reported as 1, and `version`/`version_type` are
-//! refused, not faked.
+//! the write itself ([`spirit::Precondition`]); `op_type=create` is the engine's `Absent` condition.
+//!
+//! Versions: every document has a `_version`, kept by the engine — 1 for a new `_id`, one more at every
+//! write of it (index, update), reported by writes, gets and (with `version: true`) search hits; a delete
+//! reports the deleted version's plus one. External versioning (`version` with `version_type=external` or
+//! `external_gte`) writes only a version above (or at least) the live one and gives the document that
+//! version, as Elasticsearch does for versions kept in another system; `version` with internal versioning
+//! is refused as in Elasticsearch 7+ (`if_seq_no` is the way). spirit keeps no tombstones: after a delete, a
+//! new write of the `_id` starts at version 1 again (Elasticsearch remembers deleted versions for 60 s).
 
 use crate::error::{ApiError, ApiResult};
 use crate::State;
@@ -19,9 +25,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The response body of a write.
-pub fn write_result(index: &str, id: &str, result: &str, seq_no: Option<u32>) -> Value {
+pub fn write_result(index: &str, id: &str, result: &str, seq_no: Option<u32>, version: u64) -> Value {
     json!({
-        "_index": index, "_id": id, "_version": 1, "result": result,
+        "_index": index, "_id": id, "_version": version, "result": result,
         "_shards": {"total": 1, "successful": 1, "failed": 0},
         "_seq_no": seq_no.unwrap_or(0), "_primary_term": 1,
     })
@@ -56,24 +62,18 @@ pub fn check_document(v: Value) -> ApiResult<Value> {
     Ok(v)
 }
 
-/// A write's `if_seq_no` and `if_primary_term` (Elasticsearch's optimistic concurrency control).
+/// A write's condition: `if_seq_no` and `if_primary_term` (Elasticsearch's optimistic concurrency control),
+/// or an external `version` (`version_type=external` or `external_gte`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IfSeqNo {
-    pub seq_no: u64,
-    pub primary_term: u64,
+pub enum WriteCondition {
+    SeqNo { seq_no: u64, primary_term: u64 },
+    External { version: u64, gte: bool },
 }
 
-impl IfSeqNo {
-    /// The pair from a request's URL parameters or a bulk item's metadata (`get` reads one, as text); `None`
-    /// when neither is given. `version` and `version_type` are refused: spirit counts no versions.
-    pub fn read(get: impl Fn(&str) -> Option<String>) -> ApiResult<Option<IfSeqNo>> {
-        for p in ["version", "version_type"] {
-            if get(p).is_some() {
-                return Err(ApiError::unsupported(format!(
-                    "the [{p}] parameter (spirit keeps no document version numbers; use if_seq_no and if_primary_term)"
-                )));
-            }
-        }
+impl WriteCondition {
+    /// The condition of a request's URL parameters or a bulk item's metadata (`get` reads one, as text);
+    /// `None` when it has none.
+    pub fn read(get: impl Fn(&str) -> Option<String>) -> ApiResult<Option<WriteCondition>> {
         let num = |k: &str| -> ApiResult<Option<u64>> {
             get(k)
                 .map(|v| {
@@ -83,25 +83,50 @@ impl IfSeqNo {
                 })
                 .transpose()
         };
-        match (num("if_seq_no")?, num("if_primary_term")?) {
-            (None, None) => Ok(None),
-            (Some(seq_no), Some(primary_term)) if primary_term > 0 => {
-                Ok(Some(IfSeqNo { seq_no, primary_term }))
+        let external = match get("version_type").as_deref() {
+            None | Some("internal") => None,
+            Some("external" | "external_gt") => Some(false),
+            Some("external_gte") => Some(true),
+            Some(t) => {
+                return Err(ApiError::bad_request(format!(
+                    "[version_type] must be internal, external or external_gte, got [{t}]"
+                )))
             }
-            (Some(_), _) => Err(validation("ifSeqNo is set, but primary term is [0]")),
-            (None, Some(t)) => Err(validation(&format!("ifSeqNo is unassigned, but primary term is [{t}]"))),
+        };
+        let seq = match (num("if_seq_no")?, num("if_primary_term")?) {
+            (None, None) => None,
+            (Some(seq_no), Some(primary_term)) if primary_term > 0 => {
+                Some(WriteCondition::SeqNo { seq_no, primary_term })
+            }
+            (Some(_), _) => return Err(validation("ifSeqNo is set, but primary term is [0]")),
+            (None, Some(t)) => {
+                return Err(validation(&format!("ifSeqNo is unassigned, but primary term is [{t}]")))
+            }
+        };
+        match (num("version")?, external, seq) {
+            (None, None, seq) => Ok(seq),
+            (Some(_), None, _) => Err(validation(
+                "internal versioning can not be used for optimistic concurrency control. Please use `if_seq_no` \
+                 and `if_primary_term` instead",
+            )),
+            (None, Some(_), _) => Err(validation("an external version_type needs a [version]")),
+            (Some(_), Some(_), Some(_)) => {
+                Err(validation("compare and write operations can not be used with external versioning"))
+            }
+            (Some(version), Some(gte), None) => Ok(Some(WriteCondition::External { version, gte })),
         }
     }
 
     /// The engine's condition for a write to `id`. Every version here has primary term 1, so another term is
     /// a conflict whatever is live (reported with the live version, as Elasticsearch does).
     fn precondition(self, index: &Index, id: &str) -> ApiResult<Precondition> {
-        if self.primary_term == 1 {
-            return Ok(Precondition::SeqNo(self.seq_no));
-        }
-        let (want, term) = (self.seq_no, self.primary_term);
+        let (want, term) = match self {
+            WriteCondition::External { version, gte } => return Ok(Precondition::Version { version, gte }),
+            WriteCondition::SeqNo { seq_no, primary_term: 1 } => return Ok(Precondition::SeqNo(seq_no)),
+            WriteCondition::SeqNo { seq_no, primary_term } => (seq_no, primary_term),
+        };
         let why = match index.get_versioned(id)? {
-            Some((have, _)) => format!("current document has seqNo [{have}] and primary term [1]"),
+            Some(live) => format!("current document has seqNo [{}] and primary term [1]", live.seq_no),
             None => "but no document was found".into(),
         };
         Err(spirit::Error::VersionConflict(format!(
@@ -120,18 +145,24 @@ fn validation(what: &str) -> ApiError {
     )
 }
 
-/// The engine's condition for an index or create write (`cond`: its `if_seq_no`, if any).
+/// The engine's condition for an index or create write (`cond`: its `if_seq_no` or external version, if any).
 fn index_condition(
     index: &Index,
     id: Option<&str>,
     create: bool,
-    cond: Option<IfSeqNo>,
+    cond: Option<WriteCondition>,
 ) -> ApiResult<Precondition> {
     match (cond, id) {
         (None, _) if create => Ok(Precondition::Absent),
         (None, _) => Ok(Precondition::None),
+        (Some(WriteCondition::External { .. }), _) if create => {
+            Err(validation("create operations only support internal versioning. use index instead"))
+        }
         (Some(_), _) if create => {
             Err(validation("create operations do not support compare and set. use index instead"))
+        }
+        (Some(WriteCondition::External { .. }), None) => {
+            Err(validation("an id must be provided if version type or value are set"))
         }
         (Some(_), None) => {
             Err(validation("compare and write operations can not be used with autoGenerateId"))
@@ -243,34 +274,54 @@ pub fn index_doc(
     id: Option<String>,
     doc: Value,
     create_only: bool,
-    cond: Option<IfSeqNo>,
+    cond: Option<WriteCondition>,
 ) -> ApiResult<(StatusCode, Value)> {
     let pre = index_condition(index, id.as_deref(), create_only, cond)?;
     let r = index.add_with_id_if(id, doc, pre)?;
     state.metrics.docs_ingested.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let (status, result) =
-        if r.replaced { (StatusCode::OK, "updated") } else { (StatusCode::CREATED, "created") };
-    Ok((status, write_result(index.name(), &r.id, result, Some(r.doc))))
+    Ok(added(index, &r))
 }
 
-/// Deletes one document; with `cond`, only the version it names (a conflict otherwise). Durable when it
-/// returns (crash-safe mode). Not found is a 404 with result `not_found`.
-pub fn delete_doc(index: &Index, id: &str, cond: Option<IfSeqNo>) -> ApiResult<(StatusCode, Value)> {
-    let found = match cond {
-        None => index.delete(id)?,
+/// The status and body of an index or create write that was done.
+fn added(index: &Index, r: &spirit::AddResult) -> (StatusCode, Value) {
+    let (status, result) =
+        if r.replaced { (StatusCode::OK, "updated") } else { (StatusCode::CREATED, "created") };
+    (status, write_result(index.name(), &r.id, result, Some(r.doc), r.version))
+}
+
+/// Deletes one document; with `cond`, only the version it names, or only below an external version (a
+/// conflict otherwise). Durable when it returns (crash-safe mode). Not found is a 404 with result
+/// `not_found`. The `_version` reported is the deleted version's plus one (an external version's own).
+pub fn delete_doc(index: &Index, id: &str, cond: Option<WriteCondition>) -> ApiResult<(StatusCode, Value)> {
+    let (pre, external) = match cond {
+        None => (Precondition::None, None),
         Some(c) => {
-            let Precondition::SeqNo(seq_no) = c.precondition(index, id)? else {
-                unreachable!("a sequence number")
+            let pre = c.precondition(index, id)?;
+            let external = match pre {
+                Precondition::Version { version, .. } => Some(version),
+                _ => None,
             };
-            let mut pending = PendingSet::default();
-            pending.note(index.delete_if_deferred(id, seq_no)?);
-            index.sync_pending(&mut pending)?;
-            true
+            (pre, external)
         }
     };
+    let mut pending = PendingSet::default();
+    let deleted = match pre {
+        Precondition::None => {
+            let (deleted, p) = index.delete_deferred(id)?;
+            pending.note(p);
+            deleted
+        }
+        pre => {
+            let (deleted, p) = index.delete_if_deferred(id, pre)?;
+            pending.note(p);
+            deleted
+        }
+    };
+    index.sync_pending(&mut pending)?;
+    let version = external.unwrap_or_else(|| deleted.map_or(1, |v| v + 1));
     let (status, result) =
-        if found { (StatusCode::OK, "deleted") } else { (StatusCode::NOT_FOUND, "not_found") };
-    Ok((status, write_result(index.name(), id, result, None)))
+        if deleted.is_some() { (StatusCode::OK, "deleted") } else { (StatusCode::NOT_FOUND, "not_found") };
+    Ok((status, write_result(index.name(), id, result, None, version)))
 }
 
 /// Recursively merges `patch` into `base` (objects merge key by key; anything else replaces), as
@@ -309,9 +360,12 @@ pub fn update_doc(
     index: &Arc<Index>,
     id: &str,
     body: &Value,
-    cond: Option<IfSeqNo>,
+    cond: Option<WriteCondition>,
     retries: usize,
 ) -> ApiResult<(StatusCode, Value)> {
+    if let Some(WriteCondition::External { .. }) = cond {
+        return Err(validation("the update API does not support external versioning (use if_seq_no)"));
+    }
     let obj = body.as_object().ok_or_else(|| ApiError::parsing("an update request must be a JSON object"))?;
     for k in obj.keys() {
         match k.as_str() {
@@ -334,15 +388,12 @@ pub fn update_doc(
     // Updates of one id wait for each other; other writes are caught by the write's condition.
     let _g = state.id_lock(index.name(), id);
     let mut attempt = 0;
-    let (status, result, written, seq_no) = loop {
+    let (status, result, written, seq_no, version) = loop {
         let current = index.get_versioned(id)?;
-        let live = current.as_ref().map(|(seq, _)| *seq as u32);
+        let live = current.as_ref().map(|d| (d.seq_no as u32, d.version));
         if let Some(c) = cond {
-            let Precondition::SeqNo(want) = c.precondition(index, id)? else {
-                unreachable!("a sequence number")
-            };
             // The version read must be the one named (the engine checks it again with the write).
-            Precondition::SeqNo(want).check(id, live)?;
+            c.precondition(index, id)?.check(id, live)?;
         }
         let (status, result, write) = match current {
             None => {
@@ -363,8 +414,8 @@ pub fn update_doc(
                 }
                 (StatusCode::CREATED, "created", Some((new, Precondition::Absent)))
             }
-            Some((seq, bytes)) => {
-                let mut source: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            Some(d) => {
+                let mut source: Value = serde_json::from_slice(&d.source).map_err(|e| {
                     ApiError::new(
                         StatusCode::INTERNAL_SERVER_ERROR,
                         "spirit_exception",
@@ -375,16 +426,16 @@ pub fn update_doc(
                 if !changed && detect_noop {
                     (StatusCode::OK, "noop", None)
                 } else {
-                    (StatusCode::OK, "updated", Some((source, Precondition::SeqNo(seq))))
+                    (StatusCode::OK, "updated", Some((source, Precondition::SeqNo(d.seq_no))))
                 }
             }
         };
         let Some((new, pre)) = write else {
-            // A no-op answers with the live version's sequence number.
-            break (status, result, None, live);
+            // A no-op answers with the live version's sequence number and `_version`.
+            break (status, result, None, live.map(|l| l.0), live.map_or(1, |l| l.1));
         };
         match index.add_with_id_if(Some(id.to_string()), new, pre) {
-            Ok(r) => break (status, result, Some(r.doc), Some(r.doc)),
+            Ok(r) => break (status, result, Some(r.doc), Some(r.doc), r.version),
             Err(spirit::Error::VersionConflict(_)) if attempt < retries => attempt += 1,
             Err(e) => return Err(e.into()),
         }
@@ -392,7 +443,7 @@ pub fn update_doc(
     if written.is_some() {
         state.metrics.docs_ingested.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
-    Ok((status, write_result(index.name(), id, result, seq_no)))
+    Ok((status, write_result(index.name(), id, result, seq_no, version)))
 }
 
 /// The outcome of one bulk item: its status and body, or its error.
@@ -401,9 +452,9 @@ type ItemResult = Result<(StatusCode, Value), ApiError>;
 /// One action of a bulk request.
 /// Each may carry an `if_seq_no` condition; an update also its `retry_on_conflict`.
 enum Action {
-    Index { create: bool, id: Option<String>, doc: Result<Value, ApiError>, cond: Option<IfSeqNo> },
-    Update { id: String, body: Result<Value, ApiError>, cond: Option<IfSeqNo>, retries: usize },
-    Delete { id: String, cond: Option<IfSeqNo> },
+    Index { create: bool, id: Option<String>, doc: Result<Value, ApiError>, cond: Option<WriteCondition> },
+    Update { id: String, body: Result<Value, ApiError>, cond: Option<WriteCondition>, retries: usize },
+    Delete { id: String, cond: Option<WriteCondition> },
 }
 
 struct Item {
@@ -451,12 +502,8 @@ pub fn bulk(state: &State, default_index: Option<&str>, body: &[u8]) -> ApiResul
                         None => index.prepare(id, &doc?)?,
                     };
                     let r = index.insert_prepared_if(p, pre)?.0;
-                    let (status, result) = if r.replaced {
-                        (StatusCode::OK, "updated")
-                    } else {
-                        (StatusCode::CREATED, "created")
-                    };
-                    Ok((status, write_result(index.name(), &r.id, result, Some(r.doc)), true))
+                    let (status, v) = added(&index, &r);
+                    Ok((status, v, true))
                 }
                 Action::Update { id, body, cond, retries } => {
                     let (status, v) = update_doc(state, &index, &id, &body?, cond, retries)?;
@@ -594,7 +641,7 @@ fn parse_bulk(default_index: Option<&str>, body: &[u8], max_actions: usize) -> A
                 other => other.to_string(),
             })
         };
-        let cond = IfSeqNo::read(meta_text);
+        let cond = WriteCondition::read(meta_text);
         let retries = match meta_text("retry_on_conflict") {
             None => Ok(0),
             Some(v) if op == "update" => v.parse::<usize>().map_err(|_| {

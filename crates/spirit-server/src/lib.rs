@@ -878,7 +878,7 @@ async fn do_index(
     create: bool,
 ) -> ApiResult<Response> {
     check_name(&index, &Method::PUT, &format!("/{index}/_doc"))?;
-    let cond = documents::IfSeqNo::read(|k| params.get(k).cloned())?;
+    let cond = documents::WriteCondition::read(|k| params.get(k).cloned())?;
     let create = create || params.get("op_type").map(String::as_str) == Some("create");
     let doc = documents::parse_document(&body(b)?)?;
     st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -916,7 +916,7 @@ async fn index_auto_id(
 
 /// Real-time get: the stored `_source` and `_seq_no`, from any lifecycle stage, right after the write
 /// returned, with the name of the index that holds it (a path may name an alias).
-async fn fetch(st: &Shared, index: &str, id: &str) -> ApiResult<(String, Option<(u64, Value)>)> {
+async fn fetch(st: &Shared, index: &str, id: &str) -> ApiResult<multi::Fetched> {
     let (st2, index, id) = (st.clone(), index.to_string(), id.to_string());
     st.pool.run(move || multi::get_one(&st2, &index, &id)).await
 }
@@ -971,8 +971,8 @@ async fn get_doc(
 ) -> ApiResult<Response> {
     let (index, source) = fetch(&st, &index, &id).await?;
     Ok(match source {
-        Some((seq_no, src)) => {
-            let mut v = json!({"_index": index, "_id": id, "_version": 1, "_seq_no": seq_no, "_primary_term": 1, "found": true});
+        Some((seq_no, version, src)) => {
+            let mut v = json!({"_index": index, "_id": id, "_version": version, "_seq_no": seq_no, "_primary_term": 1, "found": true});
             if let Some(s) = search::SourceFilter::from_params(&params).unwrap_or_default().apply(src) {
                 v["_source"] = s;
             }
@@ -988,7 +988,7 @@ async fn get_source(
     Ext(st): Ext<Shared>,
     Path((index, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    fetch(&st, &index, &id).await?.1.map(|(_, src)| Json(src)).ok_or_else(|| {
+    fetch(&st, &index, &id).await?.1.map(|(_, _, src)| Json(src)).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
             "resource_not_found_exception",
@@ -1002,7 +1002,7 @@ async fn delete_doc(
     Path((index, id)): Path<(String, String)>,
     Query(params): Params,
 ) -> ApiResult<Response> {
-    let cond = documents::IfSeqNo::read(|k| params.get(k).cloned())?;
+    let cond = documents::WriteCondition::read(|k| params.get(k).cloned())?;
     let i = st.write_index(&index)?;
     st.metrics.write_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     pool::blocking(move || documents::delete_doc(&i, &id, cond)).await.map(write_response)
@@ -1038,7 +1038,7 @@ async fn update_doc(
     Query(params): Params,
     b: Body,
 ) -> ApiResult<Response> {
-    let cond = documents::IfSeqNo::read(|k| params.get(k).cloned())?;
+    let cond = documents::WriteCondition::read(|k| params.get(k).cloned())?;
     let retries = match params.get("retry_on_conflict") {
         None => 0,
         Some(v) => v.parse::<usize>().map_err(|_| {

@@ -73,8 +73,8 @@ pub fn mget(
                 return json!({"_id": id, "error": e.body()});
             };
             match get_one(st, &index, &id) {
-                Ok((index, Some((seq_no, src)))) => {
-                    let mut v = json!({"_index": index, "_id": id, "_version": 1, "_seq_no": seq_no,
+                Ok((index, Some((seq_no, version, src)))) => {
+                    let mut v = json!({"_index": index, "_id": id, "_version": version, "_seq_no": seq_no,
                                        "_primary_term": 1, "found": true});
                     if let Some(s) = filter.unwrap_or_default().apply(src) {
                         v["_source"] = s;
@@ -89,13 +89,16 @@ pub fn mget(
     Ok(json!({ "docs": docs }))
 }
 
-/// One real-time get: the live version's sequence number (`_seq_no`) and its stored `_source` as JSON,
-/// `None` when no live document has the id.
-pub fn get_one(st: &ServerState, index: &str, id: &str) -> ApiResult<(String, Option<(u64, Value)>)> {
+/// A real-time get's answer: the index's name, and the live version's sequence number (`_seq_no`),
+/// `_version` and stored `_source` as JSON (`None` when no live document has the id).
+pub type Fetched = (String, Option<(u64, u64, Value)>);
+
+/// One real-time get.
+pub fn get_one(st: &ServerState, index: &str, id: &str) -> ApiResult<Fetched> {
     let index = st.index(index)?;
     let name = index.name().to_string();
-    let Some((seq_no, bytes)) = index.get_versioned(id)? else { return Ok((name, None)) };
-    serde_json::from_slice(&bytes).map(|v| (name, Some((seq_no, v)))).map_err(|e| {
+    let Some(d) = index.get_versioned(id)? else { return Ok((name, None)) };
+    serde_json::from_slice(&d.source).map(|v| (name, Some((d.seq_no, d.version, v)))).map_err(|e| {
         ApiError::new(
             axum::http::StatusCode::INTERNAL_SERVER_ERROR,
             "spirit_exception",

@@ -192,7 +192,7 @@ pub struct SearchRequest {
     cache: bool,
     /// `aggs` (or `aggregations`), translated when the request runs (filters are queries on the schema).
     aggs: Option<Value>,
-    /// `version` and `seq_no_primary_term`: each hit's `_version` (always 1), and its `_seq_no` (doc id in its
+    /// `version` and `seq_no_primary_term`: each hit's `_version`, and its `_seq_no` (doc id in its
     /// shard, what a conditional write names) and `_primary_term` (1).
     version: bool,
     seq_no: bool,
@@ -519,7 +519,7 @@ impl SearchRequest {
                 hit.insert("_index".into(), json!(name));
                 hit.insert("_id".into(), json!(h.id));
                 if self.version {
-                    hit.insert("_version".into(), json!(1));
+                    hit.insert("_version".into(), json!(index.version_of(h.shard, h.doc)?));
                 }
                 if self.seq_no {
                     hit.insert("_seq_no".into(), json!(h.doc));
@@ -561,9 +561,9 @@ impl SearchRequest {
                 if let Some(s) = self.source.apply(source) {
                     hit.insert("_source".into(), s);
                 }
-                Value::Object(hit)
+                Ok(Value::Object(hit))
             })
-            .collect();
+            .collect::<ApiResult<_>>()?;
         let mut hits_obj = Map::new();
         match self.track {
             TrackTotal::Off => {}

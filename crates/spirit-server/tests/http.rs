@@ -261,7 +261,11 @@ fn bad_input_gets_an_elasticsearch_error_and_the_server_stays_up() {
             400,
             "action_request_validation_exception",
         ),
-        (s.call("PUT", "/bad/_doc/1?version=3", Some(r#"{"n": 3}"#)), 400, "illegal_argument_exception"),
+        (
+            s.call("PUT", "/bad/_doc/1?version=3", Some(r#"{"n": 3}"#)),
+            400,
+            "action_request_validation_exception",
+        ),
         (
             s.call("PUT", "/bad/_doc/1?if_seq_no=x&if_primary_term=1", Some(r#"{"n": 3}"#)),
             400,
@@ -1462,7 +1466,7 @@ fn if_seq_no_writes_replace_only_the_version_read() {
         let hit = &r["hits"]["hits"][0];
         assert_eq!(
             (hit["_seq_no"].as_u64(), hit["_primary_term"].as_u64(), hit["_version"].as_u64()),
-            (Some(s3), Some(1), Some(1)),
+            (Some(s3), Some(1), Some(3)),
             "{r}"
         );
         // Conditional deletes.
@@ -1492,6 +1496,85 @@ fn if_seq_no_writes_replace_only_the_version_read() {
             .collect();
         assert_eq!(statuses, [200, 409, 409, 409, 200], "{r}");
         assert_eq!(s.call("GET", "/occ/_doc/b", None).1["_source"], json!({"n": 2, "m": 5}));
+    });
+}
+
+/// `_version`: 1 for a new `_id`, one more at every write of it (index, update; a delete reports the next),
+/// shown by writes, gets and search hits; external versions write only above the live one and are kept as
+/// given; what Elasticsearch refuses is refused — on one shard and on three.
+#[test]
+fn versions_count_writes_and_external_versions_write_only_newer() {
+    on_one_and_three_shards("v", "{}", |s| {
+        let version = |r: &(u16, Value)| r.1["_version"].as_u64();
+        let r = s.call("PUT", "/v/_doc/a", Some(r#"{"n": 1}"#));
+        assert_eq!((r.0, version(&r)), (201, Some(1)), "{}", r.1);
+        let r = s.call("PUT", "/v/_doc/a", Some(r#"{"n": 2}"#));
+        assert_eq!((r.0, version(&r)), (200, Some(2)), "{}", r.1);
+        let r = s.call("POST", "/v/_update/a", Some(r#"{"doc": {"m": 1}}"#));
+        assert_eq!((r.1["result"].as_str(), version(&r)), (Some("updated"), Some(3)), "{}", r.1);
+        let r = s.call("POST", "/v/_update/a", Some(r#"{"doc": {"m": 1}}"#));
+        assert_eq!((r.1["result"].as_str(), version(&r)), (Some("noop"), Some(3)), "{}", r.1);
+        assert_eq!(version(&s.call("GET", "/v/_doc/a", None)), Some(3));
+        let (_, m) = s.call("POST", "/_mget", Some(r#"{"docs": [{"_index": "v", "_id": "a"}]}"#));
+        assert_eq!(m["docs"][0]["_version"], json!(3), "{m}");
+        let (_, hits) = s.call("POST", "/v/_search", Some(r#"{"version": true}"#));
+        assert_eq!(hits["hits"]["hits"][0]["_version"], json!(3), "{hits}");
+        let r = s.call("DELETE", "/v/_doc/a", None);
+        assert_eq!((r.0, version(&r)), (200, Some(4)), "{}", r.1);
+        let r = s.call("DELETE", "/v/_doc/a", None);
+        assert_eq!((r.0, r.1["result"].as_str()), (404, Some("not_found")), "{}", r.1);
+        // External versions: kept as given, a write at or below the live one is a conflict.
+        let r = s.call("PUT", "/v/_doc/x?version=5&version_type=external", Some(r#"{"n": 1}"#));
+        assert_eq!((r.0, version(&r)), (201, Some(5)), "{}", r.1);
+        let r = s.call("PUT", "/v/_doc/x?version=5&version_type=external", Some(r#"{"n": 2}"#));
+        assert_es_error(&r, 409, "version_conflict_engine_exception");
+        assert!(
+            r.1["error"]["reason"].as_str().unwrap().contains("current version [5] is higher or equal"),
+            "{}",
+            r.1
+        );
+        let r = s.call("PUT", "/v/_doc/x?version=5&version_type=external_gte", Some(r#"{"n": 3}"#));
+        assert_eq!((r.0, version(&r)), (200, Some(5)), "{}", r.1);
+        let r = s.call("PUT", "/v/_doc/x?version=4&version_type=external_gte", Some(r#"{"n": 4}"#));
+        assert_es_error(&r, 409, "version_conflict_engine_exception");
+        assert_eq!(s.call("GET", "/v/_doc/x", None).1["_source"], json!({"n": 3}));
+        let r = s.call("DELETE", "/v/_doc/x?version=5&version_type=external", None);
+        assert_es_error(&r, 409, "version_conflict_engine_exception");
+        let r = s.call("DELETE", "/v/_doc/x?version=9&version_type=external", None);
+        assert_eq!((r.0, version(&r)), (200, Some(9)), "{}", r.1);
+        // What cannot apply is refused.
+        for (method, path, body) in [
+            ("PUT", "/v/_doc/y?version=3", Some(r#"{"n": 1}"#)),
+            ("PUT", "/v/_doc/y?version_type=external", Some(r#"{"n": 1}"#)),
+            ("PUT", "/v/_create/y?version=3&version_type=external", Some(r#"{"n": 1}"#)),
+            ("POST", "/v/_doc?version=3&version_type=external", Some(r#"{"n": 1}"#)),
+            ("POST", "/v/_update/y?version=3&version_type=external", Some(r#"{"doc": {"n": 1}}"#)),
+            (
+                "PUT",
+                "/v/_doc/y?version=3&version_type=external&if_seq_no=1&if_primary_term=1",
+                Some(r#"{"n": 1}"#),
+            ),
+        ] {
+            let r = s.call(method, path, body);
+            assert_es_error(&r, 400, "action_request_validation_exception");
+        }
+        let r = s.call("PUT", "/v/_doc/y?version=3&version_type=force", Some(r#"{"n": 1}"#));
+        assert_eq!(r.0, 400, "{}", r.1);
+        // Bulk items carry versions too.
+        let body = "{\"index\": {\"_id\": \"z\", \"version\": 3, \"version_type\": \"external\"}}\n{\"n\": 1}\n\
+                    {\"index\": {\"_id\": \"z\", \"version\": 3, \"version_type\": \"external\"}}\n{\"n\": 2}\n\
+                    {\"index\": {\"_id\": \"z\"}}\n{\"n\": 3}\n";
+        let (_, r) = s.call("POST", "/v/_bulk", Some(body));
+        let items: Vec<(u64, Option<u64>)> = r["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                let i = &i["index"];
+                (i["status"].as_u64().unwrap(), i["_version"].as_u64())
+            })
+            .collect();
+        assert_eq!(items, [(201, Some(3)), (409, None), (200, Some(4))], "{r}");
     });
 }
 

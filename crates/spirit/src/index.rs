@@ -116,6 +116,20 @@ pub struct AddResult {
     pub shard: usize,
     /// A live document with the same `_id` was replaced.
     pub replaced: bool,
+    /// The document's `_version`: 1 for a new `_id`, one more than the replaced document's, or the external
+    /// version the write gave ([`Precondition::Version`]).
+    pub version: u64,
+}
+
+/// The live document of an `_id` ([`Index::get_versioned`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveDoc {
+    /// Its sequence number: its doc id in its shard, what `if_seq_no` names ([`Precondition::SeqNo`]).
+    pub seq_no: u64,
+    /// Its `_version`.
+    pub version: u64,
+    /// The stored `_source` as JSON bytes.
+    pub source: Vec<u8>,
 }
 
 /// A write accepted but not yet durable (crash-safe mode): its shard and tLog position there.
@@ -612,6 +626,13 @@ impl Index {
                 sh.set_sequencer(s.clone());
             }
         }
+        // Every write from now on keeps its `_version` in a hidden column. An index from before versions were
+        // kept gets the column now, after whatever fields its logs restored (a schema a replayed metadata
+        // record restores gets it too, in case a later record carries a version); its documents are version 1.
+        let versions = self.schema.write().version_field()?;
+        for sh in &self.shards {
+            sh.set_version_field(versions);
+        }
         if let Some(m) = mappings {
             self.schema.write().apply_mappings(m)?;
         }
@@ -635,12 +656,13 @@ impl Index {
                 TlogRecord::Meta { json } => {
                     let v = serde_json::from_slice(&json)
                         .map_err(|e| Error::corrupt(dir, 0, format!("tLog record {lsn}: metadata: {e}")))?;
-                    let (schema, _, counter) = Self::unpack(dir, v)?;
+                    let (mut schema, _, counter) = Self::unpack(dir, v)?;
+                    schema.version_field()?;
                     self.publish_codecs(&schema);
                     *self.schema.write() = schema;
                     self.id_counter.fetch_max(counter, Relaxed);
                 }
-                TlogRecord::Add { doc, replaces, id, seq, source } => {
+                TlogRecord::Add { doc, replaces, id, seq, version, source } => {
                     if let (Some(s), Some(q)) = (&self.seq, seq) {
                         s.next.fetch_max(q + 1, Relaxed);
                     }
@@ -664,6 +686,10 @@ impl Index {
                                 format!("tLog record {lsn}: sequence number does not match the shard count"),
                             ))
                         }
+                    }
+                    if let Some(v) = version.filter(|&v| v != 1) {
+                        let field = self.schema.write().version_field()?;
+                        analyzed.set_numeric(field, v as f64);
                     }
                     sh.replay_add(lsn, &analyzed, doc, replaces)?;
                 }
@@ -915,9 +941,10 @@ impl Index {
         }
         let shard = self.shard_of(&analyzed.id);
         let cond = if prepared.generated { Precondition::None } else { cond };
-        let (doc, replaced, lsn) = self.shards[shard].upsert_deferred(analyzed, !prepared.generated, cond)?;
+        let u = self.shards[shard].upsert_deferred(analyzed, !prepared.generated, cond)?;
         let id = std::mem::take(&mut analyzed.id);
-        Ok((AddResult { id, doc, shard, replaced }, lsn.map(|lsn| Pending { shard, lsn })))
+        let r = AddResult { id, doc: u.doc, shard, replaced: u.replaced, version: u.version };
+        Ok((r, u.lsn.map(|lsn| Pending { shard, lsn })))
     }
 
     /// [`add_with_id`](Self::add_with_id) only if `cond` holds for the `_id`'s live version, checked
@@ -937,12 +964,15 @@ impl Index {
         Ok(r)
     }
 
-    /// Deletes the document with `_id` only if its live version has sequence number `seq_no`
-    /// ([`Precondition::SeqNo`]); [`Error::VersionConflict`] otherwise. Not yet durable (crash-safe mode).
-    pub fn delete_if_deferred(&self, id: &str, seq_no: u64) -> Result<Option<Pending>> {
+    /// Deletes the document with `_id` only if `cond` holds for its live version: its sequence number is
+    /// the one named ([`Precondition::SeqNo`]), or an external version is above its `_version`
+    /// ([`Precondition::Version`], which also holds when there is none); [`Error::VersionConflict`]
+    /// otherwise. Returns the deleted document's `_version` (`None`: none was deleted). Not yet durable
+    /// (crash-safe mode).
+    pub fn delete_if_deferred(&self, id: &str, cond: Precondition) -> Result<(Option<u64>, Option<Pending>)> {
         let shard = self.shard_of(id);
-        let lsn = self.shards[shard].delete_if_deferred(id, seq_no)?;
-        Ok(lsn.map(|lsn| Pending { shard, lsn }))
+        let (version, lsn) = self.shards[shard].delete_if_deferred(id, cond)?;
+        Ok((version, lsn.map(|lsn| Pending { shard, lsn })))
     }
 
     /// Deletes the document with `_id`; returns whether it existed.
@@ -950,8 +980,9 @@ impl Index {
         self.shards[self.shard_of(id)].delete(id)
     }
 
-    /// Like [`delete`](Self::delete), without waiting for durability (crash-safe mode).
-    pub fn delete_deferred(&self, id: &str) -> Result<(bool, Option<Pending>)> {
+    /// Like [`delete`](Self::delete), without waiting for durability (crash-safe mode); returns the deleted
+    /// document's `_version` (`None`: there was none).
+    pub fn delete_deferred(&self, id: &str) -> Result<(Option<u64>, Option<Pending>)> {
         let shard = self.shard_of(id);
         let (found, lsn) = self.shards[shard].delete_deferred(id)?;
         Ok((found, lsn.map(|lsn| Pending { shard, lsn })))
@@ -1010,17 +1041,34 @@ impl Index {
 
     /// Real-time get by `_id`: the `_source` bytes of the live document.
     pub fn get(&self, id: &str) -> Result<Option<Vec<u8>>> {
-        Ok(self.get_versioned(id)?.map(|(_, src)| src))
+        Ok(self.get_versioned(id)?.map(|d| d.source))
     }
 
     /// Real-time get by `_id` with the live version's sequence number (its doc id in its shard, see
-    /// [`Precondition`]): what a later conditional write names to replace exactly this version.
-    pub fn get_versioned(&self, id: &str) -> Result<Option<(u64, Vec<u8>)>> {
+    /// [`Precondition`]: what a later conditional write names to replace exactly this version) and `_version`.
+    pub fn get_versioned(&self, id: &str) -> Result<Option<LiveDoc>> {
         match self.shards[self.shard_of(id)].find_id(id) {
             None => Ok(None),
             Some((seg, local)) => {
-                stored(&seg, local).map(|(_, src)| Some(((seg.base_doc + local) as u64, src)))
+                let version = self.version_at(&seg, local)?;
+                let (_, source) = stored(&seg, local)?;
+                Ok(Some(LiveDoc { seq_no: (seg.base_doc + local) as u64, version, source }))
             }
+        }
+    }
+
+    /// The `_version` of doc `doc` of shard `shard` (a search hit's: [`Hit::doc`], [`Hit::shard`]), as the
+    /// shard holds it now.
+    pub fn version_of(&self, shard: usize, doc: u32) -> Result<u64> {
+        let snap = self.shards[shard].pin();
+        let seg = snap.segment_of(doc).ok_or_else(|| Error::Format(format!("doc {doc} has no segment")))?;
+        self.version_at(seg, doc - seg.base_doc)
+    }
+
+    fn version_at(&self, seg: &crate::gdt::SegmentDesc, local: u32) -> Result<u64> {
+        match self.schema.read().hidden_field(crate::schema::VERSION_FIELD) {
+            Some(field) => crate::shard::version_of(seg, field, local),
+            None => Ok(1),
         }
     }
 
@@ -1397,7 +1445,7 @@ impl Index {
         let per: Vec<ShardStats> = self.shards.iter().map(|s| s.stats()).collect();
         IndexStats {
             name: self.name.clone(),
-            fields: self.schema.read().fields().iter().filter(|f| f.name != SEQ_FIELD).count(),
+            fields: self.schema.read().user_fields().count(),
             recovery: *self.recovery.lock(),
             shard_docs: per.iter().map(|s| s.docs).collect(),
             shard: ShardStats::sum(&per),

@@ -45,8 +45,8 @@ pub use config::{parse_size, CommitPolicy, CompactionPolicy, Durability, Retenti
 pub use engine::{default_shards, Engine, EngineConfig, IndexOptions};
 pub use error::{Error, Result};
 pub use index::{
-    AddResult, BulkGuard, DeletedVersions, Hit, Index, IndexSettings, IndexStats, Pending, PendingSet,
-    PreparedDoc, SearchResult, SortKey, SortValue,
+    AddResult, BulkGuard, DeletedVersions, Hit, Index, IndexSettings, IndexStats, LiveDoc, Pending,
+    PendingSet, PreparedDoc, SearchResult, SortKey, SortValue,
 };
 pub use query::{Disjunction, Query, SearchOptions, Sort, MAX_SLOP};
 pub use shard::Precondition;

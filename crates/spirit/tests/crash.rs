@@ -480,14 +480,7 @@ fn source_excludes_survive_a_crash() {
     let n = 40;
     let before;
     {
-        let index = Index::open(
-            "c",
-            &work.path().join("run"),
-            cfg(BarrierChoice::Simulated(sim.clone())),
-            Some(&m),
-            None,
-        )
-        .unwrap();
+        let index = open_simulated(work.path(), &sim, &m);
         for i in 0..n {
             let d = serde_json::json!({"_id": format!("d{i}"), "title": format!("t{i}"), "body": "hidden words", "n": i});
             index.add(d).unwrap();
@@ -501,11 +494,7 @@ fn source_excludes_survive_a_crash() {
         // Crash: no close; the image is what the persistence domain held after the last acknowledgement.
         std::mem::forget(index);
     }
-    let img = sim.image_after(sim.barriers(), None);
-    let dir = work.path().join("recovered");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("heap.spirit"), img).unwrap();
-    let index = Index::open("c", &dir, cfg(BarrierChoice::Auto), None, None).unwrap();
+    let index = recover(work.path(), &sim);
     // 40 documents in segments of 6: the last 4 were in the open fresh segment, so recovery replays them.
     assert!(index.stats().recovery.is_some_and(|r| r.records > 0), "the test must exercise tLog replay");
     assert_eq!(index.count("body:hidden").unwrap(), n, "every document's excluded field is indexed again");
@@ -516,4 +505,55 @@ fn source_excludes_survive_a_crash() {
         index.schema().to_mappings()["_source"],
         serde_json::json!({"enabled": true, "excludes": ["body"]})
     );
+}
+
+/// `_version`s survive a crash: every write of an `_id` is one more version, an external version is kept as
+/// given, and recovery restores each from the tLog (documents in the open fresh segment) or the images.
+#[test]
+fn versions_survive_a_crash() {
+    use spirit::Precondition;
+    let work = tempfile::tempdir().unwrap();
+    let sim = SimDomain::new();
+    let mut expected = std::collections::BTreeMap::new();
+    {
+        let index = open_simulated(work.path(), &sim, &mappings());
+        // Ten ids written one to four times, round by round (so versions lie in images and in the log).
+        for round in 1..=4u64 {
+            for i in 0..10u64 {
+                if i % 4 < round {
+                    let r = index.add(serde_json::json!({"_id": format!("d{i}"), "n": round})).unwrap();
+                    assert_eq!(r.version, round - (i % 4), "d{i} in round {round}");
+                    expected.insert(format!("d{i}"), r.version);
+                }
+            }
+        }
+        let ext = Precondition::Version { version: 1_000_000_007, gte: false };
+        let r = index.add_with_id_if(Some("d3".into()), serde_json::json!({"n": 0}), ext).unwrap();
+        expected.insert("d3".into(), r.version);
+        // Crash: no close.
+        std::mem::forget(index);
+    }
+    let index = recover(work.path(), &sim);
+    assert!(index.stats().recovery.is_some_and(|r| r.records > 0), "the test must exercise tLog replay");
+    let got: std::collections::BTreeMap<String, u64> =
+        expected.keys().map(|id| (id.clone(), index.get_versioned(id).unwrap().unwrap().version)).collect();
+    assert_eq!(got, expected);
+    assert_eq!(expected["d3"], 1_000_000_007);
+    // Writes after recovery count on.
+    assert_eq!(index.add(serde_json::json!({"_id": "d0", "n": 9})).unwrap().version, expected["d0"] + 1);
+}
+
+/// A crash-safe index in `work/run` whose persistence barriers `sim` records.
+fn open_simulated(work: &Path, sim: &std::sync::Arc<SimDomain>, mappings: &serde_json::Value) -> Index {
+    Index::open("c", &work.join("run"), cfg(BarrierChoice::Simulated(sim.clone())), Some(mappings), None)
+        .unwrap()
+}
+
+/// Recovers, in `work/recovered`, the index whose persistence domain `sim` held after its last barrier.
+fn recover(work: &Path, sim: &SimDomain) -> Index {
+    let img = sim.image_after(sim.barriers(), None);
+    let dir = work.join("recovered");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("heap.spirit"), img).unwrap();
+    Index::open("c", &dir, cfg(BarrierChoice::Auto), None, None).unwrap()
 }

@@ -438,7 +438,8 @@ fn conditional_writes_replace_only_the_version_named() {
             index.seal().unwrap();
             index.wait_idle().unwrap();
             for (id, &seq) in &seqs {
-                assert_eq!(index.get_versioned(id).unwrap().unwrap().0, seq, "{id}, shards {shards}");
+                let live = index.get_versioned(id).unwrap().unwrap();
+                assert_eq!((live.seq_no, live.version), (seq, 1), "{id}, shards {shards}");
             }
             // The version read is replaced; a stale one, another one or a missing document is a conflict.
             let s2 = seqs["d2"];
@@ -446,6 +447,7 @@ fn conditional_writes_replace_only_the_version_named() {
                 .add_with_id_if(Some("d2".into()), serde_json::json!({"n": 102}), Precondition::SeqNo(s2))
                 .unwrap();
             assert!(r.replaced && r.doc as u64 != s2);
+            assert_eq!(r.version, 2, "a rewrite is the next version");
             let m = conflict(index.add_with_id_if(
                 Some("d2".into()),
                 serde_json::json!({"n": 0}),
@@ -466,27 +468,64 @@ fn conditional_writes_replace_only_the_version_named() {
             assert!(index.get("nope").unwrap().is_none(), "a failed condition writes nothing");
             // Conditional deletes.
             let s3 = seqs["d3"];
-            assert!(matches!(index.delete_if_deferred("d3", s3 + 1_000), Err(Error::VersionConflict(_))));
+            let seq_no = Precondition::SeqNo;
+            assert!(matches!(
+                index.delete_if_deferred("d3", seq_no(s3 + 1_000)),
+                Err(Error::VersionConflict(_))
+            ));
             assert!(index.get("d3").unwrap().is_some());
-            index.delete_if_deferred("d3", s3).unwrap();
+            assert_eq!(index.delete_if_deferred("d3", seq_no(s3)).unwrap().0, Some(1), "the deleted version");
             assert!(index.get("d3").unwrap().is_none());
-            assert!(matches!(index.delete_if_deferred("d3", s3), Err(Error::VersionConflict(_))));
+            assert!(matches!(index.delete_if_deferred("d3", seq_no(s3)), Err(Error::VersionConflict(_))));
             seqs.remove("d3");
+            // External versions: written only above the live one (or at it, with gte), and kept as given.
+            let ext = |version, gte| Precondition::Version { version, gte };
+            let put = |id: &str, n: u64, cond| {
+                index.add_with_id_if(Some(id.into()), serde_json::json!({"n": n}), cond)
+            };
+            assert_eq!(put("d5", 205, ext(10, false)).unwrap().version, 10);
+            let m = conflict(put("d5", 0, ext(10, false)));
+            assert!(m.contains("current version [10] is higher or equal to the one provided [10]"), "{m}");
+            let m = conflict(put("d5", 0, ext(9, true)));
+            assert!(m.contains("current version [10] is higher than the one provided [9]"), "{m}");
+            let r = put("d5", 305, ext(10, true)).unwrap();
+            assert_eq!(r.version, 10);
+            assert_eq!(
+                put("d5", 405, Precondition::None).unwrap().version,
+                11,
+                "internal after external counts on"
+            );
+            assert_eq!(
+                put("e1", 1, ext(7, false)).unwrap().version,
+                7,
+                "a new _id takes any external version"
+            );
+            assert!(matches!(index.delete_if_deferred("e1", ext(7, false)), Err(Error::VersionConflict(_))));
+            assert_eq!(index.delete_if_deferred("e1", ext(8, false)).unwrap().0, Some(7));
+            assert_eq!(index.delete_if_deferred("e1", ext(9, false)).unwrap().0, None, "nothing to delete");
+            seqs.insert("d5".into(), index.get_versioned("d5").unwrap().unwrap().seq_no);
             index.close().unwrap();
         }
         let index = Index::open("t", dir.path(), c, None, None).unwrap();
         for (id, &seq) in &seqs {
-            assert_eq!(
-                index.get_versioned(id).unwrap().unwrap().0,
-                seq,
-                "{id} after reopen, shards {shards}"
-            );
+            let live = index.get_versioned(id).unwrap().unwrap();
+            let version = match id.as_str() {
+                "d2" => 2,
+                "d5" => 11,
+                _ => 1,
+            };
+            assert_eq!((live.seq_no, live.version), (seq, version), "{id} after reopen, shards {shards}");
         }
         assert!(String::from_utf8(index.get("d2").unwrap().unwrap()).unwrap().contains("102"));
         let s4 = seqs["d4"];
-        index
+        let r = index
             .add_with_id_if(Some("d4".into()), serde_json::json!({"n": 104}), Precondition::SeqNo(s4))
             .unwrap();
+        assert_eq!(r.version, 2);
+        // Merged: versions stay.
+        index.force_merge(1).unwrap();
+        assert_eq!(index.get_versioned("d5").unwrap().unwrap().version, 11);
+        assert_eq!(index.get_versioned("d4").unwrap().unwrap().version, 2);
         index.close().unwrap();
     }
 }
@@ -507,15 +546,20 @@ fn compare_and_set_increments_lose_no_update() {
                 let mut conflicts = 0;
                 for _ in 0..each {
                     loop {
-                        let (seq, src) = index.get_versioned("c").unwrap().unwrap();
-                        let n =
-                            serde_json::from_slice::<serde_json::Value>(&src).unwrap()["n"].as_u64().unwrap();
+                        let live = index.get_versioned("c").unwrap().unwrap();
+                        let n = serde_json::from_slice::<serde_json::Value>(&live.source).unwrap()["n"]
+                            .as_u64()
+                            .unwrap();
+                        assert_eq!(live.version, n + 1, "every write of the counter is one version");
                         match index.add_with_id_if(
                             Some("c".into()),
                             serde_json::json!({"n": n + 1}),
-                            Precondition::SeqNo(seq),
+                            Precondition::SeqNo(live.seq_no),
                         ) {
-                            Ok(_) => break,
+                            Ok(r) => {
+                                assert_eq!(r.version, n + 2);
+                                break;
+                            }
                             Err(Error::VersionConflict(_)) => conflicts += 1,
                             Err(e) => panic!("{e}"),
                         }
@@ -529,6 +573,7 @@ fn compare_and_set_increments_lose_no_update() {
     let src = index.get("c").unwrap().unwrap();
     let n = serde_json::from_slice::<serde_json::Value>(&src).unwrap()["n"].as_u64().unwrap();
     assert_eq!(n, (threads * each) as u64, "every increment counted ({conflicts} conflicts retried)");
+    assert_eq!(index.get_versioned("c").unwrap().unwrap().version, n + 1);
     assert_eq!(
         index.search("n:[0 TO 1000]", &SearchOptions::default()).unwrap().total,
         1,

@@ -33,8 +33,15 @@ const VERSION: u8 = 1;
 #[derive(Debug, Clone, PartialEq)]
 pub enum TlogRecord {
     /// A document was added as `doc` (replacing `replaces`, if any); `seq` is its index-wide sequence number
-    /// (sharded indexes).
-    Add { doc: u32, replaces: Option<u32>, id: String, seq: Option<u64>, source: Vec<u8> },
+    /// (sharded indexes), `version` its `_version` (`None` in records written before versions were kept).
+    Add {
+        doc: u32,
+        replaces: Option<u32>,
+        id: String,
+        seq: Option<u64>,
+        version: Option<u64>,
+        source: Vec<u8>,
+    },
     /// Doc `doc` (with `_id` `id`) was deleted.
     Delete { doc: u32, id: String },
     /// The owner's metadata (schema, settings) changed to this JSON.
@@ -118,19 +125,21 @@ const T_DELETE: u8 = 2;
 const T_META: u8 = 3;
 /// An add with the document's index-wide sequence number after the id.
 const T_ADD_SEQ: u8 = 4;
+/// An add with the document's `_version` after the id, then its sequence number (`u64::MAX`: none). Every
+/// add is written so since versions are kept; the two kinds before are still read.
+const T_ADD_VERSION: u8 = 5;
 
 impl TlogRecord {
     /// The fixed part of an add record; the source follows it (appended without a copy).
-    pub fn add_header(doc: u32, replaces: Option<u32>, id: &str, seq: Option<u64>) -> Vec<u8> {
-        let mut b = Vec::with_capacity(22 + id.len());
-        b.extend_from_slice(&[if seq.is_some() { T_ADD_SEQ } else { T_ADD }, VERSION]);
+    pub fn add_header(doc: u32, replaces: Option<u32>, id: &str, seq: Option<u64>, version: u64) -> Vec<u8> {
+        let mut b = Vec::with_capacity(30 + id.len());
+        b.extend_from_slice(&[T_ADD_VERSION, VERSION]);
         b.extend_from_slice(&doc.to_le_bytes());
         b.extend_from_slice(&replaces.unwrap_or(u32::MAX).to_le_bytes());
         b.extend_from_slice(&(id.len() as u32).to_le_bytes());
         b.extend_from_slice(id.as_bytes());
-        if let Some(q) = seq {
-            b.extend_from_slice(&q.to_le_bytes());
-        }
+        b.extend_from_slice(&version.to_le_bytes());
+        b.extend_from_slice(&seq.unwrap_or(u64::MAX).to_le_bytes());
         b
     }
 
@@ -151,12 +160,19 @@ impl TlogRecord {
     pub fn decode(r: &Record) -> Result<TlogRecord, BadRecord> {
         let (kind, mut rd) = Reader::new(r)?;
         Ok(match kind {
-            T_ADD | T_ADD_SEQ => {
+            T_ADD | T_ADD_SEQ | T_ADD_VERSION => {
                 let doc = rd.u32()?;
                 let replaces = Some(rd.u32()?).filter(|&d| d != u32::MAX);
                 let id = rd.string()?;
-                let seq = if kind == T_ADD_SEQ { Some(rd.u64()?) } else { None };
-                TlogRecord::Add { doc, replaces, id, seq, source: rd.rest().to_vec() }
+                let (seq, version) = match kind {
+                    T_ADD_SEQ => (Some(rd.u64()?), None),
+                    T_ADD_VERSION => {
+                        let version = rd.u64()?;
+                        (Some(rd.u64()?).filter(|&q| q != u64::MAX), Some(version))
+                    }
+                    _ => (None, None),
+                };
+                TlogRecord::Add { doc, replaces, id, seq, version, source: rd.rest().to_vec() }
             }
             T_DELETE => {
                 let doc = rd.u32()?;
@@ -230,7 +246,7 @@ mod tests {
     #[test]
     fn records_round_trip_and_reject_garbage() {
         for seq in [None, Some(1u64 << 40)] {
-            let mut add = TlogRecord::add_header(7, Some(3), "doc-1", seq);
+            let mut add = TlogRecord::add_header(7, Some(3), "doc-1", seq, 1 << 50);
             add.extend_from_slice(br#"{"a":1}"#);
             assert_eq!(
                 TlogRecord::decode(&rec(add)).unwrap(),
@@ -239,11 +255,27 @@ mod tests {
                     replaces: Some(3),
                     id: "doc-1".into(),
                     seq,
+                    version: Some(1 << 50),
                     source: br#"{"a":1}"#.to_vec()
                 }
             );
         }
-        let add = TlogRecord::add_header(8, None, "", None);
+        // Records from before versions were kept: no version.
+        let mut old = vec![T_ADD_SEQ, VERSION, 7, 0, 0, 0, 255, 255, 255, 255, 1, 0, 0, 0, b'x'];
+        old.extend_from_slice(&9u64.to_le_bytes());
+        old.extend_from_slice(b"{}");
+        assert_eq!(
+            TlogRecord::decode(&rec(old)).unwrap(),
+            TlogRecord::Add {
+                doc: 7,
+                replaces: None,
+                id: "x".into(),
+                seq: Some(9),
+                version: None,
+                source: b"{}".to_vec()
+            }
+        );
+        let add = TlogRecord::add_header(8, None, "", None, 1);
         assert!(matches!(TlogRecord::decode(&rec(add)).unwrap(), TlogRecord::Add { replaces: None, .. }));
         assert_eq!(
             TlogRecord::decode(&rec(TlogRecord::delete(9, "x"))).unwrap(),

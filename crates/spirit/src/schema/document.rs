@@ -77,6 +77,13 @@ impl AnalyzedDoc {
         }
     }
 
+    /// Removes numeric column `field`'s value, if the document has one.
+    pub fn clear_numeric(&mut self, field: u16) {
+        if let Ok(i) = self.numerics.binary_search_by_key(&field, |&(f, _)| f) {
+            self.numerics.remove(i);
+        }
+    }
+
     /// The value of numeric column `field`, if the document has one.
     pub fn numeric(&self, field: u16) -> Option<f64> {
         self.numerics.binary_search_by_key(&field, |&(f, _)| f).ok().map(|i| self.numerics[i].1)

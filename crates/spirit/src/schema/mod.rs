@@ -150,6 +150,8 @@ impl Schema {
         for f in fields {
             if f.name == SEQ_FIELD {
                 self.seq_field()?;
+            } else if f.name == VERSION_FIELD {
+                self.version_field()?;
             } else {
                 self.add_field(f)?;
             }
@@ -161,9 +163,10 @@ impl Schema {
         &self.fields
     }
 
-    /// The id of a user field (never the hidden `_seq` column: documents, queries and sorts cannot name it).
+    /// The id of a user field (never a hidden column, `_seq` or `_version`: documents, queries and sorts
+    /// cannot name them).
     pub fn field_id(&self, name: &str) -> Option<u16> {
-        if name == SEQ_FIELD {
+        if is_hidden(name) {
             return None;
         }
         self.by_name.get(name).copied()
@@ -207,15 +210,36 @@ impl Schema {
 
     /// The hidden `_seq` column of a sharded index (a reserved name users cannot map).
     pub(crate) fn seq_field(&mut self) -> Result<u16> {
-        if let Some(&id) = self.by_name.get(SEQ_FIELD) {
+        self.hidden_column(SEQ_FIELD)
+    }
+
+    /// The hidden `_version` column of every index (a reserved name users cannot map).
+    pub(crate) fn version_field(&mut self) -> Result<u16> {
+        self.hidden_column(VERSION_FIELD)
+    }
+
+    fn hidden_column(&mut self, name: &str) -> Result<u16> {
+        debug_assert!(is_hidden(name));
+        if let Some(&id) = self.by_name.get(name) {
             return Ok(id);
         }
         self.insert_field(FieldDef {
-            name: SEQ_FIELD.into(),
+            name: name.into(),
             ty: FieldType::Long,
             analyzer: standard(),
             postings_codec: DocCodec::default(),
         })
+    }
+
+    /// The id of hidden column `name` ([`SEQ_FIELD`], [`VERSION_FIELD`]), if the index has it.
+    pub(crate) fn hidden_field(&self, name: &str) -> Option<u16> {
+        debug_assert!(is_hidden(name));
+        self.by_name.get(name).copied()
+    }
+
+    /// The fields users mapped (every field but the hidden columns), with their ids.
+    pub fn user_fields(&self) -> impl Iterator<Item = (u16, &FieldDef)> {
+        self.fields.iter().enumerate().filter(|(_, f)| !is_hidden(&f.name)).map(|(i, f)| (i as u16, f))
     }
 
     fn insert_field(&mut self, def: FieldDef) -> Result<u16> {
@@ -304,7 +328,7 @@ impl Schema {
     /// The mappings in Elasticsearch form.
     pub fn to_mappings(&self) -> serde_json::Value {
         let mut props = serde_json::Map::new();
-        for f in self.fields.iter().filter(|f| f.name != SEQ_FIELD) {
+        for (_, f) in self.user_fields() {
             let mut def = serde_json::json!({ "type": f.ty.es_name() });
             if f.ty == FieldType::Text && f.analyzer != "standard" {
                 def["analyzer"] = f.analyzer.clone().into();
@@ -340,6 +364,15 @@ impl Schema {
 /// The hidden numeric column holding each document's index-wide sequence number in a sharded index (not
 /// part of the mappings users see).
 pub const SEQ_FIELD: &str = "_seq";
+
+/// The hidden numeric column holding each document's `_version`: 1 for the first write of an `_id`, one more
+/// for each write after it (or the version an external versioning write gives).
+pub const VERSION_FIELD: &str = "_version";
+
+/// Whether `name` is a hidden column's.
+fn is_hidden(name: &str) -> bool {
+    name == SEQ_FIELD || name == VERSION_FIELD
+}
 
 /// The key of a term in every dictionary: the field id (big-endian, so keys group by field when sorted)
 /// followed by the term's bytes.

@@ -377,9 +377,10 @@ impl ShardInner {
         doc_id: u32,
         replaces: Option<u32>,
         seq: Option<u64>,
+        version: u64,
     ) -> Result<Option<u64>> {
         let Some(l) = &self.logs else { return Ok(None) };
-        let head = TlogRecord::add_header(doc_id, replaces, &doc.id, seq);
+        let head = TlogRecord::add_header(doc_id, replaces, &doc.id, seq, version);
         match l.tlog.append_parts(&[&head, doc.log_source()]) {
             Ok(lsn) => {
                 l.seg_lsn.lock().entry(w.fresh_id).or_insert(lsn);

@@ -67,25 +67,78 @@ pub enum Precondition {
     Absent,
     /// Only if the `_id`'s live document has this sequence number (`if_seq_no`).
     SeqNo(u64),
+    /// External versioning (`version_type=external`, or `external_gte` with `gte`): only if `version` is
+    /// above the live document's `_version` (or equal to it, with `gte`), or there is none; the written
+    /// document then has `version` as its `_version`.
+    Version { version: u64, gte: bool },
 }
 
 impl Precondition {
-    /// Whether a write may go ahead when the `_id`'s live version is `live` (its doc id; `None`: no live
-    /// document); the conflict error, in Elasticsearch's words, if not.
-    pub fn check(self, id: &str, live: Option<u32>) -> Result<()> {
+    /// Whether a write may go ahead when the `_id`'s live version is `live` (its doc id and `_version`;
+    /// `None`: no live document); the conflict error, in Elasticsearch's words, if not.
+    pub fn check(self, id: &str, live: Option<(u32, u64)>) -> Result<()> {
         let why = match (self, live) {
-            (Precondition::None, _) | (Precondition::Absent, None) => return Ok(()),
-            (Precondition::SeqNo(want), Some(have)) if want == have as u64 => return Ok(()),
+            (Precondition::None, _) | (Precondition::Absent, None) | (Precondition::Version { .. }, None) => {
+                return Ok(())
+            }
+            (Precondition::SeqNo(want), Some((have, _))) if want == have as u64 => return Ok(()),
+            (Precondition::Version { version, gte }, Some((_, have))) if version > have || (gte && version == have) => {
+                return Ok(())
+            }
             (Precondition::Absent, Some(_)) => "document already exists".to_string(),
-            (Precondition::SeqNo(want), Some(have)) => format!(
+            (Precondition::SeqNo(want), Some((have, _))) => format!(
                 "required seqNo [{want}], primary term [1]. current document has seqNo [{have}] and primary term [1]"
             ),
             (Precondition::SeqNo(want), None) => {
                 format!("required seqNo [{want}], primary term [1]. but no document was found")
             }
+            (Precondition::Version { version, gte }, Some((_, have))) => format!(
+                "current version [{have}] is higher{} the one provided [{version}]",
+                if gte { " than" } else { " or equal to" }
+            ),
         };
         Err(Error::VersionConflict(format!("[{id}]: version conflict, {why}")))
     }
+
+    /// The `_version` a write under this condition gives a document whose live version has `_version`
+    /// `live` (`None`: none): the external version, or one more than the live one (1 for a new `_id`).
+    pub fn next_version(self, live: Option<u64>) -> u64 {
+        match self {
+            Precondition::Version { version, .. } => version,
+            _ => live.map_or(1, |v| v + 1),
+        }
+    }
+}
+
+/// What an [`Shard::upsert_deferred`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Upserted {
+    /// The new document's doc id.
+    pub doc: u32,
+    /// Whether it replaced a live document with its `_id`.
+    pub replaced: bool,
+    /// Its `_version`.
+    pub version: u64,
+    /// Crash-safe mode: the tLog LSN to pass to [`Shard::sync_to`].
+    pub lsn: Option<u64>,
+}
+
+/// The value of numeric column `field` of doc `local` of `seg`.
+fn number_of(seg: &SegmentDesc, field: u16, local: u32) -> Result<Option<f64>> {
+    Ok(match &seg.data {
+        SegData::Fresh(f) => f.numeric(field, local),
+        SegData::Image { .. } => {
+            let v = seg.image().expect("image").map_err(|e| Error::Format(e.0))?;
+            v.numbers(field).and_then(|c| crate::segment::image::number_at(c, local))
+        }
+    })
+}
+
+/// The `_version` of doc `local` of `seg`, kept in the hidden column `field` ([`crate::schema::VERSION_FIELD`]).
+/// Only versions other than 1 are stored (the first write of an `_id`, every bulk-loaded document, costs
+/// nothing): no value is version 1, as are documents written before versions were kept.
+pub fn version_of(seg: &SegmentDesc, field: u16, local: u32) -> Result<u64> {
+    Ok(number_of(seg, field, local)?.map_or(1, |v| v as u64))
 }
 
 /// What [`Shard::delete_version_deferred`] did.
@@ -154,6 +207,8 @@ struct Writer {
     fresh_newest_at: u64,
     /// Sharded indexes: stamps each added document with its index-wide sequence number.
     seq: Option<Sequencer>,
+    /// The hidden `_version` column ([`Shard::set_version_field`]; none: every document is version 1).
+    version_field: Option<u16>,
     /// Bulk loads running ([`Shard::begin_bulk`]): while any does, new fresh segments get the bulk arena.
     bulk_loads: usize,
 }
@@ -560,6 +615,7 @@ impl Shard {
                 fresh_log_bytes: 0,
                 fresh_newest_at: 0,
                 seq: None,
+                version_field: None,
                 bulk_loads: 0,
             }),
             flush_tx: Mutex::new(Some(flush_tx)),
@@ -657,19 +713,16 @@ impl Shard {
         self.inner.writer.lock().seq = Some(seq);
     }
 
+    /// Makes every later write keep its document's `_version` in hidden column `field` (set before any add).
+    pub fn set_version_field(&self, field: u16) {
+        self.inner.writer.lock().version_field = Some(field);
+    }
+
     /// The sequence number of the newest document (sharded indexes), to resume numbering after a restart.
     pub fn newest_seq(&self, field: u16) -> Result<Option<u64>> {
         let snap = self.pin();
         let Some(seg) = snap.segments.iter().rev().find(|s| s.visible_docs() > 0) else { return Ok(None) };
-        let last = seg.visible_docs() - 1;
-        let x = match &seg.data {
-            SegData::Fresh(f) => f.numeric(field, last),
-            SegData::Image { .. } => {
-                let v = seg.image().expect("image").map_err(|e| Error::Format(e.0))?;
-                v.numbers(field).and_then(|c| crate::segment::image::number_at(c, last))
-            }
-        };
-        Ok(x.map(|x| x as u64))
+        Ok(number_of(seg, field, seg.visible_docs() - 1)?.map(|x| x as u64))
     }
 
     /// Pins the current epoch for a query.
@@ -806,14 +859,27 @@ impl Shard {
     pub fn delete(&self, id: &str) -> Result<bool> {
         let (found, lsn) = self.delete_deferred(id)?;
         self.sync_to(lsn)?;
-        Ok(found)
+        Ok(found.is_some())
     }
 
-    /// Like [`delete`](Self::delete), but not yet durable: returns the tLog LSN to pass to
-    /// [`sync_to`](Self::sync_to) (bulk requests sync once for many operations).
-    pub fn delete_deferred(&self, id: &str) -> Result<(bool, Option<u64>)> {
-        let (what, lsn) = self.delete_live(id, None)?;
-        Ok((what == VersionDelete::Deleted, lsn))
+    /// Like [`delete`](Self::delete), but not yet durable: returns the deleted document's `_version` (`None`:
+    /// there was none) and the tLog LSN to pass to [`sync_to`](Self::sync_to) (bulk requests sync once for
+    /// many operations).
+    pub fn delete_deferred(&self, id: &str) -> Result<(Option<u64>, Option<u64>)> {
+        let w = self.inner.writer.lock();
+        self.inner.check_open(&w)?;
+        match self.find_id_locked(&w, id) {
+            Some((seg, local)) => {
+                let version = self.live_version(&w, &seg, local)?;
+                Ok((Some(version), self.delete_found(&w, &seg, local, id)?))
+            }
+            None => Ok((None, None)),
+        }
+    }
+
+    /// The `_version` of doc `local` of `seg` (the caller holds the writer lock).
+    fn live_version(&self, w: &Writer, seg: &SegmentDesc, local: u32) -> Result<u64> {
+        w.version_field.map_or(Ok(1), |f| version_of(seg, f, local))
     }
 
     /// Deletes the document with `_id` only if its live version is still doc `doc` (a doc id of this shard):
@@ -821,28 +887,35 @@ impl Shard {
     /// query matched the old one (Elasticsearch's version conflict). Not yet durable: returns the tLog LSN as
     /// [`delete_deferred`](Self::delete_deferred) does.
     pub fn delete_version_deferred(&self, id: &str, doc: u32) -> Result<(VersionDelete, Option<u64>)> {
-        self.delete_live(id, Some(doc))
+        self.delete_live(id, doc)
     }
 
-    /// Deletes the live doc with `_id` only if its sequence number (doc id) is `seq_no` (Elasticsearch's
-    /// `if_seq_no`); another live version, or none, is [`Error::VersionConflict`] and nothing is deleted. Not
-    /// yet durable: returns the tLog LSN as [`delete_deferred`](Self::delete_deferred) does.
-    pub fn delete_if_deferred(&self, id: &str, seq_no: u64) -> Result<Option<u64>> {
+    /// Deletes the live doc with `_id` only if `cond` holds for it (Elasticsearch's `if_seq_no`, or an
+    /// external version above its `_version`); otherwise [`Error::VersionConflict`] and nothing is deleted.
+    /// Returns the deleted document's `_version` (`None`: there was none, which an external version allows)
+    /// and, not yet durable, the tLog LSN as [`delete_deferred`](Self::delete_deferred) does.
+    pub fn delete_if_deferred(&self, id: &str, cond: Precondition) -> Result<(Option<u64>, Option<u64>)> {
         let w = self.inner.writer.lock();
         self.inner.check_open(&w)?;
         let found = self.find_id_locked(&w, id);
-        Precondition::SeqNo(seq_no).check(id, found.as_ref().map(|(seg, local)| seg.base_doc + local))?;
-        let (seg, local) = found.expect("the condition holds only for a live document");
-        self.delete_found(&w, &seg, local, id)
+        let live = match &found {
+            Some((seg, local)) => Some((seg.base_doc + local, self.live_version(&w, seg, *local)?)),
+            None => None,
+        };
+        cond.check(id, live)?;
+        match found {
+            Some((seg, local)) => Ok((live.map(|l| l.1), self.delete_found(&w, &seg, local, id)?)),
+            None => Ok((None, None)),
+        }
     }
 
-    /// Deletes the live version of `_id` — if `version` is given, only when that is its doc id — and logs
-    /// the delete; returns what happened and the tLog LSN.
-    fn delete_live(&self, id: &str, version: Option<u32>) -> Result<(VersionDelete, Option<u64>)> {
+    /// Deletes the live version of `_id` only when that is doc `doc`, and logs the delete; returns what
+    /// happened and the tLog LSN.
+    fn delete_live(&self, id: &str, doc: u32) -> Result<(VersionDelete, Option<u64>)> {
         let w = self.inner.writer.lock();
         self.inner.check_open(&w)?;
         match self.find_id_locked(&w, id) {
-            Some((seg, local)) if version.is_none_or(|v| v == seg.base_doc + local) => {
+            Some((seg, local)) if doc == seg.base_doc + local => {
                 Ok((VersionDelete::Deleted, self.delete_found(&w, &seg, local, id)?))
             }
             Some(_) => Ok((VersionDelete::Replaced, None)),
@@ -873,34 +946,46 @@ impl Shard {
     /// `check_existing` false the caller promises the id is new (auto-generated ids). Returns the new doc id
     /// and whether a doc was replaced. In crash-safe mode the write is durable when this returns.
     pub fn upsert(&self, doc: &mut AnalyzedDoc, check_existing: bool) -> Result<(u32, bool)> {
-        let (new, replaced, lsn) = self.upsert_deferred(doc, check_existing, Precondition::None)?;
-        self.sync_to(lsn)?;
-        Ok((new, replaced))
+        let u = self.upsert_deferred(doc, check_existing, Precondition::None)?;
+        self.sync_to(u.lsn)?;
+        Ok((u.doc, u.replaced))
     }
 
-    /// Like [`upsert`](Self::upsert), but not yet durable: also returns the tLog LSN to pass to
-    /// [`sync_to`](Self::sync_to). The write happens only if `cond` holds for the `_id`'s live version, checked
-    /// under the writer lock with the write itself (otherwise [`Error::VersionConflict`], nothing written);
-    /// a condition needs `check_existing`.
+    /// Like [`upsert`](Self::upsert), but not yet durable: also returns the document's `_version` and the
+    /// tLog LSN to pass to [`sync_to`](Self::sync_to). The write happens only if `cond` holds for the `_id`'s
+    /// live version, checked under the writer lock with the write itself (otherwise
+    /// [`Error::VersionConflict`], nothing written); a condition needs `check_existing`.
     pub fn upsert_deferred(
         &self,
         doc: &mut AnalyzedDoc,
         check_existing: bool,
         cond: Precondition,
-    ) -> Result<(u32, bool, Option<u64>)> {
+    ) -> Result<Upserted> {
         assert!(check_existing || cond == Precondition::None, "a condition looks the _id up");
         // One writer: find, add and delete under the writer lock, so no other write interleaves.
         let mut w = self.inner.writer.lock();
         // Keep only where the old version is, not its segment: a descriptor of a fresh segment owns that
         // segment's arena, and `add_locked` may seal and wait for the short-term ring to free an arena —
         // possibly this very one, once the flusher is done with it. Holding it would deadlock the writer.
-        let old = if check_existing {
-            self.find_id_locked(&w, &doc.id)
-                .map(|(seg, local)| (seg.base_doc + local, seg.deletes.clone(), local))
-        } else {
-            None
+        let (old, live) = match check_existing.then(|| self.find_id_locked(&w, &doc.id)).flatten() {
+            Some((seg, local)) => {
+                let version = self.live_version(&w, &seg, local)?;
+                (
+                    Some((seg.base_doc + local, seg.deletes.clone(), local)),
+                    Some((seg.base_doc + local, version)),
+                )
+            }
+            None => (None, None),
         };
-        cond.check(&doc.id, old.as_ref().map(|o| o.0))?;
+        cond.check(&doc.id, live)?;
+        let version = cond.next_version(live.map(|l| l.1));
+        if let Some(f) = w.version_field {
+            // Version 1 is no value (see `version_of`).
+            match version {
+                1 => doc.clear_numeric(f),
+                v => doc.set_numeric(f, v as f64),
+            }
+        }
         let seq = w.seq.as_ref().map(|s| {
             let n = s.next.fetch_add(1, Relaxed);
             doc.set_numeric(s.field, n as f64);
@@ -921,7 +1006,7 @@ impl Shard {
         let new = self.add_locked(&mut w, doc).inspect_err(|_| undo(&old))?;
         assert_eq!(new, stamp, "an add takes the next doc id");
         let replaced = old.as_ref().map(|&(doc_id, _, _)| doc_id);
-        let lsn = self.inner.log_add(&w, doc, new, replaced, seq).inspect_err(|_| undo(&old))?;
+        let lsn = self.inner.log_add(&w, doc, new, replaced, seq, version).inspect_err(|_| undo(&old))?;
         if lsn.is_some() {
             // Bound what recovery must re-index: seal once the fresh segment's log tail is long enough.
             w.fresh_log_bytes += doc.log_source().len() + doc.id.len();
@@ -929,7 +1014,7 @@ impl Shard {
                 self.inner.seal(&mut w)?;
             }
         }
-        Ok((new, replaced.is_some(), lsn))
+        Ok(Upserted { doc: new, replaced: replaced.is_some(), version, lsn })
     }
 
     /// A bulk load starts: fresh segments started from now on get the bulk arena
