@@ -349,6 +349,9 @@ fn parse_kind(name: &str, ty: &str, v: &Value, tr: &mut Translator<'_>) -> ApiRe
                 Some(one) => vec![sort_key(name, one)?],
             };
             let size = p.obj.get("size").map(|_| p.count("size", 0)).transpose()?.map(|n| n as usize);
+            if size == Some(0) {
+                return Err(ApiError::parsing(format!("[size] must be a positive integer: [{name}]")));
+            }
             AggKind::Pipeline(Pipeline::BucketSort {
                 sort,
                 from: p.count("from", 0)? as usize,

@@ -415,7 +415,16 @@ impl SearchRequest {
             "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0},
             "hits": hits_obj,
         });
-        if self.aggs.is_some() {
+        if self.aggs.is_some() && targets.is_empty() {
+            // No index matched: every aggregation over no documents (empty buckets, null metrics).
+            let empty = Schema::default();
+            let (q, _, aggs) = self.translate(&empty, None, limits)?;
+            let aggs = aggs.expect("the request has aggregations");
+            let target =
+                spirit::query::aggs::AggTarget { schema: &empty, snaps: vec![], query: &q, aggs: &aggs };
+            let (_, results) = spirit::query::aggs::aggregate_targets(&[target])?;
+            out["aggregations"] = crate::aggs::render(&results, &aggs, &[&empty]);
+        } else if self.aggs.is_some() {
             let translated = targets
                 .iter()
                 .map(|t| {
@@ -518,8 +527,10 @@ impl SearchRequest {
                 let mut hit = Map::new();
                 hit.insert("_index".into(), json!(name));
                 hit.insert("_id".into(), json!(h.id));
-                if self.version {
-                    hit.insert("_version".into(), json!(index.version_of(h.shard, h.doc)?));
+                // A hit whose segment retention dropped since the search has no version to show.
+                if let Some(v) = self.version.then(|| index.version_of(h.shard, h.doc)).transpose()?.flatten()
+                {
+                    hit.insert("_version".into(), json!(v));
                 }
                 if self.seq_no {
                     hit.insert("_seq_no".into(), json!(h.doc));

@@ -928,6 +928,10 @@ fn aggregations_answer_in_elasticsearch_shape() {
         (r#"{"aggs": {"m": {"max_bucket": {}}}}"#, "[buckets_path] missing"),
         (r#"{"aggs": {"m": {"max_bucket": {"buckets_path": "g>n", "gap_policy": "none"}}}}"#, "[gap_policy]"),
         (
+            r#"{"aggs": {"g": {"terms": {"field": "genre"}, "aggs": {"s": {"bucket_sort": {"size": 0}}}}}}"#,
+            "[size] must be a positive integer",
+        ),
+        (
             r#"{"aggs": {"h": {"histogram": {"field": "year", "interval": 50}, "aggs": {"d": {"derivative": {"buckets_path": "_count", "unit": "1d"}}}}}}"#,
             "the [unit] option",
         ),
@@ -1560,6 +1564,11 @@ fn versions_count_writes_and_external_versions_write_only_newer() {
         }
         let r = s.call("PUT", "/v/_doc/y?version=3&version_type=force", Some(r#"{"n": 1}"#));
         assert_eq!(r.0, 400, "{}", r.1);
+        let r =
+            s.call("PUT", "/v/_doc/y?version=9007199254740993&version_type=external", Some(r#"{"n": 1}"#));
+        assert_es_error(&r, 400, "illegal_argument_exception");
+        let r = s.call("PUT", "/v/_mapping", Some(r#"{"properties": {"_version": {"type": "long"}}}"#));
+        assert_eq!(r.0, 400, "a hidden column cannot be mapped: {}", r.1);
         // Bulk items carry versions too.
         let body = "{\"index\": {\"_id\": \"z\", \"version\": 3, \"version_type\": \"external\"}}\n{\"n\": 1}\n\
                     {\"index\": {\"_id\": \"z\", \"version\": 3, \"version_type\": \"external\"}}\n{\"n\": 2}\n\
@@ -2031,6 +2040,17 @@ fn searches_span_several_indices() {
     let (v, none) = hits("/nothing-*/_search", "{}");
     assert!(none.is_empty());
     assert_eq!(v["hits"]["total"]["value"], json!(0));
+    // Aggregations over no index: over no documents.
+    let (v, _) = hits(
+        "/nothing-*/_search",
+        r#"{"aggs": {"t": {"terms": {"field": "tag"}}, "m": {"max": {"field": "n"}}, "c": {"cardinality": {"field": "tag"}}}}"#,
+    );
+    assert_eq!(
+        v["aggregations"],
+        json!({"t": {"doc_count_error_upper_bound": 0, "sum_other_doc_count": 0, "buckets": []},
+        "m": {"value": null}, "c": {"value": 0}}),
+        "{v}"
+    );
     // A missing plain name is a 404.
     let r = s.call("POST", "/logs-a,nope/_search", Some("{}"));
     assert_es_error(&r, 404, "index_not_found_exception");

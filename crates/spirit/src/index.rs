@@ -934,8 +934,16 @@ impl Index {
     ) -> Result<(AddResult, Option<Pending>)> {
         let analyzed = &mut prepared.analyzed;
         if prepared.generated {
-            if let Precondition::SeqNo(_) = cond {
-                return Err(Error::InvalidArgument("an if_seq_no condition needs the document's _id".into()));
+            match cond {
+                Precondition::SeqNo(_) => {
+                    return Err(Error::InvalidArgument(
+                        "an if_seq_no condition needs the document's _id".into(),
+                    ))
+                }
+                Precondition::Version { .. } => {
+                    return Err(Error::InvalidArgument("an external version needs the document's _id".into()))
+                }
+                Precondition::None | Precondition::Absent => {}
             }
             analyzed.id = self.next_id();
         }
@@ -1058,11 +1066,14 @@ impl Index {
     }
 
     /// The `_version` of doc `doc` of shard `shard` (a search hit's: [`Hit::doc`], [`Hit::shard`]), as the
-    /// shard holds it now.
-    pub fn version_of(&self, shard: usize, doc: u32) -> Result<u64> {
+    /// shard holds it now: `None` if the shard no longer holds it (retention dropped its segment since the
+    /// search, or compaction purged it once deleted).
+    pub fn version_of(&self, shard: usize, doc: u32) -> Result<Option<u64>> {
         let snap = self.shards[shard].pin();
-        let seg = snap.segment_of(doc).ok_or_else(|| Error::Format(format!("doc {doc} has no segment")))?;
-        self.version_at(seg, doc - seg.base_doc)
+        match snap.segment_of(doc) {
+            Some(seg) => Ok(Some(self.version_at(seg, doc - seg.base_doc)?)),
+            None => Ok(None),
+        }
     }
 
     fn version_at(&self, seg: &crate::gdt::SegmentDesc, local: u32) -> Result<u64> {

@@ -500,6 +500,11 @@ fn conditional_writes_replace_only_the_version_named() {
                 7,
                 "a new _id takes any external version"
             );
+            // Versions are exact up to 2^53; above is refused, not rounded.
+            assert_eq!(put("e2", 1, ext(1 << 53, false)).unwrap().version, 1 << 53);
+            assert_eq!(index.get_versioned("e2").unwrap().unwrap().version, 1 << 53);
+            assert!(matches!(put("e3", 1, ext((1 << 53) + 1, false)), Err(Error::InvalidArgument(_))));
+            assert!(index.get("e3").unwrap().is_none());
             assert!(matches!(index.delete_if_deferred("e1", ext(7, false)), Err(Error::VersionConflict(_))));
             assert_eq!(index.delete_if_deferred("e1", ext(8, false)).unwrap().0, Some(7));
             assert_eq!(index.delete_if_deferred("e1", ext(9, false)).unwrap().0, None, "nothing to delete");

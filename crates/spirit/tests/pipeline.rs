@@ -413,6 +413,34 @@ fn misplaced_pipelines_and_bad_paths_are_errors() {
     let err =
         run(vec![terms("t", vec![]), sibling("m", BucketStat::Max, "t>_key", GapPolicy::Skip)]).unwrap_err();
     assert!(err.contains("_key is a number only in numeric buckets"), "{err}");
+    // A series with buckets left out is refused (Elasticsearch's rule); pipelines that read each other run in
+    // the order of what they read, whatever the order given, and a cycle is refused.
+    let hist = |min_doc_count, subs| {
+        let kind = AggKind::Histogram { field: "n".into(), interval: 1.0, offset: 0.0, min_doc_count };
+        agg("h", kind, subs)
+    };
+    let err = run(vec![hist(1, vec![deriv()])]).unwrap_err();
+    assert!(
+        err.contains("parent histogram of derivative aggregation [d] must have min_doc_count of 0"),
+        "{err}"
+    );
+    index.add(json!({"_id": "2", "n": 5, "price": 1.0})).unwrap();
+    let chained = vec![
+        pipe("dd", Pipeline::Derivative { path: path("cs"), gap_policy: GapPolicy::Skip }),
+        pipe("cs", Pipeline::CumulativeSum { path: path("_count") }),
+    ];
+    let r = run(vec![hist(0, chained)]).unwrap();
+    let AggValue::Buckets { buckets, .. } = &r[0].value else { panic!("buckets") };
+    // Buckets 3, 4, 5 hold 1, 0, 1 documents: cumulative 1, 1, 2, and its derivative 0, 1.
+    let dd: Vec<Option<&AggValue>> =
+        buckets.iter().map(|b| b.aggs.iter().find(|a| a.name == "dd").map(|a| &a.value)).collect();
+    assert_eq!(dd, [None, Some(&AggValue::Value(Some(0.0))), Some(&AggValue::Value(Some(1.0)))]);
+    let cycle = vec![
+        pipe("x", Pipeline::Derivative { path: path("y"), gap_policy: GapPolicy::Skip }),
+        pipe("y", Pipeline::Derivative { path: path("x"), gap_policy: GapPolicy::Skip }),
+    ];
+    let err = run(vec![hist(0, cycle)]).unwrap_err();
+    assert!(err.contains("read each other in a cycle ([x, y])"), "{err}");
     for bad in ["", "a>", ">b", "a.", "t['x']>y"] {
         assert!(BucketsPath::parse(bad).is_err(), "{bad:?}");
     }

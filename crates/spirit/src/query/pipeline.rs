@@ -4,8 +4,9 @@
 //! aggregation they are nested in (their parent).
 //!
 //! They run after the aggregations they read ([`super::aggs`] computes a level's document aggregations
-//! first, then its sibling pipelines in the order given; a multi-bucket aggregation applies its parent
-//! pipelines once its buckets are made), so they cost a pass over buckets, never over documents. A value
+//! first, then its sibling pipelines; a multi-bucket aggregation applies its parent pipelines once its
+//! buckets are made, each after the pipelines it reads), so they cost a pass over buckets, never over
+//! documents. A value
 //! is found in a bucket by a *buckets path* (`sales`, `stats.max`, `load.99`, `_count`, `_key`, and
 //! `filter_name>metric` through single-bucket aggregations). A bucket without a value (an `avg` of no
 //! documents) is a *gap*: skipped, or counted as 0 with [`GapPolicy::InsertZeros`].
@@ -135,6 +136,20 @@ pub(crate) fn check_parent(parent: Option<&Agg>, subs: &[Agg]) -> Result<()> {
             Pipeline::BucketSort { .. } => multi,
             _ => histogram,
         };
+        let every_bucket = parent.is_some_and(|a| {
+            matches!(
+                a.kind,
+                AggKind::Histogram { min_doc_count: 0, .. } | AggKind::DateHistogram { min_doc_count: 0, .. }
+            )
+        });
+        if ok && !every_bucket && !matches!(p, Pipeline::BucketSort { .. }) {
+            // Elasticsearch's rule: a series with buckets left out would difference or sum across the gaps.
+            return Err(Error::InvalidArgument(format!(
+                "parent histogram of {} aggregation [{}] must have min_doc_count of 0",
+                p.type_name(),
+                sub.name
+            )));
+        }
         if !ok {
             let needs = match p {
                 Pipeline::BucketSort { .. } => "a multi-bucket aggregation",
@@ -195,17 +210,56 @@ pub(crate) fn sibling(name: &str, p: &Pipeline, results: &[AggResult], defs: &[A
     })
 }
 
-/// Applies `parent`'s parent pipelines (in the order given) to its `buckets`: each `derivative` and
+/// The aggregations a parent pipeline reads (the first name of each of its paths).
+fn reads(p: &Pipeline) -> Vec<&str> {
+    match p {
+        Pipeline::Sibling { path, .. }
+        | Pipeline::Derivative { path, .. }
+        | Pipeline::CumulativeSum { path } => {
+            vec![path.aggs[0].as_str()]
+        }
+        Pipeline::BucketSort { sort, .. } => sort.iter().map(|(path, _)| path.aggs[0].as_str()).collect(),
+    }
+}
+
+/// `parent`'s parent pipelines in the order they can run: each after the pipelines it reads (as
+/// Elasticsearch orders them), else in the order given; a cycle is an error.
+fn parent_order(parent: &Agg) -> Result<Vec<(&Agg, &Pipeline)>> {
+    let mut left: Vec<(&Agg, &Pipeline)> = parent
+        .aggs
+        .iter()
+        .filter_map(|a| match &a.kind {
+            AggKind::Pipeline(p) if p.is_parent() => Some((a, p)),
+            _ => None,
+        })
+        .collect();
+    let mut order = Vec::with_capacity(left.len());
+    while !left.is_empty() {
+        let ready = left
+            .iter()
+            .position(|(_, p)| reads(p).iter().all(|r| !left.iter().any(|(other, _)| other.name == *r)))
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "the pipeline aggregations of [{}] read each other in a cycle ([{}])",
+                    parent.name,
+                    left.iter().map(|(a, _)| a.name.as_str()).collect::<Vec<_>>().join(", ")
+                ))
+            })?;
+        order.push(left.remove(ready));
+    }
+    Ok(order)
+}
+
+/// Applies `parent`'s parent pipelines (each after those it reads) to its `buckets`: each `derivative` and
 /// `cumulative_sum` adds its result to every bucket, each `bucket_sort` reorders and cuts them.
 pub(crate) fn apply_parent(parent: &Agg, buckets: &mut Vec<Bucket>) -> Result<()> {
-    for sub in &parent.aggs {
-        let AggKind::Pipeline(p) = &sub.kind else { continue };
+    for (sub, p) in parent_order(parent)? {
         let value = |b: &Bucket, path: &BucketsPath| -> Result<Option<f64>> {
             bucket_value(b, &parent.aggs, &path.aggs, path.metric.as_deref())
         };
         let result = |value: Option<f64>| AggResult { name: sub.name.clone(), value: AggValue::Value(value) };
         match p {
-            Pipeline::Sibling { .. } => {}
+            Pipeline::Sibling { .. } => unreachable!("parent_order gives parent pipelines"),
             Pipeline::Derivative { path, gap_policy } => {
                 // The value of the bucket before, once there is one.
                 let mut before: Option<Option<f64>> = None;
@@ -253,11 +307,18 @@ pub(crate) fn apply_parent(parent: &Agg, buckets: &mut Vec<Bucket>) -> Result<()
     Ok(())
 }
 
-/// The order of two bucket keys (numbers, or strings); keys of different kinds are equal.
+/// The order of two bucket keys: numbers, strings, or ranges by their bounds (an open `from` first, an open
+/// `to` last); keys of different kinds are equal.
 fn key_order(a: &BucketKey, b: &BucketKey) -> Ordering {
+    let bound = |x: Option<f64>, open: f64| x.unwrap_or(open);
     match (a, b) {
         (BucketKey::Num(x), BucketKey::Num(y)) => x.total_cmp(y),
         (BucketKey::Str(x), BucketKey::Str(y)) => x.cmp(y),
+        (BucketKey::Range { from: f1, to: t1, .. }, BucketKey::Range { from: f2, to: t2, .. }) => {
+            bound(*f1, f64::NEG_INFINITY)
+                .total_cmp(&bound(*f2, f64::NEG_INFINITY))
+                .then(bound(*t1, f64::INFINITY).total_cmp(&bound(*t2, f64::INFINITY)))
+        }
         _ => Ordering::Equal,
     }
 }

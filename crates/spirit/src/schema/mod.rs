@@ -21,8 +21,11 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// Field ids are u16 and stored in term keys; Elasticsearch's default field limit is 1000.
-pub const MAX_FIELDS: usize = 1000;
+/// Fields users may map: Elasticsearch's default field limit.
+pub const MAX_USER_FIELDS: usize = 1000;
+/// Field ids in all (u16, stored in term keys; a fresh segment has a column slot per id): the user fields and
+/// the hidden columns (`_seq`, `_version`), which do not count against [`MAX_USER_FIELDS`].
+pub const MAX_FIELDS: usize = MAX_USER_FIELDS + 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -182,6 +185,9 @@ impl Schema {
 
     /// Adds a field; an existing field of the same name and type is fine, another type is an error.
     pub fn add_field(&mut self, def: FieldDef) -> Result<u16> {
+        if def.name.is_empty() || def.name.starts_with('_') {
+            return Err(Error::InvalidArgument(format!("field name [{}] is empty or reserved", def.name)));
+        }
         if let Some(&id) = self.by_name.get(&def.name) {
             let old = &self.fields[id as usize];
             if old.ty != def.ty {
@@ -201,9 +207,6 @@ impl Schema {
                 )));
             }
             return Ok(id);
-        }
-        if def.name.is_empty() || def.name.starts_with('_') {
-            return Err(Error::InvalidArgument(format!("field name [{}] is empty or reserved", def.name)));
         }
         self.insert_field(def)
     }
@@ -243,12 +246,17 @@ impl Schema {
     }
 
     fn insert_field(&mut self, def: FieldDef) -> Result<u16> {
-        if self.fields.len() >= MAX_FIELDS {
+        let full = match is_hidden(&def.name) {
+            true => self.fields.len() >= MAX_FIELDS,
+            false => self.user_fields().count() >= MAX_USER_FIELDS,
+        };
+        if full {
             return Err(Error::InvalidArgument(format!(
-                "limit of total fields [{MAX_FIELDS}] has been exceeded while adding [{}]",
+                "limit of total fields [{MAX_USER_FIELDS}] has been exceeded while adding [{}]",
                 def.name
             )));
         }
+        assert!(self.fields.len() < MAX_FIELDS, "at most two hidden columns beside the user fields");
         let cfg = analyzer_config(&def.analyzer)?;
         let id = self.fields.len() as u16;
         self.by_name.insert(def.name.clone(), id);

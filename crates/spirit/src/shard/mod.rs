@@ -73,10 +73,22 @@ pub enum Precondition {
     Version { version: u64, gte: bool },
 }
 
+/// The largest `_version`: versions are kept in a numeric column of doubles, exact up to 2^53 (an external
+/// version of epoch milliseconds fits; one of epoch nanoseconds does not and is refused).
+pub const MAX_VERSION: u64 = 1 << 53;
+
 impl Precondition {
     /// Whether a write may go ahead when the `_id`'s live version is `live` (its doc id and `_version`;
-    /// `None`: no live document); the conflict error, in Elasticsearch's words, if not.
+    /// `None`: no live document); the conflict error, in Elasticsearch's words, if not. An external version
+    /// above [`MAX_VERSION`] is an invalid argument.
     pub fn check(self, id: &str, live: Option<(u32, u64)>) -> Result<()> {
+        if let Precondition::Version { version, .. } = self {
+            if version > MAX_VERSION {
+                return Err(Error::InvalidArgument(format!(
+                    "version [{version}] is above the largest spirit keeps exactly, 2^53 = {MAX_VERSION}"
+                )));
+            }
+        }
         let why = match (self, live) {
             (Precondition::None, _) | (Precondition::Absent, None) | (Precondition::Version { .. }, None) => {
                 return Ok(())
@@ -105,7 +117,7 @@ impl Precondition {
     pub fn next_version(self, live: Option<u64>) -> u64 {
         match self {
             Precondition::Version { version, .. } => version,
-            _ => live.map_or(1, |v| v + 1),
+            _ => live.map_or(1, |v| (v + 1).min(MAX_VERSION)),
         }
     }
 }
