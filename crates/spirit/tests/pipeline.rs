@@ -410,6 +410,30 @@ fn misplaced_pipelines_and_bad_paths_are_errors() {
         run(vec![terms("t", vec![stats()]), sibling("m", BucketStat::Max, "t>st.median", GapPolicy::Skip)])
             .unwrap_err();
     assert!(err.contains("has no value [median]"), "{err}");
+    // Paths are checked against the definitions, so a bad one is an error with no buckets to read too (a
+    // terms of an unmapped field, and a histogram of no documents).
+    let empty = |subs| {
+        let kind = AggKind::Terms {
+            field: "nope".into(),
+            size: 10,
+            min_doc_count: 1,
+            order: TermsOrder::KeyAsc,
+            filter: Default::default(),
+        };
+        agg("e", kind, subs)
+    };
+    let err = run(vec![empty(vec![stats()]), sibling("m", BucketStat::Max, "e>st.median", GapPolicy::Skip)])
+        .unwrap_err();
+    assert!(err.contains("has no value [median]"), "{err}");
+    let err = run(vec![empty(vec![]), sibling("m", BucketStat::Max, "e>nope", GapPolicy::Skip)]).unwrap_err();
+    assert!(err.contains("no aggregation [nope] here"), "{err}");
+    let none = agg(
+        "h",
+        AggKind::Histogram { field: "nope".into(), interval: 1.0, offset: 0.0, min_doc_count: 0 },
+        vec![pipe("d", Pipeline::Derivative { path: path("x.y"), gap_policy: GapPolicy::Skip })],
+    );
+    let err = run(vec![none]).unwrap_err();
+    assert!(err.contains("no aggregation [x] here"), "{err}");
     let err =
         run(vec![terms("t", vec![]), sibling("m", BucketStat::Max, "t>_key", GapPolicy::Skip)]).unwrap_err();
     assert!(err.contains("_key is a number only in numeric buckets"), "{err}");

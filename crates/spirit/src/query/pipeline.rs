@@ -183,6 +183,9 @@ pub(crate) fn sibling(name: &str, p: &Pipeline, results: &[AggResult], defs: &[A
             return Err(bad(format!("must start with a multi-bucket aggregation, and [{first}] is not one")))
         }
     };
+    if !rest.is_empty() {
+        check_path(&def.aggs, rest, path.metric.as_deref())?;
+    }
     let mut values = vec![];
     for b in buckets {
         let v = match (rest.is_empty(), path.metric.as_deref()) {
@@ -253,7 +256,18 @@ fn parent_order(parent: &Agg) -> Result<Vec<(&Agg, &Pipeline)>> {
 /// Applies `parent`'s parent pipelines (each after those it reads) to its `buckets`: each `derivative` and
 /// `cumulative_sum` adds its result to every bucket, each `bucket_sort` reorders and cuts them.
 pub(crate) fn apply_parent(parent: &Agg, buckets: &mut Vec<Bucket>) -> Result<()> {
-    for (sub, p) in parent_order(parent)? {
+    let order = parent_order(parent)?;
+    for (_, p) in &order {
+        let paths: Vec<&BucketsPath> = match p {
+            Pipeline::Derivative { path, .. } | Pipeline::CumulativeSum { path } => vec![path],
+            Pipeline::BucketSort { sort, .. } => sort.iter().map(|(path, _)| path).collect(),
+            Pipeline::Sibling { .. } => vec![],
+        };
+        for path in paths {
+            check_path(&parent.aggs, &path.aggs, path.metric.as_deref())?;
+        }
+    }
+    for (sub, p) in order {
         let value = |b: &Bucket, path: &BucketsPath| -> Result<Option<f64>> {
             bucket_value(b, &parent.aggs, &path.aggs, path.metric.as_deref())
         };
@@ -331,17 +345,73 @@ fn gap(v: Option<f64>, policy: GapPolicy) -> Option<f64> {
     }
 }
 
+/// The error of a bad buckets path (`path`, then `metric`).
+fn bad_path(path: &[String], metric: Option<&str>, why: String) -> Error {
+    let mut shown = path.join(">");
+    if let Some(m) = metric {
+        shown = format!("{shown}.{m}");
+    }
+    Error::InvalidArgument(format!("buckets_path [{shown}]: {why}"))
+}
+
+/// Checks `path` (aggregation names, then `metric`) against the definitions `defs` alone, before any bucket
+/// is read: a bad path is an error whether or not there are buckets to read it in (as Elasticsearch
+/// checks paths when it parses the request). [`bucket_value`] reads what this admits.
+fn check_path(defs: &[Agg], path: &[String], metric: Option<&str>) -> Result<()> {
+    let bad = |why: String| bad_path(path, metric, why);
+    let (first, rest) = path.split_first().expect("a path names an aggregation");
+    if rest.is_empty() && metric.is_none() && (first == "_count" || first == "_key") {
+        return Ok(());
+    }
+    let def = defs
+        .iter()
+        .find(|d| &d.name == first)
+        .ok_or_else(|| bad(format!("no aggregation [{first}] here")))?;
+    if !rest.is_empty() {
+        return match def.kind {
+            AggKind::Filter(_) => check_path(&def.aggs, rest, metric),
+            _ => Err(bad(format!("[{first}] is not a single-bucket aggregation a path can go into"))),
+        };
+    }
+    let stats = |m: &str| ["min", "max", "avg", "sum", "count"].contains(&m);
+    let ok = match (&def.kind, metric) {
+        (AggKind::Filter(_), None | Some("_count")) => true,
+        (
+            AggKind::Min(_)
+            | AggKind::Max(_)
+            | AggKind::Avg(_)
+            | AggKind::Sum(_)
+            | AggKind::ValueCount(_)
+            | AggKind::Cardinality(_),
+            None | Some("value"),
+        ) => true,
+        (AggKind::Pipeline(Pipeline::Sibling { stat: BucketStat::Stats, .. }), Some(m)) => stats(m),
+        (AggKind::Pipeline(p), None | Some("value")) => {
+            !matches!(p, Pipeline::Sibling { stat: BucketStat::Stats, .. })
+        }
+        (
+            AggKind::Min(_) | AggKind::Max(_) | AggKind::Avg(_) | AggKind::Sum(_) | AggKind::Stats(_),
+            Some(m),
+        ) => stats(m),
+        (
+            AggKind::Percentiles { percents: at, .. } | AggKind::PercentileRanks { values: at, .. },
+            Some(m),
+        ) => m.parse::<f64>().is_ok_and(|x| at.contains(&x)),
+        _ => false,
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(bad(match metric {
+        None => format!("[{first}] is not a single-value metric: name one of its values ([{first}.max])"),
+        Some(m) => format!("[{first}] has no value [{m}]"),
+    }))
+}
+
 /// The value at `path` (aggregation names, then `metric`) in bucket `b`, whose sub-aggregations `defs`
 /// define; `None` is a gap.
 fn bucket_value(b: &Bucket, defs: &[Agg], path: &[String], metric: Option<&str>) -> Result<Option<f64>> {
-    let shown = || {
-        let mut s = path.join(">");
-        if let Some(m) = metric {
-            s = format!("{s}.{m}");
-        }
-        s
-    };
-    let bad = |why: String| Error::InvalidArgument(format!("buckets_path [{}]: {why}", shown()));
+    let bad = |why: String| bad_path(path, metric, why);
     let (first, rest) = path.split_first().expect("a path names an aggregation");
     match (first.as_str(), rest.is_empty(), metric) {
         ("_count", true, None) => return Ok(Some(b.doc_count as f64)),
