@@ -305,18 +305,8 @@ pub fn delete_doc(index: &Index, id: &str, cond: Option<WriteCondition>) -> ApiR
         }
     };
     let mut pending = PendingSet::default();
-    let deleted = match pre {
-        Precondition::None => {
-            let (deleted, p) = index.delete_deferred(id)?;
-            pending.note(p);
-            deleted
-        }
-        pre => {
-            let (deleted, p) = index.delete_if_deferred(id, pre)?;
-            pending.note(p);
-            deleted
-        }
-    };
+    let (deleted, p) = index.delete_if_deferred(id, pre)?;
+    pending.note(p);
     index.sync_pending(&mut pending)?;
     let version = external.unwrap_or_else(|| deleted.map_or(1, |v| v + 1));
     let (status, result) =

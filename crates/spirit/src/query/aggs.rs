@@ -209,6 +209,24 @@ pub enum BucketKey {
     },
 }
 
+impl BucketKey {
+    /// The order of two keys: numbers, strings, or ranges by their bounds (an open `from` first, an open
+    /// `to` last); keys of different kinds are equal.
+    pub fn order(&self, other: &BucketKey) -> std::cmp::Ordering {
+        let bound = |x: Option<f64>, open: f64| x.unwrap_or(open);
+        match (self, other) {
+            (BucketKey::Num(x), BucketKey::Num(y)) => x.total_cmp(y),
+            (BucketKey::Str(x), BucketKey::Str(y)) => x.cmp(y),
+            (BucketKey::Range { from: f1, to: t1, .. }, BucketKey::Range { from: f2, to: t2, .. }) => {
+                bound(*f1, f64::NEG_INFINITY)
+                    .total_cmp(&bound(*f2, f64::NEG_INFINITY))
+                    .then(bound(*t1, f64::INFINITY).total_cmp(&bound(*t2, f64::INFINITY)))
+            }
+            _ => std::cmp::Ordering::Equal,
+        }
+    }
+}
+
 /// The documents of one bucket: per part (a shard of a target), doc ids in ascending order.
 type DocSet = Vec<Vec<u32>>;
 
@@ -901,11 +919,7 @@ impl<'a> Evaluator<'a> {
             include.as_ref().is_none_or(|l| l.contains(&r.0)) && !exclude.contains(&r.0) && by_pattern(&r.0)
         });
         rows.retain(|r| r.1 >= min_doc_count);
-        let by_key = |a: &BucketKey, b: &BucketKey| match (a, b) {
-            (BucketKey::Num(x), BucketKey::Num(y)) => x.total_cmp(y),
-            (BucketKey::Str(x), BucketKey::Str(y)) => x.cmp(y),
-            _ => std::cmp::Ordering::Equal,
-        };
+        let by_key = BucketKey::order;
         // Each bucket's ordering value (every bucket's, before any is left out).
         let values: Vec<Option<f64>> = match metric {
             Some((sub, stat)) => rows
@@ -1031,8 +1045,9 @@ fn order_metric(subs: &[Agg], agg: &str, stat: Option<&str>) -> Result<(usize, O
     Ok((at, stat))
 }
 
-/// The value a `terms` order reads from a sub-aggregation's result (`None`: it has none).
-fn metric_value(v: &AggValue, kind: &AggKind, stat: Option<&str>) -> Option<f64> {
+/// The value a `terms` order (and a pipeline's buckets path, [`super::pipeline`]) reads from a
+/// sub-aggregation's result: `stat` of a `stats`, else the metric's one value (`None`: it has none).
+pub(crate) fn metric_value(v: &AggValue, kind: &AggKind, stat: Option<&str>) -> Option<f64> {
     match v {
         AggValue::Count(n) => Some(*n as f64),
         AggValue::Stats { count, min, max, sum } => {

@@ -15,7 +15,7 @@
 //! (`bucket_script`, `bucket_selector`, `moving_fn`) are not here, nor multi-bucket keys in paths
 //! (`sale_type['hat']>sales`): both are refused by name.
 
-use super::aggs::{Agg, AggKind, AggResult, AggValue, Bucket, BucketKey};
+use super::aggs::{metric_value, Agg, AggKind, AggResult, AggValue, Bucket, BucketKey};
 use crate::error::{Error, Result};
 use std::cmp::Ordering;
 use std::fmt;
@@ -311,7 +311,7 @@ pub(crate) fn apply_parent(parent: &Agg, buckets: &mut Vec<Bucket>) -> Result<()
                 }
                 keyed.sort_by(|(a, _), (b, _)| {
                     sort.iter().zip(a.iter().zip(b)).fold(Ordering::Equal, |o, ((_, desc), (x, y))| {
-                        o.then_with(|| if *desc { key_order(y, x) } else { key_order(x, y) })
+                        o.then_with(|| if *desc { y.order(x) } else { x.order(y) })
                     })
                 });
                 buckets.extend(keyed.into_iter().map(|k| k.1).skip(*from).take(size.unwrap_or(usize::MAX)));
@@ -319,22 +319,6 @@ pub(crate) fn apply_parent(parent: &Agg, buckets: &mut Vec<Bucket>) -> Result<()
         }
     }
     Ok(())
-}
-
-/// The order of two bucket keys: numbers, strings, or ranges by their bounds (an open `from` first, an open
-/// `to` last); keys of different kinds are equal.
-fn key_order(a: &BucketKey, b: &BucketKey) -> Ordering {
-    let bound = |x: Option<f64>, open: f64| x.unwrap_or(open);
-    match (a, b) {
-        (BucketKey::Num(x), BucketKey::Num(y)) => x.total_cmp(y),
-        (BucketKey::Str(x), BucketKey::Str(y)) => x.cmp(y),
-        (BucketKey::Range { from: f1, to: t1, .. }, BucketKey::Range { from: f2, to: t2, .. }) => {
-            bound(*f1, f64::NEG_INFINITY)
-                .total_cmp(&bound(*f2, f64::NEG_INFINITY))
-                .then(bound(*t1, f64::INFINITY).total_cmp(&bound(*t2, f64::INFINITY)))
-        }
-        _ => Ordering::Equal,
-    }
 }
 
 /// `v` under `policy`: a gap stays one when skipped, and is 0 otherwise.
@@ -435,45 +419,17 @@ fn bucket_value(b: &Bucket, defs: &[Agg], path: &[String], metric: Option<&str>)
             _ => Err(bad(format!("[{first}] is not a single-bucket aggregation a path can go into"))),
         };
     }
-    let single =
-        || bad(format!("[{first}] is not a single-value metric: name one of its values ([{first}.max])"));
+    // `check_path` admitted the metric for this aggregation.
     Ok(match (&res.value, metric) {
-        (AggValue::Single(inner), None | Some("_count")) => Some(inner.doc_count as f64),
-        (AggValue::Count(n), None | Some("value")) => Some(*n as f64),
-        (AggValue::Value(v) | AggValue::BucketValue { value: v, .. }, None | Some("value")) => *v,
-        (AggValue::Stats { count, min, max, sum }, m) => {
-            let one = match def.kind {
-                AggKind::Min(_) => Some("min"),
-                AggKind::Max(_) => Some("max"),
-                AggKind::Avg(_) => Some("avg"),
-                AggKind::Sum(_) => Some("sum"),
-                _ => None,
-            };
-            let what = match (m, one) {
-                (None | Some("value"), Some(one)) => one,
-                (None, None) => return Err(single()),
-                (Some(m), _) => m,
-            };
-            match what {
-                "count" => Some(*count as f64),
-                "sum" => Some(*sum),
-                "min" | "max" | "avg" if *count == 0 => None,
-                "min" => Some(*min),
-                "max" => Some(*max),
-                "avg" => Some(sum / *count as f64),
-                other => {
-                    return Err(bad(format!("[{first}] has no value [{other}] (min, max, avg, sum, count)")))
-                }
-            }
+        (AggValue::Single(inner), _) => Some(inner.doc_count as f64),
+        (AggValue::Value(v) | AggValue::BucketValue { value: v, .. }, _) => *v,
+        (AggValue::Stats { .. } | AggValue::Count(_), m) => {
+            metric_value(&res.value, &def.kind, m.filter(|&m| m != "value"))
         }
         (AggValue::Percentiles(values), Some(m)) => {
             let p: f64 = m.parse().map_err(|_| bad(format!("[{m}] is not a percent of [{first}]")))?;
-            match values.iter().find(|(at, _)| *at == p) {
-                Some((_, v)) => *v,
-                None => return Err(bad(format!("[{first}] has no percent [{m}]"))),
-            }
+            values.iter().find(|(at, _)| *at == p).and_then(|(_, v)| *v)
         }
-        (AggValue::Percentiles(_), None) => return Err(single()),
         _ => return Err(bad(format!("[{first}] gives no single number here"))),
     })
 }

@@ -878,15 +878,7 @@ impl Shard {
     /// there was none) and the tLog LSN to pass to [`sync_to`](Self::sync_to) (bulk requests sync once for
     /// many operations).
     pub fn delete_deferred(&self, id: &str) -> Result<(Option<u64>, Option<u64>)> {
-        let w = self.inner.writer.lock();
-        self.inner.check_open(&w)?;
-        match self.find_id_locked(&w, id) {
-            Some((seg, local)) => {
-                let version = self.live_version(&w, &seg, local)?;
-                Ok((Some(version), self.delete_found(&w, &seg, local, id)?))
-            }
-            None => Ok((None, None)),
-        }
+        self.delete_if_deferred(id, Precondition::None)
     }
 
     /// The `_version` of doc `local` of `seg` (the caller holds the writer lock).
@@ -979,18 +971,16 @@ impl Shard {
         // Keep only where the old version is, not its segment: a descriptor of a fresh segment owns that
         // segment's arena, and `add_locked` may seal and wait for the short-term ring to free an arena —
         // possibly this very one, once the flusher is done with it. Holding it would deadlock the writer.
-        let (old, live) = match check_existing.then(|| self.find_id_locked(&w, &doc.id)).flatten() {
+        // The live version: its doc id, delete bitmap, place in its segment and `_version`.
+        let old = match check_existing.then(|| self.find_id_locked(&w, &doc.id)).flatten() {
             Some((seg, local)) => {
                 let version = self.live_version(&w, &seg, local)?;
-                (
-                    Some((seg.base_doc + local, seg.deletes.clone(), local)),
-                    Some((seg.base_doc + local, version)),
-                )
+                Some((seg.base_doc + local, seg.deletes.clone(), local, version))
             }
-            None => (None, None),
+            None => None,
         };
-        cond.check(&doc.id, live)?;
-        let version = cond.next_version(live.map(|l| l.1));
+        cond.check(&doc.id, old.as_ref().map(|o| (o.0, o.3)))?;
+        let version = cond.next_version(old.as_ref().map(|o| o.3));
         if let Some(f) = w.version_field {
             // Version 1 is no value (see `version_of`).
             match version {
@@ -1007,17 +997,17 @@ impl Shard {
         // ([`crate::segment::deletes`]): a query sees exactly one of them whenever it runs. Bitmaps are
         // shared by every descriptor of a segment, so this reaches the current one.
         let stamp = w.next_doc();
-        if let Some((_, deletes, local)) = &old {
+        if let Some((_, deletes, local, _)) = &old {
             deletes.delete(*local, stamp);
         }
-        let undo = |old: &Option<(u32, Arc<DeleteBitmap>, u32)>| {
-            if let Some((_, deletes, local)) = old {
+        let undo = |old: &Option<(u32, Arc<DeleteBitmap>, u32, u64)>| {
+            if let Some((_, deletes, local, _)) = old {
                 deletes.undelete(*local);
             }
         };
         let new = self.add_locked(&mut w, doc).inspect_err(|_| undo(&old))?;
         assert_eq!(new, stamp, "an add takes the next doc id");
-        let replaced = old.as_ref().map(|&(doc_id, _, _)| doc_id);
+        let replaced = old.as_ref().map(|o| o.0);
         let lsn = self.inner.log_add(&w, doc, new, replaced, seq, version).inspect_err(|_| undo(&old))?;
         if lsn.is_some() {
             // Bound what recovery must re-index: seal once the fresh segment's log tail is long enough.
