@@ -418,6 +418,32 @@ def test_sort_by_several_keys_with_search_after(client, ix):
     assert [h["sort"][0] for h in r["hits"]["hits"]] == sorted(d["id"] for d in ix.docs.values())[:25]
 
 
+def test_scroll_and_scan(client, ix):
+    # helpers.scan: the scroll API sorted by _doc, pages of 37, the scroll cleared at the end.
+    q = {"query": {"match": {"body": "flow"}}}
+    want = set(ids(client.search(index=INDEX, body={**q, "size": 2000})))
+    assert len(want) > 100
+    got = [h["_id"] for h in helpers.scan(client, index=INDEX, query=q, size=37, scroll="1m")]
+    assert len(got) == len(set(got))
+    assert set(got) == want
+    # preserve_order: by score, best first across pages.
+    scored = list(helpers.scan(client, index=INDEX, query=q, size=25, scroll="1m", preserve_order=True))
+    assert {h["_id"] for h in scored} == want
+    scores = [h["_score"] for h in scored]
+    assert scores == sorted(scores, reverse=True)
+    # The raw API: every document once, the total of the first page on every page, then clear_scroll.
+    r = client.search(index=INDEX, body={"query": {"match_all": {}}, "sort": ["_doc"]}, scroll="30s", size=100)
+    total, seen = r["hits"]["total"]["value"], ids(r)
+    while hits(r):
+        r = client.scroll(scroll_id=r["_scroll_id"], scroll="30s")
+        assert r["hits"]["total"]["value"] == total
+        seen += ids(r)
+    assert total == len(ix.docs) and sorted(seen) == sorted(ix.docs)
+    assert client.clear_scroll(scroll_id=r["_scroll_id"])["num_freed"] == 1
+    with pytest.raises(NotFoundError):
+        client.scroll(scroll_id=r["_scroll_id"], scroll="30s")
+
+
 def test_ids_query(client, ix):
     some = sorted(ix.docs)[:3]
     r = client.search(index=INDEX, body={"query": {"ids": {"values": some + ["no-such-id"]}}})

@@ -14,8 +14,7 @@ use spirit::Query;
 use std::collections::{HashMap, HashSet};
 
 /// A parsed `highlight` request.
-/// A parsed `highlight` request.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct HighlightSpec {
     fields: Vec<(String, FieldOptions)>,
 }

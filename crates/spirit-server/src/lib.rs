@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod multi;
 pub mod pool;
 pub mod reindex;
+pub mod scroll;
 pub mod search;
 
 use axum::body::Bytes;
@@ -113,6 +114,8 @@ pub struct ServerState {
     pub metrics: metrics::Metrics,
     /// Striped locks that serialize read-modify-write operations (`_update`, `_create`) per document id.
     id_locks: Vec<Mutex<()>>,
+    /// Open scrolls (`?scroll=` searches).
+    pub scrolls: scroll::Scrolls,
 }
 
 pub type State = ServerState;
@@ -143,6 +146,7 @@ impl ServerState {
             config,
             metrics: Default::default(),
             id_locks: (0..256).map(|_| Mutex::new(())).collect(),
+            scrolls: Default::default(),
         })
     }
 
@@ -281,6 +285,8 @@ pub fn router(state: Shared) -> Router {
         .route("/_cluster/health", get(cluster_health))
         .route("/_refresh", get(refresh_all).post(refresh_all))
         .route("/_search", get(search_all).post(search_all))
+        .route("/_search/scroll", get(scroll_next).post(scroll_next).delete(scroll_clear))
+        .route("/_search/scroll/{id}", get(scroll_next_id).post(scroll_next_id).delete(scroll_clear_id))
         .route("/_reindex", post(reindex))
         .route("/_aliases", get(get_aliases_all).post(post_aliases))
         .route("/_alias", get(get_aliases_all))
@@ -1081,11 +1087,103 @@ async fn search(
         let targets = st.search_targets(&index)?;
         let req = search::SearchRequest::parse(&body(b)?, &params, &st.limits)?;
         let limits = st.limits.clone();
+        if req.scroll.is_some() {
+            let st2 = st.clone();
+            return st.pool.run(move || st2.scrolls.open(&req, &targets, &limits)).await;
+        }
         st.pool.run(move || req.execute_on(&targets, &limits)).await
     }
     .await;
     st.metrics.query(t0.elapsed(), r.is_ok());
     r.map(Json)
+}
+
+/// `/_search/scroll`: the next page of a scroll, its id and keep-alive (`scroll`) in the body or the URL.
+async fn scroll_next(st: Ext<Shared>, params: Params, b: Body) -> ApiResult<Json<Value>> {
+    scroll_page(st, None, params, b).await
+}
+
+/// `/_search/scroll/{id}` (the older form).
+async fn scroll_next_id(
+    st: Ext<Shared>,
+    Path(id): Path<String>,
+    params: Params,
+    b: Body,
+) -> ApiResult<Json<Value>> {
+    scroll_page(st, Some(id), params, b).await
+}
+
+async fn scroll_page(
+    Ext(st): Ext<Shared>,
+    path_id: Option<String>,
+    Query(params): Params,
+    b: Body,
+) -> ApiResult<Json<Value>> {
+    let t0 = Instant::now();
+    let r = async {
+        let body = search::json_or_empty(&body(b)?)?;
+        let obj = body.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
+        if let Some(k) = obj.keys().find(|k| !["scroll", "scroll_id"].contains(&k.as_str())) {
+            return Err(ApiError::parsing(format!("unknown key [{k}] in the scroll request")));
+        }
+        let text = |key: &str| -> ApiResult<Option<String>> {
+            match (obj.get(key), params.get(key)) {
+                (Some(Value::String(s)), _) => Ok(Some(s.clone())),
+                (Some(_), _) => Err(ApiError::parsing(format!("[{key}] must be a string"))),
+                (None, p) => Ok(p.cloned()),
+            }
+        };
+        let id = match (path_id, text("scroll_id")?) {
+            (Some(id), _) | (None, Some(id)) => id,
+            (None, None) => return Err(ApiError::bad_request("request does not contain a scroll_id")),
+        };
+        let keep = text("scroll")?.map(|s| scroll::keep_alive(&s)).transpose()?;
+        let limits = st.limits.clone();
+        let st2 = st.clone();
+        st.pool.run(move || st2.scrolls.next(&id, keep, &limits)).await
+    }
+    .await;
+    st.metrics.query(t0.elapsed(), r.is_ok());
+    r.map(Json)
+}
+
+/// `DELETE /_search/scroll`: frees scrolls (`scroll_id` a string or a list in the body, or a comma-separated
+/// list in the URL; `_all` every one). A 404 when none of them was open, as in Elasticsearch.
+async fn scroll_clear(
+    Ext(st): Ext<Shared>,
+    Query(params): Params,
+    b: Body,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let body = search::json_or_empty(&body(b)?)?;
+    let ids: Vec<String> = match body.get("scroll_id") {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| ApiError::parsing("[scroll_id] must hold strings"))
+            })
+            .collect::<ApiResult<_>>()?,
+        Some(_) => return Err(ApiError::parsing("[scroll_id] must be a string or an array of strings")),
+        None => match params.get("scroll_id") {
+            Some(p) => p.split(',').map(str::to_string).collect(),
+            None => return Err(ApiError::bad_request("request does not contain a scroll_id")),
+        },
+    };
+    Ok(clear_scrolls(&st, &ids))
+}
+
+/// `DELETE /_search/scroll/{ids}` (comma-separated, or `_all`).
+async fn scroll_clear_id(Ext(st): Ext<Shared>, Path(ids): Path<String>) -> (StatusCode, Json<Value>) {
+    clear_scrolls(&st, &ids.split(',').map(str::to_string).collect::<Vec<_>>())
+}
+
+fn clear_scrolls(st: &ServerState, ids: &[String]) -> (StatusCode, Json<Value>) {
+    let freed =
+        if ids.iter().any(|i| i == "_all") { st.scrolls.clear(None) } else { st.scrolls.clear(Some(ids)) };
+    let status = if freed == 0 { StatusCode::NOT_FOUND } else { StatusCode::OK };
+    (status, Json(json!({"succeeded": true, "num_freed": freed})))
 }
 
 async fn count(

@@ -10,8 +10,9 @@ use serde_json::{json, Map, Value};
 use spirit::query::aggs::Agg;
 use spirit::schema::simple_match as glob;
 use spirit::schema::{FieldType, Schema};
-use spirit::{Index, Query, SearchOptions, Sort, SortKey, SortValue};
+use spirit::{Horizon, Index, Query, SearchOptions, Sort, SortKey, SortValue};
 use std::collections::HashMap;
+use std::time::Duration;
 
 /// `_source` filtering.
 #[derive(Debug, Clone, Default)]
@@ -141,7 +142,7 @@ impl SourceFilter {
 /// ([`Index::search_sorted`]: every match ordered; also a single key the others do not cover, and any sort
 /// paged with `search_after`).
 #[derive(Debug, Clone, PartialEq)]
-enum SortSpec {
+pub(crate) enum SortSpec {
     Score,
     Newest,
     Field { name: String, descending: bool },
@@ -150,16 +151,16 @@ enum SortSpec {
 
 /// One sort key as asked for: `_score`, `_doc` (insertion order) or a numeric or date field.
 #[derive(Debug, Clone, PartialEq)]
-struct KeySpec {
-    name: String,
-    descending: bool,
+pub(crate) struct KeySpec {
+    pub(crate) name: String,
+    pub(crate) descending: bool,
     /// `"missing": "_first"` (default `_last`).
-    missing_first: bool,
+    pub(crate) missing_first: bool,
 }
 
 impl SortSpec {
     /// The keys of this order, for the several-keys path.
-    fn keys(&self) -> Vec<KeySpec> {
+    pub(crate) fn keys(&self) -> Vec<KeySpec> {
         let key = |name: &str, descending| KeySpec { name: name.into(), descending, missing_first: false };
         match self {
             SortSpec::Score => vec![key("_score", true)],
@@ -172,32 +173,41 @@ impl SortSpec {
 
 /// How many hits to count: Elasticsearch's `track_total_hits` (default 10,000).
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum TrackTotal {
+pub(crate) enum TrackTotal {
     Off,
     UpTo(u64),
     Exact,
 }
 
 /// A parsed search request.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct SearchRequest {
     query: Value,
     from: usize,
-    size: usize,
-    sort: SortSpec,
-    track: TrackTotal,
+    pub(crate) size: usize,
+    pub(crate) sort: SortSpec,
+    pub(crate) track: TrackTotal,
     source: SourceFilter,
     highlight: Option<HighlightSpec>,
     /// `?request_cache=false` bypasses the result cache (answers are the same either way).
     cache: bool,
     /// `aggs` (or `aggregations`), translated when the request runs (filters are queries on the schema).
-    aggs: Option<Value>,
+    pub(crate) aggs: Option<Value>,
     /// `version` and `seq_no_primary_term`: each hit's `_version`, and its `_seq_no` (doc id in its
     /// shard, what a conditional write names) and `_primary_term` (1).
     version: bool,
     seq_no: bool,
     /// `search_after`: the previous page's last `sort` values (`None` for a missing value).
-    after: Option<Vec<Option<SortValue>>>,
+    pub(crate) after: Option<Vec<Option<SortValue>>>,
+    /// `?scroll=1m`: open a scroll ([`crate::scroll`]) kept this long after each page.
+    pub(crate) scroll: Option<Duration>,
+}
+
+/// A page of a scroll on one index: the documents below `horizon`, after the sort values `after`.
+#[derive(Clone, Copy)]
+pub(crate) struct Within<'a> {
+    pub(crate) horizon: &'a Horizon,
+    pub(crate) after: Option<&'a [Option<SortValue>]>,
 }
 
 const KNOWN_KEYS: &[&str] = &[
@@ -326,16 +336,7 @@ impl SearchRequest {
                         "[from] parameter must be set to 0 when [search_after] is used",
                     ));
                 }
-                // Numbers for numeric keys, strings for keyword keys (the engine checks each fits its key).
-                let one = |v: &Value| match v {
-                    Value::Null => Ok(None),
-                    Value::Number(n) => Ok(n.as_f64().map(SortValue::Number)),
-                    Value::String(t) => Ok(Some(SortValue::Text(t.clone()))),
-                    other => Err(ApiError::parsing(format!(
-                        "[search_after] values must be numbers, strings or null, got [{other}]"
-                    ))),
-                };
-                Some(values.iter().map(one).collect::<ApiResult<Vec<_>>>()?)
+                Some(sort_values(values)?)
             }
             Some(_) => return Err(ApiError::parsing("[search_after] must be an array of sort values")),
         };
@@ -344,6 +345,21 @@ impl SearchRequest {
             (single, Some(_)) => SortSpec::Keys(single.keys()),
             (single, None) => single,
         };
+        let scroll = params.get("scroll").map(|s| crate::scroll::keep_alive(s)).transpose()?;
+        if scroll.is_some() {
+            // Elasticsearch's refusals, in its words.
+            if from > 0 {
+                return Err(ApiError::bad_request("using [from] is not allowed in a scroll context"));
+            }
+            if after.is_some() {
+                return Err(ApiError::bad_request("[search_after] cannot be used in a scroll context"));
+            }
+            if track == TrackTotal::Off {
+                return Err(ApiError::bad_request(
+                    "disabling [track_total_hits] is not allowed in a scroll context",
+                ));
+            }
+        }
         Ok(SearchRequest {
             query,
             from,
@@ -357,12 +373,13 @@ impl SearchRequest {
             version,
             seq_no,
             after,
+            scroll,
         })
     }
 
     /// Runs the search (on a query-pool thread) and builds the response.
     pub fn execute(&self, index: &Index, limits: &Limits) -> ApiResult<Value> {
-        self.execute_page(index, None, limits, (self.from, self.size), true)
+        self.execute_page(index, None, limits, (self.from, self.size), true, None)
     }
 
     /// Runs the search on every index of `targets` (a multi-target search: `a,b/_search`, `logs-*/_search`,
@@ -374,15 +391,28 @@ impl SearchRequest {
     /// filters every query on it.
     pub fn execute_on(&self, targets: &[Target], limits: &Limits) -> ApiResult<Value> {
         if let [one] = targets {
-            return self.execute_page(&one.index, one.filter.as_ref(), limits, (self.from, self.size), true);
+            return self.execute_page(
+                &one.index,
+                one.filter.as_ref(),
+                limits,
+                (self.from, self.size),
+                true,
+                None,
+            );
         }
         let t0 = std::time::Instant::now();
         let keys = self.sort.keys();
         let (mut hits, mut total, mut gte, mut max_score, mut shards) =
             (vec![], 0u64, false, None::<f64>, 0u64);
         for (rank, t) in targets.iter().enumerate() {
-            let mut r =
-                self.execute_page(&t.index, t.filter.as_ref(), limits, (0, self.from + self.size), false)?;
+            let mut r = self.execute_page(
+                &t.index,
+                t.filter.as_ref(),
+                limits,
+                (0, self.from + self.size),
+                false,
+                None,
+            )?;
             if let Some(t) = r["hits"].get("total") {
                 total += t["value"].as_u64().unwrap_or(0);
                 gte |= t["relation"] == "gte";
@@ -415,7 +445,19 @@ impl SearchRequest {
             "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0},
             "hits": hits_obj,
         });
-        if self.aggs.is_some() && targets.is_empty() {
+        if let Some(aggs) = self.aggregations_on(targets, limits)? {
+            out["aggregations"] = aggs;
+        }
+        out["took"] = json!(t0.elapsed().as_millis() as u64);
+        Ok(out)
+    }
+
+    /// The request's aggregations (if it has any) over every index of `targets` at once, rendered.
+    pub(crate) fn aggregations_on(&self, targets: &[Target], limits: &Limits) -> ApiResult<Option<Value>> {
+        if self.aggs.is_none() {
+            return Ok(None);
+        }
+        if targets.is_empty() {
             // No index matched: every aggregation over no documents (empty buckets, null metrics).
             let empty = Schema::default();
             let (q, _, aggs) = self.translate(&empty, None, limits)?;
@@ -423,24 +465,26 @@ impl SearchRequest {
             let target =
                 spirit::query::aggs::AggTarget { schema: &empty, snaps: vec![], query: &q, aggs: &aggs };
             let (_, results) = spirit::query::aggs::aggregate_targets(&[target])?;
-            out["aggregations"] = crate::aggs::render(&results, &aggs, &[&empty]);
-        } else if self.aggs.is_some() {
-            let translated = targets
-                .iter()
-                .map(|t| {
-                    let schema = t.index.schema();
-                    let (q, _, aggs) = self.translate(&schema, t.filter.as_ref(), limits)?;
-                    Ok((schema, q, aggs.expect("the request has aggregations")))
-                })
-                .collect::<ApiResult<Vec<_>>>()?;
-            let args: Vec<(&Index, &Query, &[Agg])> =
-                targets.iter().zip(&translated).map(|(t, (_, q, aggs))| (&*t.index, q, &aggs[..])).collect();
-            let (_, results) = Index::aggregate_indices(&args)?;
-            let schemas: Vec<&Schema> = translated.iter().map(|t| &t.0).collect();
-            out["aggregations"] = crate::aggs::render(&results, &translated[0].2, &schemas);
+            return Ok(Some(crate::aggs::render(&results, &aggs, &[&empty])));
         }
-        out["took"] = json!(t0.elapsed().as_millis() as u64);
-        Ok(out)
+        let translated = targets
+            .iter()
+            .map(|t| {
+                let schema = t.index.schema();
+                let (q, _, aggs) = self.translate(&schema, t.filter.as_ref(), limits)?;
+                Ok((schema, q, aggs.expect("the request has aggregations")))
+            })
+            .collect::<ApiResult<Vec<_>>>()?;
+        let args: Vec<(&Index, &Query, &[Agg])> =
+            targets.iter().zip(&translated).map(|(t, (_, q, aggs))| (&*t.index, q, &aggs[..])).collect();
+        let (_, results) = Index::aggregate_indices(&args)?;
+        let schemas: Vec<&Schema> = translated.iter().map(|t| &t.0).collect();
+        Ok(Some(crate::aggs::render(&results, &translated[0].2, &schemas)))
+    }
+
+    /// The request's query on `target`'s index (filtered by its alias filter).
+    pub(crate) fn query_on(&self, target: &Target, limits: &Limits) -> ApiResult<Query> {
+        Ok(self.translate(&target.index.schema(), target.filter.as_ref(), limits)?.0)
     }
 
     /// The request's query on an index of `schema`, filtered by its alias `filter`; the query without the
@@ -463,14 +507,16 @@ impl SearchRequest {
     }
 
     /// [`Self::execute`] for the hits from `from`, `size` of them, the query filtered by `filter`; with
-    /// `aggregate`, the request's aggregations too.
-    fn execute_page(
+    /// `aggregate`, the request's aggregations too; `within` a scroll's horizon, after its cursor (the
+    /// request's sort is then several keys).
+    pub(crate) fn execute_page(
         &self,
         index: &Index,
         filter: Option<&Value>,
         limits: &Limits,
         (from, size): (usize, usize),
         aggregate: bool,
+        within: Option<Within<'_>>,
     ) -> ApiResult<Value> {
         let t0 = std::time::Instant::now();
         let schema = index.schema();
@@ -490,6 +536,7 @@ impl SearchRequest {
             SortSpec::Field { name, descending } => Some(index.field_sort(name, *descending)?),
             SortSpec::Keys(_) => None,
         };
+        assert!(within.is_none() || sort.is_none(), "a scroll page sorts by several keys");
         let res = match sort {
             Some(sort) => {
                 let opts = SearchOptions {
@@ -513,7 +560,17 @@ impl SearchRequest {
                         name => index.sort_field(name, k.descending, k.missing_first),
                     })
                     .collect::<spirit::Result<Vec<_>>>()?;
-                index.search_sorted(&q, &keys, self.after.as_deref(), (from, size), fetch)?
+                match within {
+                    Some(w) => index.search_sorted_within(
+                        &q,
+                        &keys,
+                        w.after,
+                        (from, size),
+                        fetch,
+                        Some(w.horizon),
+                    )?,
+                    None => index.search_sorted(&q, &keys, self.after.as_deref(), (from, size), fetch)?,
+                }
             }
         };
         let highlighter =
@@ -614,7 +671,7 @@ impl SearchRequest {
 /// The order of two hits of different indices in a multi-target search: by score (descending), or by
 /// their `sort` values key by key — a missing value (null) first or last as its key says, whatever the
 /// direction, as Elasticsearch places them.
-fn merge_order(sort: &SortSpec, keys: &[KeySpec], a: &Value, b: &Value) -> std::cmp::Ordering {
+pub(crate) fn merge_order(sort: &SortSpec, keys: &[KeySpec], a: &Value, b: &Value) -> std::cmp::Ordering {
     use std::cmp::Ordering;
     if *sort == SortSpec::Score {
         let score = |h: &Value| h["_score"].as_f64().unwrap_or(f64::NEG_INFINITY);
@@ -655,6 +712,20 @@ fn merge_order(sort: &SortSpec, keys: &[KeySpec], a: &Value, b: &Value) -> std::
         }
     }
     Ordering::Equal
+}
+
+/// `sort` values as a request gives them (`search_after`) or a hit shows them: numbers for numeric keys,
+/// strings for keyword keys (the engine checks each fits its key), null for a missing value.
+pub(crate) fn sort_values(values: &[Value]) -> ApiResult<Vec<Option<SortValue>>> {
+    let one = |v: &Value| match v {
+        Value::Null => Ok(None),
+        Value::Number(n) => Ok(n.as_f64().map(SortValue::Number)),
+        Value::String(t) => Ok(Some(SortValue::Text(t.clone()))),
+        other => Err(ApiError::parsing(format!(
+            "[search_after] values must be numbers, strings or null, got [{other}]"
+        ))),
+    };
+    values.iter().map(one).collect()
 }
 
 fn relation(exact: bool) -> &'static str {

@@ -2588,3 +2588,149 @@ fn aliases_name_indices_for_searches_and_single_index_operations() {
         json!({"logs-v2": {"aliases": {"all-logs": {}, "every": {}}}})
     );
 }
+
+#[test]
+fn scrolls_page_through_the_matches_of_their_moment() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let m =
+        r#"{"properties": {"body": {"type": "text"}, "n": {"type": "long"}, "tag": {"type": "keyword"}}}"#;
+    // Two indices, one of three shards; every n distinct, so the order over both is one.
+    for (index, shards) in [("sa", 3), ("sb", 1)] {
+        let body = format!(r#"{{"settings": {{"number_of_shards": {shards}}}, "mappings": {m}}}"#);
+        assert_eq!(s.call("PUT", &format!("/{index}"), Some(&body)).0, 200);
+    }
+    for i in 0..40 {
+        let (index, tag) = if i % 3 == 0 { ("sb", "x") } else { ("sa", "y") };
+        let doc =
+            format!(r#"{{"body": "red {}", "n": {}, "tag": "{tag}"}}"#, "fox ".repeat(i % 4), (i * 7) % 40);
+        assert_eq!(s.call("PUT", &format!("/{index}/_doc/d{i}"), Some(&doc)).0, 201);
+    }
+    let ids = |v: &Value| -> Vec<String> {
+        v["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].as_str().unwrap().to_string()).collect()
+    };
+    let by_n = r#"{"query": {"match": {"body": "red"}}, "sort": [{"n": "asc"}], "size": 100}"#;
+    let (_, v) = s.call("POST", "/sa,sb/_search", Some(by_n));
+    let want = ids(&v);
+    assert_eq!(want.len(), 40);
+    // Pages of 6 by n, over both indices; between pages, writes that must not show.
+    let (status, mut v) = s.call(
+        "POST",
+        "/sa,sb/_search?scroll=1m",
+        Some(r#"{"query": {"match": {"body": "red"}}, "sort": [{"n": "asc"}], "size": 6, "aggs": {"tags": {"terms": {"field": "tag"}}}}"#),
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["aggregations"]["tags"]["buckets"][0], json!({"key": "y", "doc_count": 26}));
+    let mut got = vec![];
+    let mut deleted = vec![];
+    for page in 0.. {
+        assert_eq!(v["hits"]["total"], json!({"value": 40, "relation": "eq"}), "page {page}");
+        let hits = v["hits"]["hits"].as_array().unwrap().clone();
+        if hits.is_empty() {
+            break;
+        }
+        assert!(hits.len() <= 6);
+        for h in &hits {
+            // The sort values asked for, without the `_doc` the scroll adds.
+            assert_eq!(h["sort"].as_array().unwrap().len(), 1, "{h}");
+        }
+        got.extend(ids(&v));
+        // A new matching document (n -1 would sort first), and a document not yet returned deleted.
+        let doc = format!(r#"{{"body": "red", "n": -{page}}}"#);
+        assert_eq!(s.call("PUT", &format!("/sa/_doc/new{page}"), Some(&doc)).0, 201);
+        if let Some(later) = want.iter().rev().find(|id| !got.contains(id) && !deleted.contains(*id)) {
+            let index = if later[1..].parse::<usize>().unwrap() % 3 == 0 { "sb" } else { "sa" };
+            assert_eq!(s.call("DELETE", &format!("/{index}/_doc/{later}"), None).0, 200);
+            deleted.push(later.clone());
+        }
+        let id = v["_scroll_id"].as_str().unwrap().to_string();
+        let body = json!({"scroll": "1m", "scroll_id": id}).to_string();
+        let (status, next) = s.call("POST", "/_search/scroll", Some(&body));
+        assert_eq!(status, 200, "{next}");
+        assert!(next.get("aggregations").is_none());
+        v = next;
+    }
+    let kept: Vec<String> = want.iter().filter(|id| !deleted.contains(id)).cloned().collect();
+    assert_eq!(got, kept);
+    assert!(!deleted.is_empty());
+
+    // The default order (by score) shows scores and no sort values; the GET form with the id in the path.
+    let (_, v) =
+        s.call("POST", "/sa/_search?scroll=30s&size=5", Some(r#"{"query": {"match": {"body": "fox"}}}"#));
+    let total = v["hits"]["total"]["value"].as_u64().unwrap();
+    let (mut scores, mut seen) = (vec![], vec![]);
+    let mut v = v;
+    loop {
+        let hits = v["hits"]["hits"].as_array().unwrap();
+        if hits.is_empty() {
+            break;
+        }
+        for h in hits {
+            assert!(h.get("sort").is_none(), "{h}");
+            scores.push(h["_score"].as_f64().unwrap());
+        }
+        seen.extend(ids(&v));
+        let id = v["_scroll_id"].as_str().unwrap().to_string();
+        let (status, next) = s.call("GET", &format!("/_search/scroll/{id}?scroll=30s"), None);
+        assert_eq!(status, 200, "{next}");
+        v = next;
+    }
+    assert_eq!(seen.len() as u64, total);
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), seen.len());
+
+    // Clearing: the id then is unknown (404); clearing what is not open is a 404 too.
+    let (_, v) = s.call("POST", "/sa/_search?scroll=1m", Some(r#"{"sort": ["_doc"], "size": 1}"#));
+    let id = v["_scroll_id"].as_str().unwrap().to_string();
+    let body = json!({"scroll_id": [id.clone()]}).to_string();
+    assert_eq!(
+        s.call("DELETE", "/_search/scroll", Some(&body)),
+        (200, json!({"succeeded": true, "num_freed": 1}))
+    );
+    let next = json!({"scroll_id": id}).to_string();
+    assert_es_error(&s.call("POST", "/_search/scroll", Some(&next)), 404, "search_context_missing_exception");
+    assert_eq!(
+        s.call("DELETE", "/_search/scroll", Some(&body)),
+        (404, json!({"succeeded": true, "num_freed": 0}))
+    );
+    for _ in 0..2 {
+        assert_eq!(s.call("POST", "/sa/_search?scroll=1m", Some("{}")).0, 200);
+    }
+    // These two and the two read to their end above, which stay open until they expire or are cleared.
+    assert_eq!(
+        s.call("DELETE", "/_search/scroll/_all", None),
+        (200, json!({"succeeded": true, "num_freed": 4}))
+    );
+    // Expiry after the keep-alive.
+    let (_, v) = s.call("POST", "/sa/_search?scroll=300ms&size=1", Some("{}"));
+    let next = json!({"scroll_id": v["_scroll_id"]}).to_string();
+    std::thread::sleep(Duration::from_millis(400));
+    assert_es_error(&s.call("POST", "/_search/scroll", Some(&next)), 404, "search_context_missing_exception");
+    // A scroll whose index is deleted.
+    let (_, v) = s.call("POST", "/sb/_search?scroll=1m&size=1", Some("{}"));
+    assert_eq!(s.call("DELETE", "/sb", None).0, 200);
+    let next = json!({"scroll_id": v["_scroll_id"]}).to_string();
+    assert_es_error(&s.call("POST", "/_search/scroll", Some(&next)), 404, "index_not_found_exception");
+    // Refusals, as Elasticsearch words them.
+    for (path, body, reason) in [
+        ("/sa/_search?scroll=1m", r#"{"from": 2}"#, "using [from] is not allowed in a scroll context"),
+        (
+            "/sa/_search?scroll=1m",
+            r#"{"sort": ["_doc"], "search_after": [3]}"#,
+            "[search_after] cannot be used",
+        ),
+        ("/sa/_search?scroll=1m", r#"{"track_total_hits": false}"#, "disabling [track_total_hits]"),
+        ("/sa/_search?scroll=60", "{}", "unit is missing or unrecognized"),
+        ("/sa/_search?scroll=2d", "{}", "Keep alive for request (2d) is too large"),
+        ("/_search/scroll", r#"{"scroll": "1m"}"#, "does not contain a scroll_id"),
+        ("/_search/scroll", r#"{"scroll_id": "x", "size": 3}"#, "unknown key [size]"),
+    ] {
+        let r = s.call("POST", path, Some(body));
+        assert_eq!(r.0, 400, "{path} {body}: {}", r.1);
+        assert!(r.1["error"]["reason"].as_str().unwrap().contains(reason), "{path} {body}: {}", r.1);
+    }
+    s.stop();
+}

@@ -280,6 +280,18 @@ pub struct SearchResult {
     pub took_micros: u64,
 }
 
+/// The documents an index held at one moment — each shard's doc ids below its watermark then (a later
+/// document, and a later version of an old one, lies at or past it) — and the BM25 statistics a query read
+/// at that moment, so that each document scores the same on every page of a scroll. It pins nothing: a
+/// page reads the current snapshots (see [`Index::search_sorted_within`]), so holding one costs a few words
+/// and never keeps memory from its ring.
+#[derive(Debug, Clone)]
+pub struct Horizon {
+    /// Per shard, the first doc id past the horizon.
+    ends: Vec<u32>,
+    stats: std::sync::Arc<query::CollectionStats>,
+}
+
 /// A search's match count, whether it is exact, and its hits (shard, doc) in order.
 type Ranked = (u64, bool, Vec<(usize, u64, query::ScoredDoc)>);
 
@@ -1237,10 +1249,52 @@ impl Index {
         q: &Query,
         keys: &[SortKey],
         after: Option<&[Option<SortValue>]>,
-        (offset, limit): (usize, usize),
+        window: (usize, usize),
         fetch: bool,
     ) -> Result<SearchResult> {
+        self.search_sorted_within(q, keys, after, window, fetch, None)
+    }
+
+    /// The documents of this index now, with the statistics `q` reads now: a [`Horizon`] to page through
+    /// them with [`search_sorted_within`](Self::search_sorted_within) while writes go on (Elasticsearch's
+    /// scroll).
+    pub fn horizon(&self, q: &Query) -> Result<Horizon> {
+        let snaps: Vec<_> = self.shards.iter().map(|s| s.pin()).collect();
+        let refs: Vec<&Snapshot> = snaps.iter().map(|s| &**s).collect();
+        let node = {
+            let schema = self.schema.read();
+            query::plan_shards(q, &schema, &refs)?
+        };
+        let mut stats = query::CollectionStats::default();
+        let mut ends = Vec::with_capacity(refs.len());
+        for s in &refs {
+            let (st, marks) = query::collection_stats(s, &node)?;
+            stats.add(st);
+            // Segments are in doc id order: the last one's watermark ends what the statistics counted.
+            let end = s.segments.iter().zip(&marks).next_back().map_or(0, |(seg, &m)| seg.base_doc + m);
+            ends.push(end);
+        }
+        Ok(Horizon { ends, stats: std::sync::Arc::new(stats) })
+    }
+
+    /// [`search_sorted`](Self::search_sorted) over the documents below `horizon` (when given; from
+    /// [`horizon`](Self::horizon) with the same query) that are still live, scored with its statistics:
+    /// every page of a scroll then sees one document set in one order, whatever was written in between,
+    /// except that a document deleted or replaced since (its new version lies past the horizon) is left
+    /// out. The count is the number of those matches.
+    pub fn search_sorted_within(
+        &self,
+        q: &Query,
+        keys: &[SortKey],
+        after: Option<&[Option<SortValue>]>,
+        (offset, limit): (usize, usize),
+        fetch: bool,
+        horizon: Option<&Horizon>,
+    ) -> Result<SearchResult> {
         let t0 = Instant::now();
+        if horizon.is_some_and(|h| h.ends.len() != self.shards.len()) {
+            return Err(Error::InvalidArgument("a horizon of another index".into()));
+        }
         if keys.is_empty() {
             return Err(Error::InvalidArgument("a sort needs at least one key".into()));
         }
@@ -1279,7 +1333,7 @@ impl Index {
         let mut stats = query::CollectionStats::default();
         let mut marks = Vec::with_capacity(refs.len());
         for s in &refs {
-            if sharded {
+            if sharded && horizon.is_none() {
                 let (st, m) = query::collection_stats(s, &node)?;
                 stats.add(st);
                 marks.push(m);
@@ -1307,14 +1361,21 @@ impl Index {
                 Some(s) if sharded => Some(NumberColumn::new(snap, s.field)?),
                 _ => None,
             };
-            let matches = if scored {
-                query::scored_matches(snap, &node, bm25, sharded.then_some(&stats), Some(&marks[i]))?
+            let global = match horizon {
+                Some(h) => Some(&*h.stats),
+                None => sharded.then_some(&stats),
+            };
+            let mut matches = if scored {
+                query::scored_matches(snap, &node, bm25, global, Some(&marks[i]))?
             } else {
                 query::matching_docs(snap, &node, Some(&marks[i]))?
                     .into_iter()
                     .map(|doc| query::ScoredDoc { doc, score: 0.0, sort_value: None })
                     .collect()
             };
+            if let Some(h) = horizon {
+                matches.retain(|m| m.doc < h.ends[i]);
+            }
             cands.reserve(matches.len());
             values.reserve(matches.len() * nk);
             for m in matches {

@@ -45,7 +45,7 @@ pub use config::{parse_size, CommitPolicy, CompactionPolicy, Durability, Retenti
 pub use engine::{default_shards, Engine, EngineConfig, IndexOptions};
 pub use error::{Error, Result};
 pub use index::{
-    AddResult, BulkGuard, DeletedVersions, Hit, Index, IndexSettings, IndexStats, LiveDoc, Pending,
+    AddResult, BulkGuard, DeletedVersions, Hit, Horizon, Index, IndexSettings, IndexStats, LiveDoc, Pending,
     PendingSet, PreparedDoc, SearchResult, SortKey, SortValue,
 };
 pub use query::{Disjunction, Query, SearchOptions, Sort, MAX_SLOP};

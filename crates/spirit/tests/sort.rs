@@ -205,3 +205,69 @@ proptest! {
         prop_assert!(index.search_sorted(&q, &seq, Some(&[None]), (0, 3), false).is_ok());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Paging below a horizon (a scroll) while documents are added, replaced and deleted, and segments
+    /// sealed and merged, between pages: the pages together are the order at the horizon's moment — each hit
+    /// with the sort values, scores included, it had then — less documents deleted or replaced before their
+    /// page came (every other one is there), and nothing written after the horizon.
+    #[test]
+    fn scroll_pages_keep_their_horizon(
+        docs in prop::collection::vec((prop::option::of(-3i64..3), 0usize..4), 1..40),
+        writes in prop::collection::vec((0u8..5, any::<prop::sample::Index>(), 0usize..4), 0..30),
+        by in prop::sample::select(&[0u8, 3][..]),
+        shards in prop::sample::select(&[1usize, 3][..]),
+        page in 1usize..7,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = spirit::IndexSettings { number_of_shards: shards, ..Default::default() };
+        let mappings = serde_json::json!({"properties": {"n": {"type": "long"}}});
+        let c = ShardConfig { dram_budget: shards * (8 << 20), ..config() };
+        let index = Index::open("s", dir.path(), c, Some(&mappings), Some(settings)).unwrap();
+        let doc = |id: String, n: Option<i64>, k: usize| {
+            let mut d = serde_json::json!({"_id": id, "body": format!("even {}", "odd ".repeat(k))});
+            if let Some(n) = n { d["n"] = serde_json::json!(n); }
+            d
+        };
+        for (i, &(n, k)) in docs.iter().enumerate() {
+            index.add(doc(i.to_string(), n, k)).unwrap();
+        }
+        let q = spirit::query::parse("even odd").unwrap();
+        let keys = vec![key_of(&index, (by, true, false)), spirit::SortKey::Seq { descending: false }];
+        let horizon = index.horizon(&q).unwrap();
+        let at_open = index.search_sorted(&q, &keys, None, (0, 1000), true).unwrap();
+        let mut touched = std::collections::HashSet::new();
+        let (mut got, mut after, mut w) = (vec![], None::<Vec<Option<spirit::SortValue>>>, writes.iter());
+        loop {
+            let p = index.search_sorted_within(&q, &keys, after.as_deref(), (0, page), true, Some(&horizon)).unwrap();
+            let Some(last) = p.hits.last() else { break };
+            after = Some(last.sort_values.clone());
+            got.extend(p.hits.into_iter().map(|h| (h.id, h.sort_values)));
+            prop_assert!(got.len() <= at_open.hits.len());
+            for &(kind, target, k) in w.by_ref().take(2) {
+                let id = target.index(docs.len()).to_string();
+                match kind {
+                    // New documents match the query and would sort anywhere.
+                    0 => { index.add(doc(format!("new{}", got.len()), Some(k as i64), k)).unwrap(); }
+                    1 => { index.add(doc(id.clone(), Some(k as i64 - 1), k)).unwrap(); touched.insert(id); }
+                    2 => { index.delete(&id).unwrap(); touched.insert(id); }
+                    3 => index.seal().unwrap(),
+                    _ => { index.force_merge(1).unwrap(); }
+                }
+            }
+        }
+        // In the order (and with the values) of the moment the horizon was taken: a subsequence of it.
+        let mut open = at_open.hits.iter().map(|h| (&h.id, &h.sort_values));
+        for (id, values) in &got {
+            prop_assert!(open.by_ref().any(|(i, v)| i == id && v == values), "{} {:?} out of order or changed", id, values);
+        }
+        let ids: std::collections::HashSet<&String> = got.iter().map(|g| &g.0).collect();
+        prop_assert_eq!(ids.len(), got.len(), "no document twice");
+        for h in &at_open.hits {
+            prop_assert!(touched.contains(&h.id) || ids.contains(&h.id), "{} left out", h.id);
+        }
+        prop_assert_eq!(at_open.total, docs.len() as u64);
+    }
+}

@@ -1,0 +1,331 @@
+//! Scrolls: Elasticsearch's `?scroll=1m` searches and `/_search/scroll`, for reading every match of a search
+//! page after page (exports, reindexing clients, `helpers.scan`) while writes go on.
+//!
+//! Elasticsearch keeps the segments a scroll opened on alive for its keep-alive. Spirit does not pin its
+//! snapshots that long: a pinned snapshot keeps fresh arenas and DRAM images from their rings, so a
+//! forgotten scroll would hold memory the writers wait for. A scroll remembers instead, per index, a
+//! [`Horizon`] — each shard's doc ids at the moment it opened and the query's BM25 statistics then — and a
+//! cursor. Every page is a `search_after` over the current snapshots, restricted to the documents below the
+//! horizon and scored with those statistics, in the request's order with `_doc` (unique in an index, fixed
+//! for a document's life) as the last key. So the pages partition one ordered set: no document twice, none
+//! skipped, and none written after the scroll opened, whatever is written in between. One difference from
+//! Elasticsearch: a document deleted or replaced after the scroll opened is left out of the pages that come
+//! after (Elasticsearch would still return the version it saw).
+//!
+//! Over several indices each keeps its own horizon and cursor; a page takes every index's next `size` hits
+//! and keeps the first `size` of them in the request's order (ties by index, in the order the targets
+//! came), so the order is exact across indices too.
+//!
+//! An open scroll costs its request and a few words per index: at most [`MAX_OPEN`] are open at once. Each
+//! expires its keep-alive after its last page (at most [`MAX_KEEP_ALIVE`]); `DELETE /_search/scroll` frees
+//! them earlier.
+
+use crate::error::{ApiError, ApiResult};
+use crate::search::{merge_order, sort_values, KeySpec, SearchRequest, SortSpec, TrackTotal, Within};
+use crate::{Limits, Target};
+use axum::http::StatusCode;
+use parking_lot::Mutex;
+use serde_json::{json, Map, Value};
+use spirit::{Horizon, Index, SortValue};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// Scrolls open at once (Elasticsearch's `search.max_open_scroll_context` default).
+pub const MAX_OPEN: usize = 500;
+/// The longest keep-alive (Elasticsearch's `search.max_keep_alive` default).
+pub const MAX_KEEP_ALIVE: Duration = Duration::from_secs(24 * 3600);
+
+/// A time value as Elasticsearch writes them (`1m`, `30s`, `500ms`, `2h`, `1d`, `100micros`, `10nanos`): a
+/// whole number and a unit. A keep-alive of zero or above [`MAX_KEEP_ALIVE`] is refused.
+pub fn keep_alive(s: &str) -> ApiResult<Duration> {
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(digits);
+    let bad = || {
+        ApiError::bad_request(format!(
+            "failed to parse setting [scroll] with value [{s}] as a time value: unit is missing or unrecognized"
+        ))
+    };
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    let d = match unit {
+        "d" => Duration::from_secs(n.saturating_mul(86_400)),
+        "h" => Duration::from_secs(n.saturating_mul(3_600)),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        "s" => Duration::from_secs(n),
+        "ms" => Duration::from_millis(n),
+        "micros" => Duration::from_micros(n),
+        "nanos" => Duration::from_nanos(n),
+        _ => return Err(bad()),
+    };
+    if d > MAX_KEEP_ALIVE {
+        return Err(ApiError::bad_request(format!(
+            "Keep alive for request ({s}) is too large. It must be less than ({}h). This limit can be set by \
+             changing the [search.max_keep_alive] cluster level setting.",
+            MAX_KEEP_ALIVE.as_secs() / 3600
+        )));
+    }
+    if d.is_zero() {
+        return Err(ApiError::bad_request(format!("[scroll] keep alive must be above zero, got [{s}]")));
+    }
+    Ok(d)
+}
+
+/// One index of a scroll: its horizon and how far the pages got.
+struct Cursor {
+    /// Weak: a scroll does not keep a deleted index open.
+    index: Weak<Index>,
+    name: String,
+    /// The filter of the alias the index was reached through.
+    filter: Option<Value>,
+    horizon: Horizon,
+    /// The sort values of the last hit a page took from this index.
+    after: Option<Vec<Option<SortValue>>>,
+    /// No hit of this index is left.
+    done: bool,
+}
+
+struct Context {
+    /// The request every page runs: sorted by several keys, `_doc` last, from 0, no aggregations.
+    page: SearchRequest,
+    cursors: Vec<Cursor>,
+    /// The matches when the scroll opened (every page reports it, as Elasticsearch's do).
+    total: u64,
+    /// How many of a hit's sort values to show (the keys asked for; `None`: no `sort`, none was asked for).
+    shown: Option<usize>,
+    keep_alive: Duration,
+    expires: Instant,
+}
+
+/// The open scrolls of a server.
+pub struct Scrolls {
+    open: Mutex<HashMap<String, Arc<Mutex<Context>>>>,
+    next: AtomicU64,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl Default for Scrolls {
+    fn default() -> Self {
+        Scrolls { open: Mutex::new(HashMap::new()), next: AtomicU64::new(1), hasher: Default::default() }
+    }
+}
+
+impl Scrolls {
+    /// Scrolls open now (expired ones are dropped first).
+    pub fn len(&self) -> usize {
+        let mut open = self.open.lock();
+        sweep(&mut open);
+        open.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Opens a scroll for `req` (which has `scroll`) over `targets` and answers its first page, with the
+    /// request's aggregations.
+    pub fn open(&self, req: &SearchRequest, targets: &[Target], limits: &Limits) -> ApiResult<Value> {
+        let keep_alive = req.scroll.expect("a scroll request has a keep-alive");
+        {
+            let mut open = self.open.lock();
+            sweep(&mut open);
+            if open.len() >= MAX_OPEN {
+                return Err(ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too_many_scroll_contexts_exception",
+                    format!(
+                        "Trying to create too many scroll contexts. Must be less than or equal to: [{MAX_OPEN}]. \
+                         Clear scrolls with DELETE /_search/scroll or let them expire."
+                    ),
+                ));
+            }
+        }
+        let mut keys = req.sort.keys();
+        // The default order (by score) shows no `sort`, as Elasticsearch's does.
+        let shown = (req.sort != SortSpec::Score).then_some(keys.len());
+        if !keys.iter().any(|k| k.name == "_doc") {
+            keys.push(KeySpec { name: "_doc".into(), descending: false, missing_first: false });
+        }
+        let mut page = req.clone();
+        page.sort = SortSpec::Keys(keys);
+        page.after = None;
+        page.scroll = None;
+        page.track = TrackTotal::Exact;
+        page.aggs = None;
+        let cursors = targets
+            .iter()
+            .map(|t| {
+                Ok(Cursor {
+                    index: Arc::downgrade(&t.index),
+                    name: t.index.name().to_string(),
+                    filter: t.filter.clone(),
+                    horizon: t.index.horizon(&req.query_on(t, limits)?)?,
+                    after: None,
+                    done: false,
+                })
+            })
+            .collect::<ApiResult<Vec<_>>>()?;
+        let mut ctx =
+            Context { page, cursors, total: 0, shown, keep_alive, expires: Instant::now() + keep_alive };
+        let t0 = Instant::now();
+        let (mut out, total) = next_page(&mut ctx, limits)?;
+        ctx.total = total;
+        out["hits"]["total"] = json!({"value": total, "relation": "eq"});
+        if let Some(aggs) = req.aggregations_on(targets, limits)? {
+            out["aggregations"] = aggs;
+        }
+        let id = self.new_id();
+        out["_scroll_id"] = json!(id);
+        out["took"] = json!(t0.elapsed().as_millis() as u64);
+        ctx.expires = Instant::now() + keep_alive;
+        self.open.lock().insert(id, Arc::new(Mutex::new(ctx)));
+        Ok(out)
+    }
+
+    /// The next page of scroll `id`, its keep-alive renewed (to `keep_alive` when given). An unknown or
+    /// expired id is a 404.
+    pub fn next(&self, id: &str, keep_alive: Option<Duration>, limits: &Limits) -> ApiResult<Value> {
+        let ctx = {
+            let mut open = self.open.lock();
+            sweep(&mut open);
+            open.get(id).cloned().ok_or_else(|| missing(id))?
+        };
+        // Pages of one scroll run one at a time; other scrolls' do not wait.
+        let mut ctx = ctx.lock();
+        if let Some(k) = keep_alive {
+            ctx.keep_alive = k;
+        }
+        let t0 = Instant::now();
+        let (mut out, _) = next_page(&mut ctx, limits)?;
+        out["hits"]["total"] = json!({"value": ctx.total, "relation": "eq"});
+        out["_scroll_id"] = json!(id);
+        out["took"] = json!(t0.elapsed().as_millis() as u64);
+        ctx.expires = Instant::now() + ctx.keep_alive;
+        Ok(out)
+    }
+
+    /// Frees the scrolls `ids` (`None`: every one). Returns how many were open.
+    pub fn clear(&self, ids: Option<&[String]>) -> usize {
+        let mut open = self.open.lock();
+        sweep(&mut open);
+        match ids {
+            None => std::mem::take(&mut *open).len(),
+            Some(ids) => ids.iter().filter(|id| open.remove(id.as_str()).is_some()).count(),
+        }
+    }
+
+    /// A new scroll id: a counter (never repeats within the process) and 64 bits keyed by a random seed.
+    fn new_id(&self) -> String {
+        let n = self.next.fetch_add(1, Relaxed);
+        let mut h = self.hasher.build_hasher();
+        h.write_u64(n);
+        format!("{n:x}-{:016x}", h.finish())
+    }
+}
+
+/// Drops expired scrolls.
+fn sweep(open: &mut HashMap<String, Arc<Mutex<Context>>>) {
+    let now = Instant::now();
+    // A scroll whose page is running is not expired (its page renews it).
+    open.retain(|_, c| c.try_lock().is_none_or(|c| c.expires > now));
+}
+
+fn missing(id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "search_context_missing_exception",
+        format!("No search context found for id [{id}]"),
+    )
+}
+
+/// The next page of `ctx`: every index's next `size` hits below its horizon, the first `size` of them all
+/// in the request's order; each index's cursor moves to the last hit taken from it. Returns the response
+/// (without `_scroll_id`) and the matches below the horizons now.
+fn next_page(ctx: &mut Context, limits: &Limits) -> ApiResult<(Value, u64)> {
+    let size = ctx.page.size;
+    let keys = ctx.page.sort.keys();
+    let (mut hits, mut returned, mut total, mut shards) =
+        (vec![], vec![0usize; ctx.cursors.len()], 0u64, 0usize);
+    for (rank, c) in ctx.cursors.iter().enumerate() {
+        // An index deleted since the scroll opened.
+        let index = c.index.upgrade().ok_or_else(|| ApiError::index_not_found(&c.name))?;
+        shards += index.shards().len();
+        if c.done && size > 0 {
+            continue;
+        }
+        let within = Within { horizon: &c.horizon, after: c.after.as_deref() };
+        let mut r =
+            ctx.page.execute_page(&index, c.filter.as_ref(), limits, (0, size), false, Some(within))?;
+        total += r["hits"]["total"]["value"].as_u64().unwrap_or(0);
+        if let Value::Array(page) = r["hits"]["hits"].take() {
+            returned[rank] = page.len();
+            hits.extend(page.into_iter().enumerate().map(|(at, hit)| (hit, rank, at)));
+        }
+    }
+    hits.sort_by(|a, b| merge_order(&ctx.page.sort, &keys, &a.0, &b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    hits.truncate(size);
+    let mut taken = vec![0usize; ctx.cursors.len()];
+    for (hit, rank, _) in &hits {
+        taken[*rank] += 1;
+        let values = hit["sort"].as_array().map(|v| sort_values(v)).transpose()?;
+        ctx.cursors[*rank].after = values;
+    }
+    for (c, (&t, &r)) in ctx.cursors.iter_mut().zip(taken.iter().zip(&returned)) {
+        // Fewer than a page, every one of them taken: nothing of this index is left.
+        c.done |= size > 0 && t == r && r < size;
+    }
+    let mut max_score: Option<f64> = None;
+    let page: Vec<Value> = hits
+        .into_iter()
+        .map(|(mut hit, ..)| {
+            if let Some(s) = hit["_score"].as_f64() {
+                max_score = Some(max_score.map_or(s, |m| m.max(s)));
+            }
+            if let Value::Object(o) = &mut hit {
+                match ctx.shown {
+                    None => {
+                        o.remove("sort");
+                    }
+                    Some(n) => {
+                        if let Some(Value::Array(v)) = o.get_mut("sort") {
+                            v.truncate(n);
+                        }
+                    }
+                }
+            }
+            hit
+        })
+        .collect();
+    let mut hits_obj = Map::new();
+    hits_obj.insert("total".into(), json!({"value": total, "relation": "eq"}));
+    hits_obj.insert("max_score".into(), json!(max_score));
+    hits_obj.insert("hits".into(), Value::Array(page));
+    let out = json!({
+        "_scroll_id": null,
+        "took": 0,
+        "timed_out": false,
+        "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0},
+        "hits": hits_obj,
+    });
+    Ok((out, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_alives_parse_as_elasticsearch_time_values() {
+        assert_eq!(keep_alive("1m").unwrap(), Duration::from_secs(60));
+        assert_eq!(keep_alive("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(keep_alive("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(keep_alive("2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(keep_alive("1d").unwrap(), Duration::from_secs(86_400));
+        for bad in ["60", "m", "1x", "-1m", "1.5m", ""] {
+            assert!(keep_alive(bad).unwrap_err().reason.contains("unit is missing or unrecognized"), "{bad}");
+        }
+        assert!(keep_alive("2d").unwrap_err().reason.contains("too large"));
+        assert!(keep_alive("0s").unwrap_err().reason.contains("above zero"));
+    }
+}
