@@ -193,6 +193,9 @@ pub struct SearchRequest {
     cache: bool,
     /// `aggs` (or `aggregations`), translated when the request runs (filters are queries on the schema).
     pub(crate) aggs: Option<Value>,
+    /// `post_filter`: filters the hits (and their count) but not what aggregations read, as in
+    /// Elasticsearch; it scores nothing.
+    post_filter: Option<Value>,
     /// `version` and `seq_no_primary_term`: each hit's `_version`, and its `_seq_no` (doc id in its
     /// shard, what a conditional write names) and `_primary_term` (1).
     version: bool,
@@ -201,6 +204,17 @@ pub struct SearchRequest {
     pub(crate) after: Option<Vec<Option<SortValue>>>,
     /// `?scroll=1m`: open a scroll ([`crate::scroll`]) kept this long after each page.
     pub(crate) scroll: Option<Duration>,
+}
+
+/// A request's queries on one index.
+struct Translated {
+    /// What the hits come from: `matches` filtered by `post_filter`.
+    hits: Query,
+    /// The request's query alone: what highlighting marks.
+    query: Query,
+    /// The query filtered by the alias the index was reached through: what aggregations read.
+    matches: Query,
+    aggs: Option<Vec<Agg>>,
 }
 
 /// A page of a scroll on one index: the documents below `horizon`, after the sort values `after`.
@@ -225,6 +239,7 @@ const KNOWN_KEYS: &[&str] = &[
     "aggs",
     "aggregations",
     "search_after",
+    "post_filter",
 ];
 
 impl SearchRequest {
@@ -374,6 +389,7 @@ impl SearchRequest {
             seq_no,
             after,
             scroll,
+            post_filter: obj.get("post_filter").cloned(),
         })
     }
 
@@ -460,10 +476,14 @@ impl SearchRequest {
         if targets.is_empty() {
             // No index matched: every aggregation over no documents (empty buckets, null metrics).
             let empty = Schema::default();
-            let (q, _, aggs) = self.translate(&empty, None, limits)?;
-            let aggs = aggs.expect("the request has aggregations");
-            let target =
-                spirit::query::aggs::AggTarget { schema: &empty, snaps: vec![], query: &q, aggs: &aggs };
+            let t = self.translate(&empty, None, limits)?;
+            let aggs = t.aggs.expect("the request has aggregations");
+            let target = spirit::query::aggs::AggTarget {
+                schema: &empty,
+                snaps: vec![],
+                query: &t.matches,
+                aggs: &aggs,
+            };
             let (_, results) = spirit::query::aggs::aggregate_targets(&[target])?;
             return Ok(Some(crate::aggs::render(&results, &aggs, &[&empty])));
         }
@@ -471,8 +491,8 @@ impl SearchRequest {
             .iter()
             .map(|t| {
                 let schema = t.index.schema();
-                let (q, _, aggs) = self.translate(&schema, t.filter.as_ref(), limits)?;
-                Ok((schema, q, aggs.expect("the request has aggregations")))
+                let t = self.translate(&schema, t.filter.as_ref(), limits)?;
+                Ok((schema, t.matches, t.aggs.expect("the request has aggregations")))
             })
             .collect::<ApiResult<Vec<_>>>()?;
         let args: Vec<(&Index, &Query, &[Agg])> =
@@ -482,28 +502,20 @@ impl SearchRequest {
         Ok(Some(crate::aggs::render(&results, &translated[0].2, &schemas)))
     }
 
-    /// The request's query on `target`'s index (filtered by its alias filter).
+    /// The query the hits of `target`'s index come from (filtered by its alias filter and `post_filter`).
     pub(crate) fn query_on(&self, target: &Target, limits: &Limits) -> ApiResult<Query> {
-        Ok(self.translate(&target.index.schema(), target.filter.as_ref(), limits)?.0)
+        Ok(self.translate(&target.index.schema(), target.filter.as_ref(), limits)?.hits)
     }
 
-    /// The request's query on an index of `schema`, filtered by its alias `filter`; the query without the
-    /// filter when there is one (highlighting reads the request's query, not the filter around it); and the
-    /// aggregations (their filters are queries on the schema).
-    fn translate(
-        &self,
-        schema: &Schema,
-        filter: Option<&Value>,
-        limits: &Limits,
-    ) -> ApiResult<(Query, Option<Query>, Option<Vec<Agg>>)> {
+    /// The request's queries and aggregations on an index of `schema` reached through an alias with
+    /// `filter` (their filters are queries on the schema).
+    fn translate(&self, schema: &Schema, filter: Option<&Value>, limits: &Limits) -> ApiResult<Translated> {
         let mut tr = Translator::new(schema, limits.max_clauses, limits.max_depth);
-        let q: Query = tr.query(&self.query)?;
-        let (q, unfiltered) = match filter {
-            None => (q, None),
-            Some(_) => (filtered(q.clone(), filter, &mut tr)?, Some(q)),
-        };
+        let query: Query = tr.query(&self.query)?;
+        let matches = filtered(query.clone(), filter, &mut tr)?;
+        let hits = filtered(matches.clone(), self.post_filter.as_ref(), &mut tr)?;
         let aggs = self.aggs.as_ref().map(|a| crate::aggs::parse(a, &mut tr, 0)).transpose()?;
-        Ok((q, unfiltered, aggs))
+        Ok(Translated { hits, query, matches, aggs })
     }
 
     /// [`Self::execute`] for the hits from `from`, `size` of them, the query filtered by `filter`; with
@@ -520,7 +532,7 @@ impl SearchRequest {
     ) -> ApiResult<Value> {
         let t0 = std::time::Instant::now();
         let schema = index.schema();
-        let (q, unfiltered, aggs) = self.translate(&schema, filter, limits)?;
+        let Translated { hits: q, query, matches, aggs } = self.translate(&schema, filter, limits)?;
         let aggs = aggs.filter(|_| aggregate);
         let fetch = size > 0;
         // A keyword field sorts through the several-keys path (the engine's pruned top-k reads numbers).
@@ -573,8 +585,7 @@ impl SearchRequest {
                 }
             }
         };
-        let highlighter =
-            self.highlight.as_ref().map(|h| Highlighter::new(h, &schema, unfiltered.as_ref().unwrap_or(&q)));
+        let highlighter = self.highlight.as_ref().map(|h| Highlighter::new(h, &schema, &query));
         let name = index.name();
         let mut max_score: Option<f32> = None;
         let hits: Vec<Value> = res
@@ -660,7 +671,7 @@ impl SearchRequest {
             "hits": hits_obj,
         });
         if let Some(aggs) = aggs {
-            let (_, results) = index.aggregate(&q, &aggs)?;
+            let (_, results) = index.aggregate(&matches, &aggs)?;
             out["aggregations"] = crate::aggs::render(&results, &aggs, &[&schema]);
         }
         out["took"] = json!(t0.elapsed().as_millis() as u64);

@@ -2734,3 +2734,58 @@ fn scrolls_page_through_the_matches_of_their_moment() {
     }
     s.stop();
 }
+
+#[test]
+fn post_filter_narrows_the_hits_but_not_the_aggregations() {
+    on_one_and_three_shards(
+        "pf",
+        r#"{"properties": {"body": {"type": "text"}, "tag": {"type": "keyword"}}}"#,
+        |s| {
+            for i in 0..20 {
+                let doc =
+                    format!(r#"{{"body": "red {}", "tag": "{}"}}"#, "red ".repeat(i % 3), ["x", "y"][i % 2]);
+                assert_eq!(s.call("PUT", &format!("/pf/_doc/{i}"), Some(&doc)).0, 201);
+            }
+            assert_eq!(s.call("PUT", "/pf/_doc/blue", Some(r#"{"body": "blue", "tag": "x"}"#)).0, 201);
+            let aggs = r#""aggs": {"tags": {"terms": {"field": "tag"}}}"#;
+            let (_, all) = s.call(
+                "POST",
+                "/pf/_search",
+                Some(&format!(r#"{{"query": {{"match": {{"body": "red"}}}}, "size": 30, {aggs}}}"#)),
+            );
+            let body = format!(
+                r#"{{"query": {{"match": {{"body": "red"}}}}, "post_filter": {{"term": {{"tag": "x"}}}}, "size": 30, {aggs}}}"#
+            );
+            let (status, v) = s.call("POST", "/pf/_search", Some(&body));
+            assert_eq!(status, 200, "{v}");
+            // The aggregations read every match of the query; the hits only those the post filter passes.
+            assert_eq!(v["aggregations"], all["aggregations"]);
+            assert_eq!(
+                v["aggregations"]["tags"]["buckets"],
+                json!([{"key": "x", "doc_count": 10}, {"key": "y", "doc_count": 10}])
+            );
+            assert_eq!(v["hits"]["total"], json!({"value": 10, "relation": "eq"}));
+            let score_of = |r: &Value| -> std::collections::HashMap<String, f64> {
+                r["hits"]["hits"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| (h["_id"].as_str().unwrap().to_string(), h["_score"].as_f64().unwrap()))
+                    .collect()
+            };
+            let (filtered, unfiltered) = (score_of(&v), score_of(&all));
+            assert_eq!(filtered.len(), 10);
+            for (id, score) in &filtered {
+                assert_eq!(id.parse::<usize>().unwrap() % 2, 0, "{id}");
+                // The post filter scores nothing.
+                assert_eq!(*score, unfiltered[id], "{id}");
+            }
+            // Through a scroll, and a post filter that does not parse.
+            let (_, v) = s.call("POST", "/pf/_search?scroll=1m&size=4", Some(&body));
+            assert_eq!(v["hits"]["total"]["value"], 10);
+            assert_eq!(v["aggregations"]["tags"]["buckets"][1]["doc_count"], 10);
+            let bad = r#"{"post_filter": {"nope": {}}}"#;
+            assert_eq!(s.call("POST", "/pf/_search", Some(bad)).0, 400);
+        },
+    );
+}
