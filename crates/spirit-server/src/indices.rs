@@ -47,7 +47,7 @@ impl CreateSettings {
 }
 
 /// The built-in analyzer equal to an Elasticsearch analyzer definition.
-fn resolve_analyzer(name: &str, def: &Map<String, Value>) -> ApiResult<String> {
+pub(crate) fn resolve_analyzer(name: &str, def: &Map<String, Value>) -> ApiResult<String> {
     let refuse = |why: String| {
         ApiError::unsupported(format!(
             "the analyzer [{name}] ({why}); spirit's analyzers are standard, english, stop and stemming"

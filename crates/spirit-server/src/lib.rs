@@ -12,6 +12,7 @@
 
 pub mod aggs;
 pub mod aliases;
+pub mod analyze;
 pub mod documents;
 pub mod dsl;
 pub mod error;
@@ -285,6 +286,8 @@ pub fn router(state: Shared) -> Router {
         .route("/_cluster/health", get(cluster_health))
         .route("/_refresh", get(refresh_all).post(refresh_all))
         .route("/_search", get(search_all).post(search_all))
+        .route("/_analyze", get(analyze_global).post(analyze_global))
+        .route("/{index}/_analyze", get(analyze_index).post(analyze_index))
         .route("/_search/scroll", get(scroll_next).post(scroll_next).delete(scroll_clear))
         .route("/_search/scroll/{id}", get(scroll_next_id).post(scroll_next_id).delete(scroll_clear_id))
         .route("/_reindex", post(reindex))
@@ -1096,6 +1099,22 @@ async fn search(
     .await;
     st.metrics.query(t0.elapsed(), r.is_ok());
     r.map(Json)
+}
+
+/// `/_analyze`: the built-in analyzers.
+async fn analyze_global(st: Ext<Shared>, b: Body) -> ApiResult<Json<Value>> {
+    run_analyze(st, None, b).await
+}
+
+/// `/{index}/_analyze`: also a field's analyzer and the index's default.
+async fn analyze_index(st: Ext<Shared>, Path(index): Path<String>, b: Body) -> ApiResult<Json<Value>> {
+    run_analyze(st, Some(index), b).await
+}
+
+async fn run_analyze(Ext(st): Ext<Shared>, index: Option<String>, b: Body) -> ApiResult<Json<Value>> {
+    let index = index.map(|i| st.index(&i)).transpose()?;
+    let body = search::json_or_empty(&body(b)?)?;
+    st.pool.run(move || analyze::analyze(index.as_deref(), &body)).await.map(Json)
 }
 
 /// `/_search/scroll`: the next page of a scroll, its id and keep-alive (`scroll`) in the body or the URL.

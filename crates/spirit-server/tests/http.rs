@@ -2789,3 +2789,62 @@ fn post_filter_narrows_the_hits_but_not_the_aggregations() {
         },
     );
 }
+
+#[test]
+fn analyze_lists_the_terms_a_field_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let body = r#"{"settings": {"analysis": {"analyzer": {"default": {"type": "stop"}}}},
+        "mappings": {"properties": {"body": {"type": "text", "analyzer": "english"}, "tag": {"type": "keyword"}, "n": {"type": "long"}}}}"#;
+    assert_eq!(s.call("PUT", "/an", Some(body)).0, 200);
+    let text = "The Runners were running to Café Zürich";
+    let doc = json!({"body": text, "tag": "Big Tag", "other": text}).to_string();
+    assert_eq!(s.call("PUT", "/an/_doc/1", Some(&doc)).0, 201);
+    let terms = |path: &str, req: Value| -> Vec<String> {
+        let (status, v) = s.call("POST", path, Some(&req.to_string()));
+        assert_eq!(status, 200, "{req}: {v}");
+        v["tokens"].as_array().unwrap().iter().map(|t| t["token"].as_str().unwrap().to_string()).collect()
+    };
+    // A text field's analyzer (english: stop words out, stemmed); every term it lists finds the document.
+    let body_terms = terms("/an/_analyze", json!({"field": "body", "text": text}));
+    assert_eq!(body_terms, ["runner", "were", "run", "café", "zürich"]);
+    for t in &body_terms {
+        let q = json!({"query": {"term": {"body": t}}}).to_string();
+        assert_eq!(s.call("POST", "/an/_search", Some(&q)).1["hits"]["total"]["value"], 1, "{t}");
+    }
+    // A dynamically mapped field and the index's default (stop: no stemming).
+    assert_eq!(
+        terms("/an/_analyze", json!({"field": "other", "text": text})),
+        ["runners", "were", "running", "café", "zürich"]
+    );
+    assert_eq!(terms("/an/_analyze", json!({"analyzer": "default", "text": "The Runners"})), ["runners"]);
+    // A keyword field's whole value is its one term.
+    let (_, v) = s.call("POST", "/an/_analyze", Some(r#"{"field": "tag", "text": "Big Tag"}"#));
+    assert_eq!(
+        v["tokens"],
+        json!([{"token": "Big Tag", "start_offset": 0, "end_offset": 7, "type": "word", "position": 0}])
+    );
+    // Without an index, the built-in analyzers (GET with a body too, as clients send it).
+    let (status, v) = s.call("GET", "/_analyze", Some(r#"{"analyzer": "standard", "text": "Hello, World"}"#));
+    assert_eq!(status, 200);
+    assert_eq!(
+        v["tokens"][1],
+        json!({"token": "world", "start_offset": 7, "end_offset": 12, "type": "<ALPHANUM>", "position": 1})
+    );
+    assert_es_error(
+        &s.call("POST", "/an/_analyze", Some(r#"{"field": "n", "text": "3"}"#)),
+        400,
+        "illegal_argument_exception",
+    );
+    assert_es_error(
+        &s.call("POST", "/nope/_analyze", Some(r#"{"text": "3"}"#)),
+        404,
+        "index_not_found_exception",
+    );
+    assert_es_error(
+        &s.call("POST", "/_analyze", Some(r#"{"analyzer": "english"}"#)),
+        400,
+        "action_request_validation_exception",
+    );
+    s.stop();
+}
