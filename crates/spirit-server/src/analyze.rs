@@ -60,15 +60,15 @@ pub fn analyze(index: Option<&Index>, body: &Value) -> ApiResult<Value> {
             index.and_then(|i| i.settings().default_analyzer.clone()).unwrap_or_else(|| "standard".into());
         Ok(Analyzer::new(analyzer_config(&name)?))
     };
+    if obj.contains_key("filter") && !obj.contains_key("tokenizer") {
+        return Err(validation("[filter] needs a [tokenizer]"));
+    }
     let chain = match (str_of("analyzer")?, str_of("field")?, obj.get("tokenizer")) {
         (Some(_), Some(_), _) | (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
             return Err(validation("give one of [analyzer], [field] and [tokenizer]"))
         }
         (Some("default"), ..) => Chain::Text(default()?),
-        (Some(name), ..) => Chain::Text(Analyzer::new(
-            analyzer_config(name)
-                .map_err(|_| ApiError::bad_request(format!("failed to find analyzer [{name}]")))?,
-        )),
+        (Some(name), ..) => Chain::Text(Analyzer::new(named(name)?)),
         (None, Some(field), _) => {
             let index = index.ok_or_else(|| validation("[field] needs an index: /{index}/_analyze"))?;
             let schema = index.schema();
@@ -94,23 +94,39 @@ pub fn analyze(index: Option<&Index>, body: &Value) -> ApiResult<Value> {
             }
             Chain::Text(Analyzer::new(analyzer_config(&resolve_analyzer("_analyze", &def)?)?))
         }
-        (None, None, None) if obj.contains_key("filter") => {
-            return Err(validation("[filter] needs a [tokenizer]"))
-        }
         (None, None, None) => Chain::Text(default()?),
     };
     let mut tokens = vec![];
+    let too_many = || {
+        ApiError::bad_request(format!(
+            "The number of tokens produced by calling _analyze has exceeded the allowed maximum of [{MAX_TOKENS}]. \
+             This limit can be set by changing the [index.analyze.max_token_count] index level setting."
+        ))
+    };
     let (mut next_position, mut offset) = (0u32, 0usize);
     for text in texts {
         let start = if next_position == 0 { 0 } else { next_position.saturating_add(POSITION_GAP) };
+        // Counted before any token is listed: a text of millions of tokens is refused without them.
+        let room = MAX_TOKENS - tokens.len();
         match &chain {
             Chain::Keyword => {
+                if room == 0 {
+                    return Err(too_many());
+                }
                 tokens.push(token(text, offset, offset + utf16_len(text), "word", start));
                 next_position = start.saturating_add(1);
             }
             Chain::Text(a) => {
-                let mut positions = vec![];
-                next_position = a.analyze_from(text, start, &mut |_, p| positions.push(p));
+                let (mut positions, mut over) = (vec![], false);
+                next_position = a.analyze_from(text, start, &mut |_, p| {
+                    over |= positions.len() == room;
+                    if !over {
+                        positions.push(p);
+                    }
+                });
+                if over {
+                    return Err(too_many());
+                }
                 let mut i = 0;
                 // The same terms in the same order, with their byte ranges ([`Analyzer::analyze_spans`]).
                 let mut units = Utf16Offsets::new(text);
@@ -124,16 +140,19 @@ pub fn analyze(index: Option<&Index>, body: &Value) -> ApiResult<Value> {
                 assert_eq!(i, positions.len(), "analyze_spans yields the terms of analyze");
             }
         }
-        if tokens.len() > MAX_TOKENS {
-            return Err(ApiError::bad_request(format!(
-                "The number of tokens produced by calling _analyze has exceeded the allowed maximum of [{MAX_TOKENS}]. \
-                 This limit can be set by changing the [index.analyze.max_token_count] index level setting."
-            )));
-        }
         // Lucene's offset gap between values.
         offset += utf16_len(text) + 1;
     }
     Ok(json!({ "tokens": tokens }))
+}
+
+/// A built-in analyzer by name (what `_analyze` and the suggesters' `analyzer` take).
+pub(crate) fn named(name: &str) -> ApiResult<spirit::analysis::AnalyzerConfig> {
+    analyzer_config(name).map_err(|_| {
+        ApiError::bad_request(format!(
+            "failed to find analyzer [{name}]; spirit's analyzers are standard, simple, english, stop and stemming"
+        ))
+    })
 }
 
 fn token(term: &str, start: usize, end: usize, kind: &str, position: u32) -> Value {
@@ -153,19 +172,19 @@ fn utf16_len(s: &str) -> usize {
 }
 
 /// Byte offsets of a text as UTF-16 offsets, for increasing byte offsets (one pass over the text).
-struct Utf16Offsets<'a> {
+pub(crate) struct Utf16Offsets<'a> {
     text: &'a str,
     byte: usize,
     unit: usize,
 }
 
 impl<'a> Utf16Offsets<'a> {
-    fn new(text: &'a str) -> Self {
+    pub(crate) fn new(text: &'a str) -> Self {
         Utf16Offsets { text, byte: 0, unit: 0 }
     }
 
     /// The UTF-16 offset of byte offset `b` (a char boundary, at least the one asked for before).
-    fn at(&mut self, b: usize) -> usize {
+    pub(crate) fn at(&mut self, b: usize) -> usize {
         assert!(b >= self.byte, "offsets asked in increasing order");
         self.unit += utf16_len(&self.text[self.byte..b]);
         self.byte = b;
@@ -229,6 +248,15 @@ mod tests {
         );
         assert!(reason(json!({"explain": true, "text": "x"})).contains("not supported"));
         assert!(reason(json!({"text": 3})).contains("must be a string"));
+        assert!(reason(json!({"analyzer": "english", "filter": ["stop"], "text": "x"}))
+            .contains("needs a [tokenizer]"));
+        let exactly = "a ".repeat(MAX_TOKENS);
+        assert_eq!(
+            analyze(None, &json!({"text": exactly})).unwrap()["tokens"].as_array().unwrap().len(),
+            MAX_TOKENS
+        );
+        let spread = vec!["a"; MAX_TOKENS + 1];
+        assert!(reason(json!({"text": spread})).contains("exceeded the allowed maximum"));
         let many = "a ".repeat(MAX_TOKENS + 1);
         assert!(reason(json!({"text": many})).contains("exceeded the allowed maximum"));
     }

@@ -24,6 +24,7 @@ pub mod pool;
 pub mod reindex;
 pub mod scroll;
 pub mod search;
+pub mod suggest;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;

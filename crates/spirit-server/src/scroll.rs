@@ -29,7 +29,7 @@ use serde_json::{json, Map, Value};
 use spirit::{Horizon, Index, SortValue};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -101,13 +101,20 @@ struct Context {
 /// The open scrolls of a server.
 pub struct Scrolls {
     open: Mutex<HashMap<String, Arc<Mutex<Context>>>>,
+    /// Scrolls whose first page is running: they count against [`MAX_OPEN`] already.
+    opening: AtomicUsize,
     next: AtomicU64,
     hasher: std::collections::hash_map::RandomState,
 }
 
 impl Default for Scrolls {
     fn default() -> Self {
-        Scrolls { open: Mutex::new(HashMap::new()), next: AtomicU64::new(1), hasher: Default::default() }
+        Scrolls {
+            open: Mutex::new(HashMap::new()),
+            opening: AtomicUsize::new(0),
+            next: AtomicU64::new(1),
+            hasher: Default::default(),
+        }
     }
 }
 
@@ -128,9 +135,10 @@ impl Scrolls {
     pub fn open(&self, req: &SearchRequest, targets: &[Target], limits: &Limits) -> ApiResult<Value> {
         let keep_alive = req.scroll.expect("a scroll request has a keep-alive");
         {
+            // Checked and reserved under the lock, so concurrent opens cannot pass the limit together.
             let mut open = self.open.lock();
             sweep(&mut open);
-            if open.len() >= MAX_OPEN {
+            if open.len() + self.opening.load(Relaxed) >= MAX_OPEN {
                 return Err(ApiError::new(
                     StatusCode::TOO_MANY_REQUESTS,
                     "too_many_scroll_contexts_exception",
@@ -140,7 +148,15 @@ impl Scrolls {
                     ),
                 ));
             }
+            self.opening.fetch_add(1, Relaxed);
         }
+        struct Reserved<'a>(&'a AtomicUsize);
+        impl Drop for Reserved<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Relaxed);
+            }
+        }
+        let reserved = Reserved(&self.opening);
         let mut keys = req.sort.keys();
         // The default order (by score) shows no `sort`, as Elasticsearch's does.
         let shown = (req.sort != SortSpec::Score).then_some(keys.len());
@@ -179,7 +195,10 @@ impl Scrolls {
         out["_scroll_id"] = json!(id);
         out["took"] = json!(t0.elapsed().as_millis() as u64);
         ctx.expires = Instant::now() + keep_alive;
-        self.open.lock().insert(id, Arc::new(Mutex::new(ctx)));
+        let mut open = self.open.lock();
+        open.insert(id, Arc::new(Mutex::new(ctx)));
+        // Counted as open from here on (the map's lock is held, so no check sees it twice or not at all).
+        drop(reserved);
         Ok(out)
     }
 
@@ -191,8 +210,15 @@ impl Scrolls {
             sweep(&mut open);
             open.get(id).cloned().ok_or_else(|| missing(id))?
         };
-        // Pages of one scroll run one at a time; other scrolls' do not wait.
-        let mut ctx = ctx.lock();
+        // Pages of one scroll run one at a time; a request for a page while another runs is turned away
+        // rather than holding a query thread (clients retry a 429).
+        let Some(mut ctx) = ctx.try_lock() else {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "es_rejected_execution_exception",
+                format!("a page of scroll [{id}] is being read; a scroll's pages are read one at a time"),
+            ));
+        };
         if let Some(k) = keep_alive {
             ctx.keep_alive = k;
         }
@@ -248,12 +274,14 @@ fn next_page(ctx: &mut Context, limits: &Limits) -> ApiResult<(Value, u64)> {
     let (mut hits, mut returned, mut total, mut shards) =
         (vec![], vec![0usize; ctx.cursors.len()], 0u64, 0usize);
     for (rank, c) in ctx.cursors.iter().enumerate() {
+        if c.done {
+            // Read to its end: not read again (and not missed if it was deleted since).
+            shards += c.index.upgrade().map_or(0, |i| i.shards().len());
+            continue;
+        }
         // An index deleted since the scroll opened.
         let index = c.index.upgrade().ok_or_else(|| ApiError::index_not_found(&c.name))?;
         shards += index.shards().len();
-        if c.done && size > 0 {
-            continue;
-        }
         let within = Within { horizon: &c.horizon, after: c.after.as_deref() };
         let mut r =
             ctx.page.execute_page(&index, c.filter.as_ref(), limits, (0, size), false, Some(within))?;
@@ -273,7 +301,7 @@ fn next_page(ctx: &mut Context, limits: &Limits) -> ApiResult<(Value, u64)> {
     }
     for (c, (&t, &r)) in ctx.cursors.iter_mut().zip(taken.iter().zip(&returned)) {
         // Fewer than a page, every one of them taken: nothing of this index is left.
-        c.done |= size > 0 && t == r && r < size;
+        c.done |= t == r && r < size;
     }
     let mut max_score: Option<f64> = None;
     let page: Vec<Value> = hits

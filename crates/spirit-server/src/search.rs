@@ -196,6 +196,8 @@ pub struct SearchRequest {
     /// `post_filter`: filters the hits (and their count) but not what aggregations read, as in
     /// Elasticsearch; it scores nothing.
     post_filter: Option<Value>,
+    /// `suggest`: term suggestions ([`crate::suggest`]).
+    suggest: Vec<crate::suggest::TermSuggestion>,
     /// `version` and `seq_no_primary_term`: each hit's `_version`, and its `_seq_no` (doc id in its
     /// shard, what a conditional write names) and `_primary_term` (1).
     version: bool,
@@ -240,6 +242,7 @@ const KNOWN_KEYS: &[&str] = &[
     "aggregations",
     "search_after",
     "post_filter",
+    "suggest",
 ];
 
 impl SearchRequest {
@@ -374,6 +377,12 @@ impl SearchRequest {
                     "disabling [track_total_hits] is not allowed in a scroll context",
                 ));
             }
+            if size == 0 {
+                return Err(ApiError::bad_request("[size] cannot be [0] in a scroll context"));
+            }
+            if params.get("request_cache").map(String::as_str) == Some("true") {
+                return Err(ApiError::bad_request("[request_cache] cannot be used in a scroll context"));
+            }
         }
         Ok(SearchRequest {
             query,
@@ -390,6 +399,7 @@ impl SearchRequest {
             after,
             scroll,
             post_filter: obj.get("post_filter").cloned(),
+            suggest: obj.get("suggest").map(crate::suggest::parse).transpose()?.unwrap_or_default(),
         })
     }
 
@@ -407,14 +417,18 @@ impl SearchRequest {
     /// filters every query on it.
     pub fn execute_on(&self, targets: &[Target], limits: &Limits) -> ApiResult<Value> {
         if let [one] = targets {
-            return self.execute_page(
+            let mut out = self.execute_page(
                 &one.index,
                 one.filter.as_ref(),
                 limits,
                 (self.from, self.size),
                 true,
                 None,
-            );
+            )?;
+            if !self.suggest.is_empty() {
+                out["suggest"] = crate::suggest::run(&self.suggest, targets)?;
+            }
+            return Ok(out);
         }
         let t0 = std::time::Instant::now();
         let keys = self.sort.keys();
@@ -463,6 +477,9 @@ impl SearchRequest {
         });
         if let Some(aggs) = self.aggregations_on(targets, limits)? {
             out["aggregations"] = aggs;
+        }
+        if !self.suggest.is_empty() {
+            out["suggest"] = crate::suggest::run(&self.suggest, targets)?;
         }
         out["took"] = json!(t0.elapsed().as_millis() as u64);
         Ok(out)
@@ -752,7 +769,12 @@ fn relation(exact: bool) -> &'static str {
 /// A sort value as Elasticsearch prints it: whole numbers as integers, `null` for a missing value.
 fn sort_value(v: Option<&SortValue>) -> Value {
     match v {
-        Some(&SortValue::Number(v)) if v.fract() == 0.0 && v.abs() < 9.0e15 => json!(v as i64),
+        // -0.0 stays a double: it sorts before 0, and a cursor read back from `0` would skip past it.
+        Some(&SortValue::Number(v))
+            if v.fract() == 0.0 && v.abs() < 9.0e15 && !(v == 0.0 && v.is_sign_negative()) =>
+        {
+            json!(v as i64)
+        }
         Some(SortValue::Number(v)) => json!(v),
         Some(SortValue::Text(t)) => json!(t),
         None => Value::Null,

@@ -2682,6 +2682,27 @@ fn scrolls_page_through_the_matches_of_their_moment() {
     unique.dedup();
     assert_eq!(unique.len(), seen.len());
 
+    // Negative zero sorts before zero, and a cursor on it reads it back as itself (not as 0).
+    for (id, n) in [("z1", "-0.0"), ("z2", "-0.0"), ("z3", "0"), ("z4", "-1")] {
+        assert_eq!(
+            s.call("PUT", &format!("/sb/_doc/{id}"), Some(&format!(r#"{{"body": "zero", "n": {n}}}"#))).0,
+            201
+        );
+    }
+    let (_, mut v) = s.call(
+        "POST",
+        "/sb/_search?scroll=1m&size=1",
+        Some(r#"{"query": {"match": {"body": "zero"}}, "sort": [{"n": "asc"}]}"#),
+    );
+    let mut zeros = vec![];
+    while let Some(h) = v["hits"]["hits"].as_array().unwrap().first() {
+        zeros.push((h["_id"].as_str().unwrap().to_string(), h["sort"][0].to_string()));
+        let next = json!({"scroll_id": v["_scroll_id"]}).to_string();
+        v = s.call("POST", "/_search/scroll", Some(&next)).1;
+    }
+    let pair = |id: &str, n: &str| (id.to_string(), n.to_string());
+    assert_eq!(zeros, [pair("z4", "-1"), pair("z1", "-0.0"), pair("z2", "-0.0"), pair("z3", "0")]);
+
     // Clearing: the id then is unknown (404); clearing what is not open is a 404 too.
     let (_, v) = s.call("POST", "/sa/_search?scroll=1m", Some(r#"{"sort": ["_doc"], "size": 1}"#));
     let id = v["_scroll_id"].as_str().unwrap().to_string();
@@ -2699,10 +2720,10 @@ fn scrolls_page_through_the_matches_of_their_moment() {
     for _ in 0..2 {
         assert_eq!(s.call("POST", "/sa/_search?scroll=1m", Some("{}")).0, 200);
     }
-    // These two and the two read to their end above, which stay open until they expire or are cleared.
+    // These two and the three read to their end above, which stay open until they expire or are cleared.
     assert_eq!(
         s.call("DELETE", "/_search/scroll/_all", None),
-        (200, json!({"succeeded": true, "num_freed": 4}))
+        (200, json!({"succeeded": true, "num_freed": 5}))
     );
     // Expiry after the keep-alive.
     let (_, v) = s.call("POST", "/sa/_search?scroll=300ms&size=1", Some("{}"));
@@ -2724,6 +2745,12 @@ fn scrolls_page_through_the_matches_of_their_moment() {
         ),
         ("/sa/_search?scroll=1m", r#"{"track_total_hits": false}"#, "disabling [track_total_hits]"),
         ("/sa/_search?scroll=60", "{}", "unit is missing or unrecognized"),
+        ("/sa/_search?scroll=1m", r#"{"size": 0}"#, "[size] cannot be [0] in a scroll context"),
+        (
+            "/sa/_search?scroll=1m&request_cache=true",
+            "{}",
+            "[request_cache] cannot be used in a scroll context",
+        ),
         ("/sa/_search?scroll=2d", "{}", "Keep alive for request (2d) is too large"),
         ("/_search/scroll", r#"{"scroll": "1m"}"#, "does not contain a scroll_id"),
         ("/_search/scroll", r#"{"scroll_id": "x", "size": 3}"#, "unknown key [size]"),
@@ -2847,4 +2874,78 @@ fn analyze_lists_the_terms_a_field_indexes() {
         "action_request_validation_exception",
     );
     s.stop();
+}
+
+#[test]
+fn term_suggestions_come_from_the_live_dictionary() {
+    on_one_and_three_shards(
+        "sg",
+        r#"{"properties": {"body": {"type": "text"}, "tag": {"type": "keyword"}}}"#,
+        |s| {
+            let docs = [
+                "search engines search",
+                "a search engine",
+                "searching for spirit",
+                "the spirit of search",
+                "sea charts",
+                "engine room",
+            ];
+            for (i, d) in docs.iter().enumerate() {
+                let tag = ["red apple", "red apples"][i % 2];
+                let doc = json!({"body": d, "tag": tag}).to_string();
+                assert_eq!(s.call("PUT", &format!("/sg/_doc/{i}"), Some(&doc)).0, 201);
+            }
+            let suggest = |body: Value| -> Value {
+                let (status, v) =
+                    s.call("POST", "/sg/_search", Some(&json!({"size": 0, "suggest": body}).to_string()));
+                assert_eq!(status, 200, "{v}");
+                v["suggest"].clone()
+            };
+            let v = suggest(json!({"text": "Serch engine spirt", "fix": {"term": {"field": "body"}}}));
+            let entries = v["fix"].as_array().unwrap();
+            assert_eq!(entries.len(), 3);
+            // "serch": search (one edit, in 3 documents) before sea (two edits).
+            assert_eq!(entries[0]["text"], "serch");
+            assert_eq!((entries[0]["offset"].as_u64(), entries[0]["length"].as_u64()), (Some(0), Some(5)));
+            assert_eq!(entries[0]["options"][0], json!({"text": "search", "score": 0.8, "freq": 3}));
+            // A word of the index gets none (mode missing); "spirt" -> spirit.
+            assert_eq!(entries[1]["options"], json!([]));
+            assert_eq!(entries[2]["options"][0]["text"], "spirit");
+            assert_eq!(entries[2]["offset"], 13);
+            // Mode always lists neighbours of a known word, unless it is in more than max_term_freq documents
+            // (1% of 6 documents, rounded up, by default).
+            let v = suggest(
+                json!({"w": {"text": "engine", "term": {"field": "body", "suggest_mode": "always"}}}),
+            );
+            assert_eq!(v["w"][0]["options"], json!([]));
+            let v = suggest(
+                json!({"w": {"text": "engine", "term": {"field": "body", "suggest_mode": "always", "sort": "frequency", "max_term_freq": 2}}}),
+            );
+            assert_eq!(v["w"][0]["options"][0], json!({"text": "engines", "score": 0.8333333, "freq": 1}));
+            // A keyword field's whole text is one term.
+            let v = suggest(json!({"k": {"text": "red aple", "term": {"field": "tag"}}}));
+            assert_eq!(v["k"][0]["text"], "red aple");
+            assert_eq!(v["k"][0]["options"][0]["text"], "red apple");
+            // A word written a moment ago is suggested at once.
+            assert_eq!(s.call("PUT", "/sg/_doc/z", Some(r#"{"body": "zebra"}"#)).0, 201);
+            let v = suggest(json!({"z": {"text": "zebar", "term": {"field": "body"}}}));
+            assert_eq!(v["z"][0]["options"][0]["text"], "zebra");
+            // Refusals.
+            for (body, reason) in [
+                (json!({"p": {"text": "x", "phrase": {"field": "body"}}}), "the [phrase] suggester"),
+                (json!({"p": {"text": "x", "term": {}}}), "needs a [field]"),
+                (
+                    json!({"p": {"text": "x", "term": {"field": "body", "suggest_mode": "often"}}}),
+                    "illegal suggest_mode",
+                ),
+                (json!({"p": {"text": "x", "term": {"field": "body", "max_edits": 3}}}), "max_edits"),
+                (json!({"p": {"term": {"field": "body"}}}), "has no text"),
+                (json!({"p": {"text": "word ".repeat(65), "term": {"field": "body"}}}), "at most 64"),
+            ] {
+                let (status, v) = s.call("POST", "/sg/_search", Some(&json!({"suggest": body}).to_string()));
+                assert_eq!(status, 400, "{body}: {v}");
+                assert!(v["error"]["reason"].as_str().unwrap().contains(reason), "{body}: {v}");
+            }
+        },
+    );
 }

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::gdt::Snapshot;
 use crate::query::{self, Query, SearchOptions, Sort};
 use crate::schema::document::{analyze_document_logged, new_fields, take_id};
-use crate::schema::{analyze_document, Schema};
+use crate::schema::{analyze_document, FieldType, Schema};
 use crate::shard::{Precondition, Sequencer, Shard, ShardStats};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
@@ -257,7 +257,6 @@ impl SortKey {
     }
 }
 
-/// The order of two hits' values under `keys`, key by key.
 /// Cuts `cands` (and their rows of `values`, `keys.len()` each) back to the best `end` of them in the sort's
 /// order (ties by `_seq`), keeping their order of arrival; returns the sort values and `_seq` of the worst one
 /// kept, if `end` were kept (`None` when fewer were there). With `end` 0 nothing is kept and every later
@@ -301,6 +300,7 @@ fn keep_best(
     Some(bar)
 }
 
+/// The order of two hits' values under `keys`, key by key.
 fn cmp_sort_values(keys: &[SortKey], a: &[Option<SortValue>], b: &[Option<SortValue>]) -> std::cmp::Ordering {
     keys.iter()
         .zip(a.iter().zip(b))
@@ -333,6 +333,9 @@ pub struct Horizon {
     /// Per shard, the first doc id past the horizon.
     ends: Vec<u32>,
     stats: std::sync::Arc<query::CollectionStats>,
+    /// The query as planned then: its expansions (prefixes, fuzzy terms, wildcards) are those of that
+    /// moment too, so terms written later cannot change which old documents match.
+    node: std::sync::Arc<query::Node>,
 }
 
 /// A search's match count, whether it is exact, and its hits (shard, doc) in order.
@@ -1284,8 +1287,10 @@ impl Index {
     /// Searches with a sort over several keys ([`SortKey`]: score, insertion order, numeric and date fields,
     /// each ascending or descending), returning the hits from `offset` on that come strictly after `after`
     /// (the previous page's last hit's [`Hit::sort_values`]: Elasticsearch's `search_after`) with their sort
-    /// values. Ties on every key go oldest first. Every match is ordered (the single-key sorts of
-    /// [`search_query`](Self::search_query) prune; this does not), so the count is exact; scores are computed
+    /// values. Ties on every key go oldest first. Every match is visited (the single-key sorts of
+    /// [`search_query`](Self::search_query) prune; this does not), so the count is exact, and only the best
+    /// `offset + limit` are kept as it goes (all of them with a keyword key, whose values are read after);
+    /// scores are computed
     /// only when a key is the score (else they are 0), with index-wide statistics as `search_query` scores.
     pub fn search_sorted(
         &self,
@@ -1317,14 +1322,14 @@ impl Index {
             let end = s.segments.iter().zip(&marks).next_back().map_or(0, |(seg, &m)| seg.base_doc + m);
             ends.push(end);
         }
-        Ok(Horizon { ends, stats: std::sync::Arc::new(stats) })
+        Ok(Horizon { ends, stats: std::sync::Arc::new(stats), node: std::sync::Arc::new(node) })
     }
 
     /// [`search_sorted`](Self::search_sorted) over the documents below `horizon` (when given; from
-    /// [`horizon`](Self::horizon) with the same query) that are still live, scored with its statistics:
-    /// every page of a scroll then sees one document set in one order, whatever was written in between,
-    /// except that a document deleted or replaced since (its new version lies past the horizon) is left
-    /// out. The count is the number of those matches.
+    /// [`horizon`](Self::horizon) with the same query, which it planned then: `q` is not planned again)
+    /// that are still live, scored with its statistics: every page of a scroll then sees one document set
+    /// in one order, whatever was written in between, except that a document deleted or replaced since
+    /// (its new version lies past the horizon) is left out. The count is the number of those matches.
     pub fn search_sorted_within(
         &self,
         q: &Query,
@@ -1364,9 +1369,14 @@ impl Index {
         }
         let snaps: Vec<_> = self.shards.iter().map(|s| s.pin()).collect();
         let refs: Vec<&Snapshot> = snaps.iter().map(|s| &**s).collect();
-        let node = {
-            let schema = self.schema.read();
-            query::plan_shards(q, &schema, &refs)?
+        let planned;
+        let node = match horizon {
+            Some(h) => &*h.node,
+            None => {
+                let schema = self.schema.read();
+                planned = query::plan_shards(q, &schema, &refs)?;
+                &planned
+            }
         };
         let bm25 = query::Bm25 { k1: self.settings.bm25_k1, b: self.settings.bm25_b };
         let scored = keys.iter().any(|k| matches!(k, SortKey::Score { .. }));
@@ -1377,7 +1387,7 @@ impl Index {
         let mut marks = Vec::with_capacity(refs.len());
         for s in &refs {
             if sharded && horizon.is_none() {
-                let (st, m) = query::collection_stats(s, &node)?;
+                let (st, m) = query::collection_stats(s, node)?;
                 stats.add(st);
                 marks.push(m);
             } else {
@@ -1417,9 +1427,9 @@ impl Index {
                 None => sharded.then_some(&stats),
             };
             let mut matches = if scored {
-                query::scored_matches(snap, &node, bm25, global, Some(&marks[i]))?
+                query::scored_matches(snap, node, bm25, global, Some(&marks[i]))?
             } else {
-                query::matching_docs(snap, &node, Some(&marks[i]))?
+                query::matching_docs(snap, node, Some(&marks[i]))?
                     .into_iter()
                     .map(|doc| query::ScoredDoc { doc, score: 0.0, sort_value: None })
                     .collect()
@@ -1537,6 +1547,34 @@ impl Index {
             }
         }
         Ok(())
+    }
+
+    /// The candidates of a term suggestion ([`query::suggest`]) for the analyzed term `term` of the text or
+    /// keyword field `field`, over every shard at one moment: none when the field is not mapped, an error
+    /// for a field of another type.
+    pub fn suggest_candidates(
+        &self,
+        field: &str,
+        term: &str,
+        max_edits: usize,
+        prefix_length: usize,
+    ) -> Result<query::suggest::Candidates> {
+        let fid = {
+            let schema = self.schema.read();
+            match schema.field_id(field) {
+                None => return Ok(Default::default()),
+                Some(f) if matches!(schema.field(f).ty, FieldType::Text | FieldType::Keyword) => f,
+                Some(f) => {
+                    return Err(Error::InvalidArgument(format!(
+                        "field [{field}] of type [{}] has no terms to suggest from",
+                        schema.field(f).ty.es_name()
+                    )))
+                }
+            }
+        };
+        let snaps: Vec<_> = self.shards.iter().map(|s| s.pin()).collect();
+        let refs: Vec<&Snapshot> = snaps.iter().map(|s| &**s).collect();
+        query::suggest::candidates(&refs, fid, term, max_edits, prefix_length)
     }
 
     /// The numeric, date or keyword field `name` as a sort key (an error for other field types and unknown

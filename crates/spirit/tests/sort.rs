@@ -271,3 +271,36 @@ proptest! {
         prop_assert_eq!(at_open.total, docs.len() as u64);
     }
 }
+
+/// A horizon keeps the query as planned when it was taken: a term written later that would take the place
+/// of an expansion (here the one term `b…` a phrase prefix expands to) does not change what old documents
+/// match on later pages.
+#[test]
+fn a_horizon_keeps_its_expansions() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open("s", dir.path(), config(), None, None).unwrap();
+    for i in 0..6 {
+        index.add(serde_json::json!({"_id": i.to_string(), "body": "quick brown fox"})).unwrap();
+    }
+    let q = spirit::Query::PhrasePrefix {
+        field: Some("body".into()),
+        text: "quick b".into(),
+        max_expansions: 1,
+        slop: 0,
+    };
+    let keys = [spirit::SortKey::Seq { descending: false }];
+    let horizon = index.horizon(&q).unwrap();
+    let (mut seen, mut after) = (vec![], None::<Vec<Option<spirit::SortValue>>>);
+    loop {
+        let p =
+            index.search_sorted_within(&q, &keys, after.as_deref(), (0, 2), true, Some(&horizon)).unwrap();
+        let Some(last) = p.hits.last() else { break };
+        after = Some(last.sort_values.clone());
+        seen.extend(p.hits.iter().map(|h| h.id.clone()));
+        // `ba` sorts before `brown`: planned now, the prefix would expand to it alone.
+        index.add(serde_json::json!({"body": "quick ba"})).unwrap();
+    }
+    assert_eq!(seen, ["0", "1", "2", "3", "4", "5"]);
+    let now = index.search_sorted(&q, &keys, None, (0, 10), false).unwrap();
+    assert_eq!(now.total, 3, "planned now, `quick b` matches the new documents only");
+}

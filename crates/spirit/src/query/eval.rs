@@ -91,6 +91,16 @@ pub struct CollectionStats {
 }
 
 impl CollectionStats {
+    /// The document frequency of term key `key` (0 when the query reads no such term).
+    pub fn doc_freq(&self, key: &[u8]) -> u64 {
+        self.df.get(key).copied().unwrap_or(0)
+    }
+
+    /// The statistics of `field` (zero when the query reads no term of it).
+    pub fn field(&self, field: u16) -> FieldStats {
+        self.fields.get(&field).copied().unwrap_or_default()
+    }
+
     /// Adds another shard's statistics of the same planned query.
     pub fn add(&mut self, o: CollectionStats) {
         for (f, st) in o.fields {

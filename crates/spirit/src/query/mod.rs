@@ -11,6 +11,7 @@ pub mod pipeline;
 mod plan;
 pub mod regexp;
 mod scratch;
+pub mod suggest;
 mod wildcard;
 
 pub use ast::{FuzzyOptions, Query, MAX_SLOP};

@@ -461,29 +461,7 @@ fn boosted(n: Node, boost: f32) -> Node {
 fn fuzzy_node(snaps: &[&Snapshot], field: u16, term: &str, options: &FuzzyOptions) -> Result<Node> {
     let want: Vec<char> = term.chars().collect();
     let max = options.edits_for(want.len()) as usize;
-    let prefix_len = options.prefix_length.min(want.len());
-    let fixed: String = want[..prefix_len].iter().collect();
-    let mut prefix = vec![];
-    term_key(field, &fixed, &mut prefix);
-    // Every term of the field with the fixed prefix, each once, with its distance when within reach.
-    let mut found: std::collections::BTreeMap<Vec<u8>, usize> = Default::default();
-    let mut cand: Vec<char> = vec![];
-    for_each_key_with_prefix(snaps, &prefix, &mut |key| {
-        if found.contains_key(key) {
-            return;
-        }
-        let Ok(text) = std::str::from_utf8(&key[2..]) else { return };
-        cand.clear();
-        cand.extend(text.chars());
-        if let Some(d) = edit_distance(
-            &want[prefix_len..],
-            &cand[prefix_len.min(cand.len())..],
-            max,
-            options.transpositions,
-        ) {
-            found.insert(key.to_vec(), d);
-        }
-    })?;
+    let found = within_edits(snaps, field, term, options.prefix_length, max, options.transpositions)?;
     let mut scored: Vec<(f32, Vec<u8>)> = found
         .into_iter()
         .map(|(key, d)| {
@@ -500,6 +478,41 @@ fn fuzzy_node(snaps: &[&Snapshot], field: u16, term: &str, options: &FuzzyOption
     }
     let (boosts, keys) = scored.into_iter().unzip();
     Ok(Node::Blended { field, keys, boosts })
+}
+
+/// Every term key of field `field` (in any segment of the snapshots, each once) that shares the first
+/// `prefix_length` characters of `term` and lies within `max` edits of it, with its distance (`term` itself,
+/// if there, at 0).
+pub(crate) fn within_edits(
+    snaps: &[&Snapshot],
+    field: u16,
+    term: &str,
+    prefix_length: usize,
+    max: usize,
+    transpositions: bool,
+) -> Result<std::collections::BTreeMap<Vec<u8>, usize>> {
+    let want: Vec<char> = term.chars().collect();
+    let prefix_len = prefix_length.min(want.len());
+    let fixed: String = want[..prefix_len].iter().collect();
+    let mut prefix = vec![];
+    term_key(field, &fixed, &mut prefix);
+    // Every term of the field with the fixed prefix, each once, with its distance when within reach.
+    let mut found: std::collections::BTreeMap<Vec<u8>, usize> = Default::default();
+    let mut cand: Vec<char> = vec![];
+    for_each_key_with_prefix(snaps, &prefix, &mut |key| {
+        if found.contains_key(key) {
+            return;
+        }
+        let Ok(text) = std::str::from_utf8(&key[2..]) else { return };
+        cand.clear();
+        cand.extend(text.chars());
+        if let Some(d) =
+            edit_distance(&want[prefix_len..], &cand[prefix_len.min(cand.len())..], max, transpositions)
+        {
+            found.insert(key.to_vec(), d);
+        }
+    })?;
+    Ok(found)
 }
 
 /// The edit distance of `a` and `b` if it is at most `max` (`None` beyond): insertions, deletions and
