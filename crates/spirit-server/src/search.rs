@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use spirit::query::aggs::Agg;
 use spirit::schema::simple_match as glob;
 use spirit::schema::{FieldType, Schema};
-use spirit::{Horizon, Index, Query, SearchOptions, Sort, SortKey, SortValue};
+use spirit::{Horizon, Index, Query, SearchOptions, Sort, SortKey, SortValue, SortedPage};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -198,6 +198,9 @@ pub struct SearchRequest {
     post_filter: Option<Value>,
     /// `suggest`: term suggestions ([`crate::suggest`]).
     suggest: Vec<crate::suggest::TermSuggestion>,
+    /// `collapse`: one hit per value of this field (its best in the order), as Elasticsearch's field
+    /// collapsing; `from` and `size` count groups.
+    pub(crate) collapse: Option<String>,
     /// `version` and `seq_no_primary_term`: each hit's `_version`, and its `_seq_no` (doc id in its
     /// shard, what a conditional write names) and `_primary_term` (1).
     version: bool,
@@ -243,6 +246,7 @@ const KNOWN_KEYS: &[&str] = &[
     "search_after",
     "post_filter",
     "suggest",
+    "collapse",
 ];
 
 impl SearchRequest {
@@ -364,6 +368,41 @@ impl SearchRequest {
             (single, None) => single,
         };
         let scroll = params.get("scroll").map(|s| crate::scroll::keep_alive(s)).transpose()?;
+        let collapse = match obj.get("collapse") {
+            None => None,
+            Some(Value::Object(c)) => {
+                for k in c.keys() {
+                    match k.as_str() {
+                        "field" | "max_concurrent_group_searches" => {}
+                        "inner_hits" => return Err(ApiError::unsupported("[collapse] with [inner_hits]")),
+                        other => {
+                            return Err(ApiError::parsing(format!("unknown key [{other}] in [collapse]")))
+                        }
+                    }
+                }
+                let field = c.get("field").and_then(Value::as_str);
+                Some(
+                    field
+                        .ok_or_else(|| ApiError::parsing("[collapse] needs a [field] (a string)"))?
+                        .to_string(),
+                )
+            }
+            Some(_) => return Err(ApiError::parsing("[collapse] must be an object")),
+        };
+        if let Some(field) = &collapse {
+            if scroll.is_some() {
+                return Err(ApiError::bad_request("cannot use `collapse` in a scroll context"));
+            }
+            // Elasticsearch's rule: pages after a hit only make sense when the hits are in groups' order.
+            let on_field = matches!(&sort, SortSpec::Field { name, .. } if name == field)
+                || matches!(&sort, SortSpec::Keys(k) if k.len() == 1 && &k[0].name == field);
+            if after.is_some() && !on_field {
+                return Err(ApiError::bad_request(
+                    "cannot use `collapse` in conjunction with `search_after` unless the search is sorted on the \
+                     same field as the collapse field",
+                ));
+            }
+        }
         if scroll.is_some() {
             // Elasticsearch's refusals, in its words.
             if from > 0 {
@@ -400,6 +439,7 @@ impl SearchRequest {
             scroll,
             post_filter: obj.get("post_filter").cloned(),
             suggest: obj.get("suggest").map(crate::suggest::parse).transpose()?.unwrap_or_default(),
+            collapse,
         })
     }
 
@@ -456,6 +496,11 @@ impl SearchRequest {
             }
         }
         hits.sort_by(|a, b| merge_order(&self.sort, &keys, &a.0, &b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+        if let Some(field) = &self.collapse {
+            // Each index gave its best `from + size` groups; a group several indices have keeps its best hit.
+            let mut seen = std::collections::HashSet::new();
+            hits.retain(|h| seen.insert(h.0["fields"][field].to_string()));
+        }
         let page: Vec<Value> = hits.into_iter().skip(self.from).take(self.size).map(|h| h.0).collect();
         let mut hits_obj = Map::new();
         match self.track {
@@ -555,9 +600,18 @@ impl SearchRequest {
         // A keyword field sorts through the several-keys path (the engine's pruned top-k reads numbers).
         let keyword =
             |name: &str| schema.field_id(name).is_some_and(|f| schema.field(f).ty == FieldType::Keyword);
+        // Collapsing runs on the several-keys path too.
         let spec = match &self.sort {
-            SortSpec::Field { name, .. } if keyword(name) => SortSpec::Keys(self.sort.keys()),
+            SortSpec::Field { name, .. } if keyword(name) || self.collapse.is_some() => {
+                SortSpec::Keys(self.sort.keys())
+            }
+            SortSpec::Score | SortSpec::Newest if self.collapse.is_some() => SortSpec::Keys(self.sort.keys()),
             other => other.clone(),
+        };
+        // What the hits show: a collapsed search by score shows scores, not `sort` values.
+        let shown = match (&self.sort, &spec) {
+            (SortSpec::Score, SortSpec::Keys(_)) if self.collapse.is_some() => SortSpec::Score,
+            _ => spec.clone(),
         };
         let sort = match &spec {
             SortSpec::Score => Some(Sort::Score),
@@ -589,17 +643,15 @@ impl SearchRequest {
                         name => index.sort_field(name, k.descending, k.missing_first),
                     })
                     .collect::<spirit::Result<Vec<_>>>()?;
-                match within {
-                    Some(w) => index.search_sorted_within(
-                        &q,
-                        &keys,
-                        w.after,
-                        (from, size),
-                        fetch,
-                        Some(w.horizon),
-                    )?,
-                    None => index.search_sorted(&q, &keys, self.after.as_deref(), (from, size), fetch)?,
-                }
+                let page = SortedPage {
+                    after: within.map_or(self.after.as_deref(), |w| w.after),
+                    offset: from,
+                    limit: size,
+                    fetch,
+                    horizon: within.map(|w| w.horizon),
+                    collapse: self.collapse.as_ref().map(|f| collapse_key(index, &schema, f)).transpose()?,
+                };
+                index.search_sorted_with(&q, &keys, &page)?
             }
         };
         let highlighter = self.highlight.as_ref().map(|h| Highlighter::new(h, &schema, &query));
@@ -621,7 +673,14 @@ impl SearchRequest {
                     hit.insert("_seq_no".into(), json!(h.doc));
                     hit.insert("_primary_term".into(), json!(1));
                 }
-                match &spec {
+                if let Some(field) = &self.collapse {
+                    let value = h.collapse_value.as_ref();
+                    hit.insert(
+                        "fields".into(),
+                        json!({ field: value.map_or(vec![], |v| vec![sort_value(Some(v))]) }),
+                    );
+                }
+                match &shown {
                     SortSpec::Keys(keys) => {
                         if keys.iter().any(|k| k.name == "_score") {
                             max_score = Some(max_score.map_or(h.score, |m| m.max(h.score)));
@@ -740,6 +799,17 @@ pub(crate) fn merge_order(sort: &SortSpec, keys: &[KeySpec], a: &Value, b: &Valu
         }
     }
     Ordering::Equal
+}
+
+/// The collapse key of field `name`: a keyword, numeric or date field, as Elasticsearch collapses on.
+fn collapse_key(index: &Index, schema: &Schema, name: &str) -> ApiResult<SortKey> {
+    match schema.field_id(name).map(|f| schema.field(f).ty) {
+        None => Err(ApiError::bad_request(format!("no mapping found for [{name}] in order to collapse on"))),
+        Some(FieldType::Text) => Err(ApiError::bad_request(format!(
+            "cannot collapse on field [{name}] of type [text]: only keyword, numeric and date fields can be collapsed on"
+        ))),
+        Some(_) => Ok(index.sort_field(name, false, false)?),
+    }
 }
 
 /// `sort` values as a request gives them (`search_after`) or a hit shows them: numbers for numeric keys,

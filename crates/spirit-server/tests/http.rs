@@ -2949,3 +2949,91 @@ fn term_suggestions_come_from_the_live_dictionary() {
         },
     );
 }
+
+#[test]
+fn collapse_returns_each_values_best_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let m = r#"{"properties": {"body": {"type": "text"}, "user": {"type": "keyword"}, "likes": {"type": "long"}}}"#;
+    for (index, shards) in [("cl-a", 3), ("cl-b", 1)] {
+        let body = format!(r#"{{"settings": {{"number_of_shards": {shards}}}, "mappings": {m}}}"#);
+        assert_eq!(s.call("PUT", &format!("/{index}"), Some(&body)).0, 200);
+    }
+    // (index, id, body, user, likes); "red" repeated scores higher.
+    let docs = [
+        ("cl-a", "1", "red", Some("alice"), 5),
+        ("cl-a", "2", "red red red", Some("alice"), 1),
+        ("cl-a", "3", "red red", Some("bob"), 9),
+        ("cl-a", "4", "red", None, 7),
+        ("cl-a", "5", "red red red red", Some("carol"), 2),
+        ("cl-b", "6", "red red red red red", Some("bob"), 3),
+        ("cl-b", "7", "blue", Some("dave"), 8),
+    ];
+    for (index, id, body, user, likes) in docs {
+        let mut d = json!({"body": body, "likes": likes});
+        if let Some(u) = user {
+            d["user"] = json!(u);
+        }
+        assert_eq!(s.call("PUT", &format!("/{index}/_doc/{id}"), Some(&d.to_string())).0, 201);
+    }
+    let search = |path: &str, body: Value| -> (Value, Vec<(String, Value)>) {
+        let (status, v) = s.call("POST", path, Some(&body.to_string()));
+        assert_eq!(status, 200, "{body}: {v}");
+        let hits = v["hits"]["hits"].as_array().unwrap().iter();
+        let list =
+            hits.map(|h| (h["_id"].as_str().unwrap().to_string(), h["fields"]["user"].clone())).collect();
+        (v, list)
+    };
+    let pair = |id: &str, user: Value| (id.to_string(), user);
+    // By score, one index: each user's best hit; the group without a user too; the count is of matches.
+    let q = json!({"match": {"body": "red"}});
+    let (v, got) = search("/cl-a/_search", json!({"query": q, "collapse": {"field": "user"}}));
+    assert_eq!(
+        got,
+        [
+            pair("5", json!(["carol"])),
+            pair("2", json!(["alice"])),
+            pair("3", json!(["bob"])),
+            pair("4", json!([]))
+        ]
+    );
+    assert_eq!(v["hits"]["total"]["value"], 5);
+    assert!(v["hits"]["hits"][0].get("sort").is_none());
+    assert!(v["hits"]["hits"][0]["_score"].as_f64().unwrap() > 0.0);
+    // By a field, paged by groups.
+    let by_likes =
+        json!({"query": q, "collapse": {"field": "user"}, "sort": [{"likes": "desc"}], "from": 1, "size": 2});
+    let (_, got) = search("/cl-a/_search", by_likes);
+    assert_eq!(got, [pair("4", json!([])), pair("1", json!(["alice"]))]);
+    // Over two indices: bob's best is in cl-b.
+    let (_, got) = search("/cl-a,cl-b/_search", json!({"query": q, "collapse": {"field": "user"}}));
+    assert_eq!(got.iter().map(|g| g.0.as_str()).collect::<Vec<_>>(), ["6", "5", "2", "4"]);
+    // Refusals.
+    for (path, body, reason) in [
+        (
+            "/cl-a/_search",
+            json!({"collapse": {"field": "body"}}),
+            "cannot collapse on field [body] of type [text]",
+        ),
+        ("/cl-a/_search", json!({"collapse": {"field": "nope"}}), "no mapping found for [nope]"),
+        ("/cl-a/_search?scroll=1m", json!({"collapse": {"field": "user"}}), "in a scroll context"),
+        ("/cl-a/_search", json!({"collapse": {"field": "user", "inner_hits": {}}}), "inner_hits"),
+        (
+            "/cl-a/_search",
+            json!({"collapse": {"field": "user"}, "sort": [{"likes": "asc"}], "search_after": [3]}),
+            "search_after",
+        ),
+        ("/cl-a/_search", json!({"collapse": {}}), "needs a [field]"),
+    ] {
+        let (status, v) = s.call("POST", path, Some(&body.to_string()));
+        assert_eq!(status, 400, "{body}: {v}");
+        assert!(v["error"]["reason"].as_str().unwrap().contains(reason), "{body}: {v}");
+    }
+    // search_after on the collapse field itself pages through the groups.
+    let (_, got) = search(
+        "/cl-a/_search",
+        json!({"query": q, "collapse": {"field": "user"}, "sort": [{"user": "asc"}], "search_after": ["alice"]}),
+    );
+    assert_eq!(got, [pair("3", json!(["bob"])), pair("5", json!(["carol"])), pair("4", json!([]))]);
+    s.stop();
+}

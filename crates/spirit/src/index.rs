@@ -186,6 +186,44 @@ pub struct Hit {
     /// With [`Index::search_sorted`]: the hit's value of each sort key (`None`: the field has none) — what a
     /// next page passes as `after`.
     pub sort_values: Vec<Option<SortValue>>,
+    /// With a [`SortedPage::collapse`] key: the hit's value of it, its group (`None`: the group of documents
+    /// without one).
+    pub collapse_value: Option<SortValue>,
+}
+
+/// A hit's group under a collapse key: its value (a number by its bits), or none.
+#[derive(PartialEq, Eq, Hash)]
+enum GroupKey {
+    Missing,
+    Number(u64),
+    Text(String),
+}
+
+impl GroupKey {
+    fn of(v: &Option<SortValue>) -> GroupKey {
+        match v {
+            None => GroupKey::Missing,
+            Some(SortValue::Number(x)) => GroupKey::Number(x.to_bits()),
+            Some(SortValue::Text(t)) => GroupKey::Text(t.clone()),
+        }
+    }
+}
+
+/// How [`Index::search_sorted_with`] pages: the window, `search_after`, a scroll's horizon, collapsing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SortedPage<'a> {
+    /// Only hits strictly after these sort values (Elasticsearch's `search_after`).
+    pub after: Option<&'a [Option<SortValue>]>,
+    /// Hits (groups, when collapsing) to skip.
+    pub offset: usize,
+    /// Hits (groups) to return.
+    pub limit: usize,
+    /// Read each hit's `_id` and stored source.
+    pub fetch: bool,
+    /// Only the documents below this horizon, with its query plan and statistics ([`Index::horizon`]).
+    pub horizon: Option<&'a Horizon>,
+    /// One hit per value of this numeric, date or keyword field (Elasticsearch's `collapse`).
+    pub collapse: Option<SortKey>,
 }
 
 /// A hit's value of one sort key ([`Hit::sort_values`]).
@@ -1185,6 +1223,7 @@ impl Index {
                 source,
                 sort_value: h.sort_value,
                 sort_values: vec![],
+                collapse_value: None,
             });
         }
         Ok(SearchResult { total, total_exact, hits, took_micros: t0.elapsed().as_micros() as u64 })
@@ -1300,11 +1339,12 @@ impl Index {
         window: (usize, usize),
         fetch: bool,
     ) -> Result<SearchResult> {
-        self.search_sorted_within(q, keys, after, window, fetch, None)
+        let page = SortedPage { after, offset: window.0, limit: window.1, fetch, ..Default::default() };
+        self.search_sorted_with(q, keys, &page)
     }
 
     /// The documents of this index now, with the statistics `q` reads now: a [`Horizon`] to page through
-    /// them with [`search_sorted_within`](Self::search_sorted_within) while writes go on (Elasticsearch's
+    /// them with [`search_sorted_with`](Self::search_sorted_with) while writes go on (Elasticsearch's
     /// scroll).
     pub fn horizon(&self, q: &Query) -> Result<Horizon> {
         let snaps: Vec<_> = self.shards.iter().map(|s| s.pin()).collect();
@@ -1325,21 +1365,30 @@ impl Index {
         Ok(Horizon { ends, stats: std::sync::Arc::new(stats), node: std::sync::Arc::new(node) })
     }
 
-    /// [`search_sorted`](Self::search_sorted) over the documents below `horizon` (when given; from
-    /// [`horizon`](Self::horizon) with the same query, which it planned then: `q` is not planned again)
-    /// that are still live, scored with its statistics: every page of a scroll then sees one document set
-    /// in one order, whatever was written in between, except that a document deleted or replaced since
-    /// (its new version lies past the horizon) is left out. The count is the number of those matches.
-    pub fn search_sorted_within(
+    /// [`search_sorted`](Self::search_sorted) with the options of a [`SortedPage`]: below a scroll's
+    /// horizon, one hit per value of a collapse key.
+    ///
+    /// With a horizon (from [`horizon`](Self::horizon) with the same query, which it planned then: `q` is
+    /// not planned again) only the documents below it that are still live are read, scored with its
+    /// statistics: every page of a scroll then sees one document set in one order, whatever was written in
+    /// between, except that a document deleted or replaced since (its new version lies past the horizon) is
+    /// left out. The count is the number of those matches.
+    ///
+    /// With `collapse` (a numeric, date or keyword field as [`sort_field`](Self::sort_field) makes it) the
+    /// page is of groups: each value's best hit in the order (documents without a value are one group),
+    /// [`Hit::collapse_value`] its value; `offset` and `limit` count groups, the count is still of matches.
+    /// A document with several values of a keyword collapse field is an error, as in Elasticsearch.
+    pub fn search_sorted_with(
         &self,
         q: &Query,
         keys: &[SortKey],
-        after: Option<&[Option<SortValue>]>,
-        (offset, limit): (usize, usize),
-        fetch: bool,
-        horizon: Option<&Horizon>,
+        page: &SortedPage<'_>,
     ) -> Result<SearchResult> {
+        let SortedPage { after, offset, limit, fetch, horizon, collapse } = *page;
         let t0 = Instant::now();
+        if collapse.is_some_and(|c| !matches!(c, SortKey::Field { .. } | SortKey::Keyword { .. })) {
+            return Err(Error::InvalidArgument("a collapse key is a numeric, date or keyword field".into()));
+        }
         if horizon.is_some_and(|h| h.ends.len() != self.shards.len()) {
             return Err(Error::InvalidArgument("a horizon of another index".into()));
         }
@@ -1399,7 +1448,8 @@ impl Index {
         // 50 ms with an image opened per value and a vector per match, 35 ms without (23 ms on 12-07), 6.9 ms
         // keeping only the best `end` (below); a single-key sort (the pruned top-k) takes 1 ms.
         let nk = keys.len();
-        let has_keyword = keys.iter().any(|k| matches!(k, SortKey::Keyword { .. }));
+        // Keyword values are read after the matches, and collapsing needs every match's group: no pruning.
+        let has_keyword = keys.iter().any(|k| matches!(k, SortKey::Keyword { .. })) || collapse.is_some();
         // Without keyword keys only the best `end` matches are kept: the buffer is cut back to them whenever
         // it reaches `prune_at`, and the worst of them then bars every later match that does not beat it —
         // a scroll's page costs one pass over the matches, not an ordering of all of them.
@@ -1408,6 +1458,8 @@ impl Index {
         let mut worst: Option<(Vec<Option<SortValue>>, u64)> = None;
         let mut total = 0u64;
         let mut cands: Vec<(u64, usize, u32, f32)> = vec![];
+        // With `collapse`, each candidate's group: its value of the collapse field.
+        let mut groups: Vec<Option<SortValue>> = vec![];
         let mut values: Vec<Option<SortValue>> = vec![];
         for (i, snap) in refs.iter().enumerate() {
             // The columns of the field keys, and of `_seq` in a sharded index.
@@ -1420,6 +1472,10 @@ impl Index {
                 .collect::<Result<Vec<_>>>()?;
             let seqs = match &self.seq {
                 Some(s) if sharded => Some(NumberColumn::new(snap, s.field)?),
+                _ => None,
+            };
+            let group_column = match collapse {
+                Some(SortKey::Field { field, .. }) => Some(NumberColumn::new(snap, field)?),
                 _ => None,
             };
             let global = match horizon {
@@ -1468,6 +1524,10 @@ impl Index {
                     }
                 }
                 cands.push((seq, i, m.doc, m.score));
+                if collapse.is_some() {
+                    // A keyword group's value is filled in below, from the field's postings.
+                    groups.push(group_column.as_ref().and_then(|c| c.get(m.doc)).map(SortValue::Number));
+                }
                 if !has_keyword && cands.len() >= prune_at {
                     worst = keep_best(keys, end, &mut cands, &mut values);
                 }
@@ -1476,6 +1536,14 @@ impl Index {
         for (j, k) in keys.iter().enumerate() {
             if let SortKey::Keyword { field, descending, .. } = *k {
                 self.keyword_sort_values(&refs, &marks, (field, descending), &cands, &mut values, (j, nk))?;
+            }
+        }
+        if let Some(SortKey::Keyword { field, .. }) = collapse {
+            if self.keyword_sort_values(&refs, &marks, (field, false), &cands, &mut groups, (0, 1))? {
+                return Err(Error::InvalidArgument(format!(
+                    "cannot collapse on field [{}]: a matching document has several values of it",
+                    self.schema.read().field(field).name
+                )));
             }
         }
         let vals = |c: usize| &values[c * nk..c * nk + nk];
@@ -1488,7 +1556,12 @@ impl Index {
             cmp_sort_values(keys, vals(a), vals(b)).then(cands[a].0.cmp(&cands[b].0))
         };
         let end = offset.saturating_add(limit).min(order.len());
-        if end > 0 && end < order.len() {
+        if collapse.is_some() {
+            // Every match in order, then each group's first: the best `end` groups.
+            order.sort_unstable_by(by);
+            let mut seen = std::collections::HashSet::new();
+            order.retain(|&c| seen.len() < end && seen.insert(GroupKey::of(&groups[c as usize])));
+        } else if end > 0 && end < order.len() {
             order.select_nth_unstable_by(end - 1, by);
             order.truncate(end);
         }
@@ -1505,14 +1578,26 @@ impl Index {
                 (String::new(), vec![])
             };
             let sort_values = vals(c as usize).to_vec();
-            hits.push(Hit { id, score, doc, shard, seq, source, sort_value: None, sort_values });
+            let collapse_value = groups.get(c as usize).cloned().flatten();
+            hits.push(Hit {
+                id,
+                score,
+                doc,
+                shard,
+                seq,
+                source,
+                sort_value: None,
+                sort_values,
+                collapse_value,
+            });
         }
         Ok(SearchResult { total, total_exact: true, hits, took_micros: t0.elapsed().as_micros() as u64 })
     }
 
     /// Sets key `j` (of `nk`) of each candidate (`(seq, shard, doc, score)`; its values at `values[c * nk..]`)
     /// to its document's value of keyword field `field`: the smallest (ascending) or largest (`descending`) of
-    /// its values, read term by term from the field's postings at the shards' watermarks `marks`.
+    /// its values, read term by term from the field's postings at the shards' watermarks `marks`. Returns
+    /// whether some candidate has several values.
     fn keyword_sort_values(
         &self,
         snaps: &[&Snapshot],
@@ -1521,7 +1606,7 @@ impl Index {
         cands: &[(u64, usize, u32, f32)],
         values: &mut [Option<SortValue>],
         (j, nk): (usize, usize),
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let max = query::aggs::MAX_TERMS;
         let keys = query::keys_with_prefix(snaps, &field.to_be_bytes(), max)?.ok_or_else(|| {
             Error::InvalidArgument(format!(
@@ -1531,6 +1616,7 @@ impl Index {
         })?;
         let at: std::collections::HashMap<(usize, u32), usize> =
             cands.iter().enumerate().map(|(n, c)| ((c.1, c.2), n)).collect();
+        let mut several = false;
         for key in keys {
             let value = String::from_utf8_lossy(&key[2..]).into_owned();
             let node = query::Node::Term { field, key };
@@ -1539,6 +1625,7 @@ impl Index {
                     if let Some(&n) = at.get(&(i, doc)) {
                         // Keys come in ascending order: the first is the smallest, the last the largest.
                         let slot = &mut values[n * nk + j];
+                        several |= slot.is_some();
                         if slot.is_none() || descending {
                             *slot = Some(SortValue::Text(value.clone()));
                         }
@@ -1546,7 +1633,7 @@ impl Index {
                 }
             }
         }
-        Ok(())
+        Ok(several)
     }
 
     /// The candidates of a term suggestion ([`query::suggest`]) for the analyzed term `term` of the text or
@@ -1585,6 +1672,12 @@ impl Index {
             schema.field_id(name).filter(|&f| schema.field(f).ty == crate::schema::FieldType::Keyword)
         {
             return Ok(SortKey::Keyword { field, descending, missing_first });
+        }
+        if let Some(f) = schema.field_id(name).filter(|&f| schema.field(f).ty == FieldType::Text) {
+            return Err(Error::InvalidArgument(format!(
+                "cannot sort on field [{name}] of type [{}]: only numeric, date and keyword fields can be sorted on",
+                schema.field(f).ty.es_name()
+            )));
         }
         drop(schema);
         Ok(SortKey::Field { field: self.numeric_field(name)?, descending, missing_first })

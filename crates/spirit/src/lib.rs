@@ -46,7 +46,7 @@ pub use engine::{default_shards, Engine, EngineConfig, IndexOptions};
 pub use error::{Error, Result};
 pub use index::{
     AddResult, BulkGuard, DeletedVersions, Hit, Horizon, Index, IndexSettings, IndexStats, LiveDoc, Pending,
-    PendingSet, PreparedDoc, SearchResult, SortKey, SortValue,
+    PendingSet, PreparedDoc, SearchResult, SortKey, SortValue, SortedPage,
 };
 pub use query::{Disjunction, Query, SearchOptions, Sort, MAX_SLOP};
 pub use shard::Precondition;

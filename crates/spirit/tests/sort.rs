@@ -241,7 +241,8 @@ proptest! {
         let mut touched = std::collections::HashSet::new();
         let (mut got, mut after, mut w) = (vec![], None::<Vec<Option<spirit::SortValue>>>, writes.iter());
         loop {
-            let p = index.search_sorted_within(&q, &keys, after.as_deref(), (0, page), true, Some(&horizon)).unwrap();
+            let opts = spirit::SortedPage { after: after.as_deref(), limit: page, fetch: true, horizon: Some(&horizon), ..Default::default() };
+            let p = index.search_sorted_with(&q, &keys, &opts).unwrap();
             let Some(last) = p.hits.last() else { break };
             after = Some(last.sort_values.clone());
             got.extend(p.hits.into_iter().map(|h| (h.id, h.sort_values)));
@@ -292,8 +293,14 @@ fn a_horizon_keeps_its_expansions() {
     let horizon = index.horizon(&q).unwrap();
     let (mut seen, mut after) = (vec![], None::<Vec<Option<spirit::SortValue>>>);
     loop {
-        let p =
-            index.search_sorted_within(&q, &keys, after.as_deref(), (0, 2), true, Some(&horizon)).unwrap();
+        let opts = spirit::SortedPage {
+            after: after.as_deref(),
+            limit: 2,
+            fetch: true,
+            horizon: Some(&horizon),
+            ..Default::default()
+        };
+        let p = index.search_sorted_with(&q, &keys, &opts).unwrap();
         let Some(last) = p.hits.last() else { break };
         after = Some(last.sort_values.clone());
         seen.extend(p.hits.iter().map(|h| h.id.clone()));
@@ -303,4 +310,81 @@ fn a_horizon_keeps_its_expansions() {
     assert_eq!(seen, ["0", "1", "2", "3", "4", "5"]);
     let now = index.search_sorted(&q, &keys, None, (0, 10), false).unwrap();
     assert_eq!(now.total, 3, "planned now, `quick b` matches the new documents only");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Collapsing on a keyword or numeric field (some documents without a value, some deleted) on one shard
+    /// and on three: the groups are each value's first hit in the uncollapsed order, `offset` and `limit`
+    /// count groups, each hit carries its group's value, and the count stays the matches'.
+    #[test]
+    fn collapse_keeps_each_groups_best(
+        docs in prop::collection::vec((prop::option::of(0i64..4), prop::option::of(0usize..4), 0usize..4), 1..40),
+        deletes in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+        keys in prop::collection::vec((0u8..5, any::<bool>(), any::<bool>()), 1..3),
+        on_keyword in any::<bool>(),
+        shards in prop::sample::select(&[1usize, 3][..]),
+        (offset, limit) in (0usize..4, 1usize..5),
+    ) {
+        const TAGS: [&str; 4] = ["b", "a", "Z", "ab"];
+        let dir = tempfile::tempdir().unwrap();
+        let settings = spirit::IndexSettings { number_of_shards: shards, ..Default::default() };
+        let mappings = serde_json::json!({"properties": {"n": {"type": "long"}, "m": {"type": "double"}, "tag": {"type": "keyword"}}});
+        let c = ShardConfig { dram_budget: shards * (8 << 20), ..config() };
+        let index = Index::open("s", dir.path(), c, Some(&mappings), Some(settings)).unwrap();
+        for (i, (n, t, k)) in docs.iter().enumerate() {
+            let mut d = serde_json::json!({"_id": i.to_string(), "body": format!("even {}", "odd ".repeat(*k)), "m": (i % 3) as f64});
+            if let Some(n) = n { d["n"] = serde_json::json!(n); }
+            if let Some(t) = t { d["tag"] = serde_json::json!(TAGS[*t]); }
+            index.add(d).unwrap();
+        }
+        for d in &deletes {
+            index.delete(&d.index(docs.len()).to_string()).unwrap();
+        }
+        let q = spirit::query::parse("even odd").unwrap();
+        let mut sort_keys: Vec<spirit::SortKey> = keys.iter().map(|&k| key_of(&index, k)).collect();
+        sort_keys.push(spirit::SortKey::Seq { descending: false });
+        let all = index.search_sorted(&q, &sort_keys, None, (0, 1000), true).unwrap();
+        let group_of = |id: &str| -> Option<spirit::SortValue> {
+            let (n, t, _) = docs[id.parse::<usize>().unwrap()];
+            if on_keyword { t.map(|t| spirit::SortValue::Text(TAGS[t].into())) } else { n.map(|n| spirit::SortValue::Number(n as f64)) }
+        };
+        let mut seen = vec![];
+        let mut want = vec![];
+        for h in &all.hits {
+            let g = group_of(&h.id);
+            if !seen.contains(&g) {
+                seen.push(g.clone());
+                want.push((h.id.clone(), g));
+            }
+        }
+        let collapse = Some(index.sort_field(if on_keyword { "tag" } else { "n" }, false, false).unwrap());
+        let page = spirit::SortedPage { offset, limit, fetch: true, collapse, ..Default::default() };
+        let got = index.search_sorted_with(&q, &sort_keys, &page).unwrap();
+        let got: Vec<(String, Option<spirit::SortValue>)> = got.hits.into_iter().map(|h| (h.id, h.collapse_value)).collect();
+        let want: Vec<_> = want.into_iter().skip(offset).take(limit).collect();
+        prop_assert_eq!(got, want);
+        prop_assert_eq!(index.search_sorted_with(&q, &sort_keys, &page).unwrap().total, all.total);
+    }
+}
+
+#[test]
+fn collapsing_on_a_field_with_several_values_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mappings = serde_json::json!({"properties": {"tag": {"type": "keyword"}}});
+    let index = Index::open("s", dir.path(), config(), Some(&mappings), None).unwrap();
+    index.add(serde_json::json!({"body": "x", "tag": "a"})).unwrap();
+    index.add(serde_json::json!({"body": "x", "tag": ["a", "b"]})).unwrap();
+    let q = spirit::query::parse("x").unwrap();
+    let keys = [spirit::SortKey::Score { descending: true }];
+    let page = spirit::SortedPage {
+        limit: 10,
+        collapse: Some(index.sort_field("tag", false, false).unwrap()),
+        ..Default::default()
+    };
+    let e = index.search_sorted_with(&q, &keys, &page).unwrap_err().to_string();
+    assert!(e.contains("several values"), "{e}");
+    let seq = spirit::SortedPage { collapse: Some(spirit::SortKey::Seq { descending: false }), ..page };
+    assert!(index.search_sorted_with(&q, &keys, &seq).is_err());
 }
