@@ -201,6 +201,8 @@ pub struct SearchRequest {
     /// `collapse`: one hit per value of this field (its best in the order), as Elasticsearch's field
     /// collapsing; `from` and `size` count groups.
     pub(crate) collapse: Option<String>,
+    /// `min_score`: only hits scoring at least this, counted too.
+    min_score: Option<f32>,
     /// `version` and `seq_no_primary_term`: each hit's `_version`, and its `_seq_no` (doc id in its
     /// shard, what a conditional write names) and `_primary_term` (1).
     version: bool,
@@ -247,6 +249,7 @@ const KNOWN_KEYS: &[&str] = &[
     "post_filter",
     "suggest",
     "collapse",
+    "min_score",
 ];
 
 impl SearchRequest {
@@ -368,6 +371,13 @@ impl SearchRequest {
             (single, None) => single,
         };
         let scroll = params.get("scroll").map(|s| crate::scroll::keep_alive(s)).transpose()?;
+        let min_score = match obj.get("min_score") {
+            None => None,
+            Some(v) => match v.as_f64() {
+                Some(x) if x.is_finite() => Some(x as f32),
+                _ => return Err(ApiError::parsing("[min_score] must be a number")),
+            },
+        };
         let collapse = match obj.get("collapse") {
             None => None,
             Some(Value::Object(c)) => {
@@ -440,6 +450,7 @@ impl SearchRequest {
             post_filter: obj.get("post_filter").cloned(),
             suggest: obj.get("suggest").map(crate::suggest::parse).transpose()?.unwrap_or_default(),
             collapse,
+            min_score,
         })
     }
 
@@ -564,6 +575,12 @@ impl SearchRequest {
         Ok(Some(crate::aggs::render(&results, &translated[0].2, &schemas)))
     }
 
+    /// Whether the request needs the several-keys path whatever its sort: collapsing and `min_score` read
+    /// every match.
+    fn several_keys(&self) -> bool {
+        self.collapse.is_some() || self.min_score.is_some()
+    }
+
     /// The query the hits of `target`'s index come from (filtered by its alias filter and `post_filter`).
     pub(crate) fn query_on(&self, target: &Target, limits: &Limits) -> ApiResult<Query> {
         Ok(self.translate(&target.index.schema(), target.filter.as_ref(), limits)?.hits)
@@ -602,15 +619,15 @@ impl SearchRequest {
             |name: &str| schema.field_id(name).is_some_and(|f| schema.field(f).ty == FieldType::Keyword);
         // Collapsing runs on the several-keys path too.
         let spec = match &self.sort {
-            SortSpec::Field { name, .. } if keyword(name) || self.collapse.is_some() => {
+            SortSpec::Field { name, .. } if keyword(name) || self.several_keys() => {
                 SortSpec::Keys(self.sort.keys())
             }
-            SortSpec::Score | SortSpec::Newest if self.collapse.is_some() => SortSpec::Keys(self.sort.keys()),
+            SortSpec::Score | SortSpec::Newest if self.several_keys() => SortSpec::Keys(self.sort.keys()),
             other => other.clone(),
         };
         // What the hits show: a collapsed search by score shows scores, not `sort` values.
         let shown = match (&self.sort, &spec) {
-            (SortSpec::Score, SortSpec::Keys(_)) if self.collapse.is_some() => SortSpec::Score,
+            (SortSpec::Score, SortSpec::Keys(_)) if self.several_keys() => SortSpec::Score,
             _ => spec.clone(),
         };
         let sort = match &spec {
@@ -650,6 +667,7 @@ impl SearchRequest {
                     fetch,
                     horizon: within.map(|w| w.horizon),
                     collapse: self.collapse.as_ref().map(|f| collapse_key(index, &schema, f)).transpose()?,
+                    min_score: self.min_score,
                 };
                 index.search_sorted_with(&q, &keys, &page)?
             }

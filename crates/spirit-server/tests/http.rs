@@ -3037,3 +3037,56 @@ fn collapse_returns_each_values_best_hit() {
     assert_eq!(got, [pair("3", json!(["bob"])), pair("5", json!(["carol"])), pair("4", json!([]))]);
     s.stop();
 }
+
+#[test]
+fn min_score_drops_weaker_hits_from_the_page_and_the_count() {
+    on_one_and_three_shards(
+        "ms",
+        r#"{"properties": {"body": {"type": "text"}, "n": {"type": "long"}}}"#,
+        |s| {
+            for i in 0..12 {
+                let doc =
+                    json!({"body": format!("red {}", "red ".repeat(i % 5) + &"blue ".repeat(i % 3)), "n": i})
+                        .to_string();
+                assert_eq!(s.call("PUT", &format!("/ms/_doc/{i}"), Some(&doc)).0, 201);
+            }
+            let q = json!({"match": {"body": "red"}});
+            let (_, all) = s.call("POST", "/ms/_search", Some(&json!({"query": q, "size": 20}).to_string()));
+            let scores: Vec<(String, f64)> = all["hits"]["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| (h["_id"].as_str().unwrap().to_string(), h["_score"].as_f64().unwrap()))
+                .collect();
+            let least = scores[5].1;
+            let strong: Vec<&String> = scores.iter().filter(|s| s.1 >= least).map(|s| &s.0).collect();
+            assert!(strong.len() >= 6 && strong.len() < 12, "{scores:?}");
+            let (status, v) = s.call(
+                "POST",
+                "/ms/_search",
+                Some(&json!({"query": q, "size": 20, "min_score": least}).to_string()),
+            );
+            assert_eq!(status, 200, "{v}");
+            assert_eq!(v["hits"]["total"]["value"].as_u64(), Some(strong.len() as u64));
+            let ids: Vec<&str> =
+                v["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].as_str().unwrap()).collect();
+            assert_eq!(ids, strong);
+            assert!(v["hits"]["hits"][0].get("sort").is_none());
+            // Sorted by a field, the scores still decide what is left.
+            let by_n = json!({"query": q, "size": 20, "min_score": least, "sort": [{"n": "asc"}]});
+            let (_, v) = s.call("POST", "/ms/_search", Some(&by_n.to_string()));
+            let mut ids: Vec<u64> = v["hits"]["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["sort"][0].as_u64().unwrap())
+                .collect();
+            assert!(ids.windows(2).all(|w| w[0] < w[1]));
+            let mut want: Vec<u64> = strong.iter().map(|i| i.parse().unwrap()).collect();
+            want.sort();
+            ids.sort();
+            assert_eq!(ids, want);
+            assert_eq!(s.call("POST", "/ms/_search", Some(r#"{"min_score": "high"}"#)).0, 400);
+        },
+    );
+}

@@ -224,6 +224,9 @@ pub struct SortedPage<'a> {
     pub horizon: Option<&'a Horizon>,
     /// One hit per value of this numeric, date or keyword field (Elasticsearch's `collapse`).
     pub collapse: Option<SortKey>,
+    /// Only matches scoring at least this (Elasticsearch's `min_score`; the count too). Scores are
+    /// computed for it whatever the keys.
+    pub min_score: Option<f32>,
 }
 
 /// A hit's value of one sort key ([`Hit::sort_values`]).
@@ -1384,7 +1387,7 @@ impl Index {
         keys: &[SortKey],
         page: &SortedPage<'_>,
     ) -> Result<SearchResult> {
-        let SortedPage { after, offset, limit, fetch, horizon, collapse } = *page;
+        let SortedPage { after, offset, limit, fetch, horizon, collapse, min_score } = *page;
         let t0 = Instant::now();
         if collapse.is_some_and(|c| !matches!(c, SortKey::Field { .. } | SortKey::Keyword { .. })) {
             return Err(Error::InvalidArgument("a collapse key is a numeric, date or keyword field".into()));
@@ -1428,7 +1431,7 @@ impl Index {
             }
         };
         let bm25 = query::Bm25 { k1: self.settings.bm25_k1, b: self.settings.bm25_b };
-        let scored = keys.iter().any(|k| matches!(k, SortKey::Score { .. }));
+        let scored = keys.iter().any(|k| matches!(k, SortKey::Score { .. })) || min_score.is_some();
         let sharded = self.shards.len() > 1;
         // A sharded index scores with its index-wide statistics, taken at the watermarks it then reads; one
         // shard needs only the watermarks.
@@ -1492,6 +1495,9 @@ impl Index {
             };
             if let Some(h) = horizon {
                 matches.retain(|m| m.doc < h.ends[i]);
+            }
+            if let Some(least) = min_score {
+                matches.retain(|m| m.score >= least);
             }
             let expect = if has_keyword { matches.len() } else { matches.len().min(prune_at) };
             cands.reserve(expect);
