@@ -13,6 +13,7 @@
 pub mod aggs;
 pub mod aliases;
 pub mod analyze;
+pub mod contexts;
 pub mod documents;
 pub mod dsl;
 pub mod error;

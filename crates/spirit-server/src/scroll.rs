@@ -16,20 +16,17 @@
 //! and keeps the first `size` of them in the request's order (ties by index, in the order the targets
 //! came), so the order is exact across indices too.
 //!
-//! An open scroll costs its request and a few words per index: at most [`MAX_OPEN`] are open at once. Each
-//! expires its keep-alive after its last page (at most [`MAX_KEEP_ALIVE`]); `DELETE /_search/scroll` frees
-//! them earlier.
+//! An open scroll costs its request and a few words per index: at most [`MAX_OPEN`] are open at once
+//! ([`crate::contexts`]). Each expires its keep-alive after its last page (at most [`MAX_KEEP_ALIVE`]);
+//! `DELETE /_search/scroll` frees them earlier.
 
+use crate::contexts::Contexts;
 use crate::error::{ApiError, ApiResult};
 use crate::search::{merge_order, sort_values, KeySpec, SearchRequest, SortSpec, TrackTotal, Within};
 use crate::{Limits, Target};
 use axum::http::StatusCode;
-use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 use spirit::{Horizon, Index, SortValue};
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -38,38 +35,9 @@ pub const MAX_OPEN: usize = 500;
 /// The longest keep-alive (Elasticsearch's `search.max_keep_alive` default).
 pub const MAX_KEEP_ALIVE: Duration = Duration::from_secs(24 * 3600);
 
-/// A time value as Elasticsearch writes them (`1m`, `30s`, `500ms`, `2h`, `1d`, `100micros`, `10nanos`): a
-/// whole number and a unit. A keep-alive of zero or above [`MAX_KEEP_ALIVE`] is refused.
+/// A scroll's keep-alive (`1m`, `30s`, ...: [`crate::contexts::keep_alive`]).
 pub fn keep_alive(s: &str) -> ApiResult<Duration> {
-    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(digits);
-    let bad = || {
-        ApiError::bad_request(format!(
-            "failed to parse setting [scroll] with value [{s}] as a time value: unit is missing or unrecognized"
-        ))
-    };
-    let n: u64 = n.parse().map_err(|_| bad())?;
-    let d = match unit {
-        "d" => Duration::from_secs(n.saturating_mul(86_400)),
-        "h" => Duration::from_secs(n.saturating_mul(3_600)),
-        "m" => Duration::from_secs(n.saturating_mul(60)),
-        "s" => Duration::from_secs(n),
-        "ms" => Duration::from_millis(n),
-        "micros" => Duration::from_micros(n),
-        "nanos" => Duration::from_nanos(n),
-        _ => return Err(bad()),
-    };
-    if d > MAX_KEEP_ALIVE {
-        return Err(ApiError::bad_request(format!(
-            "Keep alive for request ({s}) is too large. It must be less than ({}h). This limit can be set by \
-             changing the [search.max_keep_alive] cluster level setting.",
-            MAX_KEEP_ALIVE.as_secs() / 3600
-        )));
-    }
-    if d.is_zero() {
-        return Err(ApiError::bad_request(format!("[scroll] keep alive must be above zero, got [{s}]")));
-    }
-    Ok(d)
+    crate::contexts::keep_alive("scroll", s, MAX_KEEP_ALIVE)
 }
 
 /// One index of a scroll: its horizon and how far the pages got.
@@ -94,69 +62,32 @@ struct Context {
     total: u64,
     /// How many of a hit's sort values to show (the keys asked for; `None`: no `sort`, none was asked for).
     shown: Option<usize>,
-    keep_alive: Duration,
-    expires: Instant,
 }
 
 /// The open scrolls of a server.
-pub struct Scrolls {
-    open: Mutex<HashMap<String, Arc<Mutex<Context>>>>,
-    /// Scrolls whose first page is running: they count against [`MAX_OPEN`] already.
-    opening: AtomicUsize,
-    next: AtomicU64,
-    hasher: std::collections::hash_map::RandomState,
-}
+pub struct Scrolls(Contexts<Context>);
 
 impl Default for Scrolls {
     fn default() -> Self {
-        Scrolls {
-            open: Mutex::new(HashMap::new()),
-            opening: AtomicUsize::new(0),
-            next: AtomicU64::new(1),
-            hasher: Default::default(),
-        }
+        Scrolls(Contexts::new(MAX_OPEN, "scroll", "too_many_scroll_contexts_exception"))
     }
 }
 
 impl Scrolls {
     /// Scrolls open now (expired ones are dropped first).
     pub fn len(&self) -> usize {
-        let mut open = self.open.lock();
-        sweep(&mut open);
-        open.len()
+        self.0.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.0.is_empty()
     }
 
     /// Opens a scroll for `req` (which has `scroll`) over `targets` and answers its first page, with the
     /// request's aggregations.
     pub fn open(&self, req: &SearchRequest, targets: &[Target], limits: &Limits) -> ApiResult<Value> {
         let keep_alive = req.scroll.expect("a scroll request has a keep-alive");
-        {
-            // Checked and reserved under the lock, so concurrent opens cannot pass the limit together.
-            let mut open = self.open.lock();
-            sweep(&mut open);
-            if open.len() + self.opening.load(Relaxed) >= MAX_OPEN {
-                return Err(ApiError::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "too_many_scroll_contexts_exception",
-                    format!(
-                        "Trying to create too many scroll contexts. Must be less than or equal to: [{MAX_OPEN}]. \
-                         Clear scrolls with DELETE /_search/scroll or let them expire."
-                    ),
-                ));
-            }
-            self.opening.fetch_add(1, Relaxed);
-        }
-        struct Reserved<'a>(&'a AtomicUsize);
-        impl Drop for Reserved<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Relaxed);
-            }
-        }
-        let reserved = Reserved(&self.opening);
+        let reserved = self.0.reserve()?;
         let mut keys = req.sort.keys();
         // The default order (by score) shows no `sort`, as Elasticsearch's does.
         let shown = (req.sort != SortSpec::Score).then_some(keys.len());
@@ -182,8 +113,7 @@ impl Scrolls {
                 })
             })
             .collect::<ApiResult<Vec<_>>>()?;
-        let mut ctx =
-            Context { page, cursors, total: 0, shown, keep_alive, expires: Instant::now() + keep_alive };
+        let mut ctx = Context { page, cursors, total: 0, shown };
         let t0 = Instant::now();
         let (mut out, total) = next_page(&mut ctx, limits)?;
         ctx.total = total;
@@ -191,78 +121,35 @@ impl Scrolls {
         if let Some(aggs) = req.aggregations_on(targets, limits)? {
             out["aggregations"] = aggs;
         }
-        let id = self.new_id();
-        out["_scroll_id"] = json!(id);
         out["took"] = json!(t0.elapsed().as_millis() as u64);
-        ctx.expires = Instant::now() + keep_alive;
-        let mut open = self.open.lock();
-        open.insert(id, Arc::new(Mutex::new(ctx)));
-        // Counted as open from here on (the map's lock is held, so no check sees it twice or not at all).
-        drop(reserved);
+        out["_scroll_id"] = json!(self.0.insert(reserved, ctx, keep_alive));
         Ok(out)
     }
 
     /// The next page of scroll `id`, its keep-alive renewed (to `keep_alive` when given). An unknown or
     /// expired id is a 404.
     pub fn next(&self, id: &str, keep_alive: Option<Duration>, limits: &Limits) -> ApiResult<Value> {
-        let ctx = {
-            let mut open = self.open.lock();
-            sweep(&mut open);
-            open.get(id).cloned().ok_or_else(|| missing(id))?
+        let missing = || {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "search_context_missing_exception",
+                format!("No search context found for id [{id}]"),
+            )
         };
-        // Pages of one scroll run one at a time; a request for a page while another runs is turned away
-        // rather than holding a query thread (clients retry a 429).
-        let Some(mut ctx) = ctx.try_lock() else {
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "es_rejected_execution_exception",
-                format!("a page of scroll [{id}] is being read; a scroll's pages are read one at a time"),
-            ));
-        };
-        if let Some(k) = keep_alive {
-            ctx.keep_alive = k;
-        }
-        let t0 = Instant::now();
-        let (mut out, _) = next_page(&mut ctx, limits)?;
-        out["hits"]["total"] = json!({"value": ctx.total, "relation": "eq"});
-        out["_scroll_id"] = json!(id);
-        out["took"] = json!(t0.elapsed().as_millis() as u64);
-        ctx.expires = Instant::now() + ctx.keep_alive;
-        Ok(out)
+        self.0.with(id, keep_alive, missing, |ctx| {
+            let t0 = Instant::now();
+            let (mut out, _) = next_page(ctx, limits)?;
+            out["hits"]["total"] = json!({"value": ctx.total, "relation": "eq"});
+            out["_scroll_id"] = json!(id);
+            out["took"] = json!(t0.elapsed().as_millis() as u64);
+            Ok(out)
+        })
     }
 
     /// Frees the scrolls `ids` (`None`: every one). Returns how many were open.
     pub fn clear(&self, ids: Option<&[String]>) -> usize {
-        let mut open = self.open.lock();
-        sweep(&mut open);
-        match ids {
-            None => std::mem::take(&mut *open).len(),
-            Some(ids) => ids.iter().filter(|id| open.remove(id.as_str()).is_some()).count(),
-        }
+        self.0.remove(ids).len()
     }
-
-    /// A new scroll id: a counter (never repeats within the process) and 64 bits keyed by a random seed.
-    fn new_id(&self) -> String {
-        let n = self.next.fetch_add(1, Relaxed);
-        let mut h = self.hasher.build_hasher();
-        h.write_u64(n);
-        format!("{n:x}-{:016x}", h.finish())
-    }
-}
-
-/// Drops expired scrolls.
-fn sweep(open: &mut HashMap<String, Arc<Mutex<Context>>>) {
-    let now = Instant::now();
-    // A scroll whose page is running is not expired (its page renews it).
-    open.retain(|_, c| c.try_lock().is_none_or(|c| c.expires > now));
-}
-
-fn missing(id: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "search_context_missing_exception",
-        format!("No search context found for id [{id}]"),
-    )
 }
 
 /// The next page of `ctx`: every index's next `size` hits below its horizon, the first `size` of them all
@@ -337,23 +224,4 @@ fn next_page(ctx: &mut Context, limits: &Limits) -> ApiResult<(Value, u64)> {
         "hits": hits_obj,
     });
     Ok((out, total))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keep_alives_parse_as_elasticsearch_time_values() {
-        assert_eq!(keep_alive("1m").unwrap(), Duration::from_secs(60));
-        assert_eq!(keep_alive("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(keep_alive("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(keep_alive("2h").unwrap(), Duration::from_secs(7200));
-        assert_eq!(keep_alive("1d").unwrap(), Duration::from_secs(86_400));
-        for bad in ["60", "m", "1x", "-1m", "1.5m", ""] {
-            assert!(keep_alive(bad).unwrap_err().reason.contains("unit is missing or unrecognized"), "{bad}");
-        }
-        assert!(keep_alive("2d").unwrap_err().reason.contains("too large"));
-        assert!(keep_alive("0s").unwrap_err().reason.contains("above zero"));
-    }
 }
