@@ -444,6 +444,30 @@ def test_scroll_and_scan(client, ix):
         client.scroll(scroll_id=r["_scroll_id"], scroll="30s")
 
 
+def test_point_in_time(client, ix):
+    # OpenSearch's point-in-time API: create_pit, searches with "pit" paged by search_after, get_all_pits,
+    # delete_pit.
+    pit = client.create_pit(index=INDEX, params={"keep_alive": "1m"})
+    pid = pit["pit_id"]
+    assert pit["_shards"]["failed"] == 0
+    assert any(p["pit_id"] == pid for p in client.get_all_pits()["pits"])
+    seen, after = [], None
+    while True:
+        body = {"pit": {"id": pid, "keep_alive": "1m"}, "size": 300, "sort": [{"n": "asc"}]}
+        if after is not None:
+            body["search_after"] = after
+        r = client.search(body=body)
+        assert r["pit_id"] == pid
+        if not hits(r):
+            break
+        seen += ids(r)
+        after = hits(r)[-1]["sort"]
+    assert sorted(seen) == sorted(ix.docs)
+    assert client.delete_pit(body={"pit_id": [pid]})["pits"][0]["successful"] is True
+    with pytest.raises(NotFoundError):
+        client.search(body={"pit": {"id": pid}})
+
+
 def test_ids_query(client, ix):
     some = sorted(ix.docs)[:3]
     r = client.search(index=INDEX, body={"query": {"ids": {"values": some + ["no-such-id"]}}})

@@ -21,6 +21,7 @@ pub mod highlight;
 pub mod indices;
 pub mod metrics;
 pub mod multi;
+pub mod pit;
 pub mod pool;
 pub mod reindex;
 pub mod scroll;
@@ -119,6 +120,8 @@ pub struct ServerState {
     id_locks: Vec<Mutex<()>>,
     /// Open scrolls (`?scroll=` searches).
     pub scrolls: scroll::Scrolls,
+    /// Open points in time.
+    pub pits: pit::Pits,
 }
 
 pub type State = ServerState;
@@ -150,6 +153,7 @@ impl ServerState {
             metrics: Default::default(),
             id_locks: (0..256).map(|_| Mutex::new(())).collect(),
             scrolls: Default::default(),
+            pits: Default::default(),
         })
     }
 
@@ -289,6 +293,11 @@ pub fn router(state: Shared) -> Router {
         .route("/_refresh", get(refresh_all).post(refresh_all))
         .route("/_search", get(search_all).post(search_all))
         .route("/_analyze", get(analyze_global).post(analyze_global))
+        .route("/_pit", axum::routing::delete(pit_close))
+        .route("/{index}/_pit", post(pit_open))
+        .route("/{index}/_search/point_in_time", post(pit_open_opensearch))
+        .route("/_search/point_in_time", axum::routing::delete(pit_close_opensearch))
+        .route("/_search/point_in_time/_all", get(pit_list_opensearch).delete(pit_close_all_opensearch))
         .route("/{index}/_analyze", get(analyze_index).post(analyze_index))
         .route("/_search/scroll", get(scroll_next).post(scroll_next).delete(scroll_clear))
         .route("/_search/scroll/{id}", get(scroll_next_id).post(scroll_next_id).delete(scroll_clear_id))
@@ -1096,6 +1105,15 @@ async fn search(
             let st2 = st.clone();
             return st.pool.run(move || st2.scrolls.open(&req, &targets, &limits)).await;
         }
+        if let Some(pit) = req.pit.clone() {
+            if index != "_all" {
+                return Err(ApiError::bad_request(
+                    "[indices] cannot be used with point in time. Do not specify any index with point in time.",
+                ));
+            }
+            let st2 = st.clone();
+            return st.pool.run(move || st2.pits.search(&req, &pit, &limits)).await;
+        }
         st.pool.run(move || req.execute_on(&targets, &limits)).await
     }
     .await;
@@ -1117,6 +1135,83 @@ async fn run_analyze(Ext(st): Ext<Shared>, index: Option<String>, b: Body) -> Ap
     let index = index.map(|i| st.index(&i)).transpose()?;
     let body = search::json_or_empty(&body(b)?)?;
     st.pool.run(move || analyze::analyze(index.as_deref(), &body)).await.map(Json)
+}
+
+/// Opens a point in time over the indices `index` names (`keep_alive` required).
+fn open_pit(st: &ServerState, index: &str, params: &HashMap<String, String>) -> ApiResult<(String, usize)> {
+    let keep = params.get("keep_alive").ok_or_else(|| {
+        ApiError::bad_request("[keep_alive] is missing: a point in time needs one (such as 1m)")
+    })?;
+    let keep = pit::parse_keep_alive(keep)?;
+    let targets = st.search_targets(index)?;
+    st.pits.open(&targets, keep)
+}
+
+fn shards_json(n: usize) -> Value {
+    json!({"total": n, "successful": n, "skipped": 0, "failed": 0})
+}
+
+/// `POST /{index}/_pit?keep_alive=1m` (Elasticsearch).
+async fn pit_open(
+    Ext(st): Ext<Shared>,
+    Path(index): Path<String>,
+    Query(params): Params,
+) -> ApiResult<Json<Value>> {
+    let (id, shards) = open_pit(&st, &index, &params)?;
+    Ok(Json(json!({"id": id, "_shards": shards_json(shards)})))
+}
+
+/// `POST /{index}/_search/point_in_time?keep_alive=1m` (OpenSearch).
+async fn pit_open_opensearch(
+    Ext(st): Ext<Shared>,
+    Path(index): Path<String>,
+    Query(params): Params,
+) -> ApiResult<Json<Value>> {
+    let (id, shards) = open_pit(&st, &index, &params)?;
+    let created = st.pits.list().into_iter().find(|p| p.0 == id).map_or(0, |p| p.1);
+    Ok(Json(json!({"pit_id": id, "_shards": shards_json(shards), "creation_time": created})))
+}
+
+/// `DELETE /_pit` with `{"id": ..}` (Elasticsearch): a 404 when it was not open.
+async fn pit_close(Ext(st): Ext<Shared>, b: Body) -> ApiResult<(StatusCode, Json<Value>)> {
+    let body = search::json_or_empty(&body(b)?)?;
+    let id = body.get("id").and_then(Value::as_str).ok_or_else(|| ApiError::parsing("[id] is missing"))?;
+    let freed = st.pits.close(Some(&[id.to_string()])).len();
+    let status = if freed == 0 { StatusCode::NOT_FOUND } else { StatusCode::OK };
+    Ok((status, Json(json!({"succeeded": true, "num_freed": freed}))))
+}
+
+/// `DELETE /_search/point_in_time` with `{"pit_id": [..]}` (OpenSearch).
+async fn pit_close_opensearch(Ext(st): Ext<Shared>, b: Body) -> ApiResult<(StatusCode, Json<Value>)> {
+    let body = search::json_or_empty(&body(b)?)?;
+    let ids: Vec<String> = match body.get("pit_id") {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+        _ => return Err(ApiError::parsing("[pit_id] must be a string or an array of strings")),
+    };
+    let freed = st.pits.close(Some(&ids));
+    let status = if freed.is_empty() { StatusCode::NOT_FOUND } else { StatusCode::OK };
+    let pits: Vec<Value> =
+        ids.iter().map(|id| json!({"pit_id": id, "successful": freed.contains(id)})).collect();
+    Ok((status, Json(json!({"pits": pits}))))
+}
+
+/// `DELETE /_search/point_in_time/_all` (OpenSearch).
+async fn pit_close_all_opensearch(Ext(st): Ext<Shared>) -> Json<Value> {
+    let pits: Vec<Value> =
+        st.pits.close(None).into_iter().map(|id| json!({"pit_id": id, "successful": true})).collect();
+    Json(json!({"pits": pits}))
+}
+
+/// `GET /_search/point_in_time/_all` (OpenSearch).
+async fn pit_list_opensearch(Ext(st): Ext<Shared>) -> Json<Value> {
+    let pits: Vec<Value> = st
+        .pits
+        .list()
+        .into_iter()
+        .map(|(id, created, keep)| json!({"pit_id": id, "creation_time": created, "keep_alive": keep.as_millis() as u64}))
+        .collect();
+    Json(json!({"pits": pits}))
 }
 
 /// `/_search/scroll`: the next page of a scroll, its id and keep-alive (`scroll`) in the body or the URL.

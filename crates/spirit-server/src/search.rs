@@ -203,6 +203,8 @@ pub struct SearchRequest {
     pub(crate) collapse: Option<String>,
     /// `min_score`: only hits scoring at least this, counted too.
     min_score: Option<f32>,
+    /// `pit`: run in this point in time ([`crate::pit`]).
+    pub(crate) pit: Option<crate::pit::PitRef>,
     /// `version` and `seq_no_primary_term`: each hit's `_version`, and its `_seq_no` (doc id in its
     /// shard, what a conditional write names) and `_primary_term` (1).
     version: bool,
@@ -250,6 +252,7 @@ const KNOWN_KEYS: &[&str] = &[
     "suggest",
     "collapse",
     "min_score",
+    "pit",
 ];
 
 impl SearchRequest {
@@ -371,6 +374,10 @@ impl SearchRequest {
             (single, None) => single,
         };
         let scroll = params.get("scroll").map(|s| crate::scroll::keep_alive(s)).transpose()?;
+        let pit = obj.get("pit").map(crate::pit::PitRef::parse).transpose()?;
+        if pit.is_some() && scroll.is_some() {
+            return Err(ApiError::bad_request("a point in time and a scroll cannot be used together"));
+        }
         let min_score = match obj.get("min_score") {
             None => None,
             Some(v) => match v.as_f64() {
@@ -451,6 +458,7 @@ impl SearchRequest {
             suggest: obj.get("suggest").map(crate::suggest::parse).transpose()?.unwrap_or_default(),
             collapse,
             min_score,
+            pit,
         })
     }
 
@@ -467,6 +475,10 @@ impl SearchRequest {
     /// translated for its own mapping: exact over all of them, as over one index. A target's alias filter
     /// filters every query on it.
     pub fn execute_on(&self, targets: &[Target], limits: &Limits) -> ApiResult<Value> {
+        if self.pit.is_some() {
+            // Only `/_search` runs a request in its point in time (`crate::pit`).
+            return Err(ApiError::unsupported("[pit] here (only in a /_search request)"));
+        }
         if let [one] = targets {
             let mut out = self.execute_page(
                 &one.index,
@@ -573,6 +585,22 @@ impl SearchRequest {
         let (_, results) = Index::aggregate_indices(&args)?;
         let schemas: Vec<&Schema> = translated.iter().map(|t| &t.0).collect();
         Ok(Some(crate::aggs::render(&results, &translated[0].2, &schemas)))
+    }
+
+    /// Whether the request has suggestions.
+    pub(crate) fn has_suggest(&self) -> bool {
+        !self.suggest.is_empty()
+    }
+
+    /// `from` and `size`.
+    pub(crate) fn window(&self) -> (usize, usize) {
+        (self.from, self.size)
+    }
+
+    /// What the hits' plan depends on besides an index's mapping and alias filter: the query and the post
+    /// filter, as JSON (a point in time keeps a plan per distinct one).
+    pub(crate) fn plan_key(&self) -> String {
+        json!([self.query, self.post_filter]).to_string()
     }
 
     /// Whether the request needs the several-keys path whatever its sort: collapsing and `min_score` read

@@ -3090,3 +3090,110 @@ fn min_score_drops_weaker_hits_from_the_page_and_the_count() {
         },
     );
 }
+
+#[test]
+fn points_in_time_page_through_the_documents_of_their_moment() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let m = r#"{"properties": {"body": {"type": "text"}, "n": {"type": "long"}}}"#;
+    for (index, shards) in [("pa", 3), ("pb", 1)] {
+        let body = format!(r#"{{"settings": {{"number_of_shards": {shards}}}, "mappings": {m}}}"#);
+        assert_eq!(s.call("PUT", &format!("/{index}"), Some(&body)).0, 200);
+    }
+    for i in 0..30 {
+        let index = if i % 3 == 0 { "pb" } else { "pa" };
+        let doc = json!({"body": format!("red {}", "fox ".repeat(i % 4)), "n": i % 7}).to_string();
+        assert_eq!(s.call("PUT", &format!("/{index}/_doc/d{i}"), Some(&doc)).0, 201);
+    }
+    let ids = |v: &Value| -> Vec<String> {
+        v["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].as_str().unwrap().to_string()).collect()
+    };
+    // The order now: by n, ties by index (pa first) then insertion.
+    let (_, v) = s.call("POST", "/pa,pb/_search", Some(r#"{"sort": [{"n": "asc"}], "size": 100}"#));
+    let want = ids(&v);
+    assert_eq!(want.len(), 30);
+    let (status, v) = s.call("POST", "/pa,pb/_pit?keep_alive=1m", None);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["_shards"]["total"], 4);
+    let pit = v["id"].as_str().unwrap().to_string();
+    // Pages of 4 by n with search_after; between pages a new document and a delete of one not yet seen.
+    let (mut got, mut deleted, mut after) = (vec![], vec![], None::<Value>);
+    for page in 0.. {
+        let mut body = json!({"pit": {"id": pit, "keep_alive": "1m"}, "sort": [{"n": "asc"}], "size": 4});
+        if let Some(a) = &after {
+            body["search_after"] = a.clone();
+        }
+        let (status, v) = s.call("POST", "/_search", Some(&body.to_string()));
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["pit_id"], json!(pit));
+        let hits = v["hits"]["hits"].as_array().unwrap().clone();
+        let Some(last) = hits.last() else { break };
+        // The sort values show the tiebreaker `_shard_doc` last.
+        assert_eq!(last["sort"].as_array().unwrap().len(), 2, "{last}");
+        after = Some(last["sort"].clone());
+        got.extend(ids(&v));
+        assert_eq!(s.call("PUT", &format!("/pa/_doc/new{page}"), Some(r#"{"body": "red", "n": -1}"#)).0, 201);
+        if let Some(later) = want.iter().rev().find(|id| !got.contains(id) && !deleted.contains(*id)) {
+            let index = if later[1..].parse::<usize>().unwrap() % 3 == 0 { "pb" } else { "pa" };
+            assert_eq!(s.call("DELETE", &format!("/{index}/_doc/{later}"), None).0, 200);
+            deleted.push(later.clone());
+        }
+    }
+    let kept: Vec<String> = want.iter().filter(|id| !deleted.contains(id)).cloned().collect();
+    assert_eq!(got, kept);
+    // By score (the default), paged the same way: every remaining document of the moment once.
+    let (mut seen, mut after) = (vec![], None::<Value>);
+    loop {
+        let mut body = json!({"pit": {"id": pit}, "query": {"match": {"body": "red"}}, "size": 7});
+        if let Some(a) = &after {
+            body["search_after"] = a.clone();
+        }
+        let (_, v) = s.call("POST", "/_search", Some(&body.to_string()));
+        let hits = v["hits"]["hits"].as_array().unwrap().clone();
+        let Some(last) = hits.last() else { break };
+        assert!(last["_score"].as_f64().unwrap() > 0.0);
+        after = Some(last["sort"].clone());
+        seen.extend(ids(&v));
+    }
+    let mut sorted = seen.clone();
+    sorted.sort();
+    let mut expect = kept.clone();
+    expect.sort();
+    assert_eq!(sorted, expect);
+    // Refusals, then closing.
+    for (path, body, status, reason) in [
+        ("/pa/_search", json!({"pit": {"id": pit}}), 400, "[indices] cannot be used with point in time"),
+        (
+            "/_search",
+            json!({"pit": {"id": pit}, "aggs": {"x": {"max": {"field": "n"}}}}),
+            400,
+            "aggregations in a point in time",
+        ),
+        ("/_search", json!({"pit": {"id": "nope"}}), 404, "No search context found"),
+        (
+            "/_search",
+            json!({"pit": {"id": pit}, "sort": [{"n": "asc"}], "search_after": [1, "x"]}),
+            400,
+            "_shard_doc",
+        ),
+    ] {
+        let (st, v) = s.call("POST", path, Some(&body.to_string()));
+        assert_eq!(st, status, "{body}: {v}");
+        assert!(v["error"]["reason"].as_str().unwrap().contains(reason), "{body}: {v}");
+    }
+    assert_eq!(s.call("POST", "/pa/_pit", None).0, 400, "keep_alive is required");
+    let close = json!({"id": pit}).to_string();
+    assert_eq!(s.call("DELETE", "/_pit", Some(&close)), (200, json!({"succeeded": true, "num_freed": 1})));
+    assert_eq!(s.call("DELETE", "/_pit", Some(&close)), (404, json!({"succeeded": true, "num_freed": 0})));
+    // OpenSearch's API: open, list, close.
+    let (_, v) = s.call("POST", "/pa/_search/point_in_time?keep_alive=10m", None);
+    let id = v["pit_id"].as_str().unwrap().to_string();
+    assert!(v["creation_time"].as_u64().unwrap() > 0);
+    let (_, list) = s.call("GET", "/_search/point_in_time/_all", None);
+    assert_eq!(list["pits"][0]["pit_id"], json!(id));
+    assert_eq!(list["pits"][0]["keep_alive"], 600_000);
+    let close = json!({"pit_id": [id]}).to_string();
+    let (status, v) = s.call("DELETE", "/_search/point_in_time", Some(&close));
+    assert_eq!((status, v["pits"][0]["successful"].clone()), (200, json!(true)));
+    s.stop();
+}

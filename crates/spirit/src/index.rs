@@ -1368,6 +1368,26 @@ impl Index {
         Ok(Horizon { ends, stats: std::sync::Arc::new(stats), node: std::sync::Arc::new(node) })
     }
 
+    /// Each shard's first doc id past what is visible now: the document set of a point in time, for
+    /// [`horizon_at`](Self::horizon_at).
+    pub fn visible_ends(&self) -> Vec<u32> {
+        self.shards
+            .iter()
+            .map(|s| s.pin())
+            .map(|s| s.segments.last().map_or(0, |g| g.base_doc + g.visible_docs()))
+            .collect()
+    }
+
+    /// A [`Horizon`] at `ends` (from [`visible_ends`](Self::visible_ends), earlier) for `q`, planned and
+    /// with its statistics taken now: a point in time's document set, with the plan and statistics of the
+    /// first search of `q` in it.
+    pub fn horizon_at(&self, q: &Query, ends: &[u32]) -> Result<Horizon> {
+        if ends.len() != self.shards.len() {
+            return Err(Error::InvalidArgument("ends of another index".into()));
+        }
+        Ok(Horizon { ends: ends.to_vec(), ..self.horizon(q)? })
+    }
+
     /// [`search_sorted`](Self::search_sorted) with the options of a [`SortedPage`]: below a scroll's
     /// horizon, one hit per value of a collapse key.
     ///
