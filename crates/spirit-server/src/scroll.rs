@@ -121,6 +121,9 @@ impl Scrolls {
         if let Some(aggs) = req.aggregations_on(targets, limits)? {
             out["aggregations"] = aggs;
         }
+        if let Some(s) = req.suggestions_on(targets)? {
+            out["suggest"] = s;
+        }
         out["took"] = json!(t0.elapsed().as_millis() as u64);
         out["_scroll_id"] = json!(self.0.insert(reserved, ctx, keep_alive));
         Ok(out)

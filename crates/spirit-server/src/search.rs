@@ -385,6 +385,11 @@ impl SearchRequest {
                 _ => return Err(ApiError::parsing("[min_score] must be a number")),
             },
         };
+        if min_score.is_some() && aggs.is_some() {
+            return Err(ApiError::unsupported(
+                "[min_score] together with aggregations (spirit's aggregations read every match of the query)",
+            ));
+        }
         let collapse = match obj.get("collapse") {
             None => None,
             Some(Value::Object(c)) => {
@@ -488,8 +493,8 @@ impl SearchRequest {
                 true,
                 None,
             )?;
-            if !self.suggest.is_empty() {
-                out["suggest"] = crate::suggest::run(&self.suggest, targets)?;
+            if let Some(s) = self.suggestions_on(targets)? {
+                out["suggest"] = s;
             }
             return Ok(out);
         }
@@ -522,7 +527,7 @@ impl SearchRequest {
         if let Some(field) = &self.collapse {
             // Each index gave its best `from + size` groups; a group several indices have keeps its best hit.
             let mut seen = std::collections::HashSet::new();
-            hits.retain(|h| seen.insert(h.0["fields"][field].to_string()));
+            hits.retain(|h| seen.insert(h.0.get("fields").map_or("null".into(), |f| f[field].to_string())));
         }
         let page: Vec<Value> = hits.into_iter().skip(self.from).take(self.size).map(|h| h.0).collect();
         let mut hits_obj = Map::new();
@@ -546,8 +551,8 @@ impl SearchRequest {
         if let Some(aggs) = self.aggregations_on(targets, limits)? {
             out["aggregations"] = aggs;
         }
-        if !self.suggest.is_empty() {
-            out["suggest"] = crate::suggest::run(&self.suggest, targets)?;
+        if let Some(s) = self.suggestions_on(targets)? {
+            out["suggest"] = s;
         }
         out["took"] = json!(t0.elapsed().as_millis() as u64);
         Ok(out)
@@ -585,6 +590,14 @@ impl SearchRequest {
         let (_, results) = Index::aggregate_indices(&args)?;
         let schemas: Vec<&Schema> = translated.iter().map(|t| &t.0).collect();
         Ok(Some(crate::aggs::render(&results, &translated[0].2, &schemas)))
+    }
+
+    /// The request's suggestions over `targets`, rendered (`None` without any).
+    pub(crate) fn suggestions_on(&self, targets: &[Target]) -> ApiResult<Option<Value>> {
+        if self.suggest.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(crate::suggest::run(&self.suggest, targets)?))
     }
 
     /// Whether the request has suggestions.
@@ -719,12 +732,18 @@ impl SearchRequest {
                     hit.insert("_seq_no".into(), json!(h.doc));
                     hit.insert("_primary_term".into(), json!(1));
                 }
-                if let Some(field) = &self.collapse {
-                    let value = h.collapse_value.as_ref();
-                    hit.insert(
-                        "fields".into(),
-                        json!({ field: value.map_or(vec![], |v| vec![sort_value(Some(v))]) }),
-                    );
+                if let (Some(field), Some(v)) = (&self.collapse, &h.collapse_value) {
+                    // As Elasticsearch fetches the field: a date formatted, a double as a double; nothing
+                    // for a hit without a value.
+                    let ty = schema.field_id(field).map(|f| schema.field(f).ty);
+                    let shown = match (ty, v) {
+                        (Some(FieldType::Date), SortValue::Number(ms)) => {
+                            json!(spirit::schema::format_date_millis(*ms as i64))
+                        }
+                        (Some(FieldType::Double), SortValue::Number(x)) => json!(x),
+                        _ => sort_value(Some(v)),
+                    };
+                    hit.insert("fields".into(), json!({ field: [shown] }));
                 }
                 match &shown {
                     SortSpec::Keys(keys) => {

@@ -14,11 +14,11 @@ use crate::error::{ApiError, ApiResult};
 use crate::Target;
 use serde_json::{json, Map, Value};
 use spirit::analysis::Analyzer;
-use spirit::query::suggest::{select, Candidates, SuggestMode, SuggestSort, TermSuggestOptions};
+use spirit::query::suggest::{select, wanted, Candidates, SuggestMode, SuggestSort, TermSuggestOptions};
 use spirit::schema::FieldType;
 
-/// Terms of one suggestion's text: each reads the field's dictionary near it (tens of milliseconds on a
-/// large dictionary), so a text of a query's length is fine and a document's is refused.
+/// Terms of a request's suggestions (all of them): each may read the field's dictionary near it (tens of
+/// milliseconds on a large dictionary), so texts of a query's length are fine and a document's is refused.
 pub const MAX_TERMS: usize = 64;
 
 /// One parsed suggestion.
@@ -151,9 +151,32 @@ enum Cut {
     Whole,
 }
 
+/// The options of one term: its frequency first (from every target), and only when the suggester's rules
+/// leave it wanting suggestions — long enough, missing or not too frequent — its neighbours.
+fn options_for(s: &TermSuggestion, term: &str, targets: &[Target]) -> ApiResult<Value> {
+    let mut c = Candidates::default();
+    for t in targets {
+        c.merge(t.index.suggest_term_stats(&s.field, term)?);
+    }
+    if wanted(term, &c, &s.options) {
+        for t in targets {
+            let near =
+                t.index.suggest_near_terms(&s.field, term, s.options.max_edits, s.options.prefix_length)?;
+            c.merge(Candidates { near, ..Default::default() });
+        }
+    }
+    let options: Vec<Value> = select(term, &c, &s.options)
+        .into_iter()
+        // The score as Elasticsearch prints a float (0.8, not the f64 nearest to the f32).
+        .map(|o| json!({"text": o.text, "score": o.score.to_string().parse::<f64>().ok(), "freq": o.freq}))
+        .collect();
+    Ok(Value::Array(options))
+}
+
 /// Runs the suggestions over `targets` and renders the `suggest` section.
 pub fn run(suggestions: &[TermSuggestion], targets: &[Target]) -> ApiResult<Value> {
     let mut out = Map::new();
+    let mut asked = 0;
     for s in suggestions {
         let cut = match &s.analyzer {
             Some(name) => Cut::Text(Analyzer::new(crate::analyze::named(name)?)),
@@ -169,40 +192,43 @@ pub fn run(suggestions: &[TermSuggestion], targets: &[Target]) -> ApiResult<Valu
                 })
                 .unwrap_or_else(|| Cut::Text(Analyzer::new(Default::default()))),
         };
-        let mut terms: Vec<(String, usize, usize)> = vec![];
+        // Listed only up to the bound (a long text is refused without its terms listed), counted all.
+        let (mut terms, mut count): (Vec<(String, usize, usize)>, usize) = (vec![], 0);
         match &cut {
-            Cut::Whole => terms.push((s.text.clone(), 0, s.text.encode_utf16().count())),
+            Cut::Whole => {
+                terms.push((s.text.clone(), 0, s.text.encode_utf16().count()));
+                count = 1;
+            }
             Cut::Text(a) => {
                 let mut units = Utf16Offsets::new(&s.text);
                 a.analyze_spans(&s.text, &mut |term, r| {
-                    let (start, end) = (units.at(r.start), units.at(r.end));
-                    terms.push((term.to_string(), start, end - start));
+                    count += 1;
+                    if asked + count <= MAX_TERMS {
+                        let (start, end) = (units.at(r.start), units.at(r.end));
+                        terms.push((term.to_string(), start, end - start));
+                    }
                 });
             }
         }
-        if terms.len() > MAX_TERMS {
+        asked += count;
+        if asked > MAX_TERMS {
             return Err(ApiError::bad_request(format!(
-                "suggestion [{}] has {} terms; at most {MAX_TERMS} are suggested for (each reads the field's dictionary)",
-                s.name,
-                terms.len()
+                "the suggestions have {asked} terms or more; at most {MAX_TERMS} are suggested for in one request \
+                 (each may read the field's dictionary)"
             )));
         }
         let mut entries = vec![];
+        // A term repeated in the text is looked up once.
+        let mut done: std::collections::HashMap<String, Value> = Default::default();
         for (term, offset, length) in terms {
-            let mut c = Candidates::default();
-            for t in targets {
-                c.merge(t.index.suggest_candidates(
-                    &s.field,
-                    &term,
-                    s.options.max_edits,
-                    s.options.prefix_length,
-                )?);
-            }
-            let options: Vec<Value> = select(&term, &c, &s.options)
-                .into_iter()
-                // The score as Elasticsearch prints a float (0.8, not the f64 nearest to the f32).
-                .map(|o| json!({"text": o.text, "score": o.score.to_string().parse::<f64>().ok(), "freq": o.freq}))
-                .collect();
+            let options = match done.get(&term) {
+                Some(o) => o.clone(),
+                None => {
+                    let o = options_for(s, &term, targets)?;
+                    done.insert(term.clone(), o.clone());
+                    o
+                }
+            };
             entries.push(json!({"text": term, "offset": offset, "length": length, "options": options}));
         }
         out.insert(s.name.clone(), Value::Array(entries));

@@ -367,7 +367,7 @@ pub struct SearchResult {
 /// The documents an index held at one moment — each shard's doc ids below its watermark then (a later
 /// document, and a later version of an old one, lies at or past it) — and the BM25 statistics a query read
 /// at that moment, so that each document scores the same on every page of a scroll. It pins nothing: a
-/// page reads the current snapshots (see [`Index::search_sorted_within`]), so holding one costs a few words
+/// page reads the current snapshots (see [`Index::search_sorted_with`]), so holding one costs a few words
 /// and never keeps memory from its ring.
 #[derive(Debug, Clone)]
 pub struct Horizon {
@@ -1636,7 +1636,7 @@ impl Index {
         let max = query::aggs::MAX_TERMS;
         let keys = query::keys_with_prefix(snaps, &field.to_be_bytes(), max)?.ok_or_else(|| {
             Error::InvalidArgument(format!(
-                "field [{}] has more than {max} distinct values, more than a sort reads",
+                "field [{}] has more than {max} distinct values, more than a sort or a collapse reads",
                 self.schema.read().field(field).name
             ))
         })?;
@@ -1662,32 +1662,42 @@ impl Index {
         Ok(several)
     }
 
-    /// The candidates of a term suggestion ([`query::suggest`]) for the analyzed term `term` of the text or
-    /// keyword field `field`, over every shard at one moment: none when the field is not mapped, an error
-    /// for a field of another type.
-    pub fn suggest_candidates(
+    /// A term suggestion's first step ([`query::suggest::term_stats`]) for the analyzed term `term` of the
+    /// text or keyword field `field`, over every shard at one moment: the term's frequency and the
+    /// documents. Nothing when the field is not mapped; an error for a field of another type.
+    pub fn suggest_term_stats(&self, field: &str, term: &str) -> Result<query::suggest::Candidates> {
+        let Some(fid) = self.suggest_field(field)? else { return Ok(Default::default()) };
+        let snaps: Vec<_> = self.shards.iter().map(|s| s.pin()).collect();
+        let refs: Vec<&Snapshot> = snaps.iter().map(|s| &**s).collect();
+        query::suggest::term_stats(&refs, fid, term)
+    }
+
+    /// A term suggestion's second step ([`query::suggest::near_terms`]): the terms of `field` near `term`,
+    /// with their edits and frequencies.
+    pub fn suggest_near_terms(
         &self,
         field: &str,
         term: &str,
         max_edits: usize,
         prefix_length: usize,
-    ) -> Result<query::suggest::Candidates> {
-        let fid = {
-            let schema = self.schema.read();
-            match schema.field_id(field) {
-                None => return Ok(Default::default()),
-                Some(f) if matches!(schema.field(f).ty, FieldType::Text | FieldType::Keyword) => f,
-                Some(f) => {
-                    return Err(Error::InvalidArgument(format!(
-                        "field [{field}] of type [{}] has no terms to suggest from",
-                        schema.field(f).ty.es_name()
-                    )))
-                }
-            }
-        };
+    ) -> Result<std::collections::BTreeMap<String, (usize, u64)>> {
+        let Some(fid) = self.suggest_field(field)? else { return Ok(Default::default()) };
         let snaps: Vec<_> = self.shards.iter().map(|s| s.pin()).collect();
         let refs: Vec<&Snapshot> = snaps.iter().map(|s| &**s).collect();
-        query::suggest::candidates(&refs, fid, term, max_edits, prefix_length)
+        query::suggest::near_terms(&refs, fid, term, max_edits, prefix_length)
+    }
+
+    /// The text or keyword field a suggestion reads (`None`: not mapped).
+    fn suggest_field(&self, field: &str) -> Result<Option<u16>> {
+        let schema = self.schema.read();
+        match schema.field_id(field) {
+            None => Ok(None),
+            Some(f) if matches!(schema.field(f).ty, FieldType::Text | FieldType::Keyword) => Ok(Some(f)),
+            Some(f) => Err(Error::InvalidArgument(format!(
+                "field [{field}] of type [{}] has no terms to suggest from",
+                schema.field(f).ty.es_name()
+            ))),
+        }
     }
 
     /// The numeric, date or keyword field `name` as a sort key (an error for other field types and unknown

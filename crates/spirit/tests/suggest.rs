@@ -80,12 +80,13 @@ proptest! {
             if seal {
                 index.force_merge(1).unwrap();
             }
-            let c = index.suggest_candidates("body", &term, max_edits, prefix_length).unwrap();
-            prop_assert_eq!(&c.near, &want, "{} shards", shards);
+            let near = index.suggest_near_terms("body", &term, max_edits, prefix_length).unwrap();
+            let c = index.suggest_term_stats("body", &term).unwrap();
+            prop_assert_eq!(&near, &want, "{} shards", shards);
             prop_assert_eq!(c.term_freq, term_freq);
             prop_assert_eq!(c.docs, docs.len() as u64);
-            prop_assert!(index.suggest_candidates("nope", &term, 2, 1).unwrap().near.is_empty());
-            got.push(c);
+            prop_assert!(index.suggest_near_terms("nope", &term, 2, 1).unwrap().is_empty());
+            got.push((c, near));
         }
         prop_assert_eq!(&got[0], &got[1]);
     }

@@ -134,19 +134,35 @@ pub struct Suggestion {
     pub freq: u64,
 }
 
+/// The frequency of the analyzed term `term` of field `field` in the snapshots (one shard each) and their
+/// documents (every visible one, deleted or not: Lucene's `maxDoc`), as of their watermarks — what decides
+/// whether the term gets suggestions at all ([`wanted`]) before its neighbours are looked for.
+pub fn term_stats(snaps: &[&Snapshot], field: u16, term: &str) -> Result<Candidates> {
+    let mut own = vec![];
+    term_key(field, term, &mut own);
+    let node = Node::Blended { field, boosts: vec![1.0], keys: vec![own.clone()] };
+    let mut out = Candidates::default();
+    for snap in snaps {
+        let (stats, marks) = collection_stats(snap, &node)?;
+        out.term_freq += stats.doc_freq(&own);
+        out.docs += marks.iter().map(|&m| m as u64).sum::<u64>();
+    }
+    Ok(out)
+}
+
 /// The terms of field `field` in the snapshots (one shard each) within `max_edits` of the analyzed term
-/// `term` and sharing its first `prefix_length` characters — at least one for two edits, as Lucene's spell
-/// checker asks — with their document frequencies, as of the snapshots' watermarks.
-pub fn candidates(
+/// `term` (not `term` itself) and sharing its first `prefix_length` characters — at least one for two
+/// edits, as Lucene's spell checker asks — with their edits and document frequencies, as of the snapshots'
+/// watermarks. Reads the field's dictionary from the fixed prefix on: ask only for a term [`wanted`] says
+/// gets suggestions.
+pub fn near_terms(
     snaps: &[&Snapshot],
     field: u16,
     term: &str,
     max_edits: usize,
     prefix_length: usize,
-) -> Result<Candidates> {
+) -> Result<BTreeMap<String, (usize, u64)>> {
     let found = within_edits(snaps, field, term, prefix_length, max_edits, true)?;
-    let mut own = vec![];
-    term_key(field, term, &mut own);
     let wide_prefix: Vec<char> = term.chars().take(prefix_length.max(1)).collect();
     let keys: Vec<(Vec<u8>, usize)> = found
         .into_iter()
@@ -157,55 +173,61 @@ pub fn candidates(
                         .is_ok_and(|t| t.chars().take(wide_prefix.len()).eq(wide_prefix.iter().copied())))
         })
         .collect();
-    let mut all: Vec<Vec<u8>> = keys.iter().map(|k| k.0.clone()).collect();
-    all.push(own.clone());
-    let node = Node::Blended { field, boosts: vec![1.0; all.len()], keys: all };
-    let mut out = Candidates::default();
+    let mut near = BTreeMap::new();
+    if keys.is_empty() {
+        return Ok(near);
+    }
+    let node = Node::Blended {
+        field,
+        boosts: vec![1.0; keys.len()],
+        keys: keys.iter().map(|k| k.0.clone()).collect(),
+    };
     for snap in snaps {
         let (stats, _) = collection_stats(snap, &node)?;
-        out.term_freq += stats.doc_freq(&own);
-        out.docs += stats.field(field).docs;
         for (k, d) in &keys {
             let freq = stats.doc_freq(k);
             if freq > 0 {
                 let text = String::from_utf8_lossy(&k[2..]).into_owned();
-                out.near.entry(text).and_modify(|e| e.1 += freq).or_insert((*d, freq));
+                near.entry(text).and_modify(|e: &mut (usize, u64)| e.1 += freq).or_insert((*d, freq));
             }
         }
     }
-    Ok(out)
+    Ok(near)
 }
 
-/// A frequency bound as the options give it: a count from 1 on, else a fraction of `docs` (rounded up).
-fn bound(v: f64, docs: u64) -> f64 {
-    if v >= 1.0 {
-        v
-    } else {
-        (v * docs as f64).ceil()
-    }
+/// Whether `term` (its frequency and the documents in `c`) gets suggestions at all under `o`, as Lucene's
+/// `DirectSpellChecker` decides before it looks at any other term: long enough, not in the index in mode
+/// `missing`, not in more documents than `max_term_freq` (a count, or a fraction of the documents rounded
+/// up).
+pub fn wanted(term: &str, c: &Candidates, o: &TermSuggestOptions) -> bool {
+    let most =
+        if o.max_term_freq >= 1.0 { o.max_term_freq } else { (o.max_term_freq * c.docs as f64).ceil() };
+    term.chars().count() >= o.min_word_length
+        && !(o.mode == SuggestMode::Missing && c.term_freq > 0)
+        && c.term_freq as f64 <= most
 }
 
-/// The suggestions for `term` among `c` under `o`, best first (at most `o.size`).
+/// The suggestions for `term` among `c` under `o`, best first (at most `o.size`). A candidate must be in more
+/// documents than Lucene's threshold: the term's own frequency in mode `popular`, and `min_doc_freq` (a
+/// count, or a fraction of the documents less one).
 pub fn select(term: &str, c: &Candidates, o: &TermSuggestOptions) -> Vec<Suggestion> {
-    let len = term.chars().count();
-    if len < o.min_word_length
-        || (o.mode == SuggestMode::Missing && c.term_freq > 0)
-        || c.term_freq as f64 > bound(o.max_term_freq, c.docs)
-    {
+    if !wanted(term, c, o) {
         return vec![];
     }
-    let least = bound(o.min_doc_freq, c.docs);
+    let len = term.chars().count();
+    let mut threshold: i64 = if o.mode == SuggestMode::Popular { c.term_freq as i64 } else { 0 };
+    if o.min_doc_freq >= 1.0 {
+        threshold = threshold.max(o.min_doc_freq as i64);
+    } else if o.min_doc_freq > 0.0 {
+        threshold = threshold.max((o.min_doc_freq * c.docs as f64) as i64 - 1);
+    }
     let mut out: Vec<Suggestion> = c
         .near
         .iter()
-        .filter(|(_, &(edits, freq))| {
-            edits <= o.max_edits
-                && freq as f64 >= least
-                && (o.mode != SuggestMode::Popular || freq > c.term_freq)
-        })
+        .filter(|(_, &(edits, freq))| edits <= o.max_edits && freq as i64 > threshold)
         .map(|(text, &(edits, freq))| {
             let shortest = text.chars().count().min(len).max(1);
-            Suggestion { text: text.clone(), score: (1.0 - edits as f32 / shortest as f32).max(0.0), freq }
+            Suggestion { text: text.clone(), score: 1.0 - edits as f32 / shortest as f32, freq }
         })
         .filter(|s| s.score >= o.accuracy)
         .collect();
@@ -260,10 +282,19 @@ mod tests {
             texts(select("tring", &c, &TermSuggestOptions { max_edits: 1, ..o.clone() })),
             ["string", "trying", "trig"]
         );
+        // Lucene's threshold: more documents than min_doc_freq (3), or than a fraction of them less one.
         assert_eq!(
             texts(select("tring", &c, &TermSuggestOptions { min_doc_freq: 3.0, ..o.clone() })),
+            ["string", "tiring"]
+        );
+        assert_eq!(
+            texts(select("tring", &c, &TermSuggestOptions { min_doc_freq: 0.0035, ..o.clone() })),
             ["string", "trying", "tiring"]
         );
+        // A similarity below zero fails even an accuracy of 0.
+        let far = Candidates { near: near(&[("abc", 2, 1)]), ..c.clone() };
+        let loose = TermSuggestOptions { min_word_length: 1, accuracy: 0.0, ..o.clone() };
+        assert!(select("a", &far, &loose).is_empty());
         assert_eq!(
             texts(select("tring", &c, &TermSuggestOptions { accuracy: 0.7, ..o.clone() })),
             ["string", "trying", "trig"]

@@ -386,14 +386,16 @@ fn analyze_with(
                 if !x.is_finite() {
                     return Err(bad());
                 }
-                let x = if def.ty == FieldType::Long { x.trunc() } else { x };
+                // A long has no negative zero (`-0`, `-0.5` are 0, as Elasticsearch coerces them); a double
+                // keeps it.
+                let x = if def.ty == FieldType::Long { x.trunc() + 0.0 } else { x };
                 if !numerics.iter().any(|(f, _)| *f == fid) {
                     numerics.push((fid, x));
                 }
             }
             FieldType::Date => {
                 let x = match v {
-                    Value::Number(n) => n.as_f64().ok_or_else(bad)?,
+                    Value::Number(n) => n.as_f64().ok_or_else(bad)? + 0.0,
                     Value::String(s) => parse_date_millis(s).ok_or_else(bad)? as f64,
                     _ => return Err(bad()),
                 };
