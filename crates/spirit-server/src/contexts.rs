@@ -16,18 +16,23 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-/// A context and its keep-alive.
-pub struct Entry<T> {
-    pub value: T,
-    pub keep_alive: Duration,
-    expires: Instant,
+/// A context, its keep-alive and expiry. The value has its own lock (held while a request uses it), the
+/// times another (held for an instant), so listing and sweeping never wait for a request.
+struct Entry<T> {
+    value: Mutex<T>,
+    times: Mutex<Times>,
     /// When it was opened (epoch milliseconds).
-    pub created_ms: u64,
+    created_ms: u64,
+}
+
+struct Times {
+    keep_alive: Duration,
+    expires: Instant,
 }
 
 /// The open contexts of one kind.
 pub struct Contexts<T> {
-    open: Mutex<HashMap<String, Arc<Mutex<Entry<T>>>>>,
+    open: Mutex<HashMap<String, Arc<Entry<T>>>>,
     /// Contexts whose first request is running: they count against `max` already.
     opening: AtomicUsize,
     next: AtomicU64,
@@ -100,9 +105,10 @@ impl<T> Contexts<T> {
         let id = format!("{n:x}-{:016x}", h.finish());
         let created_ms =
             SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-        let entry = Entry { value, keep_alive, expires: Instant::now() + keep_alive, created_ms };
+        let times = Mutex::new(Times { keep_alive, expires: Instant::now() + keep_alive });
+        let entry = Entry { value: Mutex::new(value), times, created_ms };
         let mut open = self.open.lock();
-        open.insert(id.clone(), Arc::new(Mutex::new(entry)));
+        open.insert(id.clone(), Arc::new(entry));
         // Counted as open from here on (the map's lock is held, so no check sees it twice or not at all).
         drop(reserved);
         id
@@ -117,12 +123,36 @@ impl<T> Contexts<T> {
         missing: impl FnOnce() -> ApiError,
         f: impl FnOnce(&mut T) -> ApiResult<R>,
     ) -> ApiResult<R> {
+        self.use_one(id, keep_alive, missing, false, f)
+    }
+
+    /// [`with`](Self::with) for an `f` that holds the context only an instant: a request waits for another
+    /// using it instead of being turned away.
+    pub fn with_waiting<R>(
+        &self,
+        id: &str,
+        keep_alive: Option<Duration>,
+        missing: impl FnOnce() -> ApiError,
+        f: impl FnOnce(&mut T) -> ApiResult<R>,
+    ) -> ApiResult<R> {
+        self.use_one(id, keep_alive, missing, true, f)
+    }
+
+    fn use_one<R>(
+        &self,
+        id: &str,
+        keep_alive: Option<Duration>,
+        missing: impl FnOnce() -> ApiError,
+        wait: bool,
+        f: impl FnOnce(&mut T) -> ApiResult<R>,
+    ) -> ApiResult<R> {
         let entry = {
             let mut open = self.open.lock();
             sweep(&mut open);
             open.get(id).cloned().ok_or_else(missing)?
         };
-        let Some(mut entry) = entry.try_lock() else {
+        let value = if wait { Some(entry.value.lock()) } else { entry.value.try_lock() };
+        let Some(mut value) = value else {
             return Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 "es_rejected_execution_exception",
@@ -130,10 +160,11 @@ impl<T> Contexts<T> {
             ));
         };
         if let Some(k) = keep_alive {
-            entry.keep_alive = k;
+            entry.times.lock().keep_alive = k;
         }
-        let r = f(&mut entry.value);
-        entry.expires = Instant::now() + entry.keep_alive;
+        let r = f(&mut value);
+        let mut times = entry.times.lock();
+        times.expires = Instant::now() + times.keep_alive;
         r
     }
 
@@ -147,24 +178,22 @@ impl<T> Contexts<T> {
         }
     }
 
-    /// Every open context's id, opening time and keep-alive (one in use is listed without waiting for it).
+    /// Every open context's id, opening time and keep-alive (one in use too).
     pub fn list(&self) -> Vec<(String, u64, Duration)> {
         let mut open = self.open.lock();
         sweep(&mut open);
-        let mut out: Vec<_> = open
-            .iter()
-            .filter_map(|(id, e)| e.try_lock().map(|e| (id.clone(), e.created_ms, e.keep_alive)))
-            .collect();
+        let mut out: Vec<_> =
+            open.iter().map(|(id, e)| (id.clone(), e.created_ms, e.times.lock().keep_alive)).collect();
         out.sort();
         out
     }
 }
 
 /// Drops expired contexts.
-fn sweep<T>(open: &mut HashMap<String, Arc<Mutex<Entry<T>>>>) {
+fn sweep<T>(open: &mut HashMap<String, Arc<Entry<T>>>) {
     let now = Instant::now();
     // A context in use is not expired (its use renews it).
-    open.retain(|_, c| c.try_lock().is_none_or(|c| c.expires > now));
+    open.retain(|_, c| c.value.is_locked() || c.times.lock().expires > now);
 }
 
 /// A time value as Elasticsearch writes them (`1m`, `30s`, `500ms`, `2h`, `1d`, `100micros`, `10nanos`): a
@@ -225,7 +254,7 @@ mod tests {
     #[test]
     fn contexts_expire_are_bounded_and_used_one_request_at_a_time() {
         let c: Contexts<u32> = Contexts::new(2, "test", "too_many");
-        let a = c.insert(c.reserve().unwrap(), 1, Duration::from_millis(50));
+        let a = c.insert(c.reserve().unwrap(), 1, Duration::from_millis(300));
         let r = c.reserve().unwrap();
         // One open and one opening: the bound is reached.
         assert_eq!(c.reserve().err().unwrap().status, StatusCode::TOO_MANY_REQUESTS);
@@ -236,13 +265,14 @@ mod tests {
         assert_eq!(c.with(&b, None, missing, |v| Ok(*v)).unwrap(), 2);
         // In use: a second request is turned away.
         let entry = c.open.lock().get(&b).cloned().unwrap();
-        let held = entry.lock();
+        let held = entry.value.lock();
+        assert_eq!(c.list().len(), 2, "a context in use is listed");
         assert_eq!(
             c.with(&b, None, missing, |v| Ok(*v)).err().unwrap().status,
             StatusCode::TOO_MANY_REQUESTS
         );
         drop(held);
-        std::thread::sleep(Duration::from_millis(80));
+        std::thread::sleep(Duration::from_millis(350));
         assert!(c.with(&a, None, missing, |v| Ok(*v)).is_err(), "expired");
         assert_eq!(c.len(), 1);
         assert_eq!(c.list().len(), 1);

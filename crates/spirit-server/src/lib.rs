@@ -605,7 +605,7 @@ async fn force_merge(
 
 /// `/_search`: every index.
 async fn search_all(st: Ext<Shared>, params: Params, b: Body) -> ApiResult<Json<Value>> {
-    search(st, Path("_all".into()), params, b).await
+    run_search(st, None, params, b).await
 }
 
 /// `/_count`: every index.
@@ -1091,28 +1091,38 @@ async fn bulk_index(Ext(st): Ext<Shared>, Path(index): Path<String>, b: Body) ->
 }
 
 async fn search(
-    Ext(st): Ext<Shared>,
+    st: Ext<Shared>,
     Path(index): Path<String>,
+    params: Params,
+    b: Body,
+) -> ApiResult<Json<Value>> {
+    run_search(st, Some(index), params, b).await
+}
+
+/// A search of the indices `index` names (`None`: `/_search`, every index — or a point in time's).
+async fn run_search(
+    Ext(st): Ext<Shared>,
+    index: Option<String>,
     Query(params): Params,
     b: Body,
 ) -> ApiResult<Json<Value>> {
     let t0 = Instant::now();
     let r = async {
-        let targets = st.search_targets(&index)?;
         let req = search::SearchRequest::parse(&body(b)?, &params, &st.limits)?;
         let limits = st.limits.clone();
-        if req.scroll.is_some() {
-            let st2 = st.clone();
-            return st.pool.run(move || st2.scrolls.open(&req, &targets, &limits)).await;
-        }
         if let Some(pit) = req.pit.clone() {
-            if index != "_all" {
+            if index.is_some() {
                 return Err(ApiError::bad_request(
                     "[indices] cannot be used with point in time. Do not specify any index with point in time.",
                 ));
             }
             let st2 = st.clone();
             return st.pool.run(move || st2.pits.search(&req, &pit, &limits)).await;
+        }
+        let targets = st.search_targets(index.as_deref().unwrap_or("_all"))?;
+        if req.scroll.is_some() {
+            let st2 = st.clone();
+            return st.pool.run(move || st2.scrolls.open(&req, &targets, &limits)).await;
         }
         st.pool.run(move || req.execute_on(&targets, &limits)).await
     }
@@ -1189,11 +1199,11 @@ async fn pit_close_opensearch(Ext(st): Ext<Shared>, b: Body) -> ApiResult<(Statu
         Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
         _ => return Err(ApiError::parsing("[pit_id] must be a string or an array of strings")),
     };
+    // Always a 200, each id with whether it was open, as OpenSearch answers.
     let freed = st.pits.close(Some(&ids));
-    let status = if freed.is_empty() { StatusCode::NOT_FOUND } else { StatusCode::OK };
     let pits: Vec<Value> =
         ids.iter().map(|id| json!({"pit_id": id, "successful": freed.contains(id)})).collect();
-    Ok((status, Json(json!({"pits": pits}))))
+    Ok((StatusCode::OK, Json(json!({"pits": pits}))))
 }
 
 /// `DELETE /_search/point_in_time/_all` (OpenSearch).

@@ -17,7 +17,7 @@
 
 use crate::contexts::{keep_alive, Contexts};
 use crate::error::{ApiError, ApiResult};
-use crate::search::{merge_order, KeySpec, SearchRequest, SortSpec, Within};
+use crate::search::{merge_order, KeySpec, SearchRequest, SortSpec, TrackTotal, Within};
 use crate::{Limits, Target};
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 pub const MAX_OPEN: usize = 1_000;
 /// The longest keep-alive (Elasticsearch's `search.max_keep_alive` default).
 pub const MAX_KEEP_ALIVE: Duration = Duration::from_secs(24 * 3600);
-/// Queries whose plan and statistics one index of a point in time keeps (more: the oldest are forgotten
-/// and planned again).
+/// Queries whose plan and statistics one index of a point in time keeps (more: the least recently used is
+/// forgotten, and planned again if asked for again).
 pub const MAX_QUERIES: usize = 64;
 /// `_shard_doc` = an index's position << this | the document's `_doc`.
 const RANK_SHIFT: u32 = 40;
@@ -45,12 +45,15 @@ struct PitIndex {
     /// The filter of the alias the index was reached through.
     filter: Option<Value>,
     ends: Vec<u32>,
-    /// Per query (its request JSON): its plan and statistics at its first search.
-    horizons: HashMap<String, Horizon>,
+    /// Per query (its request JSON): its plan and statistics at its first search, and the search that last
+    /// used them.
+    horizons: HashMap<String, (Arc<Horizon>, u64)>,
 }
 
 struct Pit {
     indices: Vec<PitIndex>,
+    /// Searches run in it (the clock of the plans' last uses).
+    uses: u64,
 }
 
 /// The open points in time of a server.
@@ -113,11 +116,11 @@ impl Pits {
                 horizons: HashMap::new(),
             })
             .collect();
-        if indices.len() >= 1 << (53 - RANK_SHIFT) {
+        if indices.len() > 1 << (53 - RANK_SHIFT) {
             return Err(ApiError::bad_request("a point in time spans at most 8,192 indices"));
         }
         let shards = targets.iter().map(|t| t.index.shards().len()).sum();
-        Ok((self.0.insert(reserved, Pit { indices }, keep_alive), shards))
+        Ok((self.0.insert(reserved, Pit { indices, uses: 0 }, keep_alive), shards))
     }
 
     /// Frees the points in time `ids` (`None`: every one); returns those that were open.
@@ -149,111 +152,189 @@ impl Pits {
                 return Err(ApiError::unsupported(format!("{what} in a point in time")));
             }
         }
-        let mut out = self.0.with(&pit.id, pit.keep_alive, || missing(&pit.id), |p| p.search(req, limits))?;
+        // The point in time's lock is held only while its plans are taken.
+        let parts =
+            self.0.with_waiting(&pit.id, pit.keep_alive, || missing(&pit.id), |p| p.parts(req, limits))?;
+        let mut out = search_parts(req, &parts, limits)?;
         out["pit_id"] = json!(pit.id);
         Ok(out)
     }
 }
 
+/// One index of a search in a point in time, taken from it under its lock.
+struct Part {
+    rank: usize,
+    name: String,
+    /// `None`: deleted since the point in time opened (its shards then count as failed).
+    index: Option<Arc<Index>>,
+    shards: usize,
+    filter: Option<Value>,
+    /// The plan and statistics of the search's query (`None` for a deleted index).
+    horizon: Option<Arc<Horizon>>,
+}
+
 impl Pit {
-    fn search(&mut self, req: &SearchRequest, limits: &Limits) -> ApiResult<Value> {
-        let t0 = Instant::now();
-        let mut keys = req.sort.keys();
-        let tiebreak = match keys.iter().position(|k| k.name == "_shard_doc") {
-            Some(at) => at,
-            None => {
-                keys.push(KeySpec { name: "_shard_doc".into(), descending: false, missing_first: false });
-                keys.len() - 1
-            }
-        };
-        // Each index runs the keys with its own `_doc` in the tiebreaker's place.
-        let mut page = req.clone();
-        page.sort = SortSpec::Keys(
-            keys.iter()
-                .map(|k| {
-                    if k.name == "_shard_doc" {
-                        KeySpec { name: "_doc".into(), ..k.clone() }
-                    } else {
-                        k.clone()
-                    }
-                })
-                .collect(),
-        );
-        page.after = None;
-        let after_rank = match &req.after {
-            None => None,
-            Some(values) => match values.get(tiebreak) {
-                Some(Some(SortValue::Number(t))) if *t >= 0.0 && t.fract() == 0.0 => {
-                    let t = *t as u64;
-                    Some(((t >> RANK_SHIFT) as usize, (t & ((1 << RANK_SHIFT) - 1)) as f64))
-                }
-                _ => {
-                    return Err(ApiError::bad_request(format!(
-                        "[search_after] value {} (position {tiebreak}) must be a `_shard_doc` of a hit of this point in \
-                         time",
-                        values.get(tiebreak).map_or("missing".into(), |v| format!("{v:?}"))
-                    )))
-                }
-            },
-        };
-        let plan_key = req.plan_key();
-        let (mut hits, mut total, mut shards) = (vec![], 0u64, 0usize);
-        let window = req.window();
+    /// The indices a search of `req` reads, each with the plan and statistics of `req`'s query (made now at
+    /// its first search here; the least recently used of more than [`MAX_QUERIES`] forgotten).
+    fn parts(&mut self, req: &SearchRequest, limits: &Limits) -> ApiResult<Vec<Part>> {
+        self.uses += 1;
+        let (key, now) = (req.plan_key(), self.uses);
+        let mut parts = vec![];
         for (rank, p) in self.indices.iter_mut().enumerate() {
-            // An index deleted since the point in time opened.
-            let index = p.index.upgrade().ok_or_else(|| ApiError::index_not_found(&p.name))?;
-            shards += index.shards().len();
-            let target = Target { index: index.clone(), filter: p.filter.clone() };
-            if !p.horizons.contains_key(&plan_key) {
-                if p.horizons.len() >= MAX_QUERIES {
-                    p.horizons.clear();
+            let Some(index) = p.index.upgrade() else {
+                let name = p.name.clone();
+                parts.push(Part {
+                    rank,
+                    name,
+                    index: None,
+                    shards: p.ends.len(),
+                    filter: None,
+                    horizon: None,
+                });
+                continue;
+            };
+            let horizon = match p.horizons.get_mut(&key) {
+                Some((h, used)) => {
+                    *used = now;
+                    h.clone()
                 }
-                let horizon = index.horizon_at(&req.query_on(&target, limits)?, &p.ends)?;
-                p.horizons.insert(plan_key.clone(), horizon);
+                None => {
+                    if p.horizons.len() >= MAX_QUERIES {
+                        let oldest =
+                            p.horizons.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone());
+                        p.horizons.remove(&oldest.expect("a full cache has entries"));
+                    }
+                    let target = Target { index: index.clone(), filter: p.filter.clone() };
+                    let h = Arc::new(index.horizon_at(&req.query_on(&target, limits)?, &p.ends)?);
+                    p.horizons.insert(key.clone(), (h.clone(), now));
+                    h
+                }
+            };
+            let (filter, horizon) = (p.filter.clone(), Some(horizon));
+            let name = p.name.clone();
+            parts.push(Part { rank, name, index: Some(index), shards: p.ends.len(), filter, horizon });
+        }
+        Ok(parts)
+    }
+}
+
+/// Runs `req` over `parts` (outside the point in time's lock: searches in one point in time run together).
+fn search_parts(req: &SearchRequest, parts: &[Part], limits: &Limits) -> ApiResult<Value> {
+    let t0 = Instant::now();
+    let mut keys = req.sort.keys();
+    let tiebreak = match keys.iter().position(|k| k.name == "_shard_doc") {
+        Some(at) => at,
+        None => {
+            keys.push(KeySpec { name: "_shard_doc".into(), descending: false, missing_first: false });
+            keys.len() - 1
+        }
+    };
+    // Each index runs the keys with its own `_doc` in the tiebreaker's place, counting every match.
+    let mut page = req.clone();
+    page.sort = SortSpec::Keys(
+        keys.iter()
+            .map(|k| {
+                if k.name == "_shard_doc" {
+                    KeySpec { name: "_doc".into(), ..k.clone() }
+                } else {
+                    k.clone()
+                }
+            })
+            .collect(),
+    );
+    page.after = None;
+    page.track = TrackTotal::Exact;
+    let after_rank = match &req.after {
+        None => None,
+        Some(values) => match values.get(tiebreak) {
+            Some(Some(SortValue::Number(t)))
+                if *t >= 0.0 && t.fract() == 0.0 && (*t as u64 >> RANK_SHIFT) < parts.len() as u64 =>
+            {
+                let t = *t as u64;
+                Some(((t >> RANK_SHIFT) as usize, (t & ((1 << RANK_SHIFT) - 1)) as f64))
             }
-            let horizon = &p.horizons[&plan_key];
-            // Where this index resumes: within the same index at the tiebreaker's `_doc`; an index before it
-            // in the point in time has nothing left at equal values, one after it all of them.
-            let after = req.after.as_ref().zip(after_rank).map(|(values, (r, doc))| {
-                let mut v = values.clone();
-                v[tiebreak] = Some(SortValue::Number(match rank.cmp(&r) {
-                    std::cmp::Ordering::Equal => doc,
-                    std::cmp::Ordering::Less => f64::INFINITY,
-                    std::cmp::Ordering::Greater => -1.0,
-                }));
-                v
-            });
-            let within = Within { horizon, after: after.as_deref() };
-            let mut r = page.execute_page(
-                &index,
-                p.filter.as_ref(),
-                limits,
-                (0, window.0 + window.1),
-                false,
-                Some(within),
-            )?;
-            total += r["hits"]["total"]["value"].as_u64().unwrap_or(0);
-            if let Value::Array(list) = r["hits"]["hits"].take() {
-                for (at, mut hit) in list.into_iter().enumerate() {
-                    let doc = hit["sort"][tiebreak].as_u64().unwrap_or(0);
-                    hit["sort"][tiebreak] = json!(((rank as u64) << RANK_SHIFT) | doc);
-                    hits.push((hit, rank, at));
+            other => {
+                let shown = match other {
+                    Some(Some(SortValue::Number(x))) => x.to_string(),
+                    Some(Some(SortValue::Text(t))) => format!("\"{t}\""),
+                    Some(None) => "null".into(),
+                    None => "missing".into(),
+                };
+                return Err(ApiError::bad_request(format!(
+                    "[search_after] value {shown} (position {tiebreak}) is not a `_shard_doc` of a hit of this point \
+                     in time"
+                )));
+            }
+        },
+    };
+    let (mut hits, mut total, mut shards, mut failures) = (vec![], 0u64, 0usize, vec![]);
+    let window = req.window();
+    for part in parts {
+        shards += part.shards;
+        let (Some(index), Some(horizon)) = (&part.index, &part.horizon) else {
+            // Deleted since the point in time opened: the others still answer, as Elasticsearch's shards do.
+            for shard in 0..part.shards {
+                failures.push(json!({"shard": shard, "index": part.name, "reason": {
+                    "type": "index_not_found_exception", "reason": format!("no such index [{}]", part.name)}}));
+            }
+            continue;
+        };
+        // Where this index resumes: within the named index at the tiebreaker's `_doc`; in an index before
+        // it (a smaller `_shard_doc`) past every document at equal values (+inf), in one after it before
+        // them all (-1) — for either direction of `_shard_doc`, as `after` then reads them.
+        let after = req.after.as_ref().zip(after_rank).map(|(values, (r, doc))| {
+            let mut v = values.clone();
+            v[tiebreak] = Some(SortValue::Number(match part.rank.cmp(&r) {
+                std::cmp::Ordering::Equal => doc,
+                std::cmp::Ordering::Less => f64::INFINITY,
+                std::cmp::Ordering::Greater => -1.0,
+            }));
+            v
+        });
+        let within = Within { horizon, after: after.as_deref() };
+        let mut r = page.execute_page(
+            index,
+            part.filter.as_ref(),
+            limits,
+            (0, window.0 + window.1),
+            false,
+            Some(within),
+        )?;
+        total += r["hits"]["total"]["value"].as_u64().unwrap_or(0);
+        if let Value::Array(list) = r["hits"]["hits"].take() {
+            for (at, mut hit) in list.into_iter().enumerate() {
+                let doc = hit["sort"][tiebreak].as_u64().unwrap_or(0);
+                if doc >> RANK_SHIFT != 0 {
+                    return Err(ApiError::bad_request(format!(
+                        "index [{}] has more documents than a point in time's `_shard_doc` numbers (2^40)",
+                        index.name()
+                    )));
                 }
+                hit["sort"][tiebreak] = json!(((part.rank as u64) << RANK_SHIFT) | doc);
+                hits.push((hit, part.rank, at));
             }
         }
-        let order = SortSpec::Keys(keys.clone());
-        hits.sort_by(|a, b| merge_order(&order, &keys, &a.0, &b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
-        let page: Vec<Value> = hits.into_iter().skip(window.0).take(window.1).map(|h| h.0).collect();
-        let max_score = page.iter().filter_map(|h| h["_score"].as_f64()).reduce(f64::max);
-        let mut hits_obj = Map::new();
-        hits_obj.insert("total".into(), json!({"value": total, "relation": "eq"}));
-        hits_obj.insert("max_score".into(), json!(max_score));
-        hits_obj.insert("hits".into(), Value::Array(page));
-        Ok(json!({
-            "took": t0.elapsed().as_millis() as u64,
-            "timed_out": false,
-            "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0},
-            "hits": hits_obj,
-        }))
     }
+    let order = SortSpec::Keys(keys.clone());
+    hits.sort_by(|a, b| merge_order(&order, &keys, &a.0, &b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    let page: Vec<Value> = hits.into_iter().skip(window.0).take(window.1).map(|h| h.0).collect();
+    let max_score = page.iter().filter_map(|h| h["_score"].as_f64()).reduce(f64::max);
+    let mut hits_obj = Map::new();
+    if let Some(t) = req.total_json(total) {
+        hits_obj.insert("total".into(), t);
+    }
+    hits_obj.insert("max_score".into(), json!(max_score));
+    hits_obj.insert("hits".into(), Value::Array(page));
+    let failed = failures.len();
+    let mut shards_obj =
+        json!({"total": shards, "successful": shards - failed, "skipped": 0, "failed": failed});
+    if failed > 0 {
+        shards_obj["failures"] = Value::Array(failures);
+    }
+    Ok(json!({
+        "took": t0.elapsed().as_millis() as u64,
+        "timed_out": false,
+        "_shards": shards_obj,
+        "hits": hits_obj,
+    }))
 }

@@ -592,6 +592,15 @@ impl SearchRequest {
         Ok(Some(crate::aggs::render(&results, &translated[0].2, &schemas)))
     }
 
+    /// `hits.total` for `total` matches counted exactly, as `track_total_hits` asks (`None`: off).
+    pub(crate) fn total_json(&self, total: u64) -> Option<Value> {
+        match self.track {
+            TrackTotal::Off => None,
+            TrackTotal::UpTo(n) if total > n => Some(json!({"value": n, "relation": "gte"})),
+            _ => Some(json!({"value": total, "relation": "eq"})),
+        }
+    }
+
     /// The request's suggestions over `targets`, rendered (`None` without any).
     pub(crate) fn suggestions_on(&self, targets: &[Target]) -> ApiResult<Option<Value>> {
         if self.suggest.is_empty() {

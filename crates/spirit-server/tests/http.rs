@@ -3190,6 +3190,49 @@ fn points_in_time_page_through_the_documents_of_their_moment() {
         assert!(v["error"]["reason"].as_str().unwrap().contains(reason), "{body}: {v}");
     }
     assert_eq!(s.call("POST", "/pa/_pit", None).0, 400, "keep_alive is required");
+    let in_pit = |extra: Value| -> Value {
+        let mut body = json!({"pit": {"id": pit}, "size": 100});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (status, v) = s.call("POST", "/_search", Some(&body.to_string()));
+        assert_eq!(status, 200, "{body}: {v}");
+        v
+    };
+    // `_shard_doc` named, descending: pages of 3 give the order of one search, each once; `from` too.
+    let sort = json!([{"n": "asc"}, {"_shard_doc": "desc"}]);
+    let whole = ids(&in_pit(json!({"sort": sort})));
+    assert_eq!(whole.len(), kept.len());
+    let (mut paged, mut after) = (vec![], None::<Value>);
+    loop {
+        let mut extra = json!({"sort": sort, "size": 3});
+        if let Some(a) = &after {
+            extra["search_after"] = a.clone();
+        }
+        let v = in_pit(extra);
+        let Some(last) = v["hits"]["hits"].as_array().unwrap().last().cloned() else { break };
+        after = Some(last["sort"].clone());
+        paged.extend(ids(&v));
+    }
+    assert_eq!(paged, whole);
+    assert_eq!(ids(&in_pit(json!({"sort": sort, "from": 2, "size": 3}))), whole[2..5]);
+    // Totals as track_total_hits asks.
+    assert!(in_pit(json!({"track_total_hits": false}))["hits"].get("total").is_none());
+    assert_eq!(
+        in_pit(json!({"track_total_hits": 5}))["hits"]["total"],
+        json!({"value": 5, "relation": "gte"})
+    );
+    // A `_shard_doc` of no index of the point in time.
+    let bad = json!({"pit": {"id": pit}, "sort": [{"n": "asc"}], "search_after": [1, 9_000_000_000_000u64]});
+    assert_es_error(&s.call("POST", "/_search", Some(&bad.to_string())), 400, "illegal_argument_exception");
+    assert_eq!(s.call("POST", "/_all/_search", Some(&json!({"pit": {"id": pit}}).to_string())).0, 400);
+    // An index deleted meanwhile: the others answer, its shard counted as failed.
+    assert_eq!(s.call("DELETE", "/pb", None).0, 200);
+    let v = in_pit(json!({}));
+    assert_eq!(v["_shards"]["failed"], 1);
+    assert_eq!(v["_shards"]["failures"][0]["index"], "pb");
+    let from_pa = kept.iter().filter(|id| id[1..].parse::<usize>().unwrap() % 3 != 0).count();
+    assert_eq!(v["hits"]["total"]["value"].as_u64(), Some(from_pa as u64));
     let close = json!({"id": pit}).to_string();
     assert_eq!(s.call("DELETE", "/_pit", Some(&close)), (200, json!({"succeeded": true, "num_freed": 1})));
     assert_eq!(s.call("DELETE", "/_pit", Some(&close)), (404, json!({"succeeded": true, "num_freed": 0})));
@@ -3203,5 +3246,8 @@ fn points_in_time_page_through_the_documents_of_their_moment() {
     let close = json!({"pit_id": [id]}).to_string();
     let (status, v) = s.call("DELETE", "/_search/point_in_time", Some(&close));
     assert_eq!((status, v["pits"][0]["successful"].clone()), (200, json!(true)));
+    // Closing one that is not open is still a 200 there, as OpenSearch answers.
+    let (status, v) = s.call("DELETE", "/_search/point_in_time", Some(&close));
+    assert_eq!((status, v["pits"][0]["successful"].clone()), (200, json!(false)));
     s.stop();
 }
