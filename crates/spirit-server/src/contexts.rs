@@ -44,6 +44,15 @@ pub struct Contexts<T> {
     too_many: &'static str,
 }
 
+/// How a request uses a context ([`Contexts::with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// For long: another request meanwhile is turned away.
+    Alone,
+    /// For an instant: another request waits.
+    Briefly,
+}
+
 /// A slot for a context being opened (released when dropped, unless the context was inserted).
 pub struct Reservation<'a>(&'a AtomicUsize);
 
@@ -114,36 +123,15 @@ impl<T> Contexts<T> {
         id
     }
 
-    /// Runs `f` on context `id` (a 404 `missing` when unknown or expired, a 429 while another request uses
-    /// it), its keep-alive set to `keep_alive` when given, then renewed.
+    /// Runs `f` on context `id` (a 404 `missing` when unknown or expired), its keep-alive set to `keep_alive`
+    /// when given, then renewed. While another request uses it, a request is turned away with a 429
+    /// ([`Use::Alone`]: `f` runs long, a scroll's page) or waits ([`Use::Briefly`]: `f` holds it an instant).
     pub fn with<R>(
         &self,
         id: &str,
         keep_alive: Option<Duration>,
         missing: impl FnOnce() -> ApiError,
-        f: impl FnOnce(&mut T) -> ApiResult<R>,
-    ) -> ApiResult<R> {
-        self.use_one(id, keep_alive, missing, false, f)
-    }
-
-    /// [`with`](Self::with) for an `f` that holds the context only an instant: a request waits for another
-    /// using it instead of being turned away.
-    pub fn with_waiting<R>(
-        &self,
-        id: &str,
-        keep_alive: Option<Duration>,
-        missing: impl FnOnce() -> ApiError,
-        f: impl FnOnce(&mut T) -> ApiResult<R>,
-    ) -> ApiResult<R> {
-        self.use_one(id, keep_alive, missing, true, f)
-    }
-
-    fn use_one<R>(
-        &self,
-        id: &str,
-        keep_alive: Option<Duration>,
-        missing: impl FnOnce() -> ApiError,
-        wait: bool,
+        how: Use,
         f: impl FnOnce(&mut T) -> ApiResult<R>,
     ) -> ApiResult<R> {
         let entry = {
@@ -151,7 +139,10 @@ impl<T> Contexts<T> {
             sweep(&mut open);
             open.get(id).cloned().ok_or_else(missing)?
         };
-        let value = if wait { Some(entry.value.lock()) } else { entry.value.try_lock() };
+        let value = match how {
+            Use::Briefly => Some(entry.value.lock()),
+            Use::Alone => entry.value.try_lock(),
+        };
         let Some(mut value) = value else {
             return Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -262,18 +253,18 @@ mod tests {
         let b = c.insert(c.reserve().unwrap(), 2, Duration::from_secs(60));
         assert_ne!(a, b);
         let missing = || ApiError::bad_request("missing");
-        assert_eq!(c.with(&b, None, missing, |v| Ok(*v)).unwrap(), 2);
+        assert_eq!(c.with(&b, None, missing, Use::Alone, |v| Ok(*v)).unwrap(), 2);
         // In use: a second request is turned away.
         let entry = c.open.lock().get(&b).cloned().unwrap();
         let held = entry.value.lock();
         assert_eq!(c.list().len(), 2, "a context in use is listed");
         assert_eq!(
-            c.with(&b, None, missing, |v| Ok(*v)).err().unwrap().status,
+            c.with(&b, None, missing, Use::Alone, |v| Ok(*v)).err().unwrap().status,
             StatusCode::TOO_MANY_REQUESTS
         );
         drop(held);
         std::thread::sleep(Duration::from_millis(350));
-        assert!(c.with(&a, None, missing, |v| Ok(*v)).is_err(), "expired");
+        assert!(c.with(&a, None, missing, Use::Alone, |v| Ok(*v)).is_err(), "expired");
         assert_eq!(c.len(), 1);
         assert_eq!(c.list().len(), 1);
         assert_eq!(c.remove(None), vec![b]);

@@ -15,7 +15,7 @@
 //! it. Aggregations, suggestions and collapsing are refused in a point in time: they would read the current
 //! documents, not its.
 
-use crate::contexts::{keep_alive, Contexts};
+use crate::contexts::{keep_alive, Contexts, Use};
 use crate::error::{ApiError, ApiResult};
 use crate::search::{merge_order, KeySpec, SearchRequest, SortSpec, TrackTotal, Within};
 use crate::{Limits, Target};
@@ -153,8 +153,13 @@ impl Pits {
             }
         }
         // The point in time's lock is held only while its plans are taken.
-        let parts =
-            self.0.with_waiting(&pit.id, pit.keep_alive, || missing(&pit.id), |p| p.parts(req, limits))?;
+        let parts = self.0.with(
+            &pit.id,
+            pit.keep_alive,
+            || missing(&pit.id),
+            Use::Briefly,
+            |p| p.parts(req, limits),
+        )?;
         let mut out = search_parts(req, &parts, limits)?;
         out["pit_id"] = json!(pit.id);
         Ok(out)

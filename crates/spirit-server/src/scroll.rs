@@ -20,7 +20,7 @@
 //! ([`crate::contexts`]). Each expires its keep-alive after its last page (at most [`MAX_KEEP_ALIVE`]);
 //! `DELETE /_search/scroll` frees them earlier.
 
-use crate::contexts::Contexts;
+use crate::contexts::{Contexts, Use};
 use crate::error::{ApiError, ApiResult};
 use crate::search::{merge_order, sort_values, KeySpec, SearchRequest, SortSpec, TrackTotal, Within};
 use crate::{Limits, Target};
@@ -139,7 +139,7 @@ impl Scrolls {
                 format!("No search context found for id [{id}]"),
             )
         };
-        self.0.with(id, keep_alive, missing, |ctx| {
+        self.0.with(id, keep_alive, missing, Use::Alone, |ctx| {
             let t0 = Instant::now();
             let (mut out, _) = next_page(ctx, limits)?;
             out["hits"]["total"] = json!({"value": ctx.total, "relation": "eq"});
