@@ -257,7 +257,8 @@ impl Engine {
                 *aliases = next;
             }
         }
-        index.close()?;
+        // Deleted, not closed: nothing of it needs to reach the disk first.
+        index.discard();
         drop(index);
         let dir = self.dir.join("indexes").join(name);
         std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))

@@ -1825,6 +1825,19 @@ impl Index {
         });
         results.into_iter().find_map(Result::err).map_or(Ok(()), Err)
     }
+
+    /// Stops every shard's pipeline without persisting anything (no last flush, engraving, compaction or
+    /// manifest): what an index about to be deleted needs — its close would write out everything it is
+    /// about to remove (seconds on a large index, and its idle-priority threads wait for the cores while
+    /// queries run). A shard's thread in the middle of a job finishes it first.
+    pub fn discard(&self) {
+        std::thread::scope(|scope| {
+            for sh in &self.shards[1..] {
+                scope.spawn(move || sh.abandon());
+            }
+            self.shards[0].abandon();
+        });
+    }
 }
 
 impl Drop for Index {

@@ -728,3 +728,39 @@ fn searches_see_exactly_one_version_of_a_document_being_replaced() {
     assert_eq!(index.count("body:lorem").unwrap(), 1);
     index.close().unwrap();
 }
+
+/// Deleting an index discards it without writing it out first: with documents in sealed and fresh
+/// segments (and a crash-safe log), its directory is gone, a new index of its name starts empty, and a
+/// reopened engine does not bring it back.
+#[test]
+fn deleting_an_index_discards_it() {
+    use spirit::{Engine, EngineConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let config = || EngineConfig { shard: cfg(), default_shards: None };
+    {
+        let e = Engine::open(dir.path(), config()).unwrap();
+        let opts = spirit::IndexOptions {
+            durability: Some(Durability::CrashSafe),
+            shards: Some(3),
+            ..Default::default()
+        };
+        let i = e.create_index_with("d", None, None, &opts).unwrap();
+        for n in 0..40 {
+            i.add(serde_json::json!({"_id": n.to_string(), "body": "gone soon"})).unwrap();
+            if n == 20 {
+                i.seal().unwrap();
+            }
+        }
+        drop(i);
+        e.delete_index("d").unwrap();
+        assert!(!dir.path().join("indexes").join("d").exists());
+        let i = e.create_index("d", None, None).unwrap();
+        assert_eq!(i.count("gone").unwrap(), 0);
+        drop(i);
+        e.delete_index("d").unwrap();
+        e.close().unwrap();
+    }
+    let e = Engine::open(dir.path(), config()).unwrap();
+    assert!(e.index("d").is_none());
+    e.close().unwrap();
+}
