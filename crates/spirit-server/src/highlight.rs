@@ -111,6 +111,8 @@ struct Wanted {
     prefixes: Vec<String>,
     patterns: Vec<spirit::query::Pattern>,
     regexps: Vec<spirit::query::Regexp>,
+    /// Fuzzy terms: every token within their edits is marked.
+    fuzzy: Vec<(String, spirit::query::FuzzyOptions)>,
 }
 
 /// Highlights hits of one query.
@@ -159,6 +161,20 @@ impl<'a> Highlighter<'a> {
                 }
                 continue;
             }
+            if let Query::Fuzzy { field, text, options, analyzed } = leaf {
+                // The terms the planner makes fuzzy: the analyzed tokens, or the lowercased text.
+                for id in leaf_fields(schema, field).into_iter().filter(|&id| text_field(id)) {
+                    let analyzer = schema.analyzer(id);
+                    let terms = if *analyzed {
+                        analyzer.analyze_to_vec(text).into_iter().map(|(t, _)| t).collect()
+                    } else {
+                        vec![analyzer.normalize_prefix(text)]
+                    };
+                    let w = wanted.entry(id).or_default();
+                    w.fuzzy.extend(terms.into_iter().map(|t| (t, *options)));
+                }
+                continue;
+            }
             if let Query::Regexp { field, pattern, flags, case_insensitive } = leaf {
                 // Not analyzed, as the planner reads it.
                 if let Ok(re) = spirit::query::Regexp::new(pattern, *flags, *case_insensitive) {
@@ -204,6 +220,7 @@ impl<'a> Highlighter<'a> {
                         || w.prefixes.iter().any(|p| t.starts_with(p.as_str()))
                         || w.patterns.iter().any(|p| p.matches(t))
                         || w.regexps.iter().any(|r| r.matches(t))
+                        || w.fuzzy.iter().any(|(q, o)| o.accepts(q, t))
                     {
                         spans.push((r, t.to_string()));
                     }
@@ -383,6 +400,22 @@ mod tests {
             json!({"body": "He Runs. They ran; she is RUNNING <fast>"}),
         );
         assert_eq!(h, Some(json!({"body": ["He <em>Runs</em>. They ran; she is <em>RUNNING</em> <fast>"]})));
+    }
+
+    #[test]
+    fn fuzzy_terms_mark_the_tokens_within_their_edits() {
+        let fuzzy = |text: &str, prefix_length| Query::Fuzzy {
+            field: Some("body".into()),
+            text: text.into(),
+            options: spirit::query::FuzzyOptions { prefix_length, ..Default::default() },
+            analyzed: true,
+        };
+        let source = json!({"body": "The quick brown fox, quack"});
+        let h = hl(json!({"fields": {"body": {}}}), fuzzy("quikc brwn", 0), source.clone());
+        // AUTO: one edit for 4-5 characters (a swap is one), so "quack" (two from "quikc") is not marked.
+        assert_eq!(h, Some(json!({"body": ["The <em>quick</em> <em>brown</em> fox, quack"]})));
+        // A prefix that must match exactly.
+        assert_eq!(hl(json!({"fields": {"body": {}}}), fuzzy("wuick", 1), source), None);
     }
 
     #[test]

@@ -110,6 +110,24 @@ impl FuzzyOptions {
             _ => 2,
         })
     }
+
+    /// Whether `candidate` is among the terms a fuzzy query of (normalized) `term` can expand to: it shares
+    /// the first `prefix_length` characters and lies within the allowed edits — the rule the planner reads
+    /// the dictionary with (what the closest `max_expansions` of them are depends on the dictionary; a
+    /// highlighter asks this of each token of a hit).
+    pub fn accepts(&self, term: &str, candidate: &str) -> bool {
+        let (want, cand): (Vec<char>, Vec<char>) = (term.chars().collect(), candidate.chars().collect());
+        let p = self.prefix_length.min(want.len());
+        cand.len() >= p
+            && cand[..p] == want[..p]
+            && super::plan::edit_distance(
+                &want[p..],
+                &cand[p..],
+                self.edits_for(want.len()) as usize,
+                self.transpositions,
+            )
+            .is_some()
+    }
 }
 
 impl Query {

@@ -518,7 +518,7 @@ pub(crate) fn within_edits(
 /// The edit distance of `a` and `b` if it is at most `max` (`None` beyond): insertions, deletions and
 /// substitutions of one character, and with `transpositions` swaps of two adjacent ones (the optimal string
 /// alignment distance, which Lucene's Levenshtein automata accept: a swapped pair is not edited again).
-fn edit_distance(a: &[char], b: &[char], max: usize, transpositions: bool) -> Option<usize> {
+pub(crate) fn edit_distance(a: &[char], b: &[char], max: usize, transpositions: bool) -> Option<usize> {
     if a.len().abs_diff(b.len()) > max {
         return None;
     }
