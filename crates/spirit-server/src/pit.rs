@@ -17,10 +17,12 @@
 
 use crate::contexts::{keep_alive, Contexts, Use};
 use crate::error::{ApiError, ApiResult};
-use crate::search::{merge_order, KeySpec, SearchRequest, SortSpec, TrackTotal, Within};
+use crate::search::{
+    max_score, merge_pages, response, take_hits, KeySpec, SearchRequest, SortSpec, TrackTotal, Within,
+};
 use crate::{Limits, Target};
 use axum::http::StatusCode;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use spirit::{Horizon, Index, SortValue};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -272,7 +274,7 @@ fn search_parts(req: &SearchRequest, parts: &[Part], limits: &Limits) -> ApiResu
             }
         },
     };
-    let (mut hits, mut total, mut shards, mut failures) = (vec![], 0u64, 0usize, vec![]);
+    let (mut pages, mut total, mut shards, mut failures) = (vec![], 0u64, 0usize, vec![]);
     let window = req.window();
     for part in parts {
         shards += part.shards;
@@ -306,40 +308,23 @@ fn search_parts(req: &SearchRequest, parts: &[Part], limits: &Limits) -> ApiResu
             Some(within),
         )?;
         total += r["hits"]["total"]["value"].as_u64().unwrap_or(0);
-        if let Value::Array(list) = r["hits"]["hits"].take() {
-            for (at, mut hit) in list.into_iter().enumerate() {
-                let doc = hit["sort"][tiebreak].as_u64().unwrap_or(0);
-                if doc >> RANK_SHIFT != 0 {
-                    return Err(ApiError::bad_request(format!(
-                        "index [{}] has more documents than a point in time's `_shard_doc` numbers (2^40)",
-                        index.name()
-                    )));
-                }
-                hit["sort"][tiebreak] = json!(((part.rank as u64) << RANK_SHIFT) | doc);
-                hits.push((hit, part.rank, at));
+        let mut list = take_hits(&mut r);
+        for hit in &mut list {
+            let doc = hit["sort"][tiebreak].as_u64().unwrap_or(0);
+            if doc >> RANK_SHIFT != 0 {
+                return Err(ApiError::bad_request(format!(
+                    "index [{}] has more documents than a point in time's `_shard_doc` numbers (2^40)",
+                    index.name()
+                )));
             }
+            hit["sort"][tiebreak] = json!(((part.rank as u64) << RANK_SHIFT) | doc);
         }
+        pages.push((part.rank, list));
     }
-    let order = SortSpec::Keys(keys.clone());
-    hits.sort_by(|a, b| merge_order(&order, &keys, &a.0, &b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    let hits = merge_pages(&SortSpec::Keys(keys.clone()), &keys, pages);
     let page: Vec<Value> = hits.into_iter().skip(window.0).take(window.1).map(|h| h.0).collect();
-    let max_score = page.iter().filter_map(|h| h["_score"].as_f64()).reduce(f64::max);
-    let mut hits_obj = Map::new();
-    if let Some(t) = req.total_json(total) {
-        hits_obj.insert("total".into(), t);
-    }
-    hits_obj.insert("max_score".into(), json!(max_score));
-    hits_obj.insert("hits".into(), Value::Array(page));
-    let failed = failures.len();
-    let mut shards_obj =
-        json!({"total": shards, "successful": shards - failed, "skipped": 0, "failed": failed});
-    if failed > 0 {
-        shards_obj["failures"] = Value::Array(failures);
-    }
-    Ok(json!({
-        "took": t0.elapsed().as_millis() as u64,
-        "timed_out": false,
-        "_shards": shards_obj,
-        "hits": hits_obj,
-    }))
+    let best = max_score(&page);
+    let mut out = response(page, req.total_json(total, true), best, shards, failures);
+    out["took"] = json!(t0.elapsed().as_millis() as u64);
+    Ok(out)
 }

@@ -22,10 +22,13 @@
 
 use crate::contexts::{Contexts, Use};
 use crate::error::{ApiError, ApiResult};
-use crate::search::{merge_order, sort_values, KeySpec, SearchRequest, SortSpec, TrackTotal, Within};
+use crate::search::{
+    max_score, merge_pages, response, sort_values, take_hits, KeySpec, SearchRequest, SortSpec, TrackTotal,
+    Within,
+};
 use crate::{Limits, Target};
 use axum::http::StatusCode;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use spirit::{Horizon, Index, SortValue};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -161,7 +164,7 @@ impl Scrolls {
 fn next_page(ctx: &mut Context, limits: &Limits) -> ApiResult<(Value, u64)> {
     let size = ctx.page.size;
     let keys = ctx.page.sort.keys();
-    let (mut hits, mut returned, mut total, mut shards) =
+    let (mut pages, mut returned, mut total, mut shards) =
         (vec![], vec![0usize; ctx.cursors.len()], 0u64, 0usize);
     for (rank, c) in ctx.cursors.iter().enumerate() {
         if c.done {
@@ -176,15 +179,14 @@ fn next_page(ctx: &mut Context, limits: &Limits) -> ApiResult<(Value, u64)> {
         let mut r =
             ctx.page.execute_page(&index, c.filter.as_ref(), limits, (0, size), false, Some(within))?;
         total += r["hits"]["total"]["value"].as_u64().unwrap_or(0);
-        if let Value::Array(page) = r["hits"]["hits"].take() {
-            returned[rank] = page.len();
-            hits.extend(page.into_iter().enumerate().map(|(at, hit)| (hit, rank, at)));
-        }
+        let page = take_hits(&mut r);
+        returned[rank] = page.len();
+        pages.push((rank, page));
     }
-    hits.sort_by(|a, b| merge_order(&ctx.page.sort, &keys, &a.0, &b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    let mut hits = merge_pages(&ctx.page.sort, &keys, pages);
     hits.truncate(size);
     let mut taken = vec![0usize; ctx.cursors.len()];
-    for (hit, rank, _) in &hits {
+    for (hit, rank) in &hits {
         taken[*rank] += 1;
         let values = hit["sort"].as_array().map(|v| sort_values(v)).transpose()?;
         ctx.cursors[*rank].after = values;
@@ -193,38 +195,22 @@ fn next_page(ctx: &mut Context, limits: &Limits) -> ApiResult<(Value, u64)> {
         // Fewer than a page, every one of them taken: nothing of this index is left.
         c.done |= t == r && r < size;
     }
-    let mut max_score: Option<f64> = None;
-    let page: Vec<Value> = hits
-        .into_iter()
-        .map(|(mut hit, ..)| {
-            if let Some(s) = hit["_score"].as_f64() {
-                max_score = Some(max_score.map_or(s, |m| m.max(s)));
-            }
-            if let Value::Object(o) = &mut hit {
-                match ctx.shown {
-                    None => {
-                        o.remove("sort");
-                    }
-                    Some(n) => {
-                        if let Some(Value::Array(v)) = o.get_mut("sort") {
-                            v.truncate(n);
-                        }
+    let mut page: Vec<Value> = hits.into_iter().map(|(hit, _)| hit).collect();
+    let best = max_score(&page);
+    for hit in &mut page {
+        if let Value::Object(o) = hit {
+            match ctx.shown {
+                None => {
+                    o.remove("sort");
+                }
+                Some(n) => {
+                    if let Some(Value::Array(v)) = o.get_mut("sort") {
+                        v.truncate(n);
                     }
                 }
             }
-            hit
-        })
-        .collect();
-    let mut hits_obj = Map::new();
-    hits_obj.insert("total".into(), json!({"value": total, "relation": "eq"}));
-    hits_obj.insert("max_score".into(), json!(max_score));
-    hits_obj.insert("hits".into(), Value::Array(page));
-    let out = json!({
-        "_scroll_id": null,
-        "took": 0,
-        "timed_out": false,
-        "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0},
-        "hits": hits_obj,
-    });
+        }
+    }
+    let out = response(page, Some(json!({"value": total, "relation": "eq"})), best, shards, vec![]);
     Ok((out, total))
 }

@@ -500,8 +500,7 @@ impl SearchRequest {
         }
         let t0 = std::time::Instant::now();
         let keys = self.sort.keys();
-        let (mut hits, mut total, mut gte, mut max_score, mut shards) =
-            (vec![], 0u64, false, None::<f64>, 0u64);
+        let (mut pages, mut total, mut gte, mut best, mut shards) = (vec![], 0u64, false, None::<f64>, 0);
         for (rank, t) in targets.iter().enumerate() {
             let mut r = self.execute_page(
                 &t.index,
@@ -515,39 +514,21 @@ impl SearchRequest {
                 total += t["value"].as_u64().unwrap_or(0);
                 gte |= t["relation"] == "gte";
             }
+            // Over each index's best, not only this page's.
             if let Some(m) = r["hits"]["max_score"].as_f64() {
-                max_score = Some(max_score.map_or(m, |x: f64| x.max(m)));
+                best = Some(best.map_or(m, |x: f64| x.max(m)));
             }
-            shards += r["_shards"]["total"].as_u64().unwrap_or(0);
-            if let Value::Array(page) = r["hits"]["hits"].take() {
-                hits.extend(page.into_iter().enumerate().map(|(at, hit)| (hit, rank, at)));
-            }
+            shards += t.index.shards().len();
+            pages.push((rank, take_hits(&mut r)));
         }
-        hits.sort_by(|a, b| merge_order(&self.sort, &keys, &a.0, &b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+        let mut hits = merge_pages(&self.sort, &keys, pages);
         if let Some(field) = &self.collapse {
             // Each index gave its best `from + size` groups; a group several indices have keeps its best hit.
             let mut seen = std::collections::HashSet::new();
             hits.retain(|h| seen.insert(h.0.get("fields").map_or("null".into(), |f| f[field].to_string())));
         }
         let page: Vec<Value> = hits.into_iter().skip(self.from).take(self.size).map(|h| h.0).collect();
-        let mut hits_obj = Map::new();
-        match self.track {
-            TrackTotal::Off => {}
-            TrackTotal::UpTo(n) if total > n => {
-                hits_obj.insert("total".into(), json!({"value": n, "relation": "gte"}));
-            }
-            _ => {
-                hits_obj.insert("total".into(), json!({"value": total, "relation": relation(!gte)}));
-            }
-        }
-        hits_obj.insert("max_score".into(), json!(max_score));
-        hits_obj.insert("hits".into(), Value::Array(page));
-        let mut out = json!({
-            "took": 0,
-            "timed_out": false,
-            "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0},
-            "hits": hits_obj,
-        });
+        let mut out = response(page, self.total_json(total, !gte), best, shards, vec![]);
         if let Some(aggs) = self.aggregations_on(targets, limits)? {
             out["aggregations"] = aggs;
         }
@@ -592,12 +573,13 @@ impl SearchRequest {
         Ok(Some(crate::aggs::render(&results, &translated[0].2, &schemas)))
     }
 
-    /// `hits.total` for `total` matches counted exactly, as `track_total_hits` asks (`None`: off).
-    pub(crate) fn total_json(&self, total: u64) -> Option<Value> {
+    /// `hits.total` for `total` matches (counted to the end when `exact`), as `track_total_hits` asks
+    /// (`None`: off).
+    pub(crate) fn total_json(&self, total: u64, exact: bool) -> Option<Value> {
         match self.track {
             TrackTotal::Off => None,
             TrackTotal::UpTo(n) if total > n => Some(json!({"value": n, "relation": "gte"})),
-            _ => Some(json!({"value": total, "relation": "eq"})),
+            _ => Some(json!({"value": total, "relation": relation(exact)})),
         }
     }
 
@@ -793,33 +775,9 @@ impl SearchRequest {
                 Ok(Value::Object(hit))
             })
             .collect::<ApiResult<_>>()?;
-        let mut hits_obj = Map::new();
-        match self.track {
-            TrackTotal::Off => {}
-            TrackTotal::Exact => {
-                hits_obj.insert(
-                    "total".into(),
-                    json!({"value": res.total, "relation": relation(res.total_exact)}),
-                );
-            }
-            TrackTotal::UpTo(n) if res.total > n => {
-                hits_obj.insert("total".into(), json!({"value": n, "relation": "gte"}));
-            }
-            TrackTotal::UpTo(_) => {
-                hits_obj.insert(
-                    "total".into(),
-                    json!({"value": res.total, "relation": relation(res.total_exact)}),
-                );
-            }
-        }
-        hits_obj.insert("max_score".into(), json!(max_score));
-        hits_obj.insert("hits".into(), Value::Array(hits));
-        let mut out = json!({
-            "took": 0,
-            "timed_out": false,
-            "_shards": {"total": index.shards().len(), "successful": index.shards().len(), "skipped": 0, "failed": 0},
-            "hits": hits_obj,
-        });
+        let shards = index.shards().len();
+        let total = self.total_json(res.total, res.total_exact);
+        let mut out = response(hits, total, max_score.map(f64::from), shards, vec![]);
         if let Some(aggs) = aggs {
             let (_, results) = index.aggregate(&matches, &aggs)?;
             out["aggregations"] = crate::aggs::render(&results, &aggs, &[&schema]);
@@ -884,6 +842,58 @@ fn collapse_key(index: &Index, schema: &Schema, name: &str) -> ApiResult<SortKey
         ))),
         Some(_) => Ok(index.sort_field(name, false, false)?),
     }
+}
+
+/// The hits of several indices' pages (each with its index's position) in one list in the request's order:
+/// by `merge_order`, ties by index, then each page's own order. Each hit keeps its index's position.
+pub(crate) fn merge_pages(
+    sort: &SortSpec,
+    keys: &[KeySpec],
+    pages: Vec<(usize, Vec<Value>)>,
+) -> Vec<(Value, usize)> {
+    let mut hits: Vec<(Value, usize, usize)> = pages
+        .into_iter()
+        .flat_map(|(rank, page)| page.into_iter().enumerate().map(move |(at, hit)| (hit, rank, at)))
+        .collect();
+    hits.sort_by(|a, b| merge_order(sort, keys, &a.0, &b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    hits.into_iter().map(|(hit, rank, _)| (hit, rank)).collect()
+}
+
+/// A page's hits, taken out of a response of [`SearchRequest::execute_page`].
+pub(crate) fn take_hits(response: &mut Value) -> Vec<Value> {
+    match response["hits"]["hits"].take() {
+        Value::Array(hits) => hits,
+        _ => vec![],
+    }
+}
+
+/// A search response: the page of `hits`, their `total` (if counted), `max_score`, and `_shards` of which
+/// `failures` (one object per failed shard) failed.
+pub(crate) fn response(
+    hits: Vec<Value>,
+    total: Option<Value>,
+    max_score: Option<f64>,
+    shards: usize,
+    failures: Vec<Value>,
+) -> Value {
+    let mut hits_obj = Map::new();
+    if let Some(t) = total {
+        hits_obj.insert("total".into(), t);
+    }
+    hits_obj.insert("max_score".into(), json!(max_score));
+    hits_obj.insert("hits".into(), Value::Array(hits));
+    let failed = failures.len();
+    let mut shards_obj =
+        json!({"total": shards, "successful": shards - failed, "skipped": 0, "failed": failed});
+    if failed > 0 {
+        shards_obj["failures"] = Value::Array(failures);
+    }
+    json!({"took": 0, "timed_out": false, "_shards": shards_obj, "hits": hits_obj})
+}
+
+/// The best `_score` among `hits` (`None` when none has one).
+pub(crate) fn max_score(hits: &[Value]) -> Option<f64> {
+    hits.iter().filter_map(|h| h["_score"].as_f64()).reduce(f64::max)
 }
 
 /// `sort` values as a request gives them (`search_after`) or a hit shows them: numbers for numeric keys,

@@ -1472,7 +1472,7 @@ impl Index {
         // keeping only the best `end` (below); a single-key sort (the pruned top-k) takes 1 ms.
         let nk = keys.len();
         // Keyword values are read after the matches, and collapsing needs every match's group: no pruning.
-        let has_keyword = keys.iter().any(|k| matches!(k, SortKey::Keyword { .. })) || collapse.is_some();
+        let keep_all = keys.iter().any(|k| matches!(k, SortKey::Keyword { .. })) || collapse.is_some();
         // Without keyword keys only the best `end` matches are kept: the buffer is cut back to them whenever
         // it reaches `prune_at`, and the worst of them then bars every later match that does not beat it —
         // a scroll's page costs one pass over the matches, not an ordering of all of them.
@@ -1519,7 +1519,7 @@ impl Index {
             if let Some(least) = min_score {
                 matches.retain(|m| m.score >= least);
             }
-            let expect = if has_keyword { matches.len() } else { matches.len().min(prune_at) };
+            let expect = if keep_all { matches.len() } else { matches.len().min(prune_at) };
             cands.reserve(expect);
             values.reserve(expect * nk);
             for m in matches {
@@ -1537,7 +1537,7 @@ impl Index {
                     });
                 }
                 total += 1;
-                if !has_keyword {
+                if !keep_all {
                     // Every value is known here (keyword values come later): a match not after `after`, or
                     // not before the worst of the best `end` kept so far, is dropped at once.
                     let row = values.len() - nk;
@@ -1554,7 +1554,7 @@ impl Index {
                     // A keyword group's value is filled in below, from the field's postings.
                     groups.push(group_column.as_ref().and_then(|c| c.get(m.doc)).map(SortValue::Number));
                 }
-                if !has_keyword && cands.len() >= prune_at {
+                if !keep_all && cands.len() >= prune_at {
                     worst = keep_best(keys, end, &mut cands, &mut values);
                 }
             }
@@ -1583,15 +1583,17 @@ impl Index {
         };
         let end = offset.saturating_add(limit).min(order.len());
         if collapse.is_some() {
-            // Every match in order, then each group's first: the best `end` groups.
+            // Every match in order, then each group's first: the best `end` groups, in order.
             order.sort_unstable_by(by);
             let mut seen = std::collections::HashSet::new();
             order.retain(|&c| seen.len() < end && seen.insert(GroupKey::of(&groups[c as usize])));
-        } else if end > 0 && end < order.len() {
-            order.select_nth_unstable_by(end - 1, by);
-            order.truncate(end);
+        } else {
+            if end > 0 && end < order.len() {
+                order.select_nth_unstable_by(end - 1, by);
+                order.truncate(end);
+            }
+            order.sort_unstable_by(by);
         }
-        order.sort_unstable_by(by);
         let mut hits = Vec::with_capacity(end.saturating_sub(offset));
         for &c in order.iter().skip(offset) {
             let (seq, shard, doc, score) = cands[c as usize];
