@@ -1,7 +1,8 @@
 //! `_analyze`: the tokens an analyzer makes of a text, as Elasticsearch lists them — to see why a query
 //! matches or not (`"Running"` is `run` under `english`, nothing under `stop` if it is a stop word).
 //!
-//! The analyzer is named (`analyzer`: a built-in one, or `default` for an index's default), taken from a
+//! The analyzer is named (`analyzer`: a built-in one, one the index defines in its `analysis` settings, or
+//! `default` for an index's default), taken from a
 //! mapped field (`field`, on `/{index}/_analyze`: a text field's analyzer, a keyword field's whole value as
 //! one token), or built from `tokenizer` and `filter` as an index's `analysis` definitions are (the same
 //! built-in equivalents; anything else is refused by name). Tokens carry the term, Elasticsearch's
@@ -10,7 +11,7 @@
 //! stop word leaves a gap; the values of a `text` array are [`POSITION_GAP`] positions and one offset apart).
 
 use crate::error::{ApiError, ApiResult};
-use crate::indices::resolve_analyzer;
+use crate::indices::{analyzer_named, resolve_analyzer};
 use serde_json::{json, Map, Value};
 use spirit::analysis::Analyzer;
 use spirit::schema::document::POSITION_GAP;
@@ -68,7 +69,7 @@ pub fn analyze(index: Option<&Index>, body: &Value) -> ApiResult<Value> {
             return Err(validation("give one of [analyzer], [field] and [tokenizer]"))
         }
         (Some("default"), ..) => Chain::Text(default()?),
-        (Some(name), ..) => Chain::Text(Analyzer::new(named(name)?)),
+        (Some(name), ..) => Chain::Text(Analyzer::new(analyzer_named(index, name)?)),
         (None, Some(field), _) => {
             let index = index.ok_or_else(|| validation("[field] needs an index: /{index}/_analyze"))?;
             let schema = index.schema();
@@ -144,15 +145,6 @@ pub fn analyze(index: Option<&Index>, body: &Value) -> ApiResult<Value> {
         offset += utf16_len(text) + 1;
     }
     Ok(json!({ "tokens": tokens }))
-}
-
-/// A built-in analyzer by name (what `_analyze` and the suggesters' `analyzer` take).
-pub(crate) fn named(name: &str) -> ApiResult<spirit::analysis::AnalyzerConfig> {
-    analyzer_config(name).map_err(|_| {
-        ApiError::bad_request(format!(
-            "failed to find analyzer [{name}]; spirit's analyzers are standard, simple, english, stop and stemming"
-        ))
-    })
 }
 
 fn token(term: &str, start: usize, end: usize, kind: &str, position: u32) -> Value {

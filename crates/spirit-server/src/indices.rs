@@ -9,7 +9,10 @@
 //! built-in analyzers implement exactly: `{"type": "standard"}` (with `stopwords` `_english_` or `_none_`),
 //! `{"type": "english"}`, `{"type": "stop"}`, or `{"type": "custom", "tokenizer": "standard", "filter":
 //! ["lowercase", "stop"?, "porter_stem" | "snowball" | "stemmer"?]}`. A definition named `default` applies to
-//! text fields mapped without an analyzer (dynamic ones too); other names are usable in the mappings. Anything
+//! text fields mapped without an analyzer (dynamic ones too); other names are usable in the mappings. The
+//! definitions are kept in the index's settings (`IndexSettings::analyzers`), so the names stay usable after
+//! creation and a restart — in mapping updates, `_analyze` and a suggester's `analyzer` — and `_settings`
+//! lists them. Anything
 //! else (other tokenizers, char filters, synonym filters...) is refused by name. `similarity.default` sets the
 //! BM25 parameters of every field: `type` `BM25`, `k1` (finite, not negative; default 1.2), `b` (0 to 1;
 //! default 0.75) and `discount_overlaps` (accepted: spirit's analyzers put no two tokens at one position);
@@ -26,6 +29,8 @@ pub struct CreateSettings {
     pub options: IndexOptions,
     /// Analyzer names defined in `analysis`, each resolved to a built-in analyzer.
     pub analyzers: BTreeMap<String, String>,
+    /// The definitions behind `analyzers`, as given (kept in the index's settings).
+    pub analyzer_defs: BTreeMap<String, Value>,
     /// The built-in analyzer behind `analysis.analyzer.default`.
     pub default_analyzer: Option<String>,
     /// BM25 `k1` and `b` from `similarity.default` (`None`: the defaults).
@@ -41,6 +46,7 @@ impl CreateSettings {
             default_analyzer: self.default_analyzer.clone(),
             bm25_k1: self.bm25_k1.unwrap_or(d.bm25_k1),
             bm25_b: self.bm25_b.unwrap_or(d.bm25_b),
+            analyzers: self.analyzer_defs.clone(),
             ..d
         }
     }
@@ -104,6 +110,33 @@ pub(crate) fn resolve_analyzer(name: &str, def: &Map<String, Value>) -> ApiResul
         (true, true) => "english",
     }
     .to_string())
+}
+
+/// The built-in analyzer each of an index's named analyzers equals (its `analysis.analyzer` definitions,
+/// kept in its settings: they were resolved when it was created, so none fails here; one that would is left
+/// out, and its name is then unknown).
+pub fn index_analyzers(settings: &spirit::IndexSettings) -> BTreeMap<String, String> {
+    settings
+        .analyzers
+        .iter()
+        .filter_map(|(name, def)| Some((name.clone(), resolve_analyzer(name, def.as_object()?).ok()?)))
+        .collect()
+}
+
+/// An analyzer by name, as requests after an index's creation name one (`_analyze`, a suggester's
+/// `analyzer`): one of `index`'s named analyzers, else a built-in one.
+pub(crate) fn analyzer_named(
+    index: Option<&spirit::Index>,
+    name: &str,
+) -> ApiResult<spirit::analysis::AnalyzerConfig> {
+    let custom = index.and_then(|i| index_analyzers(i.settings()).remove(name));
+    let builtin = custom.as_deref().unwrap_or(name);
+    spirit::schema::analyzer_config(builtin).map_err(|_| {
+        ApiError::bad_request(format!(
+            "failed to find analyzer [{name}]; spirit's analyzers are standard, simple, english, stop and \
+             stemming, and those an index defines in [analysis.analyzer]"
+        ))
+    })
 }
 
 /// Replaces analyzer names defined in `analysis` by their built-in equivalents in a mappings object.
@@ -248,7 +281,8 @@ pub fn parse_settings(settings: Option<&Value>, default_durability: Durability) 
         if name == "default" {
             out.default_analyzer = Some(builtin.clone());
         }
-        out.analyzers.insert(name, builtin);
+        out.analyzers.insert(name.clone(), builtin);
+        out.analyzer_defs.insert(name, Value::Object(def));
     }
     out.index_settings().validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok(out)
@@ -269,6 +303,7 @@ pub fn settings_json(
         "similarity": {"default": {
             "type": "BM25", "k1": settings.bm25_k1.to_string(), "b": settings.bm25_b.to_string(),
         }},
+        "analysis": {"analyzer": settings.analyzers},
         "spirit": {
             "durability": durability,
             "dram_budget": opts.dram_budget.unwrap_or(cfg.dram_budget).to_string(),

@@ -880,7 +880,9 @@ async fn get_index_alias(
 
 async fn put_mapping(Ext(st): Ext<Shared>, Path(index): Path<String>, b: Body) -> ApiResult<Json<Value>> {
     let i = st.index(&index)?;
-    let m = json_body(b)?;
+    let mut m = json_body(b)?;
+    // The analyzers the index defined at creation are known by name in its later mappings too.
+    indices::resolve_mappings(&mut m, &indices::index_analyzers(i.settings()));
     pool::blocking(move || Ok(i.put_mappings(&m)?)).await?;
     Ok(Json(json!({"acknowledged": true})))
 }

@@ -179,7 +179,12 @@ pub fn run(suggestions: &[TermSuggestion], targets: &[Target]) -> ApiResult<Valu
     let mut asked = 0;
     for s in suggestions {
         let cut = match &s.analyzer {
-            Some(name) => Cut::Text(Analyzer::new(crate::analyze::named(name)?)),
+            Some(name) => {
+                // An index's own analyzer name (the first index of the request that defines it), else a built-in.
+                let index =
+                    targets.iter().map(|t| &*t.index).find(|i| i.settings().analyzers.contains_key(name));
+                Cut::Text(Analyzer::new(crate::indices::analyzer_named(index, name)?))
+            }
             None => targets
                 .iter()
                 .find_map(|t| {

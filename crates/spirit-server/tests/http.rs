@@ -528,6 +528,67 @@ fn analyzers_defined_in_settings_apply_to_mapped_and_dynamic_fields() {
     let bad =
         r#"{"settings": {"analysis": {"analyzer": {"x": {"type": "custom", "tokenizer": "whitespace"}}}}}"#;
     assert_es_error(&s.call("PUT", "/an2", Some(bad)), 400, "illegal_argument_exception");
+    // The index's analyzer names stay known after its creation, and after a restart: in a mapping update,
+    // in `_analyze`, in a suggester, and in its settings.
+    let mapping = r#"{"properties": {"later": {"type": "text", "analyzer": "plain"}}}"#;
+    assert_eq!(s.call("PUT", "/an/_mapping", Some(mapping)).0, 200);
+    assert_eq!(s.call("PUT", "/an/_doc/2", Some(r#"{"later": "Running dogs"}"#)).0, 201);
+    let tokens = |s: &TestServer, path: &str, analyzer: &str| {
+        let r =
+            s.call("POST", path, Some(&format!(r#"{{"analyzer": "{analyzer}", "text": "Running dogs"}}"#)));
+        assert_eq!(r.0, 200, "{path} {analyzer}: {}", r.1);
+        r.1["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["token"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let check = |s: &TestServer| {
+        let count = |q: &str| s.call("POST", "/an/_count", Some(q)).1["count"].clone();
+        assert_eq!(count(r#"{"query": {"match": {"later": "running"}}}"#), json!(1));
+        assert_eq!(count(r#"{"query": {"match": {"later": "run"}}}"#), json!(0), "plain does not stem");
+        let (_, m) = s.call("GET", "/an/_mapping", None);
+        let props = &m["an"]["mappings"]["properties"];
+        assert_eq!(props["later"], props["exact"], "both map `plain`: {m}");
+        assert_eq!(tokens(s, "/an/_analyze", "plain"), ["running", "dogs"]);
+        assert_eq!(tokens(s, "/an/_analyze", "default"), ["run", "dog"]);
+        assert_eq!(tokens(s, "/an/_analyze", "english"), ["run", "dog"]);
+        // Another index's names are not this one's, and the path without an index knows only built-ins.
+        assert_es_error(
+            &s.call("POST", "/_analyze", Some(r#"{"analyzer": "plain", "text": "x"}"#)),
+            400,
+            "illegal_argument_exception",
+        );
+        let r = s.call("POST", "/an/_analyze", Some(r#"{"analyzer": "nope", "text": "x"}"#));
+        assert_es_error(&r, 400, "illegal_argument_exception");
+        assert!(
+            r.1["error"]["reason"].as_str().unwrap().contains("failed to find analyzer [nope]"),
+            "{}",
+            r.1
+        );
+        // A suggester's analyzer: `plain` keeps "Runnign" whole (`english` would cut it to "runnign" too,
+        // but the index's name must resolve first).
+        let q = r#"{"size": 0, "suggest": {"s": {"text": "Runnign", "term": {"field": "exact", "analyzer": "plain"}}}}"#;
+        let (st, v) = s.call("POST", "/an/_search", Some(q));
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(v["suggest"]["s"][0]["text"], json!("runnign"), "{v}");
+        assert_eq!(v["suggest"]["s"][0]["options"][0]["text"], json!("running"), "{v}");
+        let (_, v) = s.call("GET", "/an/_settings", None);
+        let defs = &v["an"]["settings"]["index"]["analysis"]["analyzer"];
+        assert_eq!(
+            defs["plain"],
+            json!({"type": "custom", "tokenizer": "standard", "filter": ["lowercase"]}),
+            "{v}"
+        );
+        assert_eq!(defs["default"], json!({"type": "english"}), "{v}");
+    };
+    check(&s);
+    let engine = s.stop();
+    engine.close().unwrap();
+    drop(engine);
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    check(&s);
     s.stop();
 }
 

@@ -38,6 +38,12 @@ pub struct IndexSettings {
     /// Shards (executors), fixed when the index is created; the budgets are split evenly between them.
     #[serde(default = "one")]
     pub number_of_shards: usize,
+    /// The index's named analyzers (Elasticsearch's `analysis.analyzer.NAME`), each definition as the
+    /// create request gave it. The engine does not read them: its mappings name built-in analyzers, and the
+    /// HTTP layer resolves these names to the built-in analyzer each definition equals wherever it meets
+    /// one after creation (a mapping update, `_analyze`, a suggester's `analyzer`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub analyzers: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 fn one() -> usize {
@@ -88,6 +94,7 @@ impl Default for IndexSettings {
             max_document_bytes: max_doc(),
             default_analyzer: None,
             number_of_shards: 1,
+            analyzers: Default::default(),
         }
     }
 }
