@@ -201,6 +201,8 @@ pub struct SearchRequest {
     /// `collapse`: one hit per value of this field (its best in the order), as Elasticsearch's field
     /// collapsing; `from` and `size` count groups.
     pub(crate) collapse: Option<String>,
+    /// `collapse.inner_hits`: each collapsed hit's group, expanded ([`Self::expand`]).
+    inner_hits: Vec<InnerHits>,
     /// `min_score`: only hits scoring at least this, counted too.
     min_score: Option<f32>,
     /// `pit`: run in this point in time ([`crate::pit`]).
@@ -213,6 +215,79 @@ pub struct SearchRequest {
     pub(crate) after: Option<Vec<Option<SortValue>>>,
     /// `?scroll=1m`: open a scroll ([`crate::scroll`]) kept this long after each page.
     pub(crate) scroll: Option<Duration>,
+}
+
+/// One `collapse.inner_hits` definition: the hits of each collapsed hit's group beside its best one.
+#[derive(Debug, Clone)]
+struct InnerHits {
+    name: String,
+    /// The search body each group's search runs, less its query: the definition's `from`, `size` (default
+    /// 3, as Elasticsearch's), `sort`, `_source`, `highlight`, `version` and `seq_no_primary_term`.
+    body: Map<String, Value>,
+}
+
+/// Most `from + size` of an inner hits definition (Elasticsearch's `index.max_inner_result_window`).
+const MAX_INNER_WINDOW: usize = 100;
+
+/// `collapse.inner_hits`: an object or an array of them, each named, checked now (its search body parsed as
+/// every group's search will parse it).
+fn parse_inner_hits(v: &Value, limits: &Limits) -> ApiResult<Vec<InnerHits>> {
+    let items: Vec<&Value> = match v {
+        Value::Array(a) => a.iter().collect(),
+        one => vec![one],
+    };
+    let mut out: Vec<InnerHits> = vec![];
+    for item in items {
+        let o = item
+            .as_object()
+            .ok_or_else(|| ApiError::parsing("[inner_hits] must be an object or an array of objects"))?;
+        let (mut name, mut body) = (None, Map::new());
+        for (k, v) in o {
+            match k.as_str() {
+                "name" => {
+                    name = Some(
+                        v.as_str()
+                            .ok_or_else(|| ApiError::parsing("[inner_hits] [name] must be a string"))?,
+                    )
+                }
+                "from"
+                | "size"
+                | "sort"
+                | "_source"
+                | "highlight"
+                | "version"
+                | "seq_no_primary_term"
+                | "track_scores" => {
+                    body.insert(k.clone(), v.clone());
+                }
+                "explain" | "collapse" | "script_fields" | "docvalue_fields" | "stored_fields" | "fields"
+                | "ignore_unmapped" => return Err(ApiError::unsupported(format!("[inner_hits] with [{k}]"))),
+                other => return Err(ApiError::parsing(format!("[inner_hits] unknown field [{other}]"))),
+            }
+        }
+        let name = name.ok_or_else(|| {
+            ApiError::bad_request(
+                "inner_hits must have a [name]; set the [name] field in the inner_hits definition",
+            )
+        })?;
+        if out.iter().any(|x| x.name == name) {
+            return Err(ApiError::bad_request(format!(
+                "[inner_hits] already contains an entry for key [{name}]"
+            )));
+        }
+        body.entry("size").or_insert(json!(3));
+        let probe = SearchRequest::parse(&serde_json::to_vec(&body).expect("JSON"), &HashMap::new(), limits)?;
+        let window = probe.from.saturating_add(probe.size);
+        if window > MAX_INNER_WINDOW {
+            return Err(ApiError::bad_request(format!(
+                "Inner result window is too large, the inner hit definition's [{name}]'s from + size must be less \
+                 than or equal to: [{MAX_INNER_WINDOW}] but was [{window}]. This limit can be set by changing the \
+                 [index.max_inner_result_window] index level setting."
+            )));
+        }
+        out.push(InnerHits { name: name.to_string(), body });
+    }
+    Ok(out)
 }
 
 /// A request's queries on one index.
@@ -390,13 +465,14 @@ impl SearchRequest {
                 "[min_score] together with aggregations (spirit's aggregations read every match of the query)",
             ));
         }
+        let mut inner_hits = vec![];
         let collapse = match obj.get("collapse") {
             None => None,
             Some(Value::Object(c)) => {
                 for k in c.keys() {
                     match k.as_str() {
                         "field" | "max_concurrent_group_searches" => {}
-                        "inner_hits" => return Err(ApiError::unsupported("[collapse] with [inner_hits]")),
+                        "inner_hits" => inner_hits = parse_inner_hits(&c["inner_hits"], limits)?,
                         other => {
                             return Err(ApiError::parsing(format!("unknown key [{other}] in [collapse]")))
                         }
@@ -462,6 +538,7 @@ impl SearchRequest {
             post_filter: obj.get("post_filter").cloned(),
             suggest: obj.get("suggest").map(crate::suggest::parse).transpose()?.unwrap_or_default(),
             collapse,
+            inner_hits,
             min_score,
             pit,
         })
@@ -493,6 +570,9 @@ impl SearchRequest {
                 true,
                 None,
             )?;
+            if let Some(Value::Array(hits)) = out["hits"].get_mut("hits") {
+                self.expand(hits, targets, limits)?;
+            }
             if let Some(s) = self.suggestions_on(targets)? {
                 out["suggest"] = s;
             }
@@ -527,7 +607,8 @@ impl SearchRequest {
             let mut seen = std::collections::HashSet::new();
             hits.retain(|h| seen.insert(h.0.get("fields").map_or("null".into(), |f| f[field].to_string())));
         }
-        let page: Vec<Value> = hits.into_iter().skip(self.from).take(self.size).map(|h| h.0).collect();
+        let mut page: Vec<Value> = hits.into_iter().skip(self.from).take(self.size).map(|h| h.0).collect();
+        self.expand(&mut page, targets, limits)?;
         let mut out = response(page, self.total_json(total, !gte), best, shards, vec![]);
         if let Some(aggs) = self.aggregations_on(targets, limits)? {
             out["aggregations"] = aggs;
@@ -537,6 +618,33 @@ impl SearchRequest {
         }
         out["took"] = json!(t0.elapsed().as_millis() as u64);
         Ok(out)
+    }
+
+    /// Elasticsearch's expand phase: with `collapse.inner_hits`, each hit of a collapsed page gets, under
+    /// `inner_hits`, the hits of its group — the request's query (not its `post_filter`, as in Elasticsearch)
+    /// over the same `targets`, filtered to the hit's collapse value (or to documents without one) — one
+    /// search per hit and definition, each with the definition's window, order and fetch options.
+    fn expand(&self, hits: &mut [Value], targets: &[Target], limits: &Limits) -> ApiResult<()> {
+        let Some(field) = self.collapse.as_ref().filter(|_| !self.inner_hits.is_empty()) else {
+            return Ok(());
+        };
+        for hit in hits {
+            let group = match hit.get("fields").and_then(|f| f[field].get(0)) {
+                Some(v) => json!({"bool": {"must": [self.query], "filter": [{"term": {field: v}}]}}),
+                None => json!({"bool": {"must": [self.query], "must_not": [{"exists": {"field": field}}]}}),
+            };
+            let mut inner = Map::new();
+            for definition in &self.inner_hits {
+                let mut body = definition.body.clone();
+                body.insert("query".into(), group.clone());
+                let req =
+                    SearchRequest::parse(&serde_json::to_vec(&body).expect("JSON"), &HashMap::new(), limits)?;
+                let mut r = req.execute_on(targets, limits)?;
+                inner.insert(definition.name.clone(), json!({"hits": r["hits"].take()}));
+            }
+            hit["inner_hits"] = Value::Object(inner);
+        }
+        Ok(())
     }
 
     /// The request's aggregations (if it has any) over every index of `targets` at once, rendered.

@@ -3080,7 +3080,32 @@ fn collapse_returns_each_values_best_hit() {
         ),
         ("/cl-a/_search", json!({"collapse": {"field": "nope"}}), "no mapping found for [nope]"),
         ("/cl-a/_search?scroll=1m", json!({"collapse": {"field": "user"}}), "in a scroll context"),
-        ("/cl-a/_search", json!({"collapse": {"field": "user", "inner_hits": {}}}), "inner_hits"),
+        ("/cl-a/_search", json!({"collapse": {"field": "user", "inner_hits": {}}}), "must have a [name]"),
+        (
+            "/cl-a/_search",
+            json!({"collapse": {"field": "user", "inner_hits": [{"name": "a"}, {"name": "a"}]}}),
+            "already contains an entry for key [a]",
+        ),
+        (
+            "/cl-a/_search",
+            json!({"collapse": {"field": "user", "inner_hits": {"name": "a", "from": 1, "size": 100}}}),
+            "Inner result window is too large",
+        ),
+        (
+            "/cl-a/_search",
+            json!({"collapse": {"field": "user", "inner_hits": {"name": "a", "collapse": {"field": "likes"}}}}),
+            "[inner_hits] with [collapse]",
+        ),
+        (
+            "/cl-a/_search",
+            json!({"collapse": {"field": "user", "inner_hits": {"name": "a", "frobnicate": 1}}}),
+            "unknown field [frobnicate]",
+        ),
+        (
+            "/cl-a/_search",
+            json!({"collapse": {"field": "user", "inner_hits": {"name": "a", "sort": [{"likes": "sideways"}]}}}),
+            "sideways",
+        ),
         (
             "/cl-a/_search",
             json!({"collapse": {"field": "user"}, "sort": [{"likes": "asc"}], "search_after": [3]}),
@@ -3091,6 +3116,45 @@ fn collapse_returns_each_values_best_hit() {
         let (status, v) = s.call("POST", path, Some(&body.to_string()));
         assert_eq!(status, 400, "{body}: {v}");
         assert!(v["error"]["reason"].as_str().unwrap().contains(reason), "{body}: {v}");
+    }
+    // inner_hits: each group's hits beside its best (the request's query over the same indices, filtered to
+    // the group), in the definition's order and window; the group without a user is the documents without one.
+    let inner = |v: &Value, name: &str| -> Vec<Vec<String>> {
+        let ids = |h: &Value| {
+            let hits = h["inner_hits"][name]["hits"]["hits"].as_array().unwrap().iter();
+            hits.map(|x| x["_id"].as_str().unwrap().to_string()).collect()
+        };
+        v["hits"]["hits"].as_array().unwrap().iter().map(ids).collect()
+    };
+    let by_likes = json!({"name": "by_likes", "size": 2, "sort": [{"likes": "asc"}], "_source": false});
+    let (v, got) =
+        search("/cl-a/_search", json!({"query": q, "collapse": {"field": "user", "inner_hits": by_likes}}));
+    assert_eq!(got.iter().map(|g| g.0.as_str()).collect::<Vec<_>>(), ["5", "2", "3", "4"]);
+    assert_eq!(inner(&v, "by_likes"), [vec!["5"], vec!["2", "1"], vec!["3"], vec!["4"]]);
+    let alice = &v["hits"]["hits"][1]["inner_hits"]["by_likes"]["hits"];
+    assert_eq!(alice["total"], json!({"value": 2, "relation": "eq"}), "{v}");
+    assert_eq!(alice["hits"][0]["_index"], json!("cl-a"));
+    assert_eq!(alice["hits"][0]["sort"], json!([1]));
+    assert!(alice["hits"][0].get("_source").is_none(), "{v}");
+    // Two definitions over two indices: bob's group holds his documents of both, by score and by likes
+    // (default size 3); the query still decides what a group holds ("blue" is in none).
+    let two = json!([{"name": "best"}, by_likes]);
+    let (v, got) =
+        search("/cl-a,cl-b/_search", json!({"query": q, "collapse": {"field": "user", "inner_hits": two}}));
+    assert_eq!(got.iter().map(|g| g.0.as_str()).collect::<Vec<_>>(), ["6", "5", "2", "4"]);
+    assert_eq!(inner(&v, "best"), [vec!["6", "3"], vec!["5"], vec!["2", "1"], vec!["4"]]);
+    assert_eq!(inner(&v, "by_likes"), [vec!["6", "3"], vec!["5"], vec!["2", "1"], vec!["4"]]);
+    let best = &v["hits"]["hits"][0]["inner_hits"]["best"]["hits"];
+    assert_eq!(best["hits"][0]["_source"]["user"], json!("bob"), "{v}");
+    assert!(best["max_score"].as_f64().unwrap() > 0.0, "{v}");
+    // A numeric collapse field: each group is its own value's documents.
+    let (v, got) = search(
+        "/cl-a/_search",
+        json!({"query": q, "collapse": {"field": "likes", "inner_hits": {"name": "same"}}, "size": 3}),
+    );
+    assert_eq!(got.len(), 3);
+    for (h, ids) in v["hits"]["hits"].as_array().unwrap().iter().zip(inner(&v, "same")) {
+        assert_eq!(ids, [h["_id"].as_str().unwrap()], "{v}");
     }
     // search_after on the collapse field itself pages through the groups.
     let (_, got) = search(
