@@ -487,6 +487,26 @@ def test_fuzzy_match(client, ix):
     assert exact["hits"]["hits"] == []
 
 
+def test_field_caps(client, ix):
+    r = client.field_caps(index=INDEX, fields="title,n,id")
+    assert r["indices"] == [INDEX]
+    assert r["fields"]["title"]["text"]["searchable"] is True
+    assert r["fields"]["title"]["text"]["aggregatable"] is False
+    assert r["fields"]["n"]["long"]["aggregatable"] is True
+    assert r["fields"]["id"]["keyword"]["aggregatable"] is True
+    assert set(r["fields"]) == {"title", "n", "id"}
+
+
+def test_collapse_inner_hits(client, ix):
+    # Collapsed on `n` (each document's own number): every group's inner hits are its hit alone.
+    body = {"query": {"match": {"title": "boundary"}}, "size": 5,
+            "collapse": {"field": "n", "inner_hits": {"name": "same", "size": 2}}}
+    r = client.search(index=INDEX, body=body)
+    assert r["hits"]["hits"]
+    for h in r["hits"]["hits"]:
+        assert [x["_id"] for x in h["inner_hits"]["same"]["hits"]["hits"]] == [h["_id"]]
+
+
 def test_optimistic_concurrency(client, ix):
     # The read-then-conditional-write pattern: _seq_no/_primary_term from a get name the version to replace.
     doc_id = "occ-1"

@@ -17,6 +17,7 @@ pub mod contexts;
 pub mod documents;
 pub mod dsl;
 pub mod error;
+pub mod field_caps;
 pub mod highlight;
 pub mod indices;
 pub mod metrics;
@@ -299,6 +300,8 @@ pub fn router(state: Shared) -> Router {
         .route("/_search/point_in_time", axum::routing::delete(pit_close_opensearch))
         .route("/_search/point_in_time/_all", get(pit_list_opensearch).delete(pit_close_all_opensearch))
         .route("/{index}/_analyze", get(analyze_index).post(analyze_index))
+        .route("/_field_caps", get(field_caps_all).post(field_caps_all))
+        .route("/{index}/_field_caps", get(field_caps_index).post(field_caps_index))
         .route("/_search/scroll", get(scroll_next).post(scroll_next).delete(scroll_clear))
         .route("/_search/scroll/{id}", get(scroll_next_id).post(scroll_next_id).delete(scroll_clear_id))
         .route("/_reindex", post(reindex))
@@ -1147,6 +1150,44 @@ async fn run_analyze(Ext(st): Ext<Shared>, index: Option<String>, b: Body) -> Ap
     let index = index.map(|i| st.index(&i)).transpose()?;
     let body = search::json_or_empty(&body(b)?)?;
     st.pool.run(move || analyze::analyze(index.as_deref(), &body)).await.map(Json)
+}
+
+/// `/_field_caps`: every index's fields.
+async fn field_caps_all(st: Ext<Shared>, params: Params, b: Body) -> ApiResult<Json<Value>> {
+    run_field_caps(st, "_all", params, b).await
+}
+
+/// `/{index}/_field_caps`: the fields of the indices `index` names.
+async fn field_caps_index(
+    st: Ext<Shared>,
+    Path(index): Path<String>,
+    params: Params,
+    b: Body,
+) -> ApiResult<Json<Value>> {
+    run_field_caps(st, &index, params, b).await
+}
+
+async fn run_field_caps(
+    Ext(st): Ext<Shared>,
+    target: &str,
+    Query(params): Params,
+    b: Body,
+) -> ApiResult<Json<Value>> {
+    let body = body(b)?;
+    let body =
+        if body.iter().all(u8::is_ascii_whitespace) { Value::Null } else { search::json_or_empty(&body)? };
+    let fields = field_caps::requested(params.get("fields"), &body)?;
+    let include_unmapped = match params.get("include_unmapped").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") | Some("") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "Failed to parse value [{other}] as only [true] or [false] are allowed."
+            )))
+        }
+    };
+    let indices = st.indices(target)?;
+    Ok(Json(field_caps::field_caps(&indices, &fields, include_unmapped)))
 }
 
 /// Opens a point in time over the indices `index` names (`keep_alive` required).

@@ -3376,3 +3376,51 @@ fn points_in_time_page_through_the_documents_of_their_moment() {
     assert_eq!((status, v["pits"][0]["successful"].clone()), (200, json!(false)));
     s.stop();
 }
+
+/// `_field_caps`: each field's type and capabilities across the indices named, in Elasticsearch's shape —
+/// one entry per type, the indices listed only where they disagree (or lack the field, with
+/// `include_unmapped`), dotted names' parents as objects, patterns in `fields`.
+#[test]
+fn field_caps_list_each_fields_types_across_indices() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let a = r#"{"mappings": {"properties": {"title": {"type": "text"}, "n": {"type": "long"},
+        "user": {"properties": {"name": {"type": "keyword"}, "joined": {"type": "date"}}}}}}"#;
+    let b = r#"{"mappings": {"properties": {"title": {"type": "text"}, "n": {"type": "keyword"}}}}"#;
+    assert_eq!(s.call("PUT", "/fc-a", Some(a)).0, 200);
+    assert_eq!(s.call("PUT", "/fc-b", Some(b)).0, 200);
+    let (status, v) = s.call("GET", "/fc-a,fc-b/_field_caps?fields=title,n,user*", None);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["indices"], json!(["fc-a", "fc-b"]));
+    let f = &v["fields"];
+    assert_eq!(
+        f["title"],
+        json!({"text": {"type": "text", "metadata_field": false, "searchable": true, "aggregatable": false}})
+    );
+    assert_eq!(f["n"]["long"]["indices"], json!(["fc-a"]), "{v}");
+    assert_eq!(f["n"]["keyword"]["indices"], json!(["fc-b"]), "{v}");
+    assert_eq!(f["n"]["keyword"]["aggregatable"], json!(true));
+    assert_eq!(f["user"]["object"]["searchable"], json!(false), "{v}");
+    assert_eq!(f["user.name"]["keyword"]["aggregatable"], json!(true));
+    assert_eq!(f["user.joined"]["date"]["type"], json!("date"));
+    assert_eq!(f.as_object().unwrap().len(), 5, "only what the patterns name: {v}");
+    // Unmapped in one index: listed with include_unmapped.
+    let (_, v) = s.call("GET", "/fc-*/_field_caps?fields=user.name&include_unmapped=true", None);
+    assert_eq!(v["fields"]["user.name"]["keyword"]["indices"], json!(["fc-a"]), "{v}");
+    assert_eq!(v["fields"]["user.name"]["unmapped"]["indices"], json!(["fc-b"]), "{v}");
+    // `*` with the metadata fields spirit serves; the body's `fields`; a dynamically mapped field counts.
+    assert_eq!(s.call("PUT", "/fc-b/_doc/1", Some(r#"{"extra": "x y"}"#)).0, 201);
+    let (_, v) = s.call("POST", "/fc-b/_field_caps", Some(r#"{"fields": ["*"]}"#));
+    let names: Vec<&String> = v["fields"].as_object().unwrap().keys().collect();
+    assert_eq!(names, ["_id", "_source", "extra", "n", "title"], "{v}");
+    assert_eq!(v["fields"]["_id"]["_id"]["metadata_field"], json!(true));
+    // Refusals: no fields, an unknown index, a bad flag.
+    assert_es_error(&s.call("GET", "/fc-a/_field_caps", None), 400, "illegal_argument_exception");
+    assert_es_error(&s.call("GET", "/nope/_field_caps?fields=*", None), 404, "index_not_found_exception");
+    assert_es_error(
+        &s.call("GET", "/fc-a/_field_caps?fields=*&include_unmapped=maybe", None),
+        400,
+        "illegal_argument_exception",
+    );
+    s.stop();
+}
