@@ -178,6 +178,9 @@ impl ImageBuilder {
         enum Piece {
             Terms(usize, usize),
             Biwords(u16),
+            /// The stored documents (with `parallel`; else they are written after the columns, on this
+            /// thread): the flusher's last step otherwise, on one thread while the others have finished.
+            Docs,
         }
         let mut cuts: Vec<(usize, Option<u16>)> = fresh
             .column_fields()
@@ -202,6 +205,24 @@ impl ImageBuilder {
             pieces.extend(field.map(Piece::Biwords));
         }
         pieces.push(Piece::Terms(lo, keys.len()));
+        if parallel {
+            // Last: its writer is taken off the end below.
+            pieces.push(Piece::Docs);
+        }
+        // The stored documents into `w` (it has none yet).
+        let store_docs = |w: &mut ImageWriter| -> Result<(), SegmentError> {
+            let (mut id, mut src) = (vec![], vec![]);
+            for d in 0..n {
+                if give_up(d as usize) {
+                    return Ok(());
+                }
+                fresh.stored_into(d, &mut id, &mut src)?;
+                let id =
+                    std::str::from_utf8(&id).map_err(|_| SegmentError("stored _id is not UTF-8".into()))?;
+                w.add_doc(id, &src);
+            }
+            Ok(())
+        };
 
         // The terms of keys `lo..hi`.
         let terms = |lo: usize, hi: usize| {
@@ -236,28 +257,36 @@ impl ImageBuilder {
             }
             w
         };
-        let build = |piece: &Piece| match *piece {
-            Piece::Terms(lo, hi) => terms(lo, hi),
-            Piece::Biwords(field) => {
-                let mut w = ImageWriter::with_codecs(codecs.clone());
-                if give_up(0) {
-                    return w;
+        let build = |piece: &Piece| -> Result<ImageWriter, SegmentError> {
+            Ok(match *piece {
+                Piece::Terms(lo, hi) => terms(lo, hi),
+                Piece::Biwords(field) => {
+                    let mut w = ImageWriter::with_codecs(codecs.clone());
+                    if give_up(0) {
+                        return Ok(w);
+                    }
+                    if let Some(lists) = fresh_biwords(fresh, field, n) {
+                        lists.for_each(&mut |key, post| w.add_term(key, post));
+                    }
+                    w
                 }
-                if let Some(lists) = fresh_biwords(fresh, field, n) {
-                    lists.for_each(&mut |key, post| w.add_term(key, post));
+                Piece::Docs => {
+                    let mut w = ImageWriter::with_codecs(codecs.clone());
+                    store_docs(&mut w)?;
+                    w
                 }
-                w
-            }
+            })
         };
-        let writers: Vec<ImageWriter> = if parallel {
+        let mut writers: Vec<ImageWriter> = if parallel {
             use rayon::prelude::*;
-            pieces.par_iter().map(build).collect()
+            pieces.par_iter().map(build).collect::<Result<_, _>>()?
         } else {
-            pieces.iter().map(build).collect()
+            pieces.iter().map(build).collect::<Result<_, _>>()?
         };
         if aborted.load(Ordering::Relaxed) || give_up(0) {
             return Ok(None);
         }
+        let docs = if parallel { writers.pop() } else { None };
         let mut writers = writers.into_iter();
         let mut w = writers.next().expect("at least one piece");
         for next in writers {
@@ -277,14 +306,12 @@ impl ImageBuilder {
                 Ok(())
             })?;
         }
-        let (mut id, mut src) = (vec![], vec![]);
-        for d in 0..n {
-            if give_up(d as usize) {
-                return Ok(None);
-            }
-            fresh.stored_into(d, &mut id, &mut src)?;
-            let id = std::str::from_utf8(&id).map_err(|_| SegmentError("stored _id is not UTF-8".into()))?;
-            w.add_doc(id, &src);
+        match docs {
+            Some(docs) => w.take_docs(docs),
+            None => store_docs(&mut w)?,
+        }
+        if aborted.load(Ordering::Relaxed) {
+            return Ok(None);
         }
         Ok(Some(w.seal(seg_id, base_doc)))
     }
@@ -635,6 +662,24 @@ impl ImageWriter {
         self.purged += part.purged();
         self.block_first = self.n_docs;
         Ok(())
+    }
+
+    /// Takes the stored documents of `other` (written apart, in parallel with this writer's terms) as this
+    /// writer's, which has none yet.
+    fn take_docs(&mut self, other: ImageWriter) {
+        assert!(
+            self.n_docs == 0 && self.raw.is_empty() && self.doc_dir.is_empty() && self.ids.is_empty(),
+            "documents are taken by a writer without any"
+        );
+        assert!(other.terms.is_empty() && other.keys.is_empty(), "a documents-only writer");
+        self.doc_dir = other.doc_dir;
+        self.doc_data = other.doc_data;
+        self.raw = other.raw;
+        self.block_first = other.block_first;
+        self.ids = other.ids;
+        self.id_bytes = other.id_bytes;
+        self.n_docs = other.n_docs;
+        self.purged += other.purged;
     }
 
     fn flush_doc_block(&mut self) {
