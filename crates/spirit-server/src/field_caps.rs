@@ -6,15 +6,16 @@
 //! The answer reads the mappings only. A field mapped in several indices with different types gets one
 //! entry per type, each listing its indices; with `include_unmapped=true`, indices without the field are
 //! listed under the type `unmapped`. The parents of dotted names are `object` fields, neither searchable nor
-//! aggregatable. Two metadata fields are listed as spirit serves them: `_id` (searchable with `ids` and
-//! `term`, not aggregatable) and `_source` (neither). `fields` takes names and `*` patterns, from the URL or
-//! the body, and is required.
+//! aggregatable, listed with any field they hold that is asked for (as Elasticsearch adds them). Two metadata
+//! fields are listed as spirit serves them: `_id` (searchable with `ids` and `term`, not aggregatable) and
+//! `_source` (neither); `_index` is not, since spirit's queries cannot name it. `fields` takes names and `*`
+//! patterns, from the URL or the body, and is required.
 
 use crate::error::{ApiError, ApiResult};
 use serde_json::{json, Map, Value};
 use spirit::schema::{simple_match, FieldType};
 use spirit::Index;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// One field's capabilities in one index.
@@ -95,17 +96,30 @@ pub fn requested(param: Option<&String>, body: &Value) -> ApiResult<Vec<String>>
 pub fn field_caps(indices: &[Arc<Index>], fields: &[String], include_unmapped: bool) -> Value {
     let per_index: Vec<(&str, BTreeMap<String, Caps>)> =
         indices.iter().map(|i| (i.name(), fields_of(i))).collect();
-    let wanted = |name: &str| fields.iter().any(|p| simple_match(p, name));
+    // Whether each distinct name is asked for, matched once however many indices have it.
+    let mut asked: HashMap<&str, bool> = HashMap::new();
     // Field -> its capabilities -> the indices that have it so.
-    let mut found: BTreeMap<&str, BTreeMap<Caps, Vec<&str>>> = BTreeMap::new();
+    let mut found: BTreeMap<&str, BTreeMap<Caps, BTreeSet<&str>>> = BTreeMap::new();
     for (index, caps) in &per_index {
-        for (name, c) in caps.iter().filter(|(n, _)| wanted(n)) {
-            found.entry(name.as_str()).or_default().entry(*c).or_default().push(index);
+        for (name, c) in caps {
+            let want = *asked.entry(name).or_insert_with(|| fields.iter().any(|p| simple_match(p, name)));
+            if !want {
+                continue;
+            }
+            found.entry(name).or_default().entry(*c).or_default().insert(index);
+            // Its parents too, whatever the patterns say.
+            let mut parent = name.as_str();
+            while let Some((p, _)) = parent.rsplit_once('.') {
+                if let Some((p, pc)) = caps.get_key_value(p) {
+                    found.entry(p).or_default().entry(*pc).or_default().insert(index);
+                }
+                parent = p;
+            }
         }
     }
     let mut out = Map::new();
     for (name, kinds) in found {
-        let having: usize = kinds.values().map(Vec::len).sum();
+        let having: usize = kinds.values().map(BTreeSet::len).sum();
         let unmapped: Vec<&str> = if include_unmapped && having < per_index.len() {
             let has = |i: &&str| kinds.values().any(|ix| ix.contains(i));
             per_index.iter().map(|(i, _)| *i).filter(|i| !has(i)).collect()

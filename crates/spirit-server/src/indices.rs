@@ -144,7 +144,8 @@ pub fn resolve_mappings(mappings: &mut Value, analyzers: &BTreeMap<String, Strin
     match mappings {
         Value::Object(m) => {
             for (k, v) in m.iter_mut() {
-                if k == "analyzer" || k == "search_analyzer" {
+                // The parameter is a string; a field named `analyzer` is an object to descend into.
+                if (k == "analyzer" || k == "search_analyzer") && v.is_string() {
                     if let Some(b) = v.as_str().and_then(|n| analyzers.get(n)) {
                         *v = Value::String(b.clone());
                     }
@@ -297,19 +298,23 @@ pub fn settings_json(
 ) -> Value {
     let durability = opts.durability.unwrap_or(cfg.durability);
     let translog = if durability == Durability::CrashSafe { "request" } else { "async" };
-    json!({"index": {
+    let mut out = json!({"index": {
         "number_of_shards": opts.shards.unwrap_or(1).to_string(), "number_of_replicas": "0", "provided_name": name,
         "translog": {"durability": translog},
         "similarity": {"default": {
             "type": "BM25", "k1": settings.bm25_k1.to_string(), "b": settings.bm25_b.to_string(),
         }},
-        "analysis": {"analyzer": settings.analyzers},
         "spirit": {
             "durability": durability,
             "dram_budget": opts.dram_budget.unwrap_or(cfg.dram_budget).to_string(),
             "persistent_budget": opts.persistent_budget.unwrap_or(cfg.persistent_budget).to_string(),
         }
-    }})
+    }});
+    // As Elasticsearch: no `analysis` section for an index that defines no analyzers.
+    if !settings.analyzers.is_empty() {
+        out["index"]["analysis"] = json!({"analyzer": settings.analyzers});
+    }
+    out
 }
 
 /// What a create-index body asks for: settings, mappings and aliases.
@@ -382,6 +387,10 @@ mod tests {
         resolve_mappings(&mut m, &s.analyzers);
         assert_eq!(m["properties"]["a"]["analyzer"], json!("stemming"));
         assert_eq!(m["properties"]["b"]["analyzer"], json!("english"));
+        // A field named `analyzer` is a field, not the parameter.
+        let mut m = json!({"properties": {"analyzer": {"type": "text", "analyzer": "chain"}}});
+        resolve_mappings(&mut m, &s.analyzers);
+        assert_eq!(m["properties"]["analyzer"]["analyzer"], json!("stemming"));
         for bad in [
             json!({"analysis": {"analyzer": {"x": {"type": "custom", "tokenizer": "whitespace", "filter": ["lowercase"]}}}}),
             json!({"analysis": {"analyzer": {"x": {"type": "custom", "tokenizer": "standard", "filter": ["lowercase", "synonym"]}}}}),

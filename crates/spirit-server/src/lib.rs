@@ -1177,17 +1177,56 @@ async fn run_field_caps(
     let body =
         if body.iter().all(u8::is_ascii_whitespace) { Value::Null } else { search::json_or_empty(&body)? };
     let fields = field_caps::requested(params.get("fields"), &body)?;
-    let include_unmapped = match params.get("include_unmapped").map(String::as_str) {
-        None | Some("false") => false,
-        Some("true") | Some("") => true,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "Failed to parse value [{other}] as only [true] or [false] are allowed."
-            )))
+    for k in params.keys() {
+        match k.as_str() {
+            "fields" | "include_unmapped" | "allow_no_indices" | "ignore_unavailable"
+            | "expand_wildcards" => {}
+            "types" | "filters" | "include_empty_fields" => {
+                return Err(ApiError::unsupported(format!("the _field_caps parameter [{k}]")))
+            }
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "request [_field_caps] contains unrecognized parameter: [{other}]"
+                )))
+            }
+        }
+    }
+    let flag = |name: &str, default: bool| -> ApiResult<bool> {
+        match params.get(name).map(String::as_str) {
+            None => Ok(default),
+            Some("true") | Some("") => Ok(true),
+            Some("false") => Ok(false),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "Failed to parse value [{other}] for [{name}]: only [true] or [false] are allowed."
+            ))),
         }
     };
-    let indices = st.indices(target)?;
-    Ok(Json(field_caps::field_caps(&indices, &fields, include_unmapped)))
+    let include_unmapped = flag("include_unmapped", false)?;
+    let (allow_none, ignore_missing) = (flag("allow_no_indices", true)?, flag("ignore_unavailable", false)?);
+    let indices = if ignore_missing {
+        // Each part alone, a missing index left out.
+        let mut all: Vec<Arc<Index>> = vec![];
+        for part in target.split(',').filter(|p| !p.is_empty()) {
+            match st.indices(part) {
+                Ok(found) => {
+                    for i in found {
+                        if !all.iter().any(|x| x.name() == i.name()) {
+                            all.push(i);
+                        }
+                    }
+                }
+                Err(e) if e.status == StatusCode::NOT_FOUND => {}
+                Err(e) => return Err(e),
+            }
+        }
+        all
+    } else {
+        st.indices(target)?
+    };
+    if indices.is_empty() && !allow_none {
+        return Err(ApiError::index_not_found(target));
+    }
+    st.pool.run(move || Ok(field_caps::field_caps(&indices, &fields, include_unmapped))).await.map(Json)
 }
 
 /// Opens a point in time over the indices `index` names (`keep_alive` required).

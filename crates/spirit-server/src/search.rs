@@ -221,21 +221,35 @@ pub struct SearchRequest {
 #[derive(Debug, Clone)]
 struct InnerHits {
     name: String,
-    /// The search body each group's search runs, less its query: the definition's `from`, `size` (default
-    /// 3, as Elasticsearch's), `sort`, `_source`, `highlight`, `version` and `seq_no_primary_term`.
-    body: Map<String, Value>,
+    /// The search each group runs, parsed once, its query and post filter set per group: the definition's
+    /// `from`, `size` (default 3, as Elasticsearch's), `sort`, `_source`, `highlight`, `version` and
+    /// `seq_no_primary_term`; never through the result cache (each group's query is asked once).
+    template: SearchRequest,
 }
 
 /// Most `from + size` of an inner hits definition (Elasticsearch's `index.max_inner_result_window`).
 const MAX_INNER_WINDOW: usize = 100;
 
-/// `collapse.inner_hits`: an object or an array of them, each named, checked now (its search body parsed as
-/// every group's search will parse it).
-fn parse_inner_hits(v: &Value, limits: &Limits) -> ApiResult<Vec<InnerHits>> {
+/// Most group searches one request may run: hits asked for (`size`) times inner hits definitions. They run
+/// one after another on the request's query thread (Elasticsearch runs them as a multi-search).
+pub(crate) const MAX_GROUP_SEARCHES: usize = 1_000;
+
+/// `collapse.inner_hits`: an object or an array of them, each named, checked now (its search body parsed
+/// once, as every group's search runs it); `size` hits a page, each expanded by every definition.
+fn parse_inner_hits(v: &Value, size: usize, limits: &Limits) -> ApiResult<Vec<InnerHits>> {
     let items: Vec<&Value> = match v {
         Value::Array(a) => a.iter().collect(),
         one => vec![one],
     };
+    let searches = size.saturating_mul(items.len());
+    if searches > MAX_GROUP_SEARCHES {
+        return Err(ApiError::bad_request(format!(
+            "[collapse] with [inner_hits] runs a search per hit and definition: {size} hits x {} definitions is \
+             more than the {MAX_GROUP_SEARCHES} a request may run",
+            items.len()
+        )));
+    }
+    let mut names = std::collections::HashSet::new();
     let mut out: Vec<InnerHits> = vec![];
     for item in items {
         let o = item
@@ -270,14 +284,16 @@ fn parse_inner_hits(v: &Value, limits: &Limits) -> ApiResult<Vec<InnerHits>> {
                 "inner_hits must have a [name]; set the [name] field in the inner_hits definition",
             )
         })?;
-        if out.iter().any(|x| x.name == name) {
+        if !names.insert(name) {
             return Err(ApiError::bad_request(format!(
                 "[inner_hits] already contains an entry for key [{name}]"
             )));
         }
         body.entry("size").or_insert(json!(3));
-        let probe = SearchRequest::parse(&serde_json::to_vec(&body).expect("JSON"), &HashMap::new(), limits)?;
-        let window = probe.from.saturating_add(probe.size);
+        let mut template =
+            SearchRequest::parse(&serde_json::to_vec(&body).expect("JSON"), &HashMap::new(), limits)?;
+        template.cache = false;
+        let window = template.from.saturating_add(template.size);
         if window > MAX_INNER_WINDOW {
             return Err(ApiError::bad_request(format!(
                 "Inner result window is too large, the inner hit definition's [{name}]'s from + size must be less \
@@ -285,7 +301,7 @@ fn parse_inner_hits(v: &Value, limits: &Limits) -> ApiResult<Vec<InnerHits>> {
                  [index.max_inner_result_window] index level setting."
             )));
         }
-        out.push(InnerHits { name: name.to_string(), body });
+        out.push(InnerHits { name: name.to_string(), template });
     }
     Ok(out)
 }
@@ -471,8 +487,16 @@ impl SearchRequest {
             Some(Value::Object(c)) => {
                 for k in c.keys() {
                     match k.as_str() {
-                        "field" | "max_concurrent_group_searches" => {}
-                        "inner_hits" => inner_hits = parse_inner_hits(&c["inner_hits"], limits)?,
+                        "field" => {}
+                        "max_concurrent_group_searches" => {
+                            // Checked as Elasticsearch checks it; the group searches run one at a time.
+                            if c[k].as_u64().is_none_or(|n| n == 0) {
+                                return Err(ApiError::bad_request(
+                                    "[max_concurrent_group_searches] must be positive",
+                                ));
+                            }
+                        }
+                        "inner_hits" => inner_hits = parse_inner_hits(&c["inner_hits"], size, limits)?,
                         other => {
                             return Err(ApiError::parsing(format!("unknown key [{other}] in [collapse]")))
                         }
@@ -621,13 +645,16 @@ impl SearchRequest {
     }
 
     /// Elasticsearch's expand phase: with `collapse.inner_hits`, each hit of a collapsed page gets, under
-    /// `inner_hits`, the hits of its group — the request's query (not its `post_filter`, as in Elasticsearch)
-    /// over the same `targets`, filtered to the hit's collapse value (or to documents without one) — one
-    /// search per hit and definition, each with the definition's window, order and fetch options.
+    /// `inner_hits`, the hits of its group — the request's query over the same `targets`, filtered to the
+    /// hit's collapse value (or to documents without one), and its `post_filter`, as Elasticsearch filters
+    /// them — one search per hit and definition, each with the definition's window, order and fetch options.
     fn expand(&self, hits: &mut [Value], targets: &[Target], limits: &Limits) -> ApiResult<()> {
         let Some(field) = self.collapse.as_ref().filter(|_| !self.inner_hits.is_empty()) else {
             return Ok(());
         };
+        // The group's bool adds two levels and two clauses to a query the limits already admitted.
+        let limits =
+            Limits { max_depth: limits.max_depth + 2, max_clauses: limits.max_clauses + 2, ..limits.clone() };
         for hit in hits {
             let group = match hit.get("fields").and_then(|f| f[field].get(0)) {
                 Some(v) => json!({"bool": {"must": [self.query], "filter": [{"term": {field: v}}]}}),
@@ -635,11 +662,10 @@ impl SearchRequest {
             };
             let mut inner = Map::new();
             for definition in &self.inner_hits {
-                let mut body = definition.body.clone();
-                body.insert("query".into(), group.clone());
-                let req =
-                    SearchRequest::parse(&serde_json::to_vec(&body).expect("JSON"), &HashMap::new(), limits)?;
-                let mut r = req.execute_on(targets, limits)?;
+                let mut req = definition.template.clone();
+                req.query = group.clone();
+                req.post_filter = self.post_filter.clone();
+                let mut r = req.execute_on(targets, &limits)?;
                 inner.insert(definition.name.clone(), json!({"hits": r["hits"].take()}));
             }
             hit["inner_hits"] = Value::Object(inner);

@@ -530,6 +530,7 @@ fn analyzers_defined_in_settings_apply_to_mapped_and_dynamic_fields() {
     assert_es_error(&s.call("PUT", "/an2", Some(bad)), 400, "illegal_argument_exception");
     // The index's analyzer names stay known after its creation, and after a restart: in a mapping update,
     // in `_analyze`, in a suggester, and in its settings.
+    assert_eq!(s.call("PUT", "/an2-none", None).0, 200);
     let mapping = r#"{"properties": {"later": {"type": "text", "analyzer": "plain"}}}"#;
     assert_eq!(s.call("PUT", "/an/_mapping", Some(mapping)).0, 200);
     assert_eq!(s.call("PUT", "/an/_doc/2", Some(r#"{"later": "Running dogs"}"#)).0, 201);
@@ -574,6 +575,11 @@ fn analyzers_defined_in_settings_apply_to_mapped_and_dynamic_fields() {
         assert_eq!(st, 200, "{v}");
         assert_eq!(v["suggest"]["s"][0]["text"], json!("runnign"), "{v}");
         assert_eq!(v["suggest"]["s"][0]["options"][0]["text"], json!("running"), "{v}");
+        let (_, v) = s.call("GET", "/an2-none/_settings", None);
+        assert!(
+            v["an2-none"]["settings"]["index"].get("analysis").is_none(),
+            "no analyzers, no section: {v}"
+        );
         let (_, v) = s.call("GET", "/an/_settings", None);
         let defs = &v["an"]["settings"]["index"]["analysis"]["analyzer"];
         assert_eq!(
@@ -3112,6 +3118,16 @@ fn collapse_returns_each_values_best_hit() {
             "search_after",
         ),
         ("/cl-a/_search", json!({"collapse": {}}), "needs a [field]"),
+        (
+            "/cl-a/_search",
+            json!({"collapse": {"field": "user", "max_concurrent_group_searches": 0}}),
+            "must be positive",
+        ),
+        (
+            "/cl-a/_search",
+            json!({"size": 501, "collapse": {"field": "user", "inner_hits": [{"name": "a"}, {"name": "b"}]}}),
+            "a request may run",
+        ),
     ] {
         let (status, v) = s.call("POST", path, Some(&body.to_string()));
         assert_eq!(status, 400, "{body}: {v}");
@@ -3147,6 +3163,50 @@ fn collapse_returns_each_values_best_hit() {
     let best = &v["hits"]["hits"][0]["inner_hits"]["best"]["hits"];
     assert_eq!(best["hits"][0]["_source"]["user"], json!("bob"), "{v}");
     assert!(best["max_score"].as_f64().unwrap() > 0.0, "{v}");
+    // The post filter filters the groups' hits too (Elasticsearch's expand phase applies it): alice's likes-1
+    // document is left out of her group, as of the hits.
+    let pf = json!({"range": {"likes": {"gte": 2}}});
+    let (v, got) = search(
+        "/cl-a/_search",
+        json!({"query": q, "post_filter": pf, "collapse": {"field": "user", "inner_hits": {"name": "g"}}}),
+    );
+    assert_eq!(got.iter().map(|g| g.0.as_str()).collect::<Vec<_>>(), ["5", "3", "1", "4"]);
+    assert_eq!(inner(&v, "g"), [vec!["5"], vec!["3"], vec!["1"], vec!["4"]]);
+    // Highlighting, versions and sequence numbers in the groups' hits.
+    let opts = json!({"name": "h", "highlight": {"fields": {"body": {}}}, "version": true,
+                      "seq_no_primary_term": true});
+    let (v, _) =
+        search("/cl-a/_search", json!({"query": q, "collapse": {"field": "user", "inner_hits": opts}}));
+    let first = &v["hits"]["hits"][0]["inner_hits"]["h"]["hits"]["hits"][0];
+    assert_eq!(
+        first["highlight"]["body"][0],
+        json!("<em>red</em> <em>red</em> <em>red</em> <em>red</em>"),
+        "{v}"
+    );
+    assert_eq!(first["_version"], json!(1), "{v}");
+    assert!(first["_seq_no"].is_u64() && first["_primary_term"] == json!(1), "{v}");
+    // A date collapse field: the formatted value finds its group.
+    assert_eq!(
+        s.call("PUT", "/cl-d", Some(r#"{"mappings": {"properties": {"day": {"type": "date"}}}}"#)).0,
+        200
+    );
+    for (id, day) in [("1", "2024-05-01"), ("2", "2024-05-01"), ("3", "2024-06-02")] {
+        let doc = format!(r#"{{"day": "{day}", "body": "x"}}"#);
+        assert_eq!(s.call("PUT", &format!("/cl-d/_doc/{id}"), Some(&doc)).0, 201);
+    }
+    let body = json!({"collapse": {"field": "day", "inner_hits": {"name": "d", "sort": ["_doc"]}}, "sort": [{"day": "asc"}]});
+    let (status, v) = s.call("POST", "/cl-d/_search", Some(&body.to_string()));
+    assert_eq!(status, 200, "{v}");
+    let days: Vec<Vec<String>> = v["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            let hits = h["inner_hits"]["d"]["hits"]["hits"].as_array().unwrap().iter();
+            hits.map(|x| x["_id"].as_str().unwrap().to_string()).collect()
+        })
+        .collect();
+    assert_eq!(days, [vec!["1", "2"], vec!["3"]], "{v}");
     // A numeric collapse field: each group is its own value's documents.
     let (v, got) = search(
         "/cl-a/_search",
@@ -3401,9 +3461,29 @@ fn field_caps_list_each_fields_types_across_indices() {
     assert_eq!(f["n"]["keyword"]["indices"], json!(["fc-b"]), "{v}");
     assert_eq!(f["n"]["keyword"]["aggregatable"], json!(true));
     assert_eq!(f["user"]["object"]["searchable"], json!(false), "{v}");
-    assert_eq!(f["user.name"]["keyword"]["aggregatable"], json!(true));
+    assert_eq!(
+        f["user.name"],
+        json!({"keyword": {"type": "keyword", "metadata_field": false, "searchable": true, "aggregatable": true}}),
+        "mapped in one index only: no index list without include_unmapped"
+    );
     assert_eq!(f["user.joined"]["date"]["type"], json!("date"));
     assert_eq!(f.as_object().unwrap().len(), 5, "only what the patterns name: {v}");
+    // A field's parents come with it, whatever the patterns name.
+    let (_, v) = s.call("GET", "/fc-a/_field_caps?fields=user.name", None);
+    let names: Vec<&String> = v["fields"].as_object().unwrap().keys().collect();
+    assert_eq!(names, ["user", "user.name"], "{v}");
+    // Missing indices: ignored when asked; a pattern matching none is no error unless allow_no_indices=false.
+    let (status, v) = s.call("GET", "/fc-a,nope/_field_caps?fields=title&ignore_unavailable=true", None);
+    assert_eq!((status, v["indices"].clone()), (200, json!(["fc-a"])), "{v}");
+    let (status, v) = s.call("GET", "/zz-*/_field_caps?fields=*", None);
+    assert_eq!((status, v["fields"].clone()), (200, json!({})), "{v}");
+    assert_es_error(
+        &s.call("GET", "/zz-*/_field_caps?fields=*&allow_no_indices=false", None),
+        404,
+        "index_not_found_exception",
+    );
+    assert_eq!(s.call("GET", "/fc-a/_field_caps?fields=*&types=keyword", None).0, 400);
+    assert_eq!(s.call("GET", "/fc-a/_field_caps?fields=*&frobnicate=1", None).0, 400);
     // Unmapped in one index: listed with include_unmapped.
     let (_, v) = s.call("GET", "/fc-*/_field_caps?fields=user.name&include_unmapped=true", None);
     assert_eq!(v["fields"]["user.name"]["keyword"]["indices"], json!(["fc-a"]), "{v}");
