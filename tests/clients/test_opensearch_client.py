@@ -497,6 +497,16 @@ def test_field_caps(client, ix):
     assert set(r["fields"]) == {"title", "n", "id"}
 
 
+def test_explain(client, ix):
+    q = {"match": {"title": "boundary layer"}}
+    top = client.search(index=INDEX, body={"query": q, "size": 1})["hits"]["hits"][0]
+    e = client.explain(index=INDEX, id=top["_id"], body={"query": q})
+    assert e["matched"] is True
+    assert e["explanation"]["value"] == top["_score"]
+    r = client.search(index=INDEX, body={"query": q, "size": 3, "explain": True})
+    assert all(h["_explanation"]["value"] == h["_score"] for h in r["hits"]["hits"])
+
+
 def test_collapse_inner_hits(client, ix):
     # Collapsed on `n` (each document's own number): every group's inner hits are its hit alone.
     body = {"query": {"match": {"title": "boundary"}}, "size": 5,

@@ -324,6 +324,7 @@ pub fn router(state: Shared) -> Router {
         .route("/{index}/_doc/{id}", put(index_doc).post(index_doc).get(get_doc).delete(delete_doc))
         .route("/{index}/_create/{id}", put(create_doc).post(create_doc))
         .route("/{index}/_source/{id}", get(get_source))
+        .route("/{index}/_explain/{id}", get(explain_doc).post(explain_doc))
         .route("/{index}/_update/{id}", post(update_doc))
         .route("/{index}/_bulk", post(bulk_index).put(bulk_index))
         .route("/{index}/_search", get(search).post(search))
@@ -1020,6 +1021,41 @@ async fn get_source(
             format!("Document not found [{index}]/[{id}]"),
         )
     })
+}
+
+/// `/{index}/_explain/{id}`: how the document's score under the body's `query` (or `?q=`) comes about.
+async fn explain_doc(
+    Ext(st): Ext<Shared>,
+    Path((index, id)): Path<(String, String)>,
+    Query(params): Params,
+    b: Body,
+) -> ApiResult<Response> {
+    let body = search::json_or_empty(&body(b)?)?;
+    let obj = body.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
+    if let Some(k) = obj.keys().find(|k| k.as_str() != "query") {
+        return Err(ApiError::parsing(format!("request does not support [{k}]")));
+    }
+    let query = search::request_query(obj.get("query"), &params)
+        .ok_or_else(|| ApiError::bad_request("query is missing"))?;
+    let i = st.index(&index)?;
+    let limits = st.limits.clone();
+    let (name, id2) = (i.name().to_string(), id.clone());
+    let (found, e) = st
+        .pool
+        .run(move || {
+            let q = dsl::Translator::new(&i.schema(), limits.max_clauses, limits.max_depth).query(&query)?;
+            Ok(i.explain(&q, &id2)?)
+        })
+        .await?;
+    let mut out = json!({"_index": name, "_id": id, "matched": e.is_some()});
+    if !found {
+        return Ok((StatusCode::NOT_FOUND, Json(out)).into_response());
+    }
+    out["explanation"] = match e {
+        Some(e) => json!(e),
+        None => json!({"value": 0.0, "description": "the document does not match the query", "details": []}),
+    };
+    Ok(Json(out).into_response())
 }
 
 async fn delete_doc(

@@ -211,6 +211,8 @@ pub struct SearchRequest {
     /// shard, what a conditional write names) and `_primary_term` (1).
     version: bool,
     seq_no: bool,
+    /// `explain`: each hit's `_explanation` ([`Index::explain`]: one scorer per query node on the hit).
+    explain: bool,
     /// `search_after`: the previous page's last `sort` values (`None` for a missing value).
     pub(crate) after: Option<Vec<Option<SortValue>>>,
     /// `?scroll=1m`: open a scroll ([`crate::scroll`]) kept this long after each page.
@@ -334,6 +336,7 @@ const KNOWN_KEYS: &[&str] = &[
     "highlight",
     "timeout",
     "version",
+    "explain",
     "seq_no_primary_term",
     "track_scores",
     "aggs",
@@ -377,17 +380,7 @@ impl SearchRequest {
                 from.saturating_add(size)
             )));
         }
-        let query = match (obj.get("query"), params.get("q")) {
-            (Some(q), _) => q.clone(),
-            (None, Some(q)) => {
-                let mut qs = json!({"query": q});
-                if let Some(df) = params.get("df") {
-                    qs["default_field"] = json!(df);
-                }
-                json!({"query_string": qs})
-            }
-            (None, None) => json!({"match_all": {}}),
-        };
+        let query = request_query(obj.get("query"), params).unwrap_or_else(|| json!({"match_all": {}}));
         let sort = match obj.get("sort") {
             Some(s) => parse_sort(s)?,
             None => match params.get("sort") {
@@ -446,7 +439,7 @@ impl SearchRequest {
                 }
             }
         };
-        let (version, seq_no) = (flag("version")?, flag("seq_no_primary_term")?);
+        let (version, seq_no, explain) = (flag("version")?, flag("seq_no_primary_term")?, flag("explain")?);
         let after = match obj.get("search_after") {
             None => None,
             Some(Value::Array(values)) => {
@@ -557,6 +550,7 @@ impl SearchRequest {
             aggs,
             version,
             seq_no,
+            explain,
             after,
             scroll,
             post_filter: obj.get("post_filter").cloned(),
@@ -857,6 +851,12 @@ impl SearchRequest {
                     hit.insert("_seq_no".into(), json!(h.doc));
                     hit.insert("_primary_term".into(), json!(1));
                 }
+                if self.explain {
+                    // Of the query the hit came from (alias filter and post filter are filter clauses: 0).
+                    if let (true, Some(e)) = index.explain(&q, &h.id)? {
+                        hit.insert("_explanation".into(), json!(e));
+                    }
+                }
                 if let (Some(field), Some(v)) = (&self.collapse, &h.collapse_value) {
                     // As Elasticsearch fetches the field: a date formatted, a double as a double; nothing
                     // for a hit without a value.
@@ -918,6 +918,21 @@ impl SearchRequest {
         }
         out["took"] = json!(t0.elapsed().as_millis() as u64);
         Ok(out)
+    }
+}
+
+/// The query a request asks for: its body's `query`, else the URL's `q` (with `df`) as a `query_string`.
+pub(crate) fn request_query(body: Option<&Value>, params: &HashMap<String, String>) -> Option<Value> {
+    match (body, params.get("q")) {
+        (Some(q), _) => Some(q.clone()),
+        (None, Some(q)) => {
+            let mut qs = json!({"query": q});
+            if let Some(df) = params.get("df") {
+                qs["default_field"] = json!(df);
+            }
+            Some(json!({"query_string": qs}))
+        }
+        (None, None) => None,
     }
 }
 

@@ -3504,3 +3504,73 @@ fn field_caps_list_each_fields_types_across_indices() {
     );
     s.stop();
 }
+
+/// `_explain` and `explain: true`: the explanation's value is the hit's score, its parts are BM25's (idf from
+/// the document counts, tf from the frequency and lengths), on one shard and on three; a document that does
+/// not match says so, a missing one is a 404.
+#[test]
+fn explanations_give_each_hits_score_and_its_parts() {
+    on_one_and_three_shards(
+        "ex",
+        r#"{"properties": {"body": {"type": "text"}, "tag": {"type": "keyword"}}}"#,
+        |s| {
+            let docs = [
+                ("1", "red fox red", "a"),
+                ("2", "blue fox", "b"),
+                ("3", "red red red dog", "a"),
+                ("4", "cat", "b"),
+            ];
+            for (id, body, tag) in docs {
+                let d = json!({"body": body, "tag": tag});
+                assert_eq!(s.call("PUT", &format!("/ex/_doc/{id}"), Some(&d.to_string())).0, 201);
+            }
+            let q = json!({"bool": {"should": [{"match": {"body": "red"}}, {"match": {"body": "fox"}}],
+                                "filter": [{"term": {"tag": "a"}}]}});
+            let (st, v) =
+                s.call("POST", "/ex/_search", Some(&json!({"query": q, "explain": true}).to_string()));
+            assert_eq!(st, 200, "{v}");
+            let hits = v["hits"]["hits"].as_array().unwrap();
+            assert_eq!(hits.len(), 2, "{v}");
+            for h in hits {
+                let id = h["_id"].as_str().unwrap();
+                assert_eq!(h["_explanation"]["value"], h["_score"], "{h}");
+                let (st, e) =
+                    s.call("POST", &format!("/ex/_explain/{id}"), Some(&json!({"query": q}).to_string()));
+                assert_eq!(st, 200, "{e}");
+                assert_eq!(e["matched"], json!(true));
+                assert_eq!(e["explanation"]["value"], h["_score"], "{e}");
+                assert_eq!(e["explanation"]["description"], json!("sum of:"), "{e}");
+            }
+            // Doc 3: "red" three times in four words; its term's parts.
+            let (_, e) = s.call(
+                "POST",
+                "/ex/_explain/3",
+                Some(&json!({"query": {"match": {"body": "red"}}}).to_string()),
+            );
+            let top = &e["explanation"];
+            let what = top["description"].as_str().unwrap();
+            assert!(what.starts_with("weight(body:red in ") && what.ends_with(") [BM25], result of:"), "{e}");
+            let parts = &top["details"][0]["details"];
+            assert_eq!(parts[0]["details"][0]["value"], json!(2.0), "n: two documents have red: {e}");
+            assert_eq!(parts[0]["details"][1]["value"], json!(4.0), "N: four have the field: {e}");
+            assert_eq!(parts[1]["details"][0]["value"], json!(3.0), "freq: {e}");
+            assert_eq!(parts[1]["details"][3]["value"], json!(4.0), "dl: {e}");
+            assert_eq!(parts[1]["details"][4]["value"], json!(2.5), "avgdl: {e}");
+            let (idf, tf) = (parts[0]["value"].as_f64().unwrap(), parts[1]["value"].as_f64().unwrap());
+            assert!(((1.0f64 + 2.5 / 2.5).ln() - idf).abs() < 1e-6, "{e}");
+            assert!((3.0 / (3.0 + 1.2 * (0.25 + 0.75 * 4.0 / 2.5)) - tf).abs() < 1e-6, "{e}");
+            assert!((top["value"].as_f64().unwrap() - idf * tf).abs() < 1e-6, "{e}");
+            // Not matching, missing, the query string, refusals.
+            let (st, e) = s.call("GET", "/ex/_explain/4?q=body:red", None);
+            assert_eq!((st, e["matched"].clone()), (200, json!(false)), "{e}");
+            let (st, e) = s.call("GET", "/ex/_explain/99?q=body:red", None);
+            assert_eq!((st, e["matched"].clone()), (404, json!(false)), "{e}");
+            assert_eq!(s.call("GET", "/ex/_explain/1", None).0, 400);
+            assert_eq!(
+                s.call("POST", "/ex/_explain/1", Some(r#"{"query": {"match_all": {}}, "size": 3}"#)).0,
+                400
+            );
+            assert_es_error(&s.call("GET", "/nope/_explain/1?q=x", None), 404, "index_not_found_exception");
+        },
+    );
+}

@@ -1239,6 +1239,35 @@ impl Index {
         Ok(SearchResult { total, total_exact, hits, took_micros: t0.elapsed().as_micros() as u64 })
     }
 
+    /// How the score of the live document with `_id` `id` under `q` comes about (Elasticsearch's `_explain`):
+    /// whether the document exists, and the explanation if it matches — its value exactly the score a search
+    /// gives the document (the same plan, statistics and watermarks; see [`query::explain`]).
+    pub fn explain(&self, q: &Query, id: &str) -> Result<(bool, Option<query::Explanation>)> {
+        let snaps: Vec<_> = self.shards.iter().map(|s| s.pin()).collect();
+        let refs: Vec<&Snapshot> = snaps.iter().map(|s| &**s).collect();
+        let schema = self.schema.read().clone();
+        let node = query::plan_shards(q, &schema, &refs)?;
+        let bm25 = query::Bm25 { k1: self.settings.bm25_k1, b: self.settings.bm25_b };
+        // As a search: one shard scores with its own statistics, several with their sum at their watermarks.
+        let (stats, marks) = if self.shards.len() == 1 {
+            (None, None)
+        } else {
+            let (mut stats, mut marks) = (query::CollectionStats::default(), vec![]);
+            for s in &refs {
+                let (st, m) = query::collection_stats(s, &node)?;
+                stats.add(st);
+                marks.push(m);
+            }
+            (Some(stats), Some(marks))
+        };
+        let shard = self.shard_of(id);
+        let mark = marks.as_ref().map(|m| &m[shard][..]);
+        let found = query::matching_docs(refs[shard], &query::Node::Ids(vec![id.to_string()]), mark)?;
+        let Some(&doc) = found.first() else { return Ok((false, None)) };
+        let e = query::explain(refs[shard], &node, &schema, doc, (bm25, stats.as_ref()), mark)?;
+        Ok((true, e))
+    }
+
     /// A sharded search: index-wide statistics, every shard evaluated in parallel with them, and the shards'
     /// top `offset + limit` merged in the query's order, ties broken by `_seq` as one shard breaks them by
     /// doc id.

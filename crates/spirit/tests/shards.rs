@@ -3,14 +3,15 @@
 //! and every query kind, in every order (score with and without exact counts, offsets, newest first, by a
 //! numeric field, count), must return the same ids with bit-identical scores and the same totals — and agree
 //! with the brute-force reference. Statistics are index-wide and score ties across shards break by the
-//! hidden sequence number, so nothing may depend on the shard count.
+//! hidden sequence number, so nothing may depend on the shard count. Explanations (`Index::explain`) agree
+//! with the searches: every top hit's is its score, bit for bit, and its parts add up.
 
 mod common;
 
 use common::gen::*;
 use common::*;
 use proptest::prelude::*;
-use spirit::query::Query;
+use spirit::query::{Explanation, Query};
 use spirit::{Durability, Index, IndexSettings, SearchOptions, ShardConfig, Sort};
 use std::path::Path;
 
@@ -76,12 +77,54 @@ fn compare(one: &Index, many: &[Index], r: &Reference, q: &Query, ctx: &str) {
             }
         }
     }
+    for i in std::iter::once(one).chain(many) {
+        check_explanations(i, r, q, ctx);
+    }
     // And the answer is right, not merely the same.
     for m in many {
         let res = m.search_query(q, &SearchOptions { limit: 5, ..Default::default() }).unwrap();
         let hits: Vec<(String, f32)> = res.hits.iter().map(|h| (h.id.clone(), h.score)).collect();
         check_top_k(r, q, res.total, &hits, 5, &format!("{ctx} ({} shards)", m.shards().len()));
     }
+}
+
+/// Each top hit's explanation is its score, bit for bit, with parts that add up; a live document the query
+/// does not match has none; an unknown `_id` is not found.
+fn check_explanations(index: &Index, r: &Reference, q: &Query, ctx: &str) {
+    let what = format!("{ctx}: {} shards, query {q:?}", index.shards().len());
+    let res = index.search_query(q, &SearchOptions { limit: 5, ..Default::default() }).unwrap();
+    for h in &res.hits {
+        let (found, e) = index.explain(q, &h.id).unwrap();
+        assert!(found, "{what}: hit {} not found", h.id);
+        let e = e.unwrap_or_else(|| panic!("{what}: hit {} has no explanation", h.id));
+        assert_eq!(e.value.to_bits(), h.score.to_bits(), "{what}: hit {}: {e:#?}", h.id);
+        check_parts(&e, &what);
+    }
+    if let Some(d) = r.docs.iter().find(|d| d.live && r.eval(q, d).is_none()) {
+        assert_eq!(index.explain(q, &d.id).unwrap(), (true, None), "{what}: {} does not match", d.id);
+    }
+    assert_eq!(index.explain(q, "no-such-id").unwrap(), (false, None), "{what}");
+}
+
+/// A combination's details make its value (up to float rounding: the evaluator sums in its own order).
+fn check_parts(e: &Explanation, what: &str) {
+    let close = |a: f32, b: f32| (a - b).abs() <= 1e-4 * a.abs().max(b.abs()).max(1e-2);
+    let values: Vec<f32> = e.details.iter().map(|d| d.value).collect();
+    let made = if e.description == "sum of:" || e.description.starts_with("sum of the") {
+        Some(values.iter().sum())
+    } else if e.description == "product of:" || e.description.starts_with("score, computed as idf * tf") {
+        Some(values.iter().product())
+    } else if let Some(rest) = e.description.strip_prefix("max plus ") {
+        let tie: f32 = rest.split(' ').next().unwrap().parse().unwrap();
+        let max = values.iter().copied().fold(0.0, f32::max);
+        Some(max + tie * (values.iter().sum::<f32>() - max))
+    } else {
+        None
+    };
+    if let Some(made) = made {
+        assert!(close(made, e.value), "{what}: {} made of {values:?} = {made}: {e:#?}", e.value);
+    }
+    e.details.iter().for_each(|d| check_parts(d, what));
 }
 
 fn run(ops: Vec<Op>, durability: Durability) {

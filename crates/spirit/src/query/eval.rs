@@ -10,6 +10,9 @@
 //! [`CollectionStats::add`]) and evaluates each shard with the sum ([`SearchOptions::stats`]), so a document's
 //! score does not depend on the shard count either.
 
+mod explain;
+pub use explain::{explain, Explanation};
+
 use super::cache::{Boundary, CachedResult, ResultCache};
 use super::plan::Node;
 use super::scratch::{recycle, reset, reset_lists, Scratch};

@@ -17,8 +17,9 @@ mod wildcard;
 pub use ast::{FuzzyOptions, Query, MAX_SLOP};
 pub use cache::{CacheStats, ResultCache};
 pub use eval::{
-    collection_stats, execute, execute_at, execute_cached, matching_docs, scored_matches, watermarks, Bm25,
-    CollectionStats, Disjunction, ScoredDoc, SearchHits, SearchOptions, Sort, Watermarks,
+    collection_stats, execute, execute_at, execute_cached, explain, matching_docs, scored_matches,
+    watermarks, Bm25, CollectionStats, Disjunction, Explanation, ScoredDoc, SearchHits, SearchOptions, Sort,
+    Watermarks,
 };
 pub use parser::{parse, parse_with, ParseError, ParseOptions};
 pub(crate) use plan::keys_with_prefix;
