@@ -1030,6 +1030,11 @@ async fn explain_doc(
     Query(params): Params,
     b: Body,
 ) -> ApiResult<Response> {
+    if let Some(k) = params.keys().find(|k| !matches!(k.as_str(), "q" | "df")) {
+        return Err(ApiError::bad_request(format!(
+            "request [_explain] contains unrecognized parameter: [{k}]"
+        )));
+    }
     let body = search::json_or_empty(&body(b)?)?;
     let obj = body.as_object().ok_or_else(|| ApiError::parsing("request body must be a JSON object"))?;
     if let Some(k) = obj.keys().find(|k| k.as_str() != "query") {
@@ -1037,13 +1042,19 @@ async fn explain_doc(
     }
     let query = search::request_query(obj.get("query"), &params)
         .ok_or_else(|| ApiError::bad_request("query is missing"))?;
+    // One index, and through an alias its filter (a document outside it does not match).
     let i = st.index(&index)?;
+    let filter =
+        st.search_targets(&index)?.into_iter().find(|t| t.index.name() == i.name()).and_then(|t| t.filter);
     let limits = st.limits.clone();
     let (name, id2) = (i.name().to_string(), id.clone());
     let (found, e) = st
         .pool
         .run(move || {
-            let q = dsl::Translator::new(&i.schema(), limits.max_clauses, limits.max_depth).query(&query)?;
+            let schema = i.schema();
+            let mut tr = dsl::Translator::new(&schema, limits.max_clauses, limits.max_depth);
+            let q = tr.query(&query)?;
+            let q = search::filtered(q, filter.as_ref(), &mut tr)?;
             Ok(i.explain(&q, &id2)?)
         })
         .await?;

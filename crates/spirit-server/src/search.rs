@@ -211,7 +211,8 @@ pub struct SearchRequest {
     /// shard, what a conditional write names) and `_primary_term` (1).
     version: bool,
     seq_no: bool,
-    /// `explain`: each hit's `_explanation` ([`Index::explain`]: one scorer per query node on the hit).
+    /// `explain`: each hit's `_explanation` ([`Index::explain_hits`], right after the search: the query
+    /// planned once more, then scorers per query node on each hit).
     explain: bool,
     /// `search_after`: the previous page's last `sort` values (`None` for a missing value).
     pub(crate) after: Option<Vec<Option<SortValue>>>,
@@ -832,13 +833,20 @@ impl SearchRequest {
                 index.search_sorted_with(&q, &keys, &page)?
             }
         };
+        // Of the query the hits came from (the alias filter and post filter are filter clauses: they add 0).
+        let explained = if self.explain {
+            index.explain_hits(&q, &res.hits.iter().map(|h| (h.shard, h.doc)).collect::<Vec<_>>())?
+        } else {
+            vec![]
+        };
         let highlighter = self.highlight.as_ref().map(|h| Highlighter::new(h, &schema, &query));
         let name = index.name();
         let mut max_score: Option<f32> = None;
         let hits: Vec<Value> = res
             .hits
             .iter()
-            .map(|h| {
+            .enumerate()
+            .map(|(at, h)| {
                 let mut hit = Map::new();
                 hit.insert("_index".into(), json!(name));
                 hit.insert("_id".into(), json!(h.id));
@@ -851,11 +859,8 @@ impl SearchRequest {
                     hit.insert("_seq_no".into(), json!(h.doc));
                     hit.insert("_primary_term".into(), json!(1));
                 }
-                if self.explain {
-                    // Of the query the hit came from (alias filter and post filter are filter clauses: 0).
-                    if let (true, Some(e)) = index.explain(&q, &h.id)? {
-                        hit.insert("_explanation".into(), json!(e));
-                    }
+                if let Some(Some(e)) = explained.get(at) {
+                    hit.insert("_explanation".into(), json!(e));
                 }
                 if let (Some(field), Some(v)) = (&self.collapse, &h.collapse_value) {
                     // As Elasticsearch fetches the field: a date formatted, a double as a double; nothing

@@ -3571,6 +3571,20 @@ fn explanations_give_each_hits_score_and_its_parts() {
                 400
             );
             assert_es_error(&s.call("GET", "/nope/_explain/1?q=x", None), 404, "index_not_found_exception");
+            assert_eq!(s.call("GET", "/ex/_explain/1?q=body:red&routing=x", None).0, 400);
+            // Through a filtered alias: a document outside the filter does not match.
+            let alias = r#"{"actions": [{"add": {"index": "ex", "alias": "ex-a", "filter": {"term": {"tag": "a"}}}}]}"#;
+            assert_eq!(s.call("POST", "/_aliases", Some(alias)).0, 200);
+            let (_, e) = s.call("GET", "/ex-a/_explain/1?q=body:fox", None);
+            assert_eq!(e["matched"], json!(true), "{e}");
+            let (st, e) = s.call("GET", "/ex-a/_explain/2?q=body:fox", None);
+            assert_eq!((st, e["matched"].clone()), (200, json!(false)), "{e}");
+            // Deleted: not found; rewritten: the new version explained.
+            assert_eq!(s.call("DELETE", "/ex/_doc/1", None).0, 200);
+            assert_eq!(s.call("GET", "/ex/_explain/1?q=body:red", None).0, 404);
+            assert_eq!(s.call("PUT", "/ex/_doc/2", Some(r#"{"body": "red", "tag": "b"}"#)).0, 200);
+            let (st, e) = s.call("GET", "/ex/_explain/2?q=body:red", None);
+            assert_eq!((st, e["matched"].clone()), (200, json!(true)), "{e}");
         },
     );
 }

@@ -1241,16 +1241,43 @@ impl Index {
 
     /// How the score of the live document with `_id` `id` under `q` comes about (Elasticsearch's `_explain`):
     /// whether the document exists, and the explanation if it matches — its value exactly the score a search
-    /// gives the document (the same plan, statistics and watermarks; see [`query::explain`]).
+    /// now gives the document (the same plan, statistics and watermarks; see [`query::explain`]). A document
+    /// rewritten while it is explained may be reported missing (its new version lies past the watermarks).
     pub fn explain(&self, q: &Query, id: &str) -> Result<(bool, Option<query::Explanation>)> {
+        let shard = self.shard_of(id);
+        self.explaining(q, |refs, marks| {
+            let ids = query::Node::Ids(vec![id.to_string()]);
+            let found = query::matching_docs(refs[shard], &ids, Some(&marks[shard]))?;
+            Ok(found.first().map(|&doc| vec![(shard, doc)]).unwrap_or_default())
+        })
+        .map(|mut e| match e.pop() {
+            Some(e) => (true, e),
+            None => (false, None),
+        })
+    }
+
+    /// [`explain`](Self::explain) for search hits, by their shard and doc id ([`Hit::shard`], [`Hit::doc`]):
+    /// planned once for them all. One per hit, `None` for a hit no longer live or no longer matching.
+    pub fn explain_hits(&self, q: &Query, hits: &[(usize, u32)]) -> Result<Vec<Option<query::Explanation>>> {
+        self.explaining(q, |_, _| Ok(hits.to_vec()))
+    }
+
+    /// Pins every shard, plans `q`, takes the statistics and watermarks a search takes, and explains the
+    /// documents `which` names (by shard and doc id) at them, in its order.
+    fn explaining(
+        &self,
+        q: &Query,
+        which: impl FnOnce(&[&Snapshot], &[query::Watermarks]) -> Result<Vec<(usize, u32)>>,
+    ) -> Result<Vec<Option<query::Explanation>>> {
         let snaps: Vec<_> = self.shards.iter().map(|s| s.pin()).collect();
         let refs: Vec<&Snapshot> = snaps.iter().map(|s| &**s).collect();
         let schema = self.schema.read().clone();
         let node = query::plan_shards(q, &schema, &refs)?;
         let bm25 = query::Bm25 { k1: self.settings.bm25_k1, b: self.settings.bm25_b };
-        // As a search: one shard scores with its own statistics, several with their sum at their watermarks.
+        // As a search: one shard scores with its own statistics, several with their sum; at fixed watermarks,
+        // so the documents found are the ones explained.
         let (stats, marks) = if self.shards.len() == 1 {
-            (None, None)
+            (None, vec![query::watermarks(refs[0])])
         } else {
             let (mut stats, mut marks) = (query::CollectionStats::default(), vec![]);
             for s in &refs {
@@ -1258,14 +1285,29 @@ impl Index {
                 stats.add(st);
                 marks.push(m);
             }
-            (Some(stats), Some(marks))
+            (Some(stats), marks)
         };
-        let shard = self.shard_of(id);
-        let mark = marks.as_ref().map(|m| &m[shard][..]);
-        let found = query::matching_docs(refs[shard], &query::Node::Ids(vec![id.to_string()]), mark)?;
-        let Some(&doc) = found.first() else { return Ok((false, None)) };
-        let e = query::explain(refs[shard], &node, &schema, doc, (bm25, stats.as_ref()), mark)?;
-        Ok((true, e))
+        let docs = which(&refs, &marks)?;
+        let mut out = vec![None; docs.len()];
+        for shard in 0..refs.len() {
+            let (at, ds): (Vec<usize>, Vec<u32>) =
+                docs.iter().enumerate().filter(|(_, d)| d.0 == shard).map(|(i, d)| (i, d.1)).unzip();
+            if ds.is_empty() {
+                continue;
+            }
+            let e = query::explain(
+                refs[shard],
+                &node,
+                &schema,
+                &ds,
+                (bm25, stats.as_ref()),
+                Some(&marks[shard]),
+            )?;
+            for (i, e) in at.into_iter().zip(e) {
+                out[i] = e;
+            }
+        }
+        Ok(out)
     }
 
     /// A sharded search: index-wide statistics, every shard evaluated in parallel with them, and the shards'

@@ -100,8 +100,16 @@ fn check_explanations(index: &Index, r: &Reference, q: &Query, ctx: &str) {
         assert_eq!(e.value.to_bits(), h.score.to_bits(), "{what}: hit {}: {e:#?}", h.id);
         check_parts(&e, &what);
     }
+    // The hits by shard and doc id, planned once: the same explanations.
+    let by_doc: Vec<(usize, u32)> = res.hits.iter().map(|h| (h.shard, h.doc)).collect();
+    for (h, e) in res.hits.iter().zip(index.explain_hits(q, &by_doc).unwrap()) {
+        assert_eq!(e.map(|e| e.value.to_bits()), Some(h.score.to_bits()), "{what}: hit {} by doc", h.id);
+    }
     if let Some(d) = r.docs.iter().find(|d| d.live && r.eval(q, d).is_none()) {
         assert_eq!(index.explain(q, &d.id).unwrap(), (true, None), "{what}: {} does not match", d.id);
+    }
+    if let Some(d) = r.docs.iter().find(|d| !r.docs.iter().any(|x| x.live && x.id == d.id)) {
+        assert_eq!(index.explain(q, &d.id).unwrap(), (false, None), "{what}: {} is deleted", d.id);
     }
     assert_eq!(index.explain(q, "no-such-id").unwrap(), (false, None), "{what}");
 }
@@ -114,6 +122,8 @@ fn check_parts(e: &Explanation, what: &str) {
         Some(values.iter().sum())
     } else if e.description == "product of:" || e.description.starts_with("score, computed as idf * tf") {
         Some(values.iter().product())
+    } else if e.description == "max of:" {
+        Some(values.iter().copied().fold(0.0, f32::max))
     } else if let Some(rest) = e.description.strip_prefix("max plus ") {
         let tie: f32 = rest.split(' ').next().unwrap().parse().unwrap();
         let max = values.iter().copied().fold(0.0, f32::max);

@@ -106,8 +106,9 @@ impl ImageBuilder {
     }
 
     /// [`from_fresh`](Self::from_fresh), laid out but not yet written (see [`ImageWriter::seal`]). With
-    /// `parallel`, the terms' postings are encoded in two halves of the key order on the rayon pool (a bulk
-    /// load's large segments: the last ones are flushed while the loader's threads have nothing left to do).
+    /// `parallel`, the image is built in pieces on the rayon pool — ranges of the key order, each text
+    /// field's biwords, the stored documents — then joined (a bulk load's large segments: the last ones are
+    /// flushed while the loader's threads have nothing left to do).
     pub(crate) fn seal_fresh(
         fresh: &FreshSegment,
         seg_id: u32,
@@ -671,7 +672,14 @@ impl ImageWriter {
             self.n_docs == 0 && self.raw.is_empty() && self.doc_dir.is_empty() && self.ids.is_empty(),
             "documents are taken by a writer without any"
         );
-        assert!(other.terms.is_empty() && other.keys.is_empty(), "a documents-only writer");
+        assert!(
+            other.terms.is_empty()
+                && other.keys.is_empty()
+                && other.postings.is_empty()
+                && other.n_fields == 0
+                && other.columns.is_empty(),
+            "a documents-only writer"
+        );
         self.doc_dir = other.doc_dir;
         self.doc_data = other.doc_data;
         self.raw = other.raw;

@@ -2,14 +2,18 @@
 //! Lucene's `Weight::explain`).
 //!
 //! Every value is the evaluator's own: each node of the planned query is scored on the document alone, with
-//! the scorer a search would use, the same statistics and the same watermarks. So the top value is exactly
-//! the score a search gives the document, and a node's value is exactly what that node alone scores. What
+//! the scorer a search would use, under the statistics and watermarks it is given. So the top value is
+//! exactly the score a search at that moment gives the document (a search an instant earlier scored with the
+//! statistics then: equal unless writes changed them), and a node's value is exactly what that node alone
+//! scores. What
 //! the explanation adds is the structure (which clauses matched, how they combine) and, for a term, the
 //! parts of its BM25 score: the idf with its document counts, and the length-normalized frequency with the
 //! frequency, the field length (as its one-byte norm stores it) and the average length. A combination's
 //! details add up to its value up to float rounding (the evaluator sums in its own order), as in Lucene.
 //!
-//! The cost is one scorer per node, positioned on one document: for a debugging aid, not a hot path.
+//! The cost: the nodes' weights once per call (a node's weight rebuilds its subtree's, so nodes times depth),
+//! then per document one scorer per node (again its subtree's) and one more per term — for a debugging aid
+//! over a page of hits, not a hot path.
 
 use super::{scorer, term_scorer, weight, Ctx, Scorer, Weight};
 use crate::codec::decode_norm;
@@ -52,7 +56,6 @@ struct Weighed<'n> {
 enum Role {
     Scoring,
     Filter,
-    MustNot,
 }
 
 fn weigh<'n>(node: &'n Node, ctx: &mut Ctx<'_>) -> Result<Weighed<'n>> {
@@ -66,6 +69,7 @@ fn weigh<'n>(node: &'n Node, ctx: &mut Ctx<'_>) -> Result<Weighed<'n>> {
         _ => None,
     };
     let mut kids = vec![];
+    // `must_not` clauses are never explained, nor a constant's clause: not weighed.
     let mut add = |role, nodes: &'n [Node], ctx: &mut Ctx<'_>| -> Result<()> {
         for n in nodes {
             kids.push((role, weigh(n, ctx)?));
@@ -73,14 +77,13 @@ fn weigh<'n>(node: &'n Node, ctx: &mut Ctx<'_>) -> Result<Weighed<'n>> {
         Ok(())
     };
     match node {
-        Node::Bool { must, should, must_not, filter } => {
+        Node::Bool { must, should, filter, .. } => {
             add(Role::Scoring, must, ctx)?;
             add(Role::Scoring, should, ctx)?;
             add(Role::Filter, filter, ctx)?;
-            add(Role::MustNot, must_not, ctx)?;
         }
         Node::DisMax(of, _) | Node::AtLeast { of, .. } => add(Role::Scoring, of, ctx)?,
-        Node::Boost(n, _) | Node::Constant(n, _) => add(Role::Scoring, std::slice::from_ref(&**n), ctx)?,
+        Node::Boost(n, _) => add(Role::Scoring, std::slice::from_ref(&**n), ctx)?,
         _ => {}
     }
     Ok(Weighed { node, weight, term_stats, kids })
@@ -104,30 +107,33 @@ fn score_at(w: &Weight, ctx: &Ctx<'_>, at: At) -> Result<Option<f32>> {
     Ok(score)
 }
 
-/// Explains the score of document `doc` of `snap` under `node` (planned against `schema`), scored as a search
-/// scores it with `bm25` and the index-wide `stats` (a sharded index's; `None`: the snapshot's own) at
-/// `marks` ([`super::collection_stats`]'s; `None`: the current watermarks). `None` when the document is
-/// not in the snapshot, is deleted, or does not match.
+/// Explains the scores of documents `docs` of `snap` under `node` (planned against `schema`), scored as a
+/// search scores them with `bm25` and the index-wide `stats` (a sharded index's; `None`: the snapshot's own)
+/// at `marks` ([`super::collection_stats`]'s, or [`super::watermarks`]; `None`: the current watermarks).
+/// One per document: `None` when it is not in the snapshot below the marks, is deleted, or does not match.
 pub fn explain(
     snap: &Snapshot,
     node: &Node,
     schema: &Schema,
-    doc: u32,
+    docs: &[u32],
     (bm25, stats): (Bm25, Option<&CollectionStats>),
     marks: Option<&[u32]>,
-) -> Result<Option<Explanation>> {
+) -> Result<Vec<Option<Explanation>>> {
     let mut ctx = Ctx::new(snap, bm25, stats, marks)?;
     let tree = weigh(node, &mut ctx)?;
     let ctx = ctx;
-    let Some(seg) = ctx.segs.iter().position(|s| s.desc.base_doc <= doc && doc - s.desc.base_doc < s.visible)
-    else {
-        return Ok(None);
-    };
-    let local = doc - ctx.segs[seg].desc.base_doc;
-    if ctx.segs[seg].deletes.is_deleted(local) {
-        return Ok(None);
+    let mut out = Vec::with_capacity(docs.len());
+    for &doc in docs {
+        let seg = ctx.segs.iter().position(|s| s.desc.base_doc <= doc && doc - s.desc.base_doc < s.visible);
+        let at = seg.map(|seg| At { seg, local: doc - ctx.segs[seg].desc.base_doc });
+        out.push(match at {
+            Some(at) if !ctx.segs[at.seg].deletes.is_deleted(at.local) => {
+                explain_node(&tree, &ctx, schema, at, doc)?
+            }
+            _ => None,
+        });
     }
-    explain_node(&tree, &ctx, schema, At { seg, local }, doc)
+    Ok(out)
 }
 
 fn explain_node(
@@ -177,6 +183,9 @@ fn explain_node(
                     let freq = ts.p.freq() as f32;
                     let dl = decode_norm(ts.norms.get(at.local)) as f32;
                     let Bm25 { k1, b } = ctx.bm25;
+                    if let Some(e) = ctx.err.borrow_mut().take() {
+                        return Err(Error::Format(format!("explaining a score: {}", e.0)));
+                    }
                     details.push(Explanation::of(
                         freq / (freq + k1 * (1.0 - b + b * dl / avgdl)),
                         "tf, computed as freq / (freq + k1 * (1 - b + b * dl / avgdl)) from:",
@@ -257,6 +266,8 @@ fn explain_node(
             Explanation::leaf(value, format!("ConstantScore({}:{lo} TO {hi})", name(*field)))
         }
         Node::Bool { .. } => Explanation::of(value, "sum of:", kids(&[Role::Scoring, Role::Filter])?),
+        // As Lucene words it: "max of" without a tie breaker.
+        Node::DisMax(_, tie) if *tie == 0.0 => Explanation::of(value, "max of:", kids(&[Role::Scoring])?),
         Node::DisMax(_, tie) => {
             Explanation::of(value, format!("max plus {tie} times others of:"), kids(&[Role::Scoring])?)
         }
