@@ -129,7 +129,10 @@ pub(crate) fn analyzer_named(
     index: Option<&spirit::Index>,
     name: &str,
 ) -> ApiResult<spirit::analysis::AnalyzerConfig> {
-    let custom = index.and_then(|i| index_analyzers(i.settings()).remove(name));
+    // Only the definition named is resolved.
+    let custom = index
+        .and_then(|i| i.settings().analyzers.get(name).cloned())
+        .and_then(|def| resolve_analyzer(name, def.as_object()?).ok());
     let builtin = custom.as_deref().unwrap_or(name);
     spirit::schema::analyzer_config(builtin).map_err(|_| {
         ApiError::bad_request(format!(
