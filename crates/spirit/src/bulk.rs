@@ -24,6 +24,16 @@
 //!   shard's pipeline (flusher, engraver, merger threads) turns full ones into segments, so everything loaded
 //!   so far is searchable while the load runs.
 //!
+//! * **Batches.** When a block's documents can go in together — one shard, every `_id` generated, so none
+//!   replaces another — the worker also groups their terms ([`TermBatch::fill`]: each term once, with its
+//!   postings in document order), and the ordered stage inserts the block term by term
+//!   ([`Index::insert_batch`], [`crate::segment::FreshSegment::insert_batch`]): a term that occurs in many
+//!   of the block's documents costs one table lookup and one visit to its tail block instead of one per
+//!   document, and the grouping, a pass over every posting, runs on the workers in parallel. The block's
+//!   documents are published together; they get the ids, doc ids and `_seq` numbers one-by-one inserts
+//!   would give them. On the enwiki dev file (2 threads, 1 shard) the ordered stage's insert went from ~26%
+//!   of the CPU samples to ~14%, the grouping took ~8% on the workers, and loads closed 10–12% sooner.
+//!
 //! Each shard's insertion is cheap next to the analysis (see `bench/results/bulk-*`), so one ordered stage
 //! keeps up with the workers on the machines this runs on; per-shard ordered stages would let N shards
 //! insert in parallel, at the price of no longer numbering `_seq` in input order across shards.
@@ -38,8 +48,9 @@
 
 use crate::error::{Error, Result};
 use crate::formats::{parse_lines_doc, Format};
-use crate::index::{AddResult, Index, PendingSet, PreparedDoc};
+use crate::index::{AddResult, Index, Pending, PendingSet, PreparedDoc};
 use crate::schema::document::take_id;
+use crate::segment::TermBatch;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use std::io::Read;
@@ -315,6 +326,8 @@ fn worker(
     turned: &Condvar,
     stop: &AtomicBool,
 ) {
+    // The worker's term batch, reused block after block (see `group_block`).
+    let mut batch = TermBatch::default();
     while let Ok(block) = work.recv() {
         if stop.load(Relaxed) {
             let _ = pool.send(block.data);
@@ -330,10 +343,14 @@ fn worker(
         // A panic (a bug: analysis returns errors for bad input) must not leave later blocks waiting for
         // this one's turn: it becomes a failure of the load.
         let seq = block.seq;
-        let analyzed = catch_unwind(AssertUnwindSafe(|| analyze_block(index, opts.format, &block)));
+        let analyzed = catch_unwind(AssertUnwindSafe(|| {
+            let a = analyze_block(index, opts.format, &block);
+            let batched = group_block(index, &a, &mut batch);
+            (a, batched)
+        }));
         let _ = pool.send(block.data);
         take_turn(turn, turned, stop, seq, |t| match analyzed {
-            Ok(a) => insert_block(index, opts, observer, stop, t, a),
+            Ok((a, batched)) => insert_block(index, opts, observer, stop, t, a, batched.then_some(&batch)),
             Err(_) => Err(worker_panicked()),
         });
     }
@@ -403,7 +420,28 @@ fn analyze_block(index: &Index, format: Format, block: &Block) -> Analyzed {
     Analyzed { lines, bytes: block.data.len() as u64 + block.skipped_line.unwrap_or(0), docs }
 }
 
-/// The ordered stage for one block: insert in input order, group-commit, acknowledge, report.
+/// Groups the terms of a block's documents into `batch` when the ordered stage can insert them together
+/// ([`Index::insert_batch`]: one shard, generated `_id`s), so that work — a pass over every posting — is
+/// done here, in parallel, and the ordered stage appends term by term. Returns whether it did.
+fn group_block(index: &Index, block: &Analyzed, batch: &mut TermBatch) -> bool {
+    let docs: Vec<&PreparedDoc> = block.docs.iter().filter_map(|(_, d)| d.as_ref().ok()).collect();
+    if docs.len() < 2 || !index.batchable(&docs) {
+        return false;
+    }
+    batch.fill(&Index::analyses(&docs));
+    true
+}
+
+/// What the ordered stage does with a line of a block.
+enum Step {
+    Insert(PreparedDoc),
+    /// Inserted with the rest of its block's batch.
+    Inserted(Result<(AddResult, Option<Pending>)>),
+}
+
+/// The ordered stage for one block: insert in input order, group-commit, acknowledge, report. With `batch`
+/// (the block's documents grouped by [`group_block`]) and room under the limit for all of them, they go in
+/// together first, and their results are taken in turn below as one-by-one inserts' are.
 fn insert_block(
     index: &Index,
     opts: &BulkOptions,
@@ -411,7 +449,36 @@ fn insert_block(
     stop: &AtomicBool,
     t: &mut Turn,
     block: Analyzed,
+    batch: Option<&TermBatch>,
 ) -> Result<()> {
+    let ok = block.docs.iter().filter(|(_, d)| d.is_ok()).count() as u64;
+    let steps: Vec<(u64, Result<Step>)> = match batch {
+        Some(batch) if t.progress.docs.saturating_add(ok) <= opts.limit => {
+            let (mut ats, mut prepared, mut steps) = (vec![], vec![], vec![]);
+            for (at, d) in block.docs {
+                match d {
+                    Ok(d) => {
+                        ats.push(steps.len());
+                        prepared.push(d);
+                        steps.push((at, Ok(Step::Inserted(Err(Error::Closed)))));
+                    }
+                    Err(e) => steps.push((at, Err(e))),
+                }
+            }
+            let inserted = match index.insert_batch(prepared, batch) {
+                Ok(r) => r,
+                Err(e) => {
+                    stop.store(true, Relaxed);
+                    return Err(e);
+                }
+            };
+            for (i, r) in ats.into_iter().zip(inserted) {
+                steps[i].1 = Ok(Step::Inserted(r));
+            }
+            steps
+        }
+        _ => block.docs.into_iter().map(|(at, d)| (at, d.map(Step::Insert))).collect(),
+    };
     let first_line = t.progress.lines + 1;
     let mut pending = PendingSet::default();
     let mut added: Vec<AddResult> = Vec::new();
@@ -422,12 +489,16 @@ fn insert_block(
         added.clear();
         Ok(())
     };
-    for (at, doc) in block.docs {
+    for (at, step) in steps {
         if t.progress.docs >= opts.limit {
             t.done = true;
             break;
         }
-        match doc.and_then(|d| index.insert_prepared(d)) {
+        let inserted = step.and_then(|s| match s {
+            Step::Insert(d) => index.insert_prepared(d),
+            Step::Inserted(r) => r,
+        });
+        match inserted {
             Ok((r, p)) => {
                 pending.note(p);
                 added.push(r);

@@ -1061,6 +1061,54 @@ impl Index {
         Ok((r, u.lsn.map(|lsn| Pending { shard, lsn })))
     }
 
+    /// Whether [`insert_batch`](Self::insert_batch) takes `docs`: one shard, and every `_id` generated.
+    pub(crate) fn batchable(&self, docs: &[&PreparedDoc]) -> bool {
+        self.shards.len() == 1 && docs.iter().all(|d| d.generated)
+    }
+
+    /// The analyses of `docs`, for [`TermBatch::fill`](crate::segment::TermBatch::fill).
+    pub(crate) fn analyses<'a>(docs: &[&'a PreparedDoc]) -> Vec<&'a crate::schema::AnalyzedDoc> {
+        docs.iter().map(|d| &d.analyzed).collect()
+    }
+
+    /// [`insert_prepared`](Self::insert_prepared) of each of `docs` in turn — the same generated `_id`s, doc
+    /// ids and `_seq` numbers, one result per document — with their postings inserted term by term
+    /// ([`Shard::add_batch`](crate::shard::Shard::add_batch); `batch` is filled from their analyses). They
+    /// must be [`batchable`](Self::batchable). A document over the size limit among them has them inserted
+    /// one by one instead (with the `_id`s drawn, so the same ones). An `Err` is fatal (a closed index, a
+    /// failed log): what it says happened to none or some of them is unknown.
+    pub(crate) fn insert_batch(
+        &self,
+        mut docs: Vec<PreparedDoc>,
+        batch: &crate::segment::TermBatch,
+    ) -> Result<Vec<Result<(AddResult, Option<Pending>)>>> {
+        assert!(self.batchable(&docs.iter().collect::<Vec<_>>()), "a batch of one shard's generated _ids");
+        for d in &mut docs {
+            d.analyzed.id = self.next_id();
+        }
+        let shard = &self.shards[0];
+        if !docs.iter().all(|d| shard.accepts(&d.analyzed)) {
+            return Ok(docs
+                .into_iter()
+                .map(|mut d| {
+                    // The _id is drawn: looking it up finds nothing, as for a generated one.
+                    d.generated = false;
+                    self.insert_prepared(d)
+                })
+                .collect());
+        }
+        let mut analyzed: Vec<_> = docs.into_iter().map(|d| d.analyzed).collect();
+        let ups = shard.add_batch(&mut analyzed, batch)?;
+        Ok(analyzed
+            .into_iter()
+            .zip(ups)
+            .map(|(a, u)| {
+                let r = AddResult { id: a.id, doc: u.doc, shard: 0, replaced: false, version: u.version };
+                Ok((r, u.lsn.map(|lsn| Pending { shard: 0, lsn })))
+            })
+            .collect())
+    }
+
     /// [`add_with_id`](Self::add_with_id) only if `cond` holds for the `_id`'s live version, checked
     /// atomically with the write: [`Precondition::Absent`] creates, [`Precondition::SeqNo`] replaces exactly
     /// the version read before (optimistic concurrency); otherwise [`Error::VersionConflict`] and nothing is

@@ -53,6 +53,16 @@ impl AnalyzedDoc {
         })
     }
 
+    /// Term `t` of [`terms`](Self::terms), with its positions.
+    #[inline]
+    pub fn term(&self, t: usize) -> (&[u8], &[u32]) {
+        let t = &self.terms[t];
+        (
+            &self.keys[t.key_off as usize..(t.key_off + t.key_len) as usize],
+            &self.positions[t.pos_off as usize..(t.pos_off + t.pos_len) as usize],
+        )
+    }
+
     /// Each distinct term's hash in the fresh segment's term table, in the order of [`terms`](Self::terms).
     pub fn fresh_hashes(&self) -> impl ExactSizeIterator<Item = u32> + '_ {
         self.terms.iter().map(|t| t.fresh_hash)
@@ -137,7 +147,7 @@ thread_local! {
 /// Whether two byte strings are equal, compared inline when short (most tokens): a slice comparison is a
 /// `memcmp` call per lookup.
 #[inline(always)]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && if a.len() <= 16 { a.iter().zip(b).all(|(x, y)| x == y) } else { a == b }
 }
 

@@ -293,6 +293,123 @@ fn rest_bound(doc: &AnalyzedDoc, new_fields: usize, max_docs: u32) -> usize {
     record + new_fields * (TEXT_COLUMN_EXTRA + 3 * max_docs as usize)
 }
 
+/// The terms of a batch of documents grouped by key, each group's postings in document order, copied out
+/// of the documents: what [`FreshSegment::insert_batch`] appends term by term, reading it front to back.
+/// Built without the writer's lock — a bulk load's workers fill one per block, in parallel, from the hashes
+/// analysis took — and kept between batches (its buffers are reused).
+#[derive(Default, Debug)]
+pub struct TermBatch {
+    /// Per group: its hash, its key (`keys[key_off..key_off + key_len]`) and the end of its postings.
+    groups: Vec<(u32, u32, u32, u32)>,
+    keys: Vec<u8>,
+    /// Per posting: the document (index in the batch) and the end of its positions.
+    postings: Vec<(u32, u32)>,
+    positions: Vec<u32>,
+    /// An estimate of the words the postings take in an arena, for [`FreshSegment::insert_batch`]'s check.
+    bound: usize,
+    /// Scratch: the group of each document's each term, and each group's next free posting and position.
+    table: hashbrown::HashTable<u32>,
+    group_of: Vec<u32>,
+    next: Vec<(u32, u32)>,
+}
+
+impl TermBatch {
+    /// Groups the terms of `docs`, replacing what the batch held.
+    pub fn fill(&mut self, docs: &[&AnalyzedDoc]) {
+        let total: usize = docs.iter().map(|d| d.term_count()).sum();
+        let total_pos: usize = docs.iter().map(|d| d.position_count()).sum();
+        assert!(total_pos <= u32::MAX as usize && docs.len() <= u32::MAX as usize, "a batch fits 32 bits");
+        let TermBatch { groups, keys, postings, positions, bound, table, group_of, next } = self;
+        groups.clear();
+        keys.clear();
+        table.clear();
+        group_of.clear();
+        next.clear();
+        // The hashes are well mixed in their low 31 bits: spread them over all 64 for the table.
+        let mix = |h: u32| (h as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // Pass 1: the groups, with their postings and positions counted in `next`.
+        for doc in docs {
+            for ((key, pos), h) in doc.terms().zip(doc.fresh_hashes()) {
+                let same = |&g: &u32| {
+                    let (gh, off, len, _) = groups[g as usize];
+                    gh == h
+                        && crate::schema::document::same_bytes(&keys[off as usize..(off + len) as usize], key)
+                };
+                let g = match table.find(mix(h), same) {
+                    Some(&g) => g,
+                    None => {
+                        let g = groups.len() as u32;
+                        groups.push((h, keys.len() as u32, key.len() as u32, 0));
+                        keys.extend_from_slice(key);
+                        next.push((0, 0));
+                        table.insert_unique(mix(h), g, |&g| mix(groups[g as usize].0));
+                        g
+                    }
+                };
+                let c = &mut next[g as usize];
+                c.0 += 1;
+                c.1 += pos.len() as u32;
+                group_of.push(g);
+            }
+        }
+        // The counts become each group's first posting and position.
+        let (mut p, mut q) = (0u32, 0u32);
+        for (g, c) in groups.iter_mut().zip(next.iter_mut()) {
+            let (np, nq) = *c;
+            *c = (p, q);
+            p += np;
+            q += nq;
+            g.3 = p;
+        }
+        // What the batch may take of an arena: per group, an entry and (if its term is new, or its tail block
+        // full) a first block and its successor; per posting, its words twice over (blocks grow by doubling).
+        let group_words = ENTRY_HEADER + 1 + 2 * (BLOCK_HEADER + IMPACT_WORDS + FIRST_BLOCK);
+        *bound = groups.len() * group_words + keys.len() / 4 + 2 * (total * (POSTING_WORDS + 1) + total_pos);
+        // Pass 2: every posting and its positions into its group's place, documents in order.
+        postings.clear();
+        postings.resize(total, (0, 0));
+        positions.clear();
+        positions.resize(total_pos, 0);
+        let mut group_of = group_of.iter();
+        for (d, doc) in docs.iter().enumerate() {
+            for (_, pos) in doc.terms() {
+                let (p, q) = &mut next[*group_of.next().expect("a group per term") as usize];
+                for (x, &y) in positions[*q as usize..*q as usize + pos.len()].iter_mut().zip(pos) {
+                    *x = y;
+                }
+                *q += pos.len() as u32;
+                postings[*p as usize] = (d as u32, *q);
+                *p += 1;
+            }
+        }
+    }
+
+    /// Postings in all (the documents' distinct terms, summed).
+    pub fn len(&self) -> usize {
+        self.postings.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.postings.is_empty()
+    }
+}
+
+/// Why a batch did not go into this segment ([`FreshSegment::insert_batch`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum BatchError {
+    /// It might not fit: nothing was written. Seal the segment (or, if it is empty, insert one by one).
+    WontFit,
+    /// The segment filled part-way: seal it (what was written lies beyond the watermark, which no reader or
+    /// flush passes) and insert the batch into the next one.
+    Full,
+}
+
+impl From<InsertError> for BatchError {
+    fn from(InsertError::Full: InsertError) -> BatchError {
+        BatchError::Full
+    }
+}
+
 impl FreshSegment {
     /// Lays out a fresh segment in `block`, holding at most `max_docs` documents.
     /// The block's contents do not matter: the tables are zeroed here ([`DramBlock::zero_front`]), the bump
@@ -390,29 +507,7 @@ impl FreshSegment {
         let w = self.w();
         // Running out of arena part-way is safe: everything written for this document lies beyond the
         // watermark, which readers and the flusher ignore, and the caller seals the segment.
-        // Column blocks for fields this segment has not seen yet.
-        for &(f, _) in &doc.lens {
-            if w[self.field_dir + f as usize].load(Relaxed) == 0 {
-                // Zeroed whole: the documents before this one read as not having the field.
-                let at = self.bump_zeroed(&mut st, TEXT_COLUMN_EXTRA + 3 * self.max_docs as usize)?;
-                w[at].store(KIND_TEXT, Relaxed);
-                w[self.field_dir + f as usize].store(at as u32, Release);
-                st.term_fields.push(f);
-            }
-        }
-        for &(f, _) in &doc.numerics {
-            if w[self.field_dir + f as usize].load(Relaxed) == 0 {
-                let n = 2 * self.max_docs as usize;
-                let at = self.bump(&mut st, 1 + n)?;
-                w[at].store(KIND_NUMERIC, Relaxed);
-                let nan = f64::NAN.to_bits();
-                for d in 0..self.max_docs as usize {
-                    w[at + 1 + 2 * d].store(nan as u32, Relaxed);
-                    w[at + 2 + 2 * d].store((nan >> 32) as u32, Relaxed);
-                }
-                w[self.field_dir + f as usize].store(at as u32, Release);
-            }
-        }
+        self.add_columns(&mut st, doc)?;
         // Postings, software-pipelined so the cache misses of different terms overlap: term i's table slot is
         // prefetched 3·D terms before its posting is appended, the slot's entry 2·D before, and the entry's
         // tail block D before (each load of a stage hit what the stage before prefetched).
@@ -463,6 +558,145 @@ impl FreshSegment {
         }
         st.entries = entries;
         result?;
+        self.add_doc_values(&mut st, doc, local)?;
+        // Publish the whole document at once.
+        self.watermark.store(local + 1, Release);
+        Ok(local)
+    }
+
+    /// Appends `docs` as the next documents and publishes them together, their postings term by term
+    /// (`batch` is [`TermBatch::of`] them): a term that occurs in several of them costs one table lookup and
+    /// one visit to its tail block instead of one per document — the cache and TLB misses that are most of a
+    /// one-by-one insert's time in a large arena. Returns the first one's local doc.
+    ///
+    /// All or none are published. The batch is tried only when the arena has room for its estimated size
+    /// (not an upper bound: a posting can open a block of up to [`MAX_BLOCK`] words), else
+    /// [`BatchError::WontFit`] with nothing written. [`BatchError::Full`], the
+    /// arena filling part-way all the same, leaves what was written beyond the watermark, which no reader or
+    /// flush passes (as [`insert`](Self::insert) does): the caller seals the segment.
+    pub fn insert_batch(&self, docs: &[&AnalyzedDoc], batch: &TermBatch) -> Result<u32, BatchError> {
+        let mut st = self.writer.lock();
+        let local = self.watermark.load(Relaxed);
+        debug_assert_eq!(
+            batch.len(),
+            docs.iter().map(|d| d.term_count()).sum::<usize>(),
+            "the batch's terms"
+        );
+        let w = self.w();
+        let md = self.max_docs as usize;
+        let mut new_fields: Vec<u16> = docs
+            .iter()
+            .flat_map(|d| d.lens.iter().map(|x| x.0).chain(d.numerics.iter().map(|x| x.0)))
+            .filter(|&f| w[self.field_dir + f as usize].load(Relaxed) == 0)
+            .collect();
+        new_fields.sort_unstable();
+        new_fields.dedup();
+        let need = batch.bound
+            + docs.iter().map(|d| rest_bound(d, 0, self.max_docs)).sum::<usize>()
+            + new_fields.len() * (TEXT_COLUMN_EXTRA + 3 * md);
+        if local as usize + docs.len() > md
+            || st.terms + batch.len() > self.table_cap / 2
+            || st.cursor + need > w.len()
+        {
+            return Err(BatchError::WontFit);
+        }
+        // Columns and values first: a block sealed by a later document's posting reads the field lengths of
+        // the documents before it.
+        for (i, doc) in docs.iter().enumerate() {
+            self.add_columns(&mut st, doc)?;
+            self.add_doc_values(&mut st, doc, local + i as u32)?;
+        }
+        const D: usize = INSERT_PIPELINE;
+        let mask = self.table_cap - 1;
+        let groups = &batch.groups;
+        let n = groups.len();
+        let key_of = |g: usize| {
+            let (_, off, len, _) = groups[g];
+            &batch.keys[off as usize..(off + len) as usize]
+        };
+        let mut entries = std::mem::take(&mut st.entries);
+        entries.clear();
+        let mut result = Ok(());
+        for i in 0..n + 3 * D {
+            if let Some(&(h, ..)) = groups.get(i) {
+                prefetch(&w[1 + (h as usize & mask)]);
+            }
+            if let Some(&(h, ..)) = i.checked_sub(D).and_then(|g| groups.get(g)) {
+                let e = w[1 + (h as usize & mask)].load(Relaxed) as usize;
+                if e != 0 {
+                    prefetch(&w[e]);
+                    prefetch(&w[e + ENTRY_HEADER]);
+                }
+            }
+            if let Some(g) = i.checked_sub(2 * D).filter(|&g| g < n) {
+                match self.find_or_insert(&mut st, key_of(g), groups[g].0) {
+                    Ok(e) => {
+                        prefetch(&w[w[e + 3].load(Relaxed) as usize]);
+                        entries.push(e as u32);
+                    }
+                    Err(err) => {
+                        result = Err(err);
+                        break;
+                    }
+                }
+            }
+            if let Some(g) = i.checked_sub(3 * D) {
+                let start = if g == 0 { 0 } else { groups[g - 1].3 as usize };
+                let field = crate::schema::key_field(key_of(g));
+                let mut from = if start == 0 { 0 } else { batch.postings[start - 1].1 as usize };
+                for &(d, to) in &batch.postings[start..groups[g].3 as usize] {
+                    let positions = &batch.positions[from..to as usize];
+                    from = to as usize;
+                    if let Err(err) =
+                        self.append_posting(&mut st, entries[g] as usize, field, local + d, positions)
+                    {
+                        result = Err(err);
+                        break;
+                    }
+                }
+                if result.is_err() {
+                    break;
+                }
+            }
+        }
+        st.entries = entries;
+        result?;
+        self.watermark.store(local + docs.len() as u32, Release);
+        Ok(local)
+    }
+
+    /// Column blocks for the fields of `doc` this segment has not seen yet.
+    fn add_columns(&self, st: &mut WriterState, doc: &AnalyzedDoc) -> Result<(), InsertError> {
+        let w = self.w();
+        for &(f, _) in &doc.lens {
+            if w[self.field_dir + f as usize].load(Relaxed) == 0 {
+                // Zeroed whole: the documents before this one read as not having the field.
+                let at = self.bump_zeroed(st, TEXT_COLUMN_EXTRA + 3 * self.max_docs as usize)?;
+                w[at].store(KIND_TEXT, Relaxed);
+                w[self.field_dir + f as usize].store(at as u32, Release);
+                st.term_fields.push(f);
+            }
+        }
+        for &(f, _) in &doc.numerics {
+            if w[self.field_dir + f as usize].load(Relaxed) == 0 {
+                let n = 2 * self.max_docs as usize;
+                let at = self.bump(st, 1 + n)?;
+                w[at].store(KIND_NUMERIC, Relaxed);
+                let nan = f64::NAN.to_bits();
+                for d in 0..self.max_docs as usize {
+                    w[at + 1 + 2 * d].store(nan as u32, Relaxed);
+                    w[at + 2 + 2 * d].store((nan >> 32) as u32, Relaxed);
+                }
+                w[self.field_dir + f as usize].store(at as u32, Release);
+            }
+        }
+        Ok(())
+    }
+
+    /// Everything of `doc` but its postings, as local doc `local`: its norms and the running sums of every term
+    /// field of the segment, its numbers, its stored record and its `_id`.
+    fn add_doc_values(&self, st: &mut WriterState, doc: &AnalyzedDoc, local: u32) -> Result<(), InsertError> {
+        let w = self.w();
         // Norms and running sums of every term field of the segment.
         let md = self.max_docs as usize;
         for &f in &st.term_fields {
@@ -487,7 +721,7 @@ impl FreshSegment {
             w[col + 2 + 2 * local as usize].store((bits >> 32) as u32, Relaxed);
         }
         // Stored record.
-        let rec = self.bump(&mut st, 2 + words_for(doc.id.len()) + words_for(doc.source.len()))?;
+        let rec = self.bump(st, 2 + words_for(doc.id.len()) + words_for(doc.source.len()))?;
         w[rec].store(doc.id.len() as u32, Relaxed);
         w[rec + 1].store(doc.source.len() as u32, Relaxed);
         let id_at = rec + 2;
@@ -501,9 +735,7 @@ impl FreshSegment {
                 st.ids.insert_unique(h, (h, local), |e| e.0);
             }
         }
-        // Publish the whole document at once.
-        self.watermark.store(local + 1, Release);
-        Ok(local)
+        Ok(())
     }
 
     /// Forgets an `_id` (after a delete), so a later lookup does not find the deleted doc.
@@ -1600,23 +1832,23 @@ mod tests {
     /// records (and the same image, flushed serially or in parallel) — with a text field that first appears
     /// late (its column zeroed for the documents before), numbers in some documents only, terms common
     /// enough for sealed blocks with chunks.
-    #[test]
-    fn a_junk_arena_answers_as_a_zeroed_one() {
+    /// Random documents over three fields (one numeric, one in only some of them, so columns start mid-way).
+    fn mixed_docs(n: u32, seed: u64, max_words: u64, vocabulary: u64) -> Vec<AnalyzedDoc> {
         let schema = Schema::from_mappings(&json!({"properties": {
             "body": {"type": "text"}, "title": {"type": "text"}, "n": {"type": "long"}}}))
         .unwrap();
-        let mut rng = 0x5eed_u64;
-        let docs: Vec<_> = (0..3000u32)
+        let mut rng = seed;
+        (0..n)
             .map(|i| {
                 let mut next = |m: u64| crate::rng::xorshift(&mut rng) % m;
-                let words: Vec<String> = (0..1 + next(60))
+                let words: Vec<String> = (0..1 + next(max_words))
                     .map(|_| {
-                        let spread = 1 + next(400);
+                        let spread = 1 + next(vocabulary);
                         format!("w{}", next(spread))
                     })
                     .collect();
                 let mut d = json!({ "body": words.join(" ") });
-                if i > 1500 && i % 3 == 0 {
+                if i > n / 2 && i % 3 == 0 {
                     d["title"] = json!(format!("t{} w{}", i % 7, next(20)));
                 }
                 if i % 4 == 0 {
@@ -1624,7 +1856,100 @@ mod tests {
                 }
                 analyze_document(&schema, format!("id{i}"), &d).unwrap()
             })
-            .collect();
+            .collect()
+    }
+
+    /// Batches of any size insert exactly what inserting their documents one by one does (the flushed
+    /// images are the same bytes); one that may not fit writes nothing; one that fills the arena part-way
+    /// publishes none of its documents, and the segment answers at its watermark as before it.
+    #[test]
+    fn a_batch_inserts_what_one_by_one_inserts_do() {
+        let docs = mixed_docs(3000, 0xba7c, 60, 400);
+        let heap = DramHeap::new(16 << 20, 12 << 20).unwrap();
+        let codecs = crate::codec::FieldCodecs::default();
+        let image = |f: &FreshSegment| crate::segment::ImageBuilder::from_fresh(f, 1, 0, &codecs).unwrap();
+        let one_by_one = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 4 << 20).unwrap(), 1 << 20);
+        for d in &docs {
+            one_by_one.insert(d).unwrap();
+        }
+        let expected = image(&one_by_one);
+        drop(one_by_one);
+        let batched = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 4 << 20).unwrap(), 1 << 20);
+        let mut batch = TermBatch::default();
+        let (mut at, mut k) = (0, 0);
+        while at < docs.len() {
+            let size = [1, 2, 7, 50, 333, 3][k % 6].min(docs.len() - at);
+            let chunk: Vec<&AnalyzedDoc> = docs[at..at + size].iter().collect();
+            batch.fill(&chunk);
+            assert_eq!(batch.len(), chunk.iter().map(|d| d.term_count()).sum::<usize>());
+            assert_eq!(batched.insert_batch(&chunk, &batch), Ok(at as u32));
+            assert_eq!(batched.visible() as usize, at + size);
+            at += size;
+            k += 1;
+        }
+        assert_eq!(image(&batched), expected);
+        drop(batched);
+
+        // A small arena and long documents of few words (the arena fills before its document limit or its
+        // term table): batches go in until the next might not fit, which writes nothing.
+        // Reversed: the first batch has every field, so later ones need no new column.
+        let docs: Vec<_> = mixed_docs(1000, 0x5ba11, 400, 40).into_iter().rev().collect();
+        let small = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 1 << 20).unwrap(), 1 << 20);
+        let mut at = 0;
+        let won_t_fit = loop {
+            let chunk: Vec<&AnalyzedDoc> = docs[at..at + 50].iter().collect();
+            batch.fill(&chunk);
+            let used = small.used_bytes();
+            match small.insert_batch(&chunk, &batch) {
+                Ok(first) => assert_eq!(first as usize, at),
+                Err(e) => {
+                    assert_eq!(small.used_bytes(), used, "nothing written");
+                    break e;
+                }
+            }
+            at += 50;
+        };
+        assert_eq!(won_t_fit, BatchError::WontFit);
+        assert!(at > 0 && small.visible() as usize == at);
+        let before = image(&small);
+        // Told it is tiny, a batch is tried and fills the arena part-way: nothing of it is published, and
+        // what the segment holds (what a seal flushes) is what it held. The batch: the most documents (up to
+        // all the rest) whose records alone fit what is left (with their postings, a word each and a word per
+        // position at least, they do not).
+        let room = ((1 << 20) - small.used_bytes()) / 4;
+        let rest = |d: &AnalyzedDoc| rest_bound(d, 0, 1 << 20);
+        let (mut end, mut records) = (at, 0);
+        let mut terms = small.writer.lock().terms;
+        while end < docs.len().min(small.max_docs() as usize)
+            && records + rest(&docs[end]) <= room
+            && terms + docs[end].term_count() <= small.table_cap / 2
+        {
+            records += rest(&docs[end]);
+            terms += docs[end].term_count();
+            end += 1;
+        }
+        let chunk: Vec<&AnalyzedDoc> = docs[at..end].iter().collect();
+        let least: usize = chunk.iter().map(|d| rest(d) + d.term_count() + d.position_count()).sum();
+        assert!(
+            least > room,
+            "the postings cannot fit: at {at} end {end} room {room} least {least} max {}",
+            small.max_docs()
+        );
+        batch.fill(&chunk);
+        batch.bound = 0;
+        let used = small.used_bytes();
+        assert_eq!(small.insert_batch(&chunk, &batch), Err(BatchError::Full));
+        assert!(small.used_bytes() > used, "written part-way");
+        assert_eq!(small.visible() as usize, at);
+        assert_eq!(image(&small), before);
+    }
+
+    #[test]
+    fn a_junk_arena_answers_as_a_zeroed_one() {
+        let schema = Schema::from_mappings(&json!({"properties": {
+            "body": {"type": "text"}, "title": {"type": "text"}, "n": {"type": "long"}}}))
+        .unwrap();
+        let docs = mixed_docs(3000, 0x5eed, 60, 400);
         let heap = DramHeap::new(16 << 20, 12 << 20).unwrap();
         let build = |junk: Option<u8>| {
             let mut block = heap.try_alloc(RingKind::ShortTerm, 4 << 20).unwrap();

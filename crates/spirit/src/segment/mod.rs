@@ -21,7 +21,7 @@ pub mod merged;
 
 pub use compact::compact_images;
 pub use deletes::DeleteBitmap;
-pub use fresh::{FreshPostings, FreshSegment, InsertError};
+pub use fresh::{BatchError, FreshPostings, FreshSegment, InsertError, TermBatch};
 pub use image::{ImageBuilder, ImageView};
 pub use merged::{LinkOptions, MergeError, MergedSegment};
 

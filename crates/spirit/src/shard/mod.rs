@@ -32,7 +32,9 @@ use crate::memory::{
 use crate::schema::AnalyzedDoc;
 use crate::segment::hot::{HotChains, HotStats};
 use crate::segment::image::{id_hash, id_lower_bounds, SealedImage, ID_LOCKSTEP};
-use crate::segment::{DeleteBitmap, FreshSegment, ImageBuilder, ImageView, InsertError, MergedSegment};
+use crate::segment::{
+    DeleteBitmap, FreshSegment, ImageBuilder, ImageView, InsertError, MergedSegment, TermBatch,
+};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use serde::{Deserialize, Serialize};
@@ -1017,6 +1019,72 @@ impl Shard {
             }
         }
         Ok(Upserted { doc: new, replaced: replaced.is_some(), version, lsn })
+    }
+
+    /// Whether `doc` is within the document size limit: an empty real-time fresh segment could hold it (see
+    /// [`add_locked`](Self::add_locked), which refuses it otherwise).
+    pub(crate) fn accepts(&self, doc: &AnalyzedDoc) -> bool {
+        let cfg = &self.inner.cfg;
+        FreshSegment::fits_empty_arena(cfg.fresh_bytes(), cfg.max_docs_per_segment, doc)
+    }
+
+    /// Adds `docs`, new documents with generated `_id`s (none replaces anything: nothing to look up), as
+    /// [`upsert_deferred`](Self::upsert_deferred) would one after the other — consecutive doc ids, `_seq` and
+    /// version numbers, log records in order — but with their postings inserted term by term
+    /// ([`FreshSegment::insert_batch`]; `batch` is filled from them): a bulk load's block at a time. Into an
+    /// empty fresh segment (a new one, or after the batch did not fit the last) they go one by one, so a
+    /// batch that fills a segment part-way only ever leaves its writes in one with documents, which the seal
+    /// ends at their watermark. Every document must pass [`accepts`](Self::accepts).
+    pub(crate) fn add_batch(&self, docs: &mut [AnalyzedDoc], batch: &TermBatch) -> Result<Vec<Upserted>> {
+        let mut w = self.inner.writer.lock();
+        self.inner.check_open(&w)?;
+        let mut seqs = Vec::with_capacity(docs.len());
+        for doc in docs.iter_mut() {
+            debug_assert!(self.accepts(doc), "the caller checked the size limit");
+            // Version 1 is no value (see `version_of`).
+            if let Some(f) = w.version_field {
+                doc.clear_numeric(f);
+            }
+            seqs.push(w.seq.as_ref().map(|s| {
+                let n = s.next.fetch_add(1, Relaxed);
+                doc.set_numeric(s.field, n as f64);
+                n
+            }));
+        }
+        let first = w.next_doc();
+        let refs: Vec<&AnalyzedDoc> = docs.iter().collect();
+        loop {
+            if w.fresh.visible() == 0 {
+                for (i, doc) in refs.iter().enumerate() {
+                    let new = self.add_locked(&mut w, doc)?;
+                    assert_eq!(new, first + i as u32, "an add takes the next doc id");
+                }
+                break;
+            }
+            match w.fresh.insert_batch(&refs, batch) {
+                Ok(local) => {
+                    assert_eq!(w.fresh_base + local, first, "a batch takes the next doc ids");
+                    if self.inner.cfg.retention.max_age_secs.is_some() {
+                        w.fresh_newest_at = crate::gdt::now_millis();
+                    }
+                    break;
+                }
+                Err(_) => self.inner.seal(&mut w)?,
+            }
+        }
+        let mut out = Vec::with_capacity(docs.len());
+        for (i, (doc, seq)) in refs.iter().zip(seqs).enumerate() {
+            let new = first + i as u32;
+            let lsn = self.inner.log_add(&w, doc, new, None, seq, 1)?;
+            if lsn.is_some() {
+                w.fresh_log_bytes += doc.log_source().len() + doc.id.len();
+            }
+            out.push(Upserted { doc: new, replaced: false, version: 1, lsn });
+        }
+        if w.fresh_log_bytes >= self.inner.cfg.replay_bytes && out.iter().any(|u| u.lsn.is_some()) {
+            self.inner.seal(&mut w)?;
+        }
+        Ok(out)
     }
 
     /// A bulk load starts: fresh segments started from now on get the bulk arena
