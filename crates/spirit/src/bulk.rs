@@ -48,7 +48,7 @@
 
 use crate::error::{Error, Result};
 use crate::formats::{parse_lines_doc, Format};
-use crate::index::{AddResult, Index, Pending, PendingSet, PreparedDoc};
+use crate::index::{AddResult, Index, Inserted, PendingSet, PreparedDoc};
 use crate::schema::document::take_id;
 use crate::segment::TermBatch;
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -436,7 +436,7 @@ fn group_block(index: &Index, block: &Analyzed, batch: &mut TermBatch) -> bool {
 enum Step {
     Insert(PreparedDoc),
     /// Inserted with the rest of its block's batch.
-    Inserted(Result<(AddResult, Option<Pending>)>),
+    Inserted(Inserted),
 }
 
 /// The ordered stage for one block: insert in input order, group-commit, acknowledge, report. With `batch`
@@ -460,7 +460,11 @@ fn insert_block(
                     Ok(d) => {
                         ats.push(steps.len());
                         prepared.push(d);
-                        steps.push((at, Ok(Step::Inserted(Err(Error::Closed)))));
+                        // Replaced below, unless an earlier document's failure ended the batch (and the load
+                        // stops there, before this one).
+                        let skipped =
+                            Error::ResourceExhausted("not inserted: the load failed before it".into());
+                        steps.push((at, Ok(Step::Inserted(Err(skipped)))));
                     }
                     Err(e) => steps.push((at, Err(e))),
                 }

@@ -113,6 +113,9 @@ pub struct PreparedDoc {
     analyzed: crate::schema::AnalyzedDoc,
 }
 
+/// What [`Index::insert_prepared`] returns: the add, and in crash-safe mode what to sync before it is durable.
+pub(crate) type Inserted = Result<(AddResult, Option<Pending>)>;
+
 /// The outcome of an `add`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddResult {
@@ -1053,9 +1056,20 @@ impl Index {
             }
             analyzed.id = self.next_id();
         }
+        self.insert_with_id(analyzed, prepared.generated, cond)
+    }
+
+    /// [`insert_prepared_if`](Self::insert_prepared_if) of an analysis whose `_id` is set: `generated` (drawn
+    /// by [`next_id`](Self::next_id)) is new, so it is not looked up and `cond` does not apply.
+    fn insert_with_id(
+        &self,
+        analyzed: &mut crate::schema::AnalyzedDoc,
+        generated: bool,
+        cond: Precondition,
+    ) -> Result<(AddResult, Option<Pending>)> {
         let shard = self.shard_of(&analyzed.id);
-        let cond = if prepared.generated { Precondition::None } else { cond };
-        let u = self.shards[shard].upsert_deferred(analyzed, !prepared.generated, cond)?;
+        let cond = if generated { Precondition::None } else { cond };
+        let u = self.shards[shard].upsert_deferred(analyzed, !generated, cond)?;
         let id = std::mem::take(&mut analyzed.id);
         let r = AddResult { id, doc: u.doc, shard, replaced: u.replaced, version: u.version };
         Ok((r, u.lsn.map(|lsn| Pending { shard, lsn })))
@@ -1075,27 +1089,30 @@ impl Index {
     /// ids and `_seq` numbers, one result per document — with their postings inserted term by term
     /// ([`Shard::add_batch`](crate::shard::Shard::add_batch); `batch` is filled from their analyses). They
     /// must be [`batchable`](Self::batchable). A document over the size limit among them has them inserted
-    /// one by one instead (with the `_id`s drawn, so the same ones). An `Err` is fatal (a closed index, a
-    /// failed log): what it says happened to none or some of them is unknown.
+    /// one by one instead (with the `_id`s drawn, so the same ones). The results end at the first that is not
+    /// a document's own error (a closed index, a failed log write): what came after it was not inserted, as
+    /// one-by-one inserts would have stopped there. `Err`: none was inserted.
     pub(crate) fn insert_batch(
         &self,
         mut docs: Vec<PreparedDoc>,
         batch: &crate::segment::TermBatch,
-    ) -> Result<Vec<Result<(AddResult, Option<Pending>)>>> {
+    ) -> Result<Vec<Inserted>> {
         assert!(self.batchable(&docs.iter().collect::<Vec<_>>()), "a batch of one shard's generated _ids");
         for d in &mut docs {
             d.analyzed.id = self.next_id();
         }
         let shard = &self.shards[0];
         if !docs.iter().all(|d| shard.accepts(&d.analyzed)) {
-            return Ok(docs
-                .into_iter()
-                .map(|mut d| {
-                    // The _id is drawn: looking it up finds nothing, as for a generated one.
-                    d.generated = false;
-                    self.insert_prepared(d)
-                })
-                .collect());
+            let mut out = Vec::with_capacity(docs.len());
+            for mut d in docs {
+                let r = self.insert_with_id(&mut d.analyzed, true, Precondition::None);
+                let fatal = r.as_ref().is_err_and(|e| !crate::bulk::is_document_error(e));
+                out.push(r);
+                if fatal {
+                    break;
+                }
+            }
+            return Ok(out);
         }
         let mut analyzed: Vec<_> = docs.into_iter().map(|d| d.analyzed).collect();
         let ups = shard.add_batch(&mut analyzed, batch)?;
@@ -1103,6 +1120,7 @@ impl Index {
             .into_iter()
             .zip(ups)
             .map(|(a, u)| {
+                let u = u?;
                 let r = AddResult { id: a.id, doc: u.doc, shard: 0, replaced: false, version: u.version };
                 Ok((r, u.lsn.map(|lsn| Pending { shard: 0, lsn })))
             })

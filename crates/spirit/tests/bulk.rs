@@ -269,9 +269,11 @@ fn generated_ids_input(seed: u64, n: usize) -> Vec<u8> {
     bytes
 }
 
-/// Blocks of generated-id documents go in as batches (one shard): the same answers as streaming `add` calls,
-/// with segments that fill by their document limit or their arena part-way through a batch, bad and
-/// over-large documents among them, and in crash-safe mode after a restart.
+/// Blocks of generated-id documents go in as batches (one shard): the same answers as streaming `add` calls —
+/// with bad lines among them; with segments that fill by their document limit (40) or, in bulk arenas, by
+/// their bytes, so that a batch that might not fit seals the segment and goes one by one into the next; with
+/// documents over the size limit of a real-time arena among them (the block goes in one by one, with the
+/// `_id`s drawn for it); and in crash-safe mode after a restart.
 #[test]
 fn batched_blocks_answer_exactly_like_streaming_adds() {
     for (seed, threads, block, durability) in [
@@ -306,18 +308,21 @@ fn batched_blocks_answer_exactly_like_streaming_adds() {
     let cfg = arena_config();
     let mut r = Rng(47);
     let mut input = Vec::new();
-    for _ in 0..3000 {
-        input.extend_from_slice(
-            format!(r#"{{"body": "{}", "n": {}}}"#, r.words(60), r.below(1000)).as_bytes(),
-        );
+    // ~3,000 distinct terms: more than a 256 KiB arena's term table takes (as in the test below).
+    let big = (0..3000).map(|i| format!("t{i}")).collect::<Vec<_>>().join(" ");
+    for i in 0..3000 {
+        let body = if i % 1000 == 500 { big.clone() } else { r.words(60) };
+        input.extend_from_slice(format!(r#"{{"body": "{body}", "n": {}}}"#, r.below(1000)).as_bytes());
         input.push(b'\n');
     }
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let streamed = Index::open("t", d1.path(), cfg.clone(), Some(&mappings()), None).unwrap();
-    assert!(stream(&streamed, &input, Format::Jsonl).is_empty());
+    assert_eq!(stream(&streamed, &input, Format::Jsonl), [501, 1501, 2501]);
     let bulk = Index::open("t", d2.path(), cfg, Some(&mappings()), None).unwrap();
     let opts = BulkOptions { format: Format::Jsonl, threads: 2, block_bytes: 8192, ..Default::default() };
-    assert_eq!(bulk_load(&bulk, &mut &input[..], &opts, &()).unwrap().docs, 3000);
+    let rec = Recorder::default();
+    assert_eq!(bulk_load(&bulk, &mut &input[..], &opts, &rec).unwrap().docs, 2997);
+    assert_eq!(*rec.rejected.lock().unwrap(), [501, 1501, 2501]);
     bulk.wait_idle().unwrap();
     assert!(bulk.stats().shard.flushes >= 2, "the load outgrew one bulk arena");
     assert_same_answers(&streamed, &bulk, "bulk arenas, batches");

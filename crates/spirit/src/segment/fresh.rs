@@ -307,6 +307,8 @@ pub struct TermBatch {
     positions: Vec<u32>,
     /// An estimate of the words the postings take in an arena, for [`FreshSegment::insert_batch`]'s check.
     bound: usize,
+    /// Documents it was filled from.
+    docs: usize,
     /// Scratch: the group of each document's each term, and each group's next free posting and position.
     table: hashbrown::HashTable<u32>,
     group_of: Vec<u32>,
@@ -319,7 +321,9 @@ impl TermBatch {
         let total: usize = docs.iter().map(|d| d.term_count()).sum();
         let total_pos: usize = docs.iter().map(|d| d.position_count()).sum();
         assert!(total_pos <= u32::MAX as usize && docs.len() <= u32::MAX as usize, "a batch fits 32 bits");
-        let TermBatch { groups, keys, postings, positions, bound, table, group_of, next } = self;
+        let TermBatch { groups, keys, postings, positions, bound, docs: n_docs, table, group_of, next } =
+            self;
+        *n_docs = docs.len();
         groups.clear();
         keys.clear();
         table.clear();
@@ -559,13 +563,14 @@ impl FreshSegment {
         st.entries = entries;
         result?;
         self.add_doc_values(&mut st, doc, local)?;
+        self.add_id(&mut st, &doc.id, local);
         // Publish the whole document at once.
         self.watermark.store(local + 1, Release);
         Ok(local)
     }
 
     /// Appends `docs` as the next documents and publishes them together, their postings term by term
-    /// (`batch` is [`TermBatch::of`] them): a term that occurs in several of them costs one table lookup and
+    /// (`batch` is [`TermBatch::fill`]ed from them): a term that occurs in several of them costs one table lookup and
     /// one visit to its tail block instead of one per document — the cache and TLB misses that are most of a
     /// one-by-one insert's time in a large arena. Returns the first one's local doc.
     ///
@@ -577,6 +582,7 @@ impl FreshSegment {
     pub fn insert_batch(&self, docs: &[&AnalyzedDoc], batch: &TermBatch) -> Result<u32, BatchError> {
         let mut st = self.writer.lock();
         let local = self.watermark.load(Relaxed);
+        assert_eq!(batch.docs, docs.len(), "a batch filled from these documents");
         debug_assert_eq!(
             batch.len(),
             docs.iter().map(|d| d.term_count()).sum::<usize>(),
@@ -661,6 +667,9 @@ impl FreshSegment {
         }
         st.entries = entries;
         result?;
+        for (i, doc) in docs.iter().enumerate() {
+            self.add_id(&mut st, &doc.id, local + i as u32);
+        }
         self.watermark.store(local + docs.len() as u32, Release);
         Ok(local)
     }
@@ -693,8 +702,8 @@ impl FreshSegment {
         Ok(())
     }
 
-    /// Everything of `doc` but its postings, as local doc `local`: its norms and the running sums of every term
-    /// field of the segment, its numbers, its stored record and its `_id`.
+    /// Everything of `doc` but its postings and its `_id`'s entry ([`Self::add_id`]), as local doc `local`: its
+    /// norms and the running sums of every term field of the segment, its numbers and its stored record.
     fn add_doc_values(&self, st: &mut WriterState, doc: &AnalyzedDoc, local: u32) -> Result<(), InsertError> {
         let w = self.w();
         // Norms and running sums of every term field of the segment.
@@ -728,14 +737,19 @@ impl FreshSegment {
         store_bytes(&w[id_at..], doc.id.as_bytes());
         store_bytes(&w[id_at + words_for(doc.id.len())..], &doc.source);
         w[self.doc_table + local as usize].store(rec as u32, Relaxed);
-        let h = id_hash(&doc.id);
-        match st.ids.find_mut(h, |&(x, l)| x == h && self.stored_id_is(l, &doc.id)) {
+        Ok(())
+    }
+
+    /// Makes local doc `local`, whose stored record is written, the one its `_id` finds: last, once nothing
+    /// of the document can fail (a lookup must never find a document past the watermark).
+    fn add_id(&self, st: &mut WriterState, id: &str, local: u32) {
+        let h = id_hash(id);
+        match st.ids.find_mut(h, |&(x, l)| x == h && self.stored_id_is(l, id)) {
             Some(e) => e.1 = local,
             None => {
                 st.ids.insert_unique(h, (h, local), |e| e.0);
             }
         }
-        Ok(())
     }
 
     /// Forgets an `_id` (after a delete), so a later lookup does not find the deleted doc.
@@ -1942,6 +1956,8 @@ mod tests {
         assert!(small.used_bytes() > used, "written part-way");
         assert_eq!(small.visible() as usize, at);
         assert_eq!(image(&small), before);
+        assert!(chunk.iter().all(|d| small.lookup_id(&d.id).is_none()), "no _id of the batch is found");
+        assert_eq!(small.lookup_id(&docs[at - 1].id), Some(at as u32 - 1));
     }
 
     #[test]

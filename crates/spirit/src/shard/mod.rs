@@ -1035,7 +1035,14 @@ impl Shard {
     /// empty fresh segment (a new one, or after the batch did not fit the last) they go one by one, so a
     /// batch that fills a segment part-way only ever leaves its writes in one with documents, which the seal
     /// ends at their watermark. Every document must pass [`accepts`](Self::accepts).
-    pub(crate) fn add_batch(&self, docs: &mut [AnalyzedDoc], batch: &TermBatch) -> Result<Vec<Upserted>> {
+    ///
+    /// One result per document, in order, up to the first that failed (a failed log write, a closed shard):
+    /// the documents after it are not in the index. `Err` when none was added.
+    pub(crate) fn add_batch(
+        &self,
+        docs: &mut [AnalyzedDoc],
+        batch: &TermBatch,
+    ) -> Result<Vec<Result<Upserted>>> {
         let mut w = self.inner.writer.lock();
         self.inner.check_open(&w)?;
         let mut seqs = Vec::with_capacity(docs.len());
@@ -1053,11 +1060,29 @@ impl Shard {
         }
         let first = w.next_doc();
         let refs: Vec<&AnalyzedDoc> = docs.iter().collect();
+        // Logs document `i`, added as doc `first + i`.
+        let log = |w: &mut Writer, i: usize, seq: Option<u64>| -> Result<Upserted> {
+            let (doc, new) = (refs[i], first + i as u32);
+            let lsn = self.inner.log_add(w, doc, new, None, seq, 1)?;
+            if lsn.is_some() {
+                w.fresh_log_bytes += doc.log_source().len() + doc.id.len();
+            }
+            Ok(Upserted { doc: new, replaced: false, version: 1, lsn })
+        };
+        let mut out: Vec<Result<Upserted>> = Vec::with_capacity(docs.len());
         loop {
             if w.fresh.visible() == 0 {
-                for (i, doc) in refs.iter().enumerate() {
-                    let new = self.add_locked(&mut w, doc)?;
-                    assert_eq!(new, first + i as u32, "an add takes the next doc id");
+                // One by one, each logged as it goes in, as `upsert_deferred` does; the first failure ends it.
+                for (i, &seq) in seqs.iter().enumerate() {
+                    let r = self.add_locked(&mut w, refs[i]).and_then(|new| {
+                        assert_eq!(new, first + i as u32, "an add takes the next doc id");
+                        log(&mut w, i, seq)
+                    });
+                    let failed = r.is_err();
+                    out.push(r);
+                    if failed {
+                        break;
+                    }
                 }
                 break;
             }
@@ -1067,21 +1092,28 @@ impl Shard {
                     if self.inner.cfg.retention.max_age_secs.is_some() {
                         w.fresh_newest_at = crate::gdt::now_millis();
                     }
+                    for (i, &seq) in seqs.iter().enumerate() {
+                        let r = log(&mut w, i, seq);
+                        if r.is_err() {
+                            // `log_add` deleted this one; the ones after it are published but not logged:
+                            // deleted too, each stamped with its own doc id as `log_add` does.
+                            for (j, d) in refs.iter().enumerate().skip(i + 1) {
+                                let doc = first + j as u32;
+                                self.inner.delete_doc(doc, Some(&d.id), Some(doc));
+                            }
+                            out.push(r);
+                            break;
+                        }
+                        out.push(r);
+                    }
                     break;
                 }
                 Err(_) => self.inner.seal(&mut w)?,
             }
         }
-        let mut out = Vec::with_capacity(docs.len());
-        for (i, (doc, seq)) in refs.iter().zip(seqs).enumerate() {
-            let new = first + i as u32;
-            let lsn = self.inner.log_add(&w, doc, new, None, seq, 1)?;
-            if lsn.is_some() {
-                w.fresh_log_bytes += doc.log_source().len() + doc.id.len();
-            }
-            out.push(Upserted { doc: new, replaced: false, version: 1, lsn });
-        }
-        if w.fresh_log_bytes >= self.inner.cfg.replay_bytes && out.iter().any(|u| u.lsn.is_some()) {
+        if w.fresh_log_bytes >= self.inner.cfg.replay_bytes
+            && out.iter().any(|u| matches!(u, Ok(u) if u.lsn.is_some()))
+        {
             self.inner.seal(&mut w)?;
         }
         Ok(out)
