@@ -476,6 +476,11 @@ fn insert_block(
                     return Err(e);
                 }
             };
+            debug_assert!(
+                inserted.len() == ats.len()
+                    || inserted.last().is_some_and(|r| r.as_ref().is_err_and(|e| !is_document_error(e))),
+                "a batch's results end early only at a failure"
+            );
             for (i, r) in ats.into_iter().zip(inserted) {
                 steps[i].1 = Ok(Step::Inserted(r));
             }

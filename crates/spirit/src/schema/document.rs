@@ -63,6 +63,12 @@ impl AnalyzedDoc {
         )
     }
 
+    /// The hash of term `t` of [`terms`](Self::terms) in the fresh segment's term table.
+    #[inline]
+    pub fn fresh_hash(&self, t: usize) -> u32 {
+        self.terms[t].fresh_hash
+    }
+
     /// Each distinct term's hash in the fresh segment's term table, in the order of [`terms`](Self::terms).
     pub fn fresh_hashes(&self) -> impl ExactSizeIterator<Item = u32> + '_ {
         self.terms.iter().map(|t| t.fresh_hash)

@@ -508,60 +508,21 @@ impl FreshSegment {
         if local >= self.max_docs || st.terms + doc.term_count() > self.table_cap / 2 {
             return Err(InsertError::Full);
         }
-        let w = self.w();
         // Running out of arena part-way is safe: everything written for this document lies beyond the
         // watermark, which readers and the flusher ignore, and the caller seals the segment.
         self.add_columns(&mut st, doc)?;
-        // Postings, software-pipelined so the cache misses of different terms overlap: term i's table slot is
-        // prefetched 3·D terms before its posting is appended, the slot's entry 2·D before, and the entry's
-        // tail block D before (each load of a stage hit what the stage before prefetched).
-        const D: usize = INSERT_PIPELINE;
-        let mask = self.table_cap - 1;
-        let mut entries = std::mem::take(&mut st.entries);
-        entries.clear();
         debug_assert!(doc.terms().zip(doc.fresh_hashes()).all(|((key, _), h)| hash_key(key) == h));
-        let n = doc.term_count();
-        let (mut slot_hashes, mut entry_hashes) = (doc.fresh_hashes(), doc.fresh_hashes());
-        let (mut resolve, mut append) = (doc.terms().zip(doc.fresh_hashes()), doc.terms());
-        let mut result = Ok(());
-        for i in 0..n + 3 * D {
-            if let Some(h) = slot_hashes.next() {
-                prefetch(&w[1 + (h as usize & mask)]);
-            }
-            if let Some(h) = if i >= D { entry_hashes.next() } else { None } {
-                // Each home slot's entry (a term seen before, usually), before any key is compared.
-                let e = w[1 + (h as usize & mask)].load(Relaxed) as usize;
-                if e != 0 {
-                    prefetch(&w[e]);
-                    prefetch(&w[e + ENTRY_HEADER]);
-                }
-            }
-            if (2 * D..n + 2 * D).contains(&i) {
-                let ((key, _), h) = resolve.next().expect("one hash per term");
-                match self.find_or_insert(&mut st, key, h) {
-                    Ok(e) => {
-                        prefetch(&w[w[e + 3].load(Relaxed) as usize]);
-                        entries.push(e as u32);
-                    }
-                    Err(err) => {
-                        result = Err(err);
-                        break;
-                    }
-                }
-            }
-            if i >= 3 * D {
-                let (key, positions) = append.next().expect("one term per entry");
-                let field = crate::schema::key_field(key);
-                if let Err(err) =
-                    self.append_posting(&mut st, entries[i - 3 * D] as usize, field, local, positions)
-                {
-                    result = Err(err);
-                    break;
-                }
-            }
-        }
-        st.entries = entries;
-        result?;
+        let key = |t: usize| doc.term(t).0;
+        self.insert_terms(
+            &mut st,
+            doc.term_count(),
+            |t| doc.fresh_hash(t),
+            key,
+            |st, t, e| {
+                let (key, positions) = doc.term(t);
+                self.append_posting(st, e, crate::schema::key_field(key), local, positions)
+            },
+        )?;
         self.add_doc_values(&mut st, doc, local)?;
         self.add_id(&mut st, &doc.id, local);
         // Publish the whole document at once.
@@ -612,30 +573,68 @@ impl FreshSegment {
             self.add_columns(&mut st, doc)?;
             self.add_doc_values(&mut st, doc, local + i as u32)?;
         }
-        const D: usize = INSERT_PIPELINE;
-        let mask = self.table_cap - 1;
         let groups = &batch.groups;
-        let n = groups.len();
         let key_of = |g: usize| {
             let (_, off, len, _) = groups[g];
             &batch.keys[off as usize..(off + len) as usize]
         };
+        // Each group's postings back to back, in document order.
+        self.insert_terms(
+            &mut st,
+            groups.len(),
+            |g| groups[g].0,
+            key_of,
+            |st, g, e| {
+                let start = if g == 0 { 0 } else { groups[g - 1].3 as usize };
+                let field = crate::schema::key_field(key_of(g));
+                let mut from = if start == 0 { 0 } else { batch.postings[start - 1].1 as usize };
+                for &(d, to) in &batch.postings[start..groups[g].3 as usize] {
+                    self.append_posting(st, e, field, local + d, &batch.positions[from..to as usize])?;
+                    from = to as usize;
+                }
+                Ok(())
+            },
+        )?;
+        for (i, doc) in docs.iter().enumerate() {
+            self.add_id(&mut st, &doc.id, local + i as u32);
+        }
+        self.watermark.store(local + docs.len() as u32, Release);
+        Ok(local)
+    }
+
+    /// Looks up (or adds) `n` terms and appends their postings, software-pipelined so the cache misses of
+    /// different terms overlap: term `i`'s table slot is prefetched 3·D terms before its postings are
+    /// appended, the slot's entry 2·D before, and the entry's tail block D before (each load of a stage hits
+    /// what the stage before prefetched). Term `i` is `key(i)` of hash `hash(i)`; `append(st, i, entry)`
+    /// appends its postings. Stops at the first error.
+    fn insert_terms<'k>(
+        &self,
+        st: &mut WriterState,
+        n: usize,
+        hash: impl Fn(usize) -> u32,
+        key: impl Fn(usize) -> &'k [u8],
+        mut append: impl FnMut(&mut WriterState, usize, usize) -> Result<(), InsertError>,
+    ) -> Result<(), InsertError> {
+        const D: usize = INSERT_PIPELINE;
+        let w = self.w();
+        let mask = self.table_cap - 1;
         let mut entries = std::mem::take(&mut st.entries);
         entries.clear();
         let mut result = Ok(());
         for i in 0..n + 3 * D {
-            if let Some(&(h, ..)) = groups.get(i) {
-                prefetch(&w[1 + (h as usize & mask)]);
+            if i < n {
+                prefetch(&w[1 + (hash(i) as usize & mask)]);
             }
-            if let Some(&(h, ..)) = i.checked_sub(D).and_then(|g| groups.get(g)) {
-                let e = w[1 + (h as usize & mask)].load(Relaxed) as usize;
+            if let Some(t) = i.checked_sub(D).filter(|&t| t < n) {
+                // Each home slot's entry (a term seen before, usually), before any key is compared.
+                let e = w[1 + (hash(t) as usize & mask)].load(Relaxed) as usize;
                 if e != 0 {
                     prefetch(&w[e]);
                     prefetch(&w[e + ENTRY_HEADER]);
                 }
             }
-            if let Some(g) = i.checked_sub(2 * D).filter(|&g| g < n) {
-                match self.find_or_insert(&mut st, key_of(g), groups[g].0) {
+            if let Some(t) = i.checked_sub(2 * D).filter(|&t| t < n) {
+                match self.find_or_insert(st, key(t), hash(t)) {
                     Ok(e) => {
                         prefetch(&w[w[e + 3].load(Relaxed) as usize]);
                         entries.push(e as u32);
@@ -646,32 +645,15 @@ impl FreshSegment {
                     }
                 }
             }
-            if let Some(g) = i.checked_sub(3 * D) {
-                let start = if g == 0 { 0 } else { groups[g - 1].3 as usize };
-                let field = crate::schema::key_field(key_of(g));
-                let mut from = if start == 0 { 0 } else { batch.postings[start - 1].1 as usize };
-                for &(d, to) in &batch.postings[start..groups[g].3 as usize] {
-                    let positions = &batch.positions[from..to as usize];
-                    from = to as usize;
-                    if let Err(err) =
-                        self.append_posting(&mut st, entries[g] as usize, field, local + d, positions)
-                    {
-                        result = Err(err);
-                        break;
-                    }
-                }
-                if result.is_err() {
+            if let Some(t) = i.checked_sub(3 * D) {
+                if let Err(err) = append(st, t, entries[t] as usize) {
+                    result = Err(err);
                     break;
                 }
             }
         }
         st.entries = entries;
-        result?;
-        for (i, doc) in docs.iter().enumerate() {
-            self.add_id(&mut st, &doc.id, local + i as u32);
-        }
-        self.watermark.store(local + docs.len() as u32, Release);
-        Ok(local)
+        result
     }
 
     /// Column blocks for the fields of `doc` this segment has not seen yet.

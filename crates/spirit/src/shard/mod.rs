@@ -1037,7 +1037,8 @@ impl Shard {
     /// ends at their watermark. Every document must pass [`accepts`](Self::accepts).
     ///
     /// One result per document, in order, up to the first that failed (a failed log write, a closed shard):
-    /// the documents after it are not in the index. `Err` when none was added.
+    /// the documents after it are not in the index (their `_seq` numbers, drawn for the block, are lost: a
+    /// gap, as a failed log write leaves one too). `Err` when none was added.
     pub(crate) fn add_batch(
         &self,
         docs: &mut [AnalyzedDoc],
@@ -1072,7 +1073,8 @@ impl Shard {
         let mut out: Vec<Result<Upserted>> = Vec::with_capacity(docs.len());
         loop {
             if w.fresh.visible() == 0 {
-                // One by one, each logged as it goes in, as `upsert_deferred` does; the first failure ends it.
+                // One by one, each logged as it goes in (the log tail's seal is checked once, after the
+                // block); the first failure ends it.
                 for (i, &seq) in seqs.iter().enumerate() {
                     let r = self.add_locked(&mut w, refs[i]).and_then(|new| {
                         assert_eq!(new, first + i as u32, "an add takes the next doc id");
@@ -1114,7 +1116,9 @@ impl Shard {
         if w.fresh_log_bytes >= self.inner.cfg.replay_bytes
             && out.iter().any(|u| matches!(u, Ok(u) if u.lsn.is_some()))
         {
-            self.inner.seal(&mut w)?;
+            // The documents are in and logged: a failed seal (a stopped pipeline, which stays failed) is
+            // reported by the next write, not as theirs.
+            let _ = self.inner.seal(&mut w);
         }
         Ok(out)
     }
