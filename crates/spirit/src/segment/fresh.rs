@@ -520,7 +520,8 @@ impl FreshSegment {
             key,
             |st, t, e| {
                 let (key, positions) = doc.term(t);
-                self.append_posting(st, e, crate::schema::key_field(key), local, positions)
+                let field = crate::schema::key_field(key);
+                self.append_postings(st, e, field, local, &[(0, positions.len() as u32)], 0, positions)
             },
         )?;
         self.add_doc_values(&mut st, doc, local)?;
@@ -587,12 +588,9 @@ impl FreshSegment {
             |st, g, e| {
                 let start = if g == 0 { 0 } else { groups[g - 1].3 as usize };
                 let field = crate::schema::key_field(key_of(g));
-                let mut from = if start == 0 { 0 } else { batch.postings[start - 1].1 as usize };
-                for &(d, to) in &batch.postings[start..groups[g].3 as usize] {
-                    self.append_posting(st, e, field, local + d, &batch.positions[from..to as usize])?;
-                    from = to as usize;
-                }
-                Ok(())
+                let from = if start == 0 { 0 } else { batch.postings[start - 1].1 as usize };
+                let postings = &batch.postings[start..groups[g].3 as usize];
+                self.append_postings(st, e, field, local, postings, from, &batch.positions)
             },
         )?;
         for (i, doc) in docs.iter().enumerate() {
@@ -822,73 +820,105 @@ impl FreshSegment {
         key.chunks(4).enumerate().all(|(i, c)| w[e + ENTRY_HEADER + i].load(Relaxed) == le_word(c))
     }
 
-    fn append_posting(
+    /// Appends postings of the term at `entry` (of `field`): posting `k` is document `base + postings[k].0`,
+    /// its positions `positions[postings[k - 1].1..postings[k].1]` (the first's from `from`), documents in
+    /// increasing order. One posting for a document inserted alone; a block's run of them for a batch
+    /// ([`Self::insert_batch`]), whose documents are all past the watermark until it is published whole: the
+    /// tail block's fill counters and the (df, last doc) pair are then stored once per block and once per run
+    /// instead of once per posting. Inlined: each caller's loop specializes it (a one-posting slice for one
+    /// document).
+    #[inline(always)]
+    fn append_postings(
         &self,
         st: &mut WriterState,
         entry: usize,
         field: u16,
-        doc: u32,
+        base: u32,
+        postings: &[(u32, u32)],
+        mut from: usize,
         positions: &[u32],
     ) -> Result<(), InsertError> {
         let w = self.w();
-        let tf = positions.len() as u32;
-        assert!(tf > 0, "a posting has a position");
-        let width = positions.len() + escape_words(tf);
-        let need = POSTING_WORDS + width;
+        let width_of = |tf: usize| tf + escape_words(tf as u32);
         let mut tail = w[entry + 3].load(Relaxed) as usize;
-        let room = |b: usize| {
-            w[b].load(Relaxed) as usize
-                - w[b + 1].load(Relaxed) as usize
-                - w[b + BLOCK_BACK].load(Relaxed) as usize
-        };
-        if tail == 0 || room(tail) < need {
-            let cap = if tail == 0 {
-                need.max(FIRST_BLOCK)
-            } else {
-                (2 * w[tail].load(Relaxed) as usize).min(MAX_BLOCK).max(need)
+        let mut k = 0;
+        while k < postings.len() {
+            let tf = postings[k].1 as usize - from;
+            assert!(tf > 0, "a posting has a position");
+            let need = POSTING_WORDS + width_of(tf);
+            let room = |b: usize| {
+                w[b].load(Relaxed) as usize
+                    - w[b + 1].load(Relaxed) as usize
+                    - w[b + BLOCK_BACK].load(Relaxed) as usize
             };
-            let b = self.bump(st, header_words(cap) + cap)?;
-            // The header zeroed (no impacts yet, nothing used, no next block); the postings and positions
-            // are written before `used` counts them.
-            self.zero(b + 1, header_words(cap) - 1);
-            w[b].store(cap as u32, Relaxed);
-            if tail == 0 {
-                w[entry + 2].store(b as u32, Release);
-            } else {
-                // Impacts and the next block's first doc before the link: a reader that follows it sees them.
-                self.seal(st, tail, field);
-                w[tail + BLOCK_NEXT_FIRST].store(doc, Relaxed);
-                w[tail + 2].store(b as u32, Release);
+            if tail == 0 || room(tail) < need {
+                let doc = base + postings[k].0;
+                let cap = if tail == 0 {
+                    need.max(FIRST_BLOCK)
+                } else {
+                    (2 * w[tail].load(Relaxed) as usize).min(MAX_BLOCK).max(need)
+                };
+                let b = self.bump(st, header_words(cap) + cap)?;
+                // The header zeroed (no impacts yet, nothing used, no next block); the postings and positions
+                // are written before `used` counts them.
+                self.zero(b + 1, header_words(cap) - 1);
+                w[b].store(cap as u32, Relaxed);
+                if tail == 0 {
+                    w[entry + 2].store(b as u32, Release);
+                } else {
+                    // Impacts and the next block's first doc before the link: a reader that follows it sees
+                    // them.
+                    self.seal(st, tail, field);
+                    w[tail + BLOCK_NEXT_FIRST].store(doc, Relaxed);
+                    w[tail + 2].store(b as u32, Release);
+                }
+                w[entry + 3].store(b as u32, Relaxed);
+                tail = b;
             }
-            w[entry + 3].store(b as u32, Relaxed);
-            tail = b;
+            // As many postings as the tail block has room for, posting words from the front and positions
+            // from the back; its counters are stored once they are written.
+            let cap = w[tail].load(Relaxed) as usize;
+            let (mut used, mut back) =
+                (w[tail + 1].load(Relaxed) as usize, w[tail + BLOCK_BACK].load(Relaxed) as usize);
+            let start = tail + header_words(cap);
+            let first = k;
+            while let Some(&(d, to)) = postings.get(k) {
+                let pos = &positions[from..to as usize];
+                let width = width_of(pos.len());
+                if cap - used - back < POSTING_WORDS + width {
+                    break;
+                }
+                if used > 0 && used.is_multiple_of(CHUNK_WORDS) && chunks(cap) > 0 {
+                    // This posting starts a chunk: the one before it is full (its posting words are written).
+                    self.seal_chunk(st, tail, used / CHUNK_WORDS - 1, field);
+                }
+                let (at, p) = (start + used, start + cap - back - width);
+                for (x, &y) in w[p..p + pos.len()].iter().zip(pos) {
+                    x.store(y, Relaxed);
+                }
+                if width > pos.len() {
+                    w[p + pos.len()].store(pos.len() as u32, Relaxed);
+                }
+                w[at].store(posting_word(base + d, pos.len() as u32), Relaxed);
+                used += POSTING_WORDS;
+                back += width;
+                from = to as usize;
+                k += 1;
+            }
+            assert!(k > first, "a block with room for the posting took it");
+            w[tail + BLOCK_BACK].store(back as u32, Relaxed);
+            w[tail + 1].store(used as u32, Release);
         }
-        let (cap, used) = (w[tail].load(Relaxed) as usize, w[tail + 1].load(Relaxed) as usize);
-        if used > 0 && used.is_multiple_of(CHUNK_WORDS) && chunks(cap) > 0 {
-            // This posting starts a chunk: the one before it is full.
-            self.seal_chunk(st, tail, used / CHUNK_WORDS - 1, field);
-        }
-        let back = w[tail + BLOCK_BACK].load(Relaxed) as usize;
-        let start = tail + header_words(cap);
-        let (at, pos) = (start + used, start + cap - back - width);
-        debug_assert!(at + POSTING_WORDS <= pos, "the posting and its positions fit");
-        for (i, &p) in positions.iter().enumerate() {
-            w[pos + i].store(p, Relaxed);
-        }
-        if width > positions.len() {
-            w[pos + positions.len()].store(tf, Relaxed);
-        }
-        w[at].store(posting_word(doc, tf), Relaxed);
-        w[tail + BLOCK_BACK].store((back + width) as u32, Relaxed);
-        w[tail + 1].store((used + POSTING_WORDS) as u32, Release);
+        let Some(&(last, _)) = postings.last() else { return Ok(()) };
         // (df, last doc) change together, so a reader can tell whether df counts only docs below its watermark.
         // The previous pair first: a reader that finds the current one unchanged around its read of the
-        // previous one knows the previous one is at most one posting older (see `df_below`).
+        // previous one knows the previous one is at most one posting older (see `df_below`; after a run of
+        // several it counts the postings instead, until the watermark passes them).
         let pair = self.block.atomic_u64_at(entry + ENTRY_DF);
         let old = pair.load(Relaxed);
         self.block.atomic_u64_at(entry + ENTRY_PREV_DF).store(old, Release);
-        let df = (old >> 32) + 1;
-        pair.store(df << 32 | doc as u64, Release);
+        let df = (old >> 32) + postings.len() as u64;
+        pair.store(df << 32 | (base + last) as u64, Release);
         Ok(())
     }
 
@@ -1869,6 +1899,25 @@ mod tests {
             one_by_one.insert(d).unwrap();
         }
         let expected = image(&one_by_one);
+        // What the flushed image leaves out: each term's (df, last doc) answer and the impacts its fresh blocks
+        // and chunks carry for queries on the fresh segment.
+        let fresh_view = |f: &FreshSegment| {
+            let n = f.visible();
+            let mut terms = std::collections::BTreeMap::new();
+            f.for_each_key(&mut |key, e| {
+                let mut regions = vec![];
+                let mut p = f.postings(e, n);
+                p.for_each_region(|_, chunk, imp| regions.push((chunk, imp.copied())));
+                let mut windows = vec![];
+                while p.doc() != crate::codec::NO_DOC {
+                    windows.push((p.doc(), p.sealed_impacts(), p.chunk_window()));
+                    p.next();
+                }
+                terms.insert(key.to_vec(), (f.df_below(e, n), regions, windows));
+            });
+            terms
+        };
+        let expected_view = fresh_view(&one_by_one);
         drop(one_by_one);
         let batched = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 4 << 20).unwrap(), 1 << 20);
         let mut batch = TermBatch::default();
@@ -1884,6 +1933,8 @@ mod tests {
             k += 1;
         }
         assert_eq!(image(&batched), expected);
+        assert!(expected_view.values().any(|(_, r, _)| r.iter().any(|x| x.1.is_some())), "some impacts");
+        assert_eq!(fresh_view(&batched), expected_view);
         drop(batched);
 
         // A small arena and long documents of few words (the arena fills before its document limit or its
