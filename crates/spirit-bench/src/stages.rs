@@ -7,7 +7,7 @@
 use crate::input::{baseline_mappings, load_docs, thread_cpu_seconds};
 use spirit::codec::FieldCodecs;
 use spirit::memory::{DramHeap, Fill, RingKind};
-use spirit::schema::document::analyze_document;
+use spirit::schema::{analyze_document, analyze_document_into, AnalyzedDoc, BlockTerms};
 use spirit::segment::{FreshSegment, ImageBuilder, TermBatch};
 use spirit::{Engine, EngineConfig};
 use std::path::PathBuf;
@@ -31,6 +31,9 @@ pub struct StagesArgs {
     #[arg(long, default_value_t = 0)]
     batch: usize,
 }
+
+/// Analyzed documents in batches, each with the table it was analyzed into (`None`: one by one, in one).
+type Analyzed = Vec<(Option<BlockTerms>, Vec<AnalyzedDoc>)>;
 
 /// CPU seconds `f` took on this thread, and what it returned.
 fn cpu<T>(f: impl FnOnce() -> T) -> (f64, T) {
@@ -57,12 +60,31 @@ pub fn run(a: &StagesArgs) -> Result<(), Box<dyn std::error::Error>> {
     let (mut analyze, mut insert, mut flush, mut group) = (f64::MAX, f64::MAX, f64::MAX, f64::MAX);
     let mut image_bytes = 0;
     for round in 0..a.rounds {
-        let (t, analyzed) = cpu(|| {
-            values
-                .iter()
-                .zip(&ids)
-                .map(|(v, id)| analyze_document(&schema, id.clone(), v))
-                .collect::<Result<Vec<_>, _>>()
+        // One by one: each document analyzed alone. In batches: each batch's documents into one table, as a
+        // bulk load's workers analyze a block (a worker reuses its table block after block; here each batch
+        // keeps its own until it is grouped, so the tables' growth is counted in analysis).
+        let (t, analyzed) = cpu(|| -> Result<Analyzed, spirit::Error> {
+            let docs = values.iter().zip(&ids);
+            if a.batch == 0 {
+                let docs = docs.map(|(v, id)| analyze_document(&schema, id.clone(), v));
+                return Ok(vec![(None, docs.collect::<Result<_, _>>()?)]);
+            }
+            let chunks: Vec<Vec<_>> = docs.collect::<Vec<_>>().chunks(a.batch).map(|c| c.to_vec()).collect();
+            chunks
+                .into_iter()
+                .map(|c| {
+                    let mut terms = BlockTerms::default();
+                    let docs = c
+                        .into_iter()
+                        .map(|(v, id)| {
+                            let d = analyze_document_into(&schema, id.clone(), v, false, &mut terms)?;
+                            terms.take();
+                            Ok(d)
+                        })
+                        .collect::<Result<_, spirit::Error>>()?;
+                    Ok((Some(terms), docs))
+                })
+                .collect()
         });
         let analyzed = analyzed?;
         analyze = analyze.min(t);
@@ -73,21 +95,21 @@ pub fn run(a: &StagesArgs) -> Result<(), Box<dyn std::error::Error>> {
             .ok_or("the arena does not fit the heap")?;
         let fresh = FreshSegment::new(block, a.max_docs as u32);
         let (t, inserted) = if a.batch == 0 {
-            cpu(|| analyzed.iter().try_for_each(|d| fresh.insert(d).map(drop).map_err(|e| format!("{e:?}"))))
+            let docs = &analyzed[0].1;
+            cpu(|| docs.iter().try_for_each(|d| fresh.insert(d).map(drop).map_err(|e| format!("{e:?}"))))
         } else {
-            let chunks: Vec<Vec<&spirit::schema::AnalyzedDoc>> =
-                analyzed.chunks(a.batch).map(|c| c.iter().collect()).collect();
             let (g, batches) = cpu(|| {
-                chunks
+                analyzed
                     .iter()
-                    .map(|c| {
+                    .map(|(terms, _)| {
                         let mut b = TermBatch::default();
-                        b.fill(c);
+                        b.fill(terms.as_ref().expect("a batch's table"));
                         b
                     })
                     .collect::<Vec<_>>()
             });
             group = group.min(g);
+            let chunks: Vec<Vec<&AnalyzedDoc>> = analyzed.iter().map(|(_, c)| c.iter().collect()).collect();
             cpu(|| {
                 chunks
                     .iter()

@@ -25,14 +25,21 @@
 //!   so far is searchable while the load runs.
 //!
 //! * **Batches.** When a block's documents can go in together — one shard, every `_id` generated, so none
-//!   replaces another — the worker also groups their terms ([`TermBatch::fill`]: each term once, with its
-//!   postings in document order), and the ordered stage inserts the block term by term
+//!   replaces another — the worker analyzes them into one table for the block ([`BlockTerms`]: one hash
+//!   lookup per token, each term of the block once, counted as it goes), groups that into a batch
+//!   ([`TermBatch::fill`]: each term once, with its postings in document order; one pass over the
+//!   occurrences), and the ordered stage inserts the block term by term
 //!   ([`Index::insert_batch`], [`crate::segment::FreshSegment::insert_batch`]): a term that occurs in many
 //!   of the block's documents costs one table lookup and one visit to its tail block instead of one per
 //!   document, and the grouping, a pass over every posting, runs on the workers in parallel. The block's
 //!   documents are published together; they get the ids, doc ids and `_seq` numbers one-by-one inserts
 //!   would give them. On the enwiki dev file (2 threads, 1 shard) the ordered stage's insert went from ~26%
 //!   of the CPU samples to ~14%, the grouping took ~8% on the workers, and loads closed 10–12% sooner.
+//!   Analyzing into the block's table instead of document by document and then grouping (a second hash
+//!   lookup per distinct term of each document) cut analysis and grouping from 1.32–1.35 to 1.11–1.18 CPU
+//!   seconds per 110k documents (`spirit-bench stages --batch 1000`) and loads closed 5–8% sooner. A
+//!   document goes in one by one (into an empty segment, or over the size limit) with its terms given back
+//!   ([`TermBatch::unbatch`]).
 //!
 //! Each shard's insertion is cheap next to the analysis (see `bench/results/bulk-*`), so one ordered stage
 //! keeps up with the workers on the machines this runs on; per-shard ordered stages would let N shards
@@ -50,6 +57,7 @@ use crate::error::{Error, Result};
 use crate::formats::{parse_lines_doc, Format};
 use crate::index::{AddResult, Index, Inserted, PendingSet, PreparedDoc};
 use crate::schema::document::take_id;
+use crate::schema::BlockTerms;
 use crate::segment::TermBatch;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
@@ -326,8 +334,8 @@ fn worker(
     turned: &Condvar,
     stop: &AtomicBool,
 ) {
-    // The worker's term batch, reused block after block (see `group_block`).
-    let mut batch = TermBatch::default();
+    // The worker's block table and term batch, reused block after block (see `group_block`).
+    let (mut terms, mut batch) = (BlockTerms::default(), TermBatch::default());
     while let Ok(block) = work.recv() {
         if stop.load(Relaxed) {
             let _ = pool.send(block.data);
@@ -344,8 +352,8 @@ fn worker(
         // this one's turn: it becomes a failure of the load.
         let seq = block.seq;
         let analyzed = catch_unwind(AssertUnwindSafe(|| {
-            let a = analyze_block(index, opts.format, &block);
-            let batched = group_block(index, &a, &mut batch);
+            let mut a = analyze_block(index, opts.format, &block, &mut terms);
+            let batched = group_block(index, &mut a, &terms, &mut batch);
             (a, batched)
         }));
         let _ = pool.send(block.data);
@@ -387,8 +395,11 @@ fn take_turn(
     turned.notify_all();
 }
 
-/// Parses and analyzes every line of a block (no engine lock).
-fn analyze_block(index: &Index, format: Format, block: &Block) -> Analyzed {
+/// Parses and analyzes every line of a block (no engine lock). With one shard, documents with generated
+/// `_id`s are analyzed into `terms`, the block's table (see [`group_block`]).
+fn analyze_block(index: &Index, format: Format, block: &Block, terms: &mut BlockTerms) -> Analyzed {
+    let into_block = index.shards().len() == 1;
+    terms.clear();
     let mut docs = Vec::new();
     let mut lines = 0u64;
     for raw in block.data.split_inclusive(|&b| b == b'\n') {
@@ -410,7 +421,13 @@ fn analyze_block(index: &Index, format: Format, block: &Block) -> Analyzed {
                 },
             },
         };
-        docs.push((at, doc.and_then(|(id, body)| index.prepare(id, &body))));
+        docs.push((
+            at,
+            doc.and_then(|(id, body)| match id {
+                None if into_block => index.prepare_into(id, &body, terms),
+                id => index.prepare(id, &body),
+            }),
+        ));
     }
     if let Some(size) = block.skipped_line {
         let limit = index.settings().max_document_bytes;
@@ -420,16 +437,23 @@ fn analyze_block(index: &Index, format: Format, block: &Block) -> Analyzed {
     Analyzed { lines, bytes: block.data.len() as u64 + block.skipped_line.unwrap_or(0), docs }
 }
 
-/// Groups the terms of a block's documents into `batch` when the ordered stage can insert them together
-/// ([`Index::insert_batch`]: one shard, generated `_id`s), so that work — a pass over every posting — is
-/// done here, in parallel, and the ordered stage appends term by term. Returns whether it did.
-fn group_block(index: &Index, block: &Analyzed, batch: &mut TermBatch) -> bool {
+/// Groups the terms of a block's documents (those analyzed into `terms`) into `batch` when the ordered stage
+/// can insert them together ([`Index::insert_batch`]: one shard, generated `_id`s), so that work — a pass
+/// over every occurrence — is done here, in parallel, and the ordered stage appends term by term. Returns
+/// whether it did; if not, the documents analyzed into `terms` get their terms back, to go in one by one.
+fn group_block(index: &Index, block: &mut Analyzed, terms: &BlockTerms, batch: &mut TermBatch) -> bool {
     let docs: Vec<&PreparedDoc> = block.docs.iter().filter_map(|(_, d)| d.as_ref().ok()).collect();
-    if docs.len() < 2 || !index.batchable(&docs) {
+    let held = docs.iter().filter(|d| !d.analyzed.holds_terms()).count();
+    if held == 0 {
         return false;
     }
-    batch.fill(&Index::analyses(&docs));
-    true
+    batch.fill(terms);
+    if docs.len() >= 2 && held == docs.len() && index.batchable(&docs) {
+        return true;
+    }
+    let docs = block.docs.iter_mut().filter_map(|(_, d)| d.as_mut().ok());
+    batch.unbatch(docs.map(|d| &mut d.analyzed).filter(|a| !a.holds_terms()));
+    false
 }
 
 /// What the ordered stage does with a line of a block.
@@ -441,14 +465,15 @@ enum Step {
 
 /// The ordered stage for one block: insert in input order, group-commit, acknowledge, report. With `batch`
 /// (the block's documents grouped by [`group_block`]) and room under the limit for all of them, they go in
-/// together first, and their results are taken in turn below as one-by-one inserts' are.
+/// together first, and their results are taken in turn below as one-by-one inserts' are; without room, they
+/// get their terms back and go one by one up to the limit.
 fn insert_block(
     index: &Index,
     opts: &BulkOptions,
     observer: &dyn BulkObserver,
     stop: &AtomicBool,
     t: &mut Turn,
-    block: Analyzed,
+    mut block: Analyzed,
     batch: Option<&TermBatch>,
 ) -> Result<()> {
     let ok = block.docs.iter().filter(|(_, d)| d.is_ok()).count() as u64;
@@ -486,7 +511,14 @@ fn insert_block(
             }
             steps
         }
-        _ => block.docs.into_iter().map(|(at, d)| (at, d.map(Step::Insert))).collect(),
+        _ => {
+            if let Some(batch) = batch {
+                // Grouped, but the limit ends the load inside the block: one by one, with their terms back.
+                let docs = block.docs.iter_mut().filter_map(|(_, d)| d.as_mut().ok());
+                batch.unbatch(docs.map(|d| &mut d.analyzed));
+            }
+            block.docs.into_iter().map(|(at, d)| (at, d.map(Step::Insert))).collect()
+        }
     };
     let first_line = t.progress.lines + 1;
     let mut pending = PendingSet::default();

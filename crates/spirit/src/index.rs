@@ -110,7 +110,7 @@ struct Persisted {
 pub struct PreparedDoc {
     /// No `_id` was given: one is generated at insertion (and no existing document can be replaced).
     generated: bool,
-    analyzed: crate::schema::AnalyzedDoc,
+    pub(crate) analyzed: crate::schema::AnalyzedDoc,
 }
 
 /// What [`Index::insert_prepared`] returns: the add, and in crash-safe mode what to sync before it is durable.
@@ -995,6 +995,32 @@ impl Index {
     /// [`insert_prepared`](Self::insert_prepared), puts it in its shard; the bulk loader runs the first
     /// half on many threads and the second in input order.
     pub fn prepare(&self, id: Option<String>, body: &serde_json::Value) -> Result<PreparedDoc> {
+        self.prepare_with(id, body, None)
+    }
+
+    /// [`prepare`](Self::prepare) of a bulk load's document into its block's table (see
+    /// [`BlockTerms`](crate::schema::BlockTerms)), which takes it in if it is accepted and leaves it out if
+    /// not.
+    pub(crate) fn prepare_into(
+        &self,
+        id: Option<String>,
+        body: &serde_json::Value,
+        block: &mut crate::schema::BlockTerms,
+    ) -> Result<PreparedDoc> {
+        let d = self.prepare_with(id, body, Some(&mut *block));
+        match d {
+            Ok(_) => block.take(),
+            Err(_) => block.discard(),
+        }
+        d
+    }
+
+    fn prepare_with(
+        &self,
+        id: Option<String>,
+        body: &serde_json::Value,
+        block: Option<&mut crate::schema::BlockTerms>,
+    ) -> Result<PreparedDoc> {
         if !body.is_object() {
             return Err(Error::BadDocument("a document must be a JSON object".into()));
         }
@@ -1015,8 +1041,12 @@ impl Index {
         }
         // A generated `_id` is drawn when the document is inserted, so ids follow insertion order.
         let log_whole = self.shards[0].durability() == crate::Durability::CrashSafe;
-        let analyzed =
-            analyze_document_logged(&self.schema.read(), id.clone().unwrap_or_default(), body, log_whole)?;
+        let (schema, id_or_none) = (self.schema.read(), id.clone().unwrap_or_default());
+        let analyzed = match block {
+            Some(b) => crate::schema::analyze_document_into(&schema, id_or_none, body, log_whole, b)?,
+            None => analyze_document_logged(&schema, id_or_none, body, log_whole)?,
+        };
+        drop(schema);
         if analyzed.log_source().len() > self.settings.max_document_bytes {
             return Err(Error::DocumentTooLarge {
                 size: analyzed.log_source().len(),
@@ -1080,16 +1110,13 @@ impl Index {
         self.shards.len() == 1 && docs.iter().all(|d| d.generated)
     }
 
-    /// The analyses of `docs`, for [`TermBatch::fill`](crate::segment::TermBatch::fill).
-    pub(crate) fn analyses<'a>(docs: &[&'a PreparedDoc]) -> Vec<&'a crate::schema::AnalyzedDoc> {
-        docs.iter().map(|d| &d.analyzed).collect()
-    }
-
     /// [`insert_prepared`](Self::insert_prepared) of each of `docs` in turn — the same generated `_id`s, doc
     /// ids and `_seq` numbers, one result per document — with their postings inserted term by term
-    /// ([`Shard::add_batch`](crate::shard::Shard::add_batch); `batch` is filled from their analyses). They
-    /// must be [`batchable`](Self::batchable). A document over the size limit among them has them inserted
-    /// one by one instead (with the `_id`s drawn, so the same ones). The results end at the first that is not
+    /// ([`Shard::add_batch`](crate::shard::Shard::add_batch); `batch` is filled from the block they were
+    /// analyzed into, which holds their terms). They must be [`batchable`](Self::batchable). A document that
+    /// may be over the size limit among them (its totals' bound does not fit: [`Shard::accepts`]) has them
+    /// inserted one by one instead, given their terms back and each checked exactly (with the `_id`s drawn,
+    /// so the same ones). The results end at the first that is not
     /// a document's own error (a closed index, a failed log write): what came after it was not inserted, as
     /// one-by-one inserts would have stopped there. `Err`: none was inserted.
     pub(crate) fn insert_batch(
@@ -1103,6 +1130,8 @@ impl Index {
         }
         let shard = &self.shards[0];
         if !docs.iter().all(|d| shard.accepts(&d.analyzed)) {
+            // One by one, each checked exactly, with its terms back.
+            batch.unbatch(docs.iter_mut().map(|d| &mut d.analyzed));
             let mut out = Vec::with_capacity(docs.len());
             for mut d in docs {
                 let r = self.insert_with_id(&mut d.analyzed, true, Precondition::None);

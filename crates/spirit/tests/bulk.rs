@@ -370,6 +370,31 @@ fn limit_and_stop_load_a_prefix_of_the_input() {
         assert_eq!(p.docs, limit);
         assert_eq!(rec.acked.lock().unwrap().len() as u64, limit);
     }
+    // One shard and generated `_id`s (blocks analyzed and grouped together): a limit inside a block inserts
+    // its first documents one by one, as streaming adds of the first `limit` lines would.
+    let generated = generated_ids_input(47, 200);
+    for limit in [1u64, 9, 40] {
+        let lines: Vec<&[u8]> = generated.split_inclusive(|&b| b == b'\n').collect();
+        let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let streamed = open(d1.path(), 1, Durability::Volatile);
+        let mut taken = 0;
+        for l in &lines {
+            if taken == limit {
+                break;
+            }
+            let blank = l.iter().all(u8::is_ascii_whitespace);
+            if stream(&streamed, l, Format::Jsonl).is_empty() && !blank {
+                taken += 1;
+            }
+        }
+        assert_eq!(taken, limit);
+        let index = open(d2.path(), 1, Durability::Volatile);
+        let opts =
+            BulkOptions { format: Format::Jsonl, limit, threads: 2, block_bytes: 1500, ..Default::default() };
+        let p = bulk_load(&index, &mut &generated[..], &opts, &()).unwrap();
+        assert_eq!(p.docs, limit);
+        assert_same_answers(&streamed, &index, &format!("limit {limit}"));
+    }
     // An observer that stops after two blocks: at most the blocks already read go in, never the whole input.
     let d = tempfile::tempdir().unwrap();
     let index = open(d.path(), 1, Durability::Volatile);

@@ -28,6 +28,18 @@ pub struct AnalyzedDoc {
     pub lens: Vec<(u16, u32)>,
     /// Numeric values (first value of a multi-valued field), sorted by field.
     pub numerics: Vec<(u16, f64)>,
+    /// Set when the document was analyzed into a block's [`BlockTerms`]: its terms are held there (and then
+    /// in the block's `TermBatch`), not in `keys`, `terms` and `positions`, which are empty; these are their
+    /// counts. `TermBatch::unbatch` gives a document its terms back.
+    held: Option<HeldTerms>,
+}
+
+/// The totals of a document's terms held by its block ([`AnalyzedDoc::held`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct HeldTerms {
+    terms: u32,
+    positions: u32,
+    key_bytes: u32,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -43,8 +55,10 @@ struct TermSpan {
 }
 
 impl AnalyzedDoc {
-    /// Distinct terms, in order of first occurrence, each with its positions.
+    /// Distinct terms, in order of first occurrence, each with its positions. None while its block holds them
+    /// ([`holds_terms`](Self::holds_terms) is false).
     pub fn terms(&self) -> impl ExactSizeIterator<Item = (&[u8], &[u32])> + '_ {
+        debug_assert!(self.held.is_none(), "the document's terms are held by its block");
         self.terms.iter().map(|t| {
             (
                 &self.keys[t.key_off as usize..(t.key_off + t.key_len) as usize],
@@ -56,6 +70,7 @@ impl AnalyzedDoc {
     /// Term `t` of [`terms`](Self::terms), with its positions.
     #[inline]
     pub fn term(&self, t: usize) -> (&[u8], &[u32]) {
+        debug_assert!(self.held.is_none(), "the document's terms are held by its block");
         let t = &self.terms[t];
         (
             &self.keys[t.key_off as usize..(t.key_off + t.key_len) as usize],
@@ -82,7 +97,38 @@ impl AnalyzedDoc {
 
     /// Number of distinct terms.
     pub fn term_count(&self) -> usize {
-        self.terms.len()
+        self.held.map_or(self.terms.len(), |h| h.terms as usize)
+    }
+
+    /// Whether the document has its terms ([`terms`](Self::terms)): false while the block it was analyzed
+    /// into holds them (a bulk load's batch; `TermBatch::unbatch` gives them back).
+    pub fn holds_terms(&self) -> bool {
+        self.held.is_none()
+    }
+
+    /// Ends its block's hold on its terms (`TermBatch::unbatch`, which then gives them back with
+    /// [`push_term`](Self::push_term)): returns their totals (terms, positions, key bytes), room made for them.
+    pub(crate) fn release_terms(&mut self) -> (usize, usize, usize) {
+        let h = self.held.take().expect("the document's terms are held by its block");
+        let h = (h.terms as usize, h.positions as usize, h.key_bytes as usize);
+        self.terms.reserve_exact(h.0);
+        self.positions.reserve_exact(h.1);
+        self.keys.reserve_exact(h.2);
+        h
+    }
+
+    /// Appends a term with its positions (increasing): `TermBatch::unbatch` giving a document its terms back.
+    pub(crate) fn push_term(&mut self, key: &[u8], positions: &[u32], fresh_hash: u32) {
+        debug_assert!(self.held.is_none());
+        self.terms.push(TermSpan {
+            key_off: self.keys.len() as u32,
+            key_len: key.len() as u32,
+            pos_off: self.positions.len() as u32,
+            pos_len: positions.len() as u32,
+            fresh_hash,
+        });
+        self.keys.extend_from_slice(key);
+        self.positions.extend_from_slice(positions);
     }
 
     /// Sets the value of numeric column `field` (replacing the document's own, if any), keeping the order.
@@ -107,17 +153,17 @@ impl AnalyzedDoc {
 
     /// Arena words the fresh segment needs for this document's postings (doc, tf, positions per term).
     pub fn postings_words(&self) -> usize {
-        2 * self.terms.len() + self.positions.len()
+        2 * self.term_count() + self.position_count()
     }
 
     /// Bytes of all the term keys together.
     pub fn key_bytes(&self) -> usize {
-        self.keys.len()
+        self.held.map_or(self.keys.len(), |h| h.key_bytes as usize)
     }
 
     /// Positions of all the terms together.
     pub fn position_count(&self) -> usize {
-        self.positions.len()
+        self.held.map_or(self.positions.len(), |h| h.positions as usize)
     }
 }
 
@@ -126,7 +172,9 @@ impl AnalyzedDoc {
 /// are (term, position) pairs that [`finish`](Self::finish) groups by term with one counting pass. One
 /// collector per thread is reused for every document the thread analyzes (see [`COLLECTOR`]), so analysis
 /// allocates only what the [`AnalyzedDoc`] keeps. Terms stay in first-occurrence order: nothing downstream
-/// needs them sorted (the fresh segment hashes them, the flusher sorts its whole dictionary once).
+/// needs them sorted (the fresh segment hashes them, the flusher sorts its whole dictionary once). A
+/// [`BlockTerms`] is a collector in block mode (`block` set): its terms and occurrences stay from one
+/// document to the next of a block, and documents come out without their terms.
 #[derive(Default)]
 struct TermCollector {
     table: hashbrown::HashTable<u32>,
@@ -140,6 +188,41 @@ struct TermCollector {
     counts: Vec<u32>,
     /// The serialized `_source`, copied out at its exact size.
     source: Vec<u8>,
+    /// A block's collector ([`BlockTerms`]): terms and occurrences stay from one document to the next.
+    block: Option<BlockState>,
+}
+
+/// What a block's collector keeps besides a document's: which documents are in, and the totals of the one
+/// being analyzed.
+#[derive(Default)]
+struct BlockState {
+    /// Per term: the number of the last document that had it (`doc`, counted from 1), and its postings
+    /// (documents) and positions in the block so far.
+    counts: Vec<(u32, u32, u32)>,
+    /// The document being analyzed, counted from 1 over every document begun (a failed one too).
+    doc: u32,
+    /// Occurrences of the documents taken in ([`BlockTerms::take`]); past them, the current document's.
+    taken: usize,
+    /// Where each document taken in ends in `occ`.
+    ends: Vec<u32>,
+    /// The current document's totals.
+    held: HeldTerms,
+}
+
+impl BlockState {
+    /// Drops the occurrences of the document being analyzed, if it was not taken in, from `occ` and the
+    /// counts: each of its terms had it last.
+    fn discard(&mut self, occ: &mut Vec<(u32, u32)>) {
+        for &(t, _) in &occ[self.taken..] {
+            let c = &mut self.counts[t as usize];
+            c.2 -= 1;
+            if c.0 == self.doc {
+                c.0 = 0;
+                c.1 -= 1;
+            }
+        }
+        occ.truncate(self.taken);
+    }
 }
 
 /// Scratch kept by a collector between documents is given back once it exceeds this (one huge document
@@ -158,8 +241,17 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl TermCollector {
-    /// Empties the collector for the next document, dropping scratch that grew past [`COLLECTOR_KEEP`].
+    /// Empties the collector for the next document, dropping scratch that grew past [`COLLECTOR_KEEP`]; in
+    /// block mode, only leaves out what a document not taken in left and starts the next.
     fn reset(&mut self) {
+        if let Some(b) = &mut self.block {
+            // The next document of the block.
+            b.discard(&mut self.occ);
+            self.source.clear();
+            b.doc += 1;
+            b.held = HeldTerms::default();
+            return;
+        }
         if self.table.capacity() > COLLECTOR_KEEP || self.occ.capacity() > COLLECTOR_KEEP {
             *self = TermCollector::default();
         }
@@ -174,7 +266,7 @@ impl TermCollector {
     /// Records an occurrence of token `tok` of field `fid` at `pos` (its term key: `schema::term_key`).
     fn add(&mut self, fid: u16, tok: &[u8], pos: u32) {
         let h = super::term_hash(fid, tok);
-        let TermCollector { table, keys, spans, hashes, occ, .. } = self;
+        let TermCollector { table, keys, spans, hashes, occ, block, .. } = self;
         let field = fid.to_be_bytes();
         let found = table.find(h, |&t| {
             let (o, l) = spans[t as usize];
@@ -191,10 +283,24 @@ impl TermCollector {
                 keys.extend_from_slice(&field);
                 keys.extend_from_slice(tok);
                 table.insert_unique(h, t, |&x| hashes[x as usize]);
+                if let Some(b) = block.as_mut() {
+                    b.counts.push((0, 0, 0));
+                }
                 t
             }
         };
         occ.push((t, pos));
+        if let Some(b) = block.as_mut() {
+            let c = &mut b.counts[t as usize];
+            c.2 += 1;
+            b.held.positions += 1;
+            if c.0 != b.doc {
+                c.0 = b.doc;
+                c.1 += 1;
+                b.held.terms += 1;
+                b.held.key_bytes += spans[t as usize].1;
+            }
+        }
     }
 
     /// The collected terms as the document keeps them: keys back to back, one span per term, positions
@@ -421,11 +527,120 @@ fn analyze_with(
             }
         }
     }
-    let (keys, terms, positions) = terms.finish();
+    let ((keys, terms, positions), held) = match &terms.block {
+        Some(b) => (Default::default(), Some(b.held)),
+        None => (terms.finish(), None),
+    };
     let mut lens: Vec<(u16, u32)> = lens.into_iter().map(|(f, n, _)| (f, n)).collect();
     lens.sort_unstable();
     numerics.sort_unstable_by_key(|x| x.0);
-    Ok(AnalyzedDoc { id, source, whole, keys, terms, positions, lens, numerics })
+    Ok(AnalyzedDoc { id, source, whole, keys, terms, positions, lens, numerics, held })
+}
+
+/// The terms of a block of documents analyzed into one table ([`analyze_document_into`]): each distinct
+/// term of the block once, and every occurrence (term, position), documents in order. A bulk load's worker
+/// analyzes a block this way when its documents can go into the index together, and groups the table into
+/// a `TermBatch` (`TermBatch::fill`) — one hash lookup per token in all, where analyzing document by
+/// document and then grouping took one per token and another per distinct term of each document. The
+/// documents come out without their terms ([`AnalyzedDoc::holds_terms`]). Reused block after block.
+#[derive(Default)]
+pub struct BlockTerms(TermCollector);
+
+/// The occurrences of a [`BlockTerms`]' documents, per document, as [`BlockTerms::occurrences`] gives them.
+pub(crate) type Occurrences<'a> = (&'a [(u32, u32)], &'a [u32]);
+
+impl BlockTerms {
+    /// Empties it for the next block.
+    pub fn clear(&mut self) {
+        let c = &mut self.0;
+        if c.table.capacity() > BLOCK_KEEP || c.occ.capacity() > BLOCK_KEEP {
+            *c = TermCollector::default();
+        }
+        c.table.clear();
+        c.keys.clear();
+        c.spans.clear();
+        c.hashes.clear();
+        c.occ.clear();
+        c.source.clear();
+        let mut b = c.block.take().unwrap_or_default();
+        b.counts.clear();
+        b.doc = 0;
+        b.taken = 0;
+        b.ends.clear();
+        c.block = Some(b);
+    }
+
+    /// Leaves the document analyzed last out of the block (one whose analysis failed is left out already).
+    /// Each document analyzed into it is taken in or left out before the next, or before the block is
+    /// grouped.
+    pub fn discard(&mut self) {
+        let c = &mut self.0;
+        c.block.as_mut().expect("a block's collector").discard(&mut c.occ);
+    }
+
+    /// Takes the document analyzed last into the block.
+    pub fn take(&mut self) {
+        let b = self.0.block.as_mut().expect("a block's collector");
+        assert!(self.0.occ.len() <= u32::MAX as usize, "a block's occurrences fit 32 bits");
+        b.taken = self.0.occ.len();
+        b.ends.push(b.taken as u32);
+    }
+
+    /// Documents taken in.
+    pub fn docs(&self) -> usize {
+        self.0.block.as_ref().map_or(0, |b| b.ends.len())
+    }
+
+    /// Term `t`: its key (its field's two bytes, then the token) and its `schema::term_hash`.
+    pub(crate) fn term(&self, t: usize) -> (&[u8], u64) {
+        let (o, l) = self.0.spans[t];
+        (&self.0.keys[o as usize..(o + l) as usize], self.0.hashes[t])
+    }
+
+    /// Distinct terms (some may have no occurrence in a document taken in).
+    pub(crate) fn term_count(&self) -> usize {
+        self.0.spans.len()
+    }
+
+    /// Term `t`'s postings (documents) and positions in the documents taken in.
+    pub(crate) fn counts(&self, t: usize) -> (u32, u32) {
+        let c = self.0.block.as_ref().expect("a block's collector").counts[t];
+        (c.1, c.2)
+    }
+
+    /// The occurrences (term, position) of the documents taken in, in order (each document's terms in order
+    /// of first occurrence, a term's positions increasing), and where each document's end.
+    pub(crate) fn occurrences(&self) -> Occurrences<'_> {
+        match &self.0.block {
+            Some(b) => {
+                assert_eq!(self.0.occ.len(), b.taken, "each document analyzed was taken in or left out");
+                (&self.0.occ, &b.ends)
+            }
+            None => (&[], &[]),
+        }
+    }
+}
+
+/// A [`BlockTerms`] that grew past this many entries (a block of huge documents) is given back when cleared.
+const BLOCK_KEEP: usize = 1 << 22;
+
+/// [`analyze_document_logged`] into `block`: the document's terms go to the block's table, and it comes out
+/// without them ([`AnalyzedDoc::holds_terms`]). [`BlockTerms::take`] then takes it into the block.
+pub fn analyze_document_into(
+    schema: &Schema,
+    id: String,
+    doc: &Value,
+    log_whole: bool,
+    block: &mut BlockTerms,
+) -> Result<AnalyzedDoc> {
+    if block.0.block.is_none() {
+        block.clear();
+    }
+    let r = analyze_with(schema, id, doc, log_whole, &mut block.0);
+    if r.is_err() {
+        block.discard();
+    }
+    r
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ pub mod document;
 mod source;
 
 pub use date::{format_date_millis, parse_date_millis, CalendarUnit};
-pub use document::{analyze_document, AnalyzedDoc};
+pub use document::{analyze_document, analyze_document_into, AnalyzedDoc, BlockTerms};
 pub use source::{simple_match, SourceFilter};
 
 use crate::analysis::{Analyzer, AnalyzerConfig};

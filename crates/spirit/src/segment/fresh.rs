@@ -45,7 +45,7 @@ use super::image::id_hash;
 use super::{FieldStats, SegmentError};
 use crate::codec::{impacts, pack_impact, PackedImpacts, IMPACTS, MARKS_SPAN, NO_DOC};
 use crate::memory::{prefetch, words_of, DramBlock};
-use crate::schema::{AnalyzedDoc, MAX_FIELDS};
+use crate::schema::{AnalyzedDoc, BlockTerms, MAX_FIELDS};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::*};
 use std::sync::Arc;
@@ -293,10 +293,10 @@ fn rest_bound(doc: &AnalyzedDoc, new_fields: usize, max_docs: u32) -> usize {
     record + new_fields * (TEXT_COLUMN_EXTRA + 3 * max_docs as usize)
 }
 
-/// The terms of a batch of documents grouped by key, each group's postings in document order, copied out
-/// of the documents: what [`FreshSegment::insert_batch`] appends term by term, reading it front to back.
-/// Built without the writer's lock — a bulk load's workers fill one per block, in parallel, from the hashes
-/// analysis took — and kept between batches (its buffers are reused).
+/// The terms of a block of documents grouped by key, each group's postings in document order: what
+/// [`FreshSegment::insert_batch`] appends term by term, reading it front to back. Built without the writer's
+/// lock — a bulk load's workers fill one per block, in parallel, from the block's [`BlockTerms`] (each term
+/// already once, with its hash) — and kept between batches (its buffers are reused).
 #[derive(Default, Debug)]
 pub struct TermBatch {
     /// Per group: its hash, its key (`keys[key_off..key_off + key_len]`) and the end of its postings.
@@ -309,82 +309,94 @@ pub struct TermBatch {
     bound: usize,
     /// Documents it was filled from.
     docs: usize,
-    /// Scratch: the group of each document's each term, and each group's next free posting and position.
-    table: hashbrown::HashTable<u32>,
-    group_of: Vec<u32>,
+    /// Scratch per term of the block: the last document (from 1) that had it, and its group's next free
+    /// posting and position.
+    last_doc: Vec<u32>,
     next: Vec<(u32, u32)>,
 }
 
 impl TermBatch {
-    /// Groups the terms of `docs`, replacing what the batch held.
-    pub fn fill(&mut self, docs: &[&AnalyzedDoc]) {
-        let total: usize = docs.iter().map(|d| d.term_count()).sum();
-        let total_pos: usize = docs.iter().map(|d| d.position_count()).sum();
-        assert!(total_pos <= u32::MAX as usize && docs.len() <= u32::MAX as usize, "a batch fits 32 bits");
-        let TermBatch { groups, keys, postings, positions, bound, docs: n_docs, table, group_of, next } =
-            self;
-        *n_docs = docs.len();
+    /// Groups the terms of the documents `block` took in, replacing what the batch held: one pass over their
+    /// occurrences puts each in its place (the block counted each term's postings and positions).
+    pub fn fill(&mut self, block: &BlockTerms) {
+        let (occ, ends) = block.occurrences();
+        let n = block.term_count();
+        let TermBatch { groups, keys, postings, positions, bound, docs, last_doc, next } = self;
+        *docs = ends.len();
+        next.clear();
+        next.extend((0..n).map(|t| block.counts(t)));
+        // The groups: the terms with a posting (a document left out may have left some without), in the
+        // block's order; the counts become each group's first posting and position.
         groups.clear();
         keys.clear();
-        table.clear();
-        group_of.clear();
-        next.clear();
-        // The hashes are well mixed in their low 31 bits: spread them over all 64 for the table.
-        let mix = |h: u32| (h as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        // Pass 1: the groups, with their postings and positions counted in `next`.
-        for doc in docs {
-            for ((key, pos), h) in doc.terms().zip(doc.fresh_hashes()) {
-                let same = |&g: &u32| {
-                    let (gh, off, len, _) = groups[g as usize];
-                    gh == h
-                        && crate::schema::document::same_bytes(&keys[off as usize..(off + len) as usize], key)
-                };
-                let g = match table.find(mix(h), same) {
-                    Some(&g) => g,
-                    None => {
-                        let g = groups.len() as u32;
-                        groups.push((h, keys.len() as u32, key.len() as u32, 0));
-                        keys.extend_from_slice(key);
-                        next.push((0, 0));
-                        table.insert_unique(mix(h), g, |&g| mix(groups[g as usize].0));
-                        g
-                    }
-                };
-                let c = &mut next[g as usize];
-                c.0 += 1;
-                c.1 += pos.len() as u32;
-                group_of.push(g);
-            }
-        }
-        // The counts become each group's first posting and position.
         let (mut p, mut q) = (0u32, 0u32);
-        for (g, c) in groups.iter_mut().zip(next.iter_mut()) {
+        for (t, c) in next.iter_mut().enumerate() {
             let (np, nq) = *c;
+            if np == 0 {
+                continue;
+            }
             *c = (p, q);
             p += np;
             q += nq;
-            g.3 = p;
+            let (key, h) = block.term(t);
+            groups.push((fresh_hash(h), keys.len() as u32, key.len() as u32, p));
+            keys.extend_from_slice(key);
         }
+        let (total, total_pos) = (p as usize, q as usize);
         // What the batch may take of an arena: per group, an entry and (if its term is new, or its tail block
         // full) a first block and its successor; per posting, its words twice over (blocks grow by doubling).
         let group_words = ENTRY_HEADER + 1 + 2 * (BLOCK_HEADER + IMPACT_WORDS + FIRST_BLOCK);
         *bound = groups.len() * group_words + keys.len() / 4 + 2 * (total * (POSTING_WORDS + 1) + total_pos);
-        // Pass 2: every posting and its positions into its group's place, documents in order.
+        // Every occurrence into its group's place, documents in order: a posting per (term, document).
         postings.clear();
         postings.resize(total, (0, 0));
         positions.clear();
         positions.resize(total_pos, 0);
-        let mut group_of = group_of.iter();
-        for (d, doc) in docs.iter().enumerate() {
-            for (_, pos) in doc.terms() {
-                let (p, q) = &mut next[*group_of.next().expect("a group per term") as usize];
-                for (x, &y) in positions[*q as usize..*q as usize + pos.len()].iter_mut().zip(pos) {
-                    *x = y;
+        last_doc.clear();
+        last_doc.resize(n, 0);
+        let mut from = 0;
+        for (d, &end) in ends.iter().enumerate() {
+            let d = d as u32;
+            for &(t, pos) in &occ[from..end as usize] {
+                let (p, q) = &mut next[t as usize];
+                positions[*q as usize] = pos;
+                *q += 1;
+                // `last_doc` counts documents from 1.
+                if last_doc[t as usize] != d + 1 {
+                    last_doc[t as usize] = d + 1;
+                    *p += 1;
                 }
-                *q += pos.len() as u32;
-                postings[*p as usize] = (d as u32, *q);
-                *p += 1;
+                postings[*p as usize - 1] = (d, *q);
             }
+            from = end as usize;
+        }
+    }
+
+    /// Gives the documents the batch was filled from (those its block took in, in order) their terms back,
+    /// to be inserted one by one: each term in the block's order, with its positions.
+    pub fn unbatch<'a>(&self, docs: impl IntoIterator<Item = &'a mut AnalyzedDoc>) {
+        let mut docs: Vec<&'a mut AnalyzedDoc> = docs.into_iter().collect();
+        assert_eq!(docs.len(), self.docs, "the documents the batch was filled from");
+        if docs.iter().all(|d| d.holds_terms()) {
+            return;
+        }
+        let held: Vec<_> = docs.iter_mut().map(|d| d.release_terms()).collect();
+        let mut from = 0;
+        let mut start = 0;
+        for &(h, off, len, end) in &self.groups {
+            let key = &self.keys[off as usize..(off + len) as usize];
+            for &(d, to) in &self.postings[start..end as usize] {
+                docs[d as usize].push_term(key, &self.positions[from..to as usize], h);
+                from = to as usize;
+            }
+            start = end as usize;
+        }
+        for (d, h) in docs.iter().zip(held) {
+            assert_eq!(
+                (d.term_count(), d.position_count(), d.key_bytes()),
+                h,
+                "a document's terms came back"
+            );
         }
     }
 
@@ -497,12 +509,16 @@ impl FreshSegment {
         // The exact bound takes a pass over the terms, under the writer lock: only when the totals' bound
         // (at least as large) does not fit already.
         let fits = |b: usize| empty_cursor + b <= l.words;
-        (fits(quick_bound(doc, fields, l.max_docs)) || fits(bound(doc, fields, l.max_docs)))
+        // A document whose block holds its terms has only the totals' bound (the caller gives it its terms
+        // back to check it exactly).
+        (fits(quick_bound(doc, fields, l.max_docs))
+            || doc.holds_terms() && fits(bound(doc, fields, l.max_docs)))
             && doc.term_count() <= l.table_cap / 2
     }
 
     /// Appends one document and publishes it. The caller is the only writer.
     pub fn insert(&self, doc: &AnalyzedDoc) -> Result<u32, InsertError> {
+        assert!(doc.holds_terms(), "a document inserted alone has its terms");
         let mut st = self.writer.lock();
         let local = self.watermark.load(Relaxed);
         if local >= self.max_docs || st.terms + doc.term_count() > self.table_cap / 2 {
@@ -532,7 +548,7 @@ impl FreshSegment {
     }
 
     /// Appends `docs` as the next documents and publishes them together, their postings term by term
-    /// (`batch` is [`TermBatch::fill`]ed from them): a term that occurs in several of them costs one table lookup and
+    /// (`batch` is [`TermBatch::fill`]ed from the block they were analyzed into): a term that occurs in several of them costs one table lookup and
     /// one visit to its tail block instead of one per document — the cache and TLB misses that are most of a
     /// one-by-one insert's time in a large arena. Returns the first one's local doc.
     ///
@@ -828,6 +844,7 @@ impl FreshSegment {
     /// instead of once per posting. Inlined: each caller's loop specializes it (a one-posting slice for one
     /// document).
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)] // a run is (base, postings, from, positions): kept apart, no struct
     fn append_postings(
         &self,
         st: &mut WriterState,
@@ -1789,7 +1806,7 @@ mod tests {
     use super::*;
     use crate::codec::{unpack_impact, Impacts};
     use crate::memory::{DramHeap, Fill, RingKind};
-    use crate::schema::{analyze_document, Schema};
+    use crate::schema::{analyze_document, BlockTerms, Schema};
     use serde_json::json;
 
     /// The totals' bound, which decides most documents without a pass over their terms, is never below the
@@ -1858,13 +1875,24 @@ mod tests {
     /// records (and the same image, flushed serially or in parallel) — with a text field that first appears
     /// late (its column zeroed for the documents before), numbers in some documents only, terms common
     /// enough for sealed blocks with chunks.
-    /// Random documents over three fields (one numeric, one in only some of them, so columns start mid-way).
+    /// Random documents over three fields (one numeric, one in only some of them, so columns start mid-way),
+    /// analyzed one by one with `_id`s `id0`, `id1`, ...
     fn mixed_docs(n: u32, seed: u64, max_words: u64, vocabulary: u64) -> Vec<AnalyzedDoc> {
+        let (schema, values) = mixed_values(n, seed, max_words, vocabulary);
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, d)| analyze_document(&schema, format!("id{i}"), d).unwrap())
+            .collect()
+    }
+
+    /// [`mixed_docs`]' documents as JSON, with their schema.
+    fn mixed_values(n: u32, seed: u64, max_words: u64, vocabulary: u64) -> (Schema, Vec<serde_json::Value>) {
         let schema = Schema::from_mappings(&json!({"properties": {
             "body": {"type": "text"}, "title": {"type": "text"}, "n": {"type": "long"}}}))
         .unwrap();
         let mut rng = seed;
-        (0..n)
+        let values = (0..n)
             .map(|i| {
                 let mut next = |m: u64| crate::rng::xorshift(&mut rng) % m;
                 let words: Vec<String> = (0..1 + next(max_words))
@@ -1880,9 +1908,46 @@ mod tests {
                 if i % 4 == 0 {
                     d["n"] = json!(i);
                 }
-                analyze_document(&schema, format!("id{i}"), &d).unwrap()
+                d
             })
-            .collect()
+            .collect();
+        (schema, values)
+    }
+
+    /// Documents `range` of `values` (`_id`s `id{i}`) analyzed into one block, as a bulk load's worker does,
+    /// and `batch` filled from it. Before each, one whose analysis fails part-way (a bad number after its
+    /// text) and after each, one analyzed but left out (as one over the size limit is): neither leaves
+    /// anything in the batch.
+    fn block_batch(
+        schema: &Schema,
+        values: &[serde_json::Value],
+        range: std::ops::Range<usize>,
+        terms: &mut BlockTerms,
+        batch: &mut TermBatch,
+    ) -> Vec<AnalyzedDoc> {
+        use crate::schema::analyze_document_into;
+        terms.clear();
+        let bad = json!({"body": "w1 w2 junk", "n": "not a number"});
+        let left_out = json!({"body": "w3 w1 w9 leftout"});
+        let docs = range
+            .map(|i| {
+                assert!(analyze_document_into(schema, "bad".into(), &bad, false, terms).is_err());
+                let d = analyze_document_into(schema, format!("id{i}"), &values[i], false, terms).unwrap();
+                terms.take();
+                analyze_document_into(schema, "out".into(), &left_out, false, terms).unwrap();
+                terms.discard();
+                d
+            })
+            .collect();
+        batch.fill(terms);
+        docs
+    }
+
+    /// The terms of `doc` with their positions, sorted.
+    fn sorted_terms(doc: &AnalyzedDoc) -> Vec<(Vec<u8>, Vec<u32>)> {
+        let mut t: Vec<_> = doc.terms().map(|(k, p)| (k.to_vec(), p.to_vec())).collect();
+        t.sort();
+        t
     }
 
     /// Batches of any size insert exactly what inserting their documents one by one does (the flushed
@@ -1891,6 +1956,7 @@ mod tests {
     #[test]
     fn a_batch_inserts_what_one_by_one_inserts_do() {
         let docs = mixed_docs(3000, 0xba7c, 60, 400);
+        let (schema, values) = mixed_values(3000, 0xba7c, 60, 400);
         let heap = DramHeap::new(16 << 20, 12 << 20).unwrap();
         let codecs = crate::codec::FieldCodecs::default();
         let image = |f: &FreshSegment| crate::segment::ImageBuilder::from_fresh(f, 1, 0, &codecs).unwrap();
@@ -1920,13 +1986,22 @@ mod tests {
         let expected_view = fresh_view(&one_by_one);
         drop(one_by_one);
         let batched = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 4 << 20).unwrap(), 1 << 20);
-        let mut batch = TermBatch::default();
+        let (mut batch, mut block) = (TermBatch::default(), BlockTerms::default());
         let (mut at, mut k) = (0, 0);
         while at < docs.len() {
             let size = [1, 2, 7, 50, 333, 3][k % 6].min(docs.len() - at);
-            let chunk: Vec<&AnalyzedDoc> = docs[at..at + size].iter().collect();
-            batch.fill(&chunk);
-            assert_eq!(batch.len(), chunk.iter().map(|d| d.term_count()).sum::<usize>());
+            let held = block_batch(&schema, &values, at..at + size, &mut block, &mut batch);
+            let alone = &docs[at..at + size];
+            assert!(held.iter().all(|d| !d.holds_terms()), "the block holds their terms");
+            let totals =
+                |d: &AnalyzedDoc| (d.term_count(), d.position_count(), d.key_bytes(), d.lens.clone());
+            assert!(held.iter().zip(alone).all(|(h, d)| totals(h) == totals(d)));
+            assert_eq!(batch.len(), alone.iter().map(|d| d.term_count()).sum::<usize>());
+            // Given back, each document's terms are the ones it has analyzed alone.
+            let mut back = held.clone();
+            batch.unbatch(back.iter_mut());
+            assert!(back.iter().zip(alone).all(|(b, d)| sorted_terms(b) == sorted_terms(d)));
+            let chunk: Vec<&AnalyzedDoc> = held.iter().collect();
             assert_eq!(batched.insert_batch(&chunk, &batch), Ok(at as u32));
             assert_eq!(batched.visible() as usize, at + size);
             at += size;
@@ -1940,12 +2015,18 @@ mod tests {
         // A small arena and long documents of few words (the arena fills before its document limit or its
         // term table): batches go in until the next might not fit, which writes nothing.
         // Reversed: the first batch has every field, so later ones need no new column.
-        let docs: Vec<_> = mixed_docs(1000, 0x5ba11, 400, 40).into_iter().rev().collect();
+        let (schema, mut values) = mixed_values(1000, 0x5ba11, 400, 40);
+        values.reverse();
+        let docs: Vec<_> = values
+            .iter()
+            .enumerate()
+            .map(|(i, d)| analyze_document(&schema, format!("id{i}"), d).unwrap())
+            .collect();
         let small = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 1 << 20).unwrap(), 1 << 20);
         let mut at = 0;
         let won_t_fit = loop {
-            let chunk: Vec<&AnalyzedDoc> = docs[at..at + 50].iter().collect();
-            batch.fill(&chunk);
+            let held = block_batch(&schema, &values, at..at + 50, &mut block, &mut batch);
+            let chunk: Vec<&AnalyzedDoc> = held.iter().collect();
             let used = small.used_bytes();
             match small.insert_batch(&chunk, &batch) {
                 Ok(first) => assert_eq!(first as usize, at),
@@ -1975,14 +2056,14 @@ mod tests {
             terms += docs[end].term_count();
             end += 1;
         }
-        let chunk: Vec<&AnalyzedDoc> = docs[at..end].iter().collect();
+        let held = block_batch(&schema, &values, at..end, &mut block, &mut batch);
+        let chunk: Vec<&AnalyzedDoc> = held.iter().collect();
         let least: usize = chunk.iter().map(|d| rest(d) + d.term_count() + d.position_count()).sum();
         assert!(
             least > room,
             "the postings cannot fit: at {at} end {end} room {room} least {least} max {}",
             small.max_docs()
         );
-        batch.fill(&chunk);
         batch.bound = 0;
         let used = small.used_bytes();
         assert_eq!(small.insert_batch(&chunk, &batch), Err(BatchError::Full));

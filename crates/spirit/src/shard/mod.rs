@@ -1022,7 +1022,8 @@ impl Shard {
     }
 
     /// Whether `doc` is within the document size limit: an empty real-time fresh segment could hold it (see
-    /// [`add_locked`](Self::add_locked), which refuses it otherwise).
+    /// [`add_locked`](Self::add_locked), which refuses it otherwise). For a document whose block holds its
+    /// terms, only the bound from its totals is known: `false` may mean it needs its terms back to tell.
     pub(crate) fn accepts(&self, doc: &AnalyzedDoc) -> bool {
         let cfg = &self.inner.cfg;
         FreshSegment::fits_empty_arena(cfg.fresh_bytes(), cfg.max_docs_per_segment, doc)
@@ -1031,8 +1032,9 @@ impl Shard {
     /// Adds `docs`, new documents with generated `_id`s (none replaces anything: nothing to look up), as
     /// [`upsert_deferred`](Self::upsert_deferred) would one after the other — consecutive doc ids, `_seq` and
     /// version numbers, log records in order — but with their postings inserted term by term
-    /// ([`FreshSegment::insert_batch`]; `batch` is filled from them): a bulk load's block at a time. Into an
-    /// empty fresh segment (a new one, or after the batch did not fit the last) they go one by one, so a
+    /// ([`FreshSegment::insert_batch`]; `batch` is filled from the block they were analyzed into): a bulk load's block at a time. Into an
+    /// empty fresh segment (a new one, or after the batch did not fit the last) they go one by one (given
+    /// their terms back, [`TermBatch::unbatch`]), so a
     /// batch that fills a segment part-way only ever leaves its writes in one with documents, which the seal
     /// ends at their watermark. Every document must pass [`accepts`](Self::accepts).
     ///
@@ -1060,6 +1062,20 @@ impl Shard {
             }));
         }
         let first = w.next_doc();
+        // Together into the current segment, or one by one into an empty one.
+        let together = loop {
+            if w.fresh.visible() == 0 {
+                break None;
+            }
+            let refs: Vec<&AnalyzedDoc> = docs.iter().collect();
+            match w.fresh.insert_batch(&refs, batch) {
+                Ok(local) => break Some(local),
+                Err(_) => self.inner.seal(&mut w)?,
+            }
+        };
+        if together.is_none() {
+            batch.unbatch(docs.iter_mut());
+        }
         let refs: Vec<&AnalyzedDoc> = docs.iter().collect();
         // Logs document `i`, added as doc `first + i`.
         let log = |w: &mut Writer, i: usize, seq: Option<u64>| -> Result<Upserted> {
@@ -1071,8 +1087,8 @@ impl Shard {
             Ok(Upserted { doc: new, replaced: false, version: 1, lsn })
         };
         let mut out: Vec<Result<Upserted>> = Vec::with_capacity(docs.len());
-        loop {
-            if w.fresh.visible() == 0 {
+        match together {
+            None => {
                 // One by one, each logged as it goes in (the log tail's seal is checked once, after the
                 // block); the first failure ends it.
                 for (i, &seq) in seqs.iter().enumerate() {
@@ -1086,31 +1102,26 @@ impl Shard {
                         break;
                     }
                 }
-                break;
             }
-            match w.fresh.insert_batch(&refs, batch) {
-                Ok(local) => {
-                    assert_eq!(w.fresh_base + local, first, "a batch takes the next doc ids");
-                    if self.inner.cfg.retention.max_age_secs.is_some() {
-                        w.fresh_newest_at = crate::gdt::now_millis();
-                    }
-                    for (i, &seq) in seqs.iter().enumerate() {
-                        let r = log(&mut w, i, seq);
-                        if r.is_err() {
-                            // `log_add` deleted this one; the ones after it are published but not logged:
-                            // deleted too, each stamped with its own doc id as `log_add` does.
-                            for (j, d) in refs.iter().enumerate().skip(i + 1) {
-                                let doc = first + j as u32;
-                                self.inner.delete_doc(doc, Some(&d.id), Some(doc));
-                            }
-                            out.push(r);
-                            break;
+            Some(local) => {
+                assert_eq!(w.fresh_base + local, first, "a batch takes the next doc ids");
+                if self.inner.cfg.retention.max_age_secs.is_some() {
+                    w.fresh_newest_at = crate::gdt::now_millis();
+                }
+                for (i, &seq) in seqs.iter().enumerate() {
+                    let r = log(&mut w, i, seq);
+                    if r.is_err() {
+                        // `log_add` deleted this one; the ones after it are published but not logged:
+                        // deleted too, each stamped with its own doc id as `log_add` does.
+                        for (j, d) in refs.iter().enumerate().skip(i + 1) {
+                            let doc = first + j as u32;
+                            self.inner.delete_doc(doc, Some(&d.id), Some(doc));
                         }
                         out.push(r);
+                        break;
                     }
-                    break;
+                    out.push(r);
                 }
-                Err(_) => self.inner.seal(&mut w)?,
             }
         }
         if w.fresh_log_bytes >= self.inner.cfg.replay_bytes
