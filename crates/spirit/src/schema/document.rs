@@ -252,8 +252,13 @@ impl TermCollector {
             b.held = HeldTerms::default();
             return;
         }
-        if self.table.capacity() > COLLECTOR_KEEP || self.occ.capacity() > COLLECTOR_KEEP {
-            *self = TermCollector::default();
+        self.empty(COLLECTOR_KEEP);
+    }
+
+    /// Empties the terms, occurrences and source, giving the scratch back if it grew past `keep` entries.
+    fn empty(&mut self, keep: usize) {
+        if self.table.capacity() > keep || self.occ.capacity() > keep {
+            *self = TermCollector { block: self.block.take(), ..Default::default() };
         }
         self.table.clear();
         self.keys.clear();
@@ -553,16 +558,8 @@ impl BlockTerms {
     /// Empties it for the next block.
     pub fn clear(&mut self) {
         let c = &mut self.0;
-        if c.table.capacity() > BLOCK_KEEP || c.occ.capacity() > BLOCK_KEEP {
-            *c = TermCollector::default();
-        }
-        c.table.clear();
-        c.keys.clear();
-        c.spans.clear();
-        c.hashes.clear();
-        c.occ.clear();
-        c.source.clear();
-        let mut b = c.block.take().unwrap_or_default();
+        c.empty(BLOCK_KEEP);
+        let mut b = c.block.take().filter(|b| b.counts.capacity() <= BLOCK_KEEP).unwrap_or_default();
         b.counts.clear();
         b.doc = 0;
         b.taken = 0;
