@@ -55,7 +55,8 @@ struct TermSpan {
 }
 
 impl AnalyzedDoc {
-    /// Distinct terms, in order of first occurrence, each with its positions. None while its block holds them
+    /// Distinct terms, in order of first occurrence (given back by `TermBatch::unbatch`: in the order of
+    /// first occurrence in its block), each with its positions. None while its block holds them
     /// ([`holds_terms`](Self::holds_terms) is false).
     pub fn terms(&self) -> impl ExactSizeIterator<Item = (&[u8], &[u32])> + '_ {
         debug_assert!(self.held.is_none(), "the document's terms are held by its block");

@@ -1006,8 +1006,9 @@ impl FreshSegment {
         }
         // Usually only the document being inserted is past the reader's watermark: the pair before its
         // posting says how many came earlier. The writer stores that pair before the current one, so if the
-        // current pair is unchanged after it is read, it is the pair one posting older or (a next posting
-        // under way) the current one again, which the df check rejects.
+        // current pair is unchanged after it is read, it is the pair one run older or (a next run under way)
+        // the current one again, which the df check rejects; so is a run of several postings (a batch's
+        // term in several of its documents): then the postings are counted, until the watermark passes it.
         let prev = self.block.atomic_u64_at(entry as usize + ENTRY_PREV_DF).load(Acquire);
         let (prev_df, prev_last) = ((prev >> 32) as u32, prev as u32);
         (cur.load(Acquire) == pair && prev_df + 1 == df && (prev_df == 0 || prev_last < limit))
