@@ -398,7 +398,7 @@ fn take_turn(
 /// Parses and analyzes every line of a block (no engine lock). With one shard, documents with generated
 /// `_id`s are analyzed into `terms`, the block's table (see [`group_block`]).
 fn analyze_block(index: &Index, format: Format, block: &Block, terms: &mut BlockTerms) -> Analyzed {
-    let into_block = index.shards().len() == 1;
+    let into_block = index.batches_generated_ids();
     terms.clear();
     let mut docs = Vec::new();
     let mut lines = 0u64;

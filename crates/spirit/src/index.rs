@@ -1107,7 +1107,13 @@ impl Index {
 
     /// Whether [`insert_batch`](Self::insert_batch) takes `docs`: one shard, and every `_id` generated.
     pub(crate) fn batchable(&self, docs: &[&PreparedDoc]) -> bool {
-        self.shards.len() == 1 && docs.iter().all(|d| d.generated)
+        self.batches_generated_ids() && docs.iter().all(|d| d.generated)
+    }
+
+    /// Whether documents with generated `_id`s can go in as batches (one shard): a bulk load analyzes those
+    /// into their block's table.
+    pub(crate) fn batches_generated_ids(&self) -> bool {
+        self.shards.len() == 1
     }
 
     /// [`insert_prepared`](Self::insert_prepared) of each of `docs` in turn — the same generated `_id`s, doc

@@ -584,11 +584,6 @@ impl BlockTerms {
         b.ends.push(b.taken as u32);
     }
 
-    /// Documents taken in.
-    pub fn docs(&self) -> usize {
-        self.0.block.as_ref().map_or(0, |b| b.ends.len())
-    }
-
     /// Term `t`: its key (its field's two bytes, then the token) and its `schema::term_hash`.
     pub(crate) fn term(&self, t: usize) -> (&[u8], u64) {
         let (o, l) = self.0.spans[t];

@@ -377,9 +377,6 @@ impl TermBatch {
     pub fn unbatch<'a>(&self, docs: impl IntoIterator<Item = &'a mut AnalyzedDoc>) {
         let mut docs: Vec<&'a mut AnalyzedDoc> = docs.into_iter().collect();
         assert_eq!(docs.len(), self.docs, "the documents the batch was filled from");
-        if docs.iter().all(|d| d.holds_terms()) {
-            return;
-        }
         let held: Vec<_> = docs.iter_mut().map(|d| d.release_terms()).collect();
         let mut from = 0;
         let mut start = 0;
