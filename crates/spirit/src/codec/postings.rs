@@ -197,7 +197,7 @@ pub fn encode_postings_with(
         if k % BLOCK == 0 {
             starts.push(stream.len() as u32);
         }
-        write_positions(&mut stream, &positions[pos_i..pos_i + tf as usize]);
+        write_positions(&mut stream, positions[pos_i..pos_i + tf as usize].iter().copied());
         pos_i += tf as usize;
     }
     assert_eq!(pos_i, positions.len(), "positions do not match term frequencies");
@@ -206,9 +206,9 @@ pub fn encode_postings_with(
 
 /// Appends one posting's positions (increasing) as the positions stream holds them: VByte gaps, the first
 /// absolute.
-pub fn write_positions(stream: &mut Vec<u8>, positions: &[u32]) {
+pub fn write_positions(stream: &mut Vec<u8>, positions: impl IntoIterator<Item = u32>) {
     let mut last = 0;
-    for (j, &p) in positions.iter().enumerate() {
+    for (j, p) in positions.into_iter().enumerate() {
         write_vbyte(stream, if j == 0 { p } else { p - last });
         last = p;
     }
@@ -1552,7 +1552,7 @@ mod tests {
         let (mut own, mut offsets, mut pi) = (vec![], vec![], 0);
         for &tf in &tfs {
             offsets.push(own.len());
-            write_positions(&mut own, &pos[pi..pi + tf as usize]);
+            write_positions(&mut own, pos[pi..pi + tf as usize].iter().copied());
             pi += tf as usize;
         }
         let mut c = PostingsCursor::new(&blob).unwrap();

@@ -24,6 +24,10 @@
 //!   field's terms (prefix, fuzzy) skip them ([`is_biword_key`]).
 
 use super::image::TermPostings;
+use crate::memory::prefetch;
+
+/// Occurrences [`BiwordLists::for_each`] fetches ahead of the one it reads.
+const AT_AHEAD: usize = 16;
 
 /// The biword list an image's header names: 0 = the image has no biwords, 1 = every adjacent pair of two
 /// [`COMMON_WORDS`] in its text fields. A change to the word list is a new version.
@@ -211,18 +215,23 @@ impl BiwordLists {
     /// Calls `f` with every biword's key and postings, in key order.
     pub fn for_each(&self, f: &mut dyn FnMut(&[u8], &TermPostings)) {
         let mut post = TermPostings::default();
-        let mut positions = vec![];
         for pair in 0..N * N {
             let occ = &self.order[self.starts[pair] as usize..self.starts[pair + 1] as usize];
             if occ.is_empty() {
                 continue;
             }
             post.clear();
+            // A pair's occurrences lie apart in `at` (in document order): each is fetched ahead of its turn.
+            for &o in &occ[..occ.len().min(AT_AHEAD)] {
+                prefetch(&self.at[o as usize]);
+            }
+            let mut ahead = occ.iter().skip(AT_AHEAD);
             for doc in occ.chunk_by(|&a, &b| self.at[a as usize][0] == self.at[b as usize][0]) {
+                for &o in ahead.by_ref().take(doc.len()) {
+                    prefetch(&self.at[o as usize]);
+                }
                 let d = self.at[doc[0] as usize][0];
-                positions.clear();
-                positions.extend(doc.iter().map(|&o| self.at[o as usize][1]));
-                post.push(d, doc.len() as u32, &positions, self.dls[d as usize]);
+                post.push_from(d, doc.iter().map(|&o| self.at[o as usize][1]), self.dls[d as usize]);
             }
             // Ranks are in byte order and `0x00` sorts below every word byte: pair order is key order.
             f(&key_of_ranks(self.field, pair / N, pair % N), &post);

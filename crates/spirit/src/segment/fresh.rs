@@ -1155,6 +1155,46 @@ impl FreshSegment {
         p
     }
 
+    /// Calls `f` with every posting of the term at `entry` below document `limit`, in order: its document and
+    /// its position words (as many as its frequency). The flush's read of a list, which takes every posting
+    /// in turn: block by block, each posting's positions found from the block's far end as the postings
+    /// are walked, without a cursor's bookkeeping per posting ([`FreshPostings`]).
+    pub fn for_each_posting(&self, entry: u32, limit: u32, f: &mut impl FnMut(u32, &[AtomicU32])) {
+        let w = self.w();
+        let mut b = w[entry as usize + 2].load(Acquire) as usize;
+        while b != 0 {
+            let cap = w[b].load(Relaxed) as usize;
+            let base = b + header_words(cap);
+            let used = w[b + 1].load(Acquire) as usize;
+            let next = w[b + 2].load(Acquire) as usize;
+            // The next block lies anywhere in the arena, and this one's first positions at its far end.
+            if next != 0 {
+                prefetch(&w[next]);
+            }
+            prefetch(&w[base + cap - 1]);
+            // Where the positions of the posting before lie (the first posting's end the block).
+            let mut top = base + cap;
+            for word in &w[base..base + used] {
+                let word = word.load(Relaxed);
+                let doc = doc_of(word);
+                if doc >= limit {
+                    return;
+                }
+                let tf = match tf_byte(word) {
+                    TF_ESCAPE => {
+                        // The frequency in full, in the word above the posting's positions.
+                        top -= 1;
+                        w[top].load(Relaxed) as usize
+                    }
+                    t => t as usize,
+                };
+                top -= tf;
+                f(doc, &w[top..top + tf]);
+            }
+            b = next;
+        }
+    }
+
     /// A term's look-ahead for a walk over many terms (flush): hints the CPU to fetch the entry word
     /// [`postings`](Self::postings) reads first. Issue it some terms ahead, then
     /// [`prefetch_head`](Self::prefetch_head) once the entry has arrived: each is a cache miss per term
@@ -1396,7 +1436,15 @@ impl FreshPostings<'_> {
         self.base = b + header_words(cap);
         (self.at, self.end, self.block_end) = (self.base, self.base, self.base + cap);
         (self.pos_at, self.pos_sum) = (self.base, 0);
-        self.skip_to = self.seg.next_block(b).1;
+        let next;
+        (next, self.skip_to) = self.seg.next_block(b);
+        // The block's first positions lie at its far end, and the next block anywhere in the arena: both
+        // are fetched while this block's postings are read (a list read through, as a flush reads every
+        // list, missed on each otherwise).
+        prefetch(&w[self.block_end - 1]);
+        if next != 0 {
+            prefetch(&w[next]);
+        }
     }
 
     /// The end (exclusive) of the documents the cursor's block may hold: the first document of the next
@@ -2516,6 +2564,22 @@ mod tests {
         }
         assert!(regions.iter().any(|r| r.2.is_some()), "some sealed regions");
         assert_eq!(all, want);
+        // The flush's read of a whole list gives every posting and its positions as the cursor does, below
+        // limits inside blocks too.
+        for (term, limit) in [(e, n), (y, n), (e, n / 3), (y, 777), (e, 1), (e, 0)] {
+            let (mut p, mut by_cursor) = (fresh.postings(term, limit), vec![]);
+            while p.doc() != NO_DOC {
+                p.positions(&mut pos);
+                by_cursor.push((p.doc(), pos.clone()));
+                p.next();
+            }
+            let mut read = vec![];
+            fresh.for_each_posting(term, limit, &mut |d, words| {
+                read.push((d, words.iter().map(|w| w.load(Relaxed)).collect::<Vec<u32>>()));
+            });
+            assert!(limit < 2 || by_cursor.len() > 100, "a long list");
+            assert_eq!(read, by_cursor, "term entry {term} below {limit}");
+        }
     }
 
     /// `probe` finds each candidate's frequency as a plain walk does whichever way it takes — marks (dense

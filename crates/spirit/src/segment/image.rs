@@ -229,7 +229,6 @@ impl ImageBuilder {
         let terms = |lo: usize, hi: usize| {
             let mut w = ImageWriter::with_codecs(codecs.clone());
             let mut post = TermPostings::default();
-            let mut p = vec![];
             for i in lo..hi {
                 if give_up(i - lo) {
                     break;
@@ -247,13 +246,10 @@ impl ImageBuilder {
                 let (key, e) = (key_of(k), &k.3);
                 post.clear();
                 let lengths = fresh.lengths(crate::schema::key_field(key));
-                let mut c = fresh.postings(*e, n);
-                while c.doc() != crate::codec::NO_DOC {
-                    c.positions(&mut p);
-                    let dl = lengths.get(c.doc() as usize).map_or(0, |l| l.load(Ordering::Relaxed));
-                    post.push(c.doc(), c.freq(), &p, dl);
-                    c.next();
-                }
+                fresh.for_each_posting(*e, n, &mut |doc, positions| {
+                    let dl = lengths.get(doc as usize).map_or(0, |l| l.load(Ordering::Relaxed));
+                    post.push_from(doc, positions.iter().map(|x| x.load(Ordering::Relaxed)), dl);
+                });
                 w.add_term(key, &post);
             }
             w
@@ -336,17 +332,20 @@ fn fresh_biwords(fresh: &FreshSegment, field: u16, n: u32) -> Option<BiwordLists
     let lengths = fresh.lengths(field);
     let mut b = BiwordBuilder::new(field);
     let mut p = vec![];
-    loop {
-        let doc = words.iter().map(|(_, c)| c.doc()).min().expect("common words");
-        if doc == crate::codec::NO_DOC {
-            break;
-        }
-        for (rank, c) in words.iter_mut().filter(|(_, c)| c.doc() == doc) {
-            c.positions(&mut p);
-            b.word(*rank, &p);
-            c.next();
+    // One pass over the words per document: it takes the words at the document and finds the next one.
+    let mut doc = words.iter().map(|(_, c)| c.doc()).min().expect("common words");
+    while doc != crate::codec::NO_DOC {
+        let mut next = crate::codec::NO_DOC;
+        for (rank, c) in words.iter_mut() {
+            if c.doc() == doc {
+                c.positions(&mut p);
+                b.word(*rank, &p);
+                c.next();
+            }
+            next = next.min(c.doc());
         }
         b.end_doc(doc, lengths.get(doc as usize).map_or(0, |l| l.load(Ordering::Relaxed)));
+        doc = next;
     }
     Some(b.finish())
 }
@@ -378,6 +377,12 @@ impl TermPostings {
     /// Appends one posting (`positions.len()` must be `tf`, increasing).
     pub fn push(&mut self, doc: u32, tf: u32, positions: &[u32], dl: u32) {
         debug_assert_eq!(positions.len(), tf as usize);
+        self.push_from(doc, positions.iter().copied(), dl);
+    }
+
+    /// Appends one posting whose positions (increasing; as many as its frequency) `positions` yields.
+    pub fn push_from(&mut self, doc: u32, positions: impl ExactSizeIterator<Item = u32>, dl: u32) {
+        let tf = positions.len() as u32;
         self.start_posting();
         write_positions(&mut self.positions, positions);
         self.docs.push(doc);
