@@ -110,6 +110,12 @@ pub(crate) struct BiwordBuilder {
 
 const _: () = assert!(N * N <= u16::MAX as usize + 1, "a pair fits 16 bits");
 
+/// A common word of rank `rank` at `position`, as [`BiwordBuilder::entries`] takes it.
+#[inline]
+pub(crate) fn word_entry(rank: u8, position: u32) -> u64 {
+    (position as u64) << 8 | rank as u64
+}
+
 /// Positions the table of [`BiwordBuilder`] covers; documents with larger ones are sorted instead.
 const SLOTS: u64 = 1 << 16;
 
@@ -120,8 +126,14 @@ impl BiwordBuilder {
     }
 
     /// The positions of the common word of rank `rank` in the open document.
+    #[cfg(test)]
     pub fn word(&mut self, rank: u8, positions: &[u32]) {
-        self.entries.extend(positions.iter().map(|&p| (p as u64) << 8 | rank as u64));
+        self.entries.extend(positions.iter().map(|&p| word_entry(rank, p)));
+    }
+
+    /// The open document's common words as [`word_entry`]s, each word's in position order.
+    pub fn entries(&mut self, entries: &[u64]) {
+        self.entries.extend_from_slice(entries);
     }
 
     /// Ends document `doc` (documents in increasing order), whose field length is `dl`.

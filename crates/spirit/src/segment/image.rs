@@ -32,7 +32,7 @@
 //! No pointer inside is absolute, so engraving is one bulk copy and the persistent copy is read with the same
 //! code as the DRAM copy. The body checksum is verified by `spirit check` and on demand.
 
-use super::biword::{BiwordBuilder, BiwordLists, BIWORDS_VERSION, BIWORD_MARK, COMMON_WORDS};
+use super::biword::{word_entry, BiwordBuilder, BiwordLists, BIWORDS_VERSION, BIWORD_MARK, COMMON_WORDS};
 use super::{FieldStats, FreshSegment, SegmentError};
 use crate::codec::{
     encode_norm, encode_postings_encoded, read_vbyte, write_positions, write_vbyte, FieldCodecs,
@@ -89,6 +89,9 @@ pub fn id_hash(id: &str) -> u64 {
 
 /// How many terms ahead a flush fetches a term's key and entry (and half as far, its first posting block).
 const FLUSH_AHEAD: usize = 16;
+/// Documents whose common words [`fresh_biwords`] gathers together (a few hundred thousand occurrences' worth
+/// of grouping at most, in cache).
+const BIWORD_DOCS: u32 = 1024;
 
 /// Builds images.
 pub struct ImageBuilder;
@@ -331,21 +334,45 @@ fn fresh_biwords(fresh: &FreshSegment, field: u16, n: u32) -> Option<BiwordLists
     }
     let lengths = fresh.lengths(field);
     let mut b = BiwordBuilder::new(field);
-    let mut p = vec![];
-    // One pass over the words per document: it takes the words at the document and finds the next one.
-    let mut doc = words.iter().map(|(_, c)| c.doc()).min().expect("common words");
-    while doc != crate::codec::NO_DOC {
-        let mut next = crate::codec::NO_DOC;
+    let (mut p, mut got, mut starts, mut fill, mut by_doc) = (vec![], vec![], vec![], vec![], vec![]);
+    // Documents in ranges of BIWORD_DOCS: each word's occurrences in a range are gathered word by word (a
+    // cursor walk per word and range, where a look at every word for every document was most of the
+    // work), then grouped by document with a counting sort, which keeps each document's in word order and
+    // each word's in position order, as `BiwordBuilder` takes them.
+    let mut from = 0u32;
+    while from < n {
+        let to = from.saturating_add(BIWORD_DOCS).min(n);
+        got.clear();
         for (rank, c) in words.iter_mut() {
-            if c.doc() == doc {
+            while c.doc() < to {
                 c.positions(&mut p);
-                b.word(*rank, &p);
+                let at = c.doc() - from;
+                got.extend(p.iter().map(|&x| (at, word_entry(*rank, x))));
                 c.next();
             }
-            next = next.min(c.doc());
         }
-        b.end_doc(doc, lengths.get(doc as usize).map_or(0, |l| l.load(Ordering::Relaxed)));
-        doc = next;
+        starts.clear();
+        starts.resize((to - from) as usize + 1, 0u32);
+        for &(at, _) in &got {
+            starts[at as usize + 1] += 1;
+        }
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        fill.clone_from(&starts);
+        by_doc.resize(got.len(), 0u64);
+        for &(at, e) in &got {
+            by_doc[fill[at as usize] as usize] = e;
+            fill[at as usize] += 1;
+        }
+        for (at, w) in starts.windows(2).enumerate() {
+            if w[1] > w[0] {
+                let doc = from + at as u32;
+                b.entries(&by_doc[w[0] as usize..w[1] as usize]);
+                b.end_doc(doc, lengths.get(doc as usize).map_or(0, |l| l.load(Ordering::Relaxed)));
+            }
+        }
+        from = to;
     }
     Some(b.finish())
 }
@@ -1534,11 +1561,12 @@ mod tests {
         /// A flush's biwords are exactly the adjacent common words of its documents' text fields, read off the
         /// indexed terms' positions: random texts over common words, stop words and other words, in a field
         /// with the simple analyzer and a multi-valued one with the English one (stop words leave gaps, values
-        /// are POSITION_GAP apart), with each posting's field length.
+        /// are POSITION_GAP apart), with each posting's field length. Each text is indexed `copies` times in a
+        /// row, so the documents often span more than one of the flush's ranges (`BIWORD_DOCS`).
         #[test]
         fn flushed_biwords_are_the_adjacent_common_words(docs in proptest::collection::vec(
             (proptest::collection::vec(0usize..9, 0..40), proptest::collection::vec(proptest::collection::vec(0usize..9, 0..8), 0..3)),
-            1..25)
+            1..25), copies in 1usize..160
         ) {
             use crate::memory::{DramHeap, RingKind};
             use crate::schema::{document::analyze_document, key_field, Schema};
@@ -1552,9 +1580,9 @@ mod tests {
             .unwrap();
             let text = |toks: &[usize]| toks.iter().map(|&t| words[t]).collect::<Vec<_>>().join(" ");
             let heap = DramHeap::new(20 << 20, 17 << 20).unwrap();
-            let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 16 << 20).unwrap(), 1000);
+            let fresh = FreshSegment::new(heap.try_alloc(RingKind::ShortTerm, 16 << 20).unwrap(), 4000);
             let mut want: Lists = Default::default();
-            for (d, (s_toks, e_vals)) in docs.iter().enumerate() {
+            for (d, (s_toks, e_vals)) in docs.iter().flat_map(|d| std::iter::repeat_n(d, copies)).enumerate() {
                 let e: Vec<String> = e_vals.iter().map(|v| text(v)).collect();
                 let doc = analyze_document(&schema, d.to_string(), &serde_json::json!({"s": text(s_toks), "e": e}))
                     .unwrap();
