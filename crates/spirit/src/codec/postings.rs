@@ -365,9 +365,24 @@ fn encode_with_scratch(
 /// Scoring sees lengths through the one-byte norm, so the frontier is taken over norm codes (lengths that
 /// differ by less than the norm's step become one): the highest tf per code, then one pass over the codes
 /// in length order, where a code's pair is on the frontier iff its tf beats every shorter length's. Linear,
-/// with no allocation and no sort — the flusher, compaction and the fresh segment's sealing call it for
-/// every block.
+/// with no allocation — the flusher, compaction and the fresh segment's sealing call it for every block —
+/// and for blocks of up to [`SMALL_IMPACTS`] postings a sort of their few pairs instead of a table of every
+/// code (a flush's lists mostly hold a posting or two).
 pub fn impacts(tfs: &[u32], dls: &[u32]) -> [(u32, u32); IMPACTS] {
+    if tfs.len() <= SMALL_IMPACTS {
+        // Few postings (most lists of a flush hold one or two): their (code, tf) pairs sorted, the highest
+        // tf of a code first, instead of a 256-entry table to clear for each.
+        let mut pairs = [(0u8, 0u32); SMALL_IMPACTS];
+        let mut n = 0;
+        for (&tf, &dl) in tfs.iter().zip(dls) {
+            pairs[n] = (encode_norm(dl), tf);
+            n += 1;
+        }
+        let pairs = &mut pairs[..n];
+        pairs.sort_unstable_by_key(|&(c, tf)| (c, std::cmp::Reverse(tf)));
+        let mut code = None;
+        return frontier(pairs.iter().copied().filter(|&(c, _)| code.replace(c) != Some(c)));
+    }
     let mut best = [0u32; 256];
     let mut seen = [0u64; 4];
     for (&tf, &dl) in tfs.iter().zip(dls) {
@@ -375,24 +390,42 @@ pub fn impacts(tfs: &[u32], dls: &[u32]) -> [(u32, u32); IMPACTS] {
         best[c] = best[c].max(tf);
         seen[c >> 6] |= 1 << (c & 63);
     }
-    // The frontier in length order (= tf order, ascending): only its last IMPACTS pairs and its shortest
-    // length are kept.
+    frontier(
+        seen.iter()
+            .enumerate()
+            .flat_map(|(w, &word)| {
+                let mut bits = word;
+                std::iter::from_fn(move || {
+                    (bits != 0).then(|| {
+                        let c = w * 64 + bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        c as u8
+                    })
+                })
+            })
+            .map(|c| (c, best[c as usize])),
+    )
+}
+
+/// Blocks of at most this many postings take [`impacts`]' sorting path.
+const SMALL_IMPACTS: usize = 8;
+
+/// [`impacts`] from each norm code's highest tf, codes in increasing order (= lengths ascending): a code's
+/// pair is on the frontier iff its tf beats every shorter length's; only the frontier's last IMPACTS pairs
+/// and its shortest length are kept.
+#[inline]
+fn frontier(codes: impl Iterator<Item = (u8, u32)>) -> [(u32, u32); IMPACTS] {
     let mut last = [(0u32, 0u32); IMPACTS];
     let (mut n, mut top, mut shortest) = (0, 0, 0);
-    for (w, &word) in seen.iter().enumerate() {
-        let mut bits = word;
-        while bits != 0 {
-            let c = w * 64 + bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            if best[c] > top {
-                top = best[c];
-                let dl = decode_norm(c as u8);
-                if n == 0 {
-                    shortest = dl;
-                }
-                last[n % IMPACTS] = (top, dl);
-                n += 1;
+    for (c, tf) in codes {
+        if tf > top {
+            top = tf;
+            let dl = decode_norm(c);
+            if n == 0 {
+                shortest = dl;
             }
+            last[n % IMPACTS] = (top, dl);
+            n += 1;
         }
     }
     let mut out = [(0, u32::MAX); IMPACTS];
@@ -1459,7 +1492,8 @@ mod tests {
         let mut rnd = |m: u64| crate::rng::xorshift(&mut x) % m;
         assert_eq!(impacts(&[], &[]), [(0, u32::MAX); IMPACTS]);
         for case in 0..20_000 {
-            let n = 1 + rnd(if case % 3 == 0 { 8 } else { 300 }) as usize;
+            // Both paths: up to SMALL_IMPACTS postings, and more.
+            let n = 1 + rnd(if case % 3 == 0 { 12 } else { 300 }) as usize;
             // Small and huge tfs and lengths, with many ties (lengths below the norm's exact range too).
             let tf_max = [3, 40, 1 << 20][case % 3];
             let dl_max = [30, 2000, u32::MAX as u64][(case / 3) % 3];

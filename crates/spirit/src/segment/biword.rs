@@ -85,8 +85,8 @@ pub fn is_biword_key(key: &[u8]) -> bool {
     key.get(2) == Some(&BIWORD_MARK)
 }
 
-/// Builds one text field's biword postings, document by document: [`word`](Self::word) for each common
-/// word a document has, then [`end_doc`](Self::end_doc); [`finish`](Self::finish) groups the pairs.
+/// Builds one text field's biword postings, document by document: [`entries`](Self::entries) with the
+/// common words a document has, then [`end_doc`](Self::end_doc); [`finish`](Self::finish) groups the pairs.
 ///
 /// A document's common-word positions are marked in a table by position (a sort when a position is too
 /// large for the table); a position whose successor is marked starts a pair. Pairs are collected in one
@@ -123,12 +123,6 @@ impl BiwordBuilder {
     /// A builder for `field`.
     pub fn new(field: u16) -> BiwordBuilder {
         BiwordBuilder { field, ..Default::default() }
-    }
-
-    /// The positions of the common word of rank `rank` in the open document.
-    #[cfg(test)]
-    pub fn word(&mut self, rank: u8, positions: &[u32]) {
-        self.entries.extend(positions.iter().map(|&p| word_entry(rank, p)));
     }
 
     /// The open document's common words as [`word_entry`]s, each word's in position order.
@@ -304,7 +298,7 @@ mod tests {
                     let pos: Vec<u32> =
                         (0..toks.len()).filter(|&i| toks[i] == w).map(|i| i as u32 + shift(d)).collect();
                     if let (Some(r), false) = (common_rank(word.as_bytes()), pos.is_empty()) {
-                        b.word(r, &pos);
+                        b.entries(&pos.iter().map(|&p| word_entry(r, p)).collect::<Vec<_>>());
                     }
                 }
                 b.end_doc(d as u32, 1000 + d as u32);

@@ -186,7 +186,8 @@ fn merge_terms(
         if post.docs.is_empty() {
             // Every posting purged: the last one stays (see the module doc).
             if let Some((doc, tf, dl)) = purged.last {
-                post.push(doc, tf, &purged.positions, dl);
+                debug_assert_eq!(purged.positions.len(), tf as usize);
+                post.push(doc, &purged.positions, dl);
             }
         }
         if biwords || !is_biword_key(key) {
@@ -246,7 +247,7 @@ fn append_postings_purging(
             purged.last = Some((offset + d, tf, dl));
             std::mem::swap(&mut purged.positions, &mut positions);
         } else {
-            out.push(offset + d, tf, &positions, dl);
+            out.push(offset + d, &positions, dl);
         }
         last = Some(d);
         n += 1;

@@ -1158,7 +1158,9 @@ impl FreshSegment {
     /// Calls `f` with every posting of the term at `entry` below document `limit`, in order: its document and
     /// its position words (as many as its frequency). The flush's read of a list, which takes every posting
     /// in turn: block by block, each posting's positions found from the block's far end as the postings
-    /// are walked, without a cursor's bookkeeping per posting ([`FreshPostings`]).
+    /// are walked, without a cursor's bookkeeping per posting ([`FreshPostings`]). `limit` is at most a
+    /// watermark the caller loaded, as for [`postings`](Self::postings): every posting below it is within the
+    /// `used` this reads.
     pub fn for_each_posting(&self, entry: u32, limit: u32, f: &mut impl FnMut(u32, &[AtomicU32])) {
         let w = self.w();
         let mut b = w[entry as usize + 2].load(Acquire) as usize;
@@ -1172,7 +1174,7 @@ impl FreshSegment {
                 prefetch(&w[next]);
             }
             prefetch(&w[base + cap - 1]);
-            // Where the positions of the posting before lie (the first posting's end the block).
+            // Where the words of the posting before begin (the first posting's end at the block's end).
             let mut top = base + cap;
             for word in &w[base..base + used] {
                 let word = word.load(Relaxed);
@@ -1181,14 +1183,11 @@ impl FreshSegment {
                     return;
                 }
                 let tf = match tf_byte(word) {
-                    TF_ESCAPE => {
-                        // The frequency in full, in the word above the posting's positions.
-                        top -= 1;
-                        w[top].load(Relaxed) as usize
-                    }
+                    // The frequency in full, in the word above the posting's positions.
+                    TF_ESCAPE => w[top - 1].load(Relaxed) as usize,
                     t => t as usize,
                 };
-                top -= tf;
+                top -= tf + escape_words(tf as u32);
                 f(doc, &w[top..top + tf]);
             }
             b = next;
@@ -1438,10 +1437,8 @@ impl FreshPostings<'_> {
         (self.pos_at, self.pos_sum) = (self.base, 0);
         let next;
         (next, self.skip_to) = self.seg.next_block(b);
-        // The block's first positions lie at its far end, and the next block anywhere in the arena: both
-        // are fetched while this block's postings are read (a list read through, as a flush reads every
-        // list, missed on each otherwise).
-        prefetch(&w[self.block_end - 1]);
+        // The next block lies anywhere in the arena: its header is fetched while this block is read (a list
+        // read through, as the flush's biwords read their words', missed on each otherwise).
         if next != 0 {
             prefetch(&w[next]);
         }
@@ -2565,8 +2562,8 @@ mod tests {
         assert!(regions.iter().any(|r| r.2.is_some()), "some sealed regions");
         assert_eq!(all, want);
         // The flush's read of a whole list gives every posting and its positions as the cursor does, below
-        // limits inside blocks too.
-        for (term, limit) in [(e, n), (y, n), (e, n / 3), (y, 777), (e, 1), (e, 0)] {
+        // every limit (at a block's first document, inside a block, past the last).
+        for (term, limit) in (0..=n + 1).map(|l| (e, l)).chain([(y, n), (y, 777), (y, 0)]) {
             let (mut p, mut by_cursor) = (fresh.postings(term, limit), vec![]);
             while p.doc() != NO_DOC {
                 p.positions(&mut pos);
@@ -2577,7 +2574,7 @@ mod tests {
             fresh.for_each_posting(term, limit, &mut |d, words| {
                 read.push((d, words.iter().map(|w| w.load(Relaxed)).collect::<Vec<u32>>()));
             });
-            assert!(limit < 2 || by_cursor.len() > 100, "a long list");
+            assert!(limit < n || by_cursor.len() > 1000, "a long list");
             assert_eq!(read, by_cursor, "term entry {term} below {limit}");
         }
     }
