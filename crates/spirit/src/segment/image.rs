@@ -39,7 +39,7 @@ use crate::codec::{
     PostingsCursor, BLOCK,
 };
 use crate::memory::prefetch;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 const MAGIC: &[u8; 8] = b"SPSEG001";
 /// 4: the IDS section holds the `_id` bytes. Read as well: 2 (one-byte norms; 1 had u32 lengths) and 3 (2
@@ -250,7 +250,7 @@ impl ImageBuilder {
                 post.clear();
                 let lengths = fresh.lengths(crate::schema::key_field(key));
                 fresh.for_each_posting(*e, n, &mut |doc, positions| {
-                    let dl = lengths.get(doc as usize).map_or(0, |l| l.load(Ordering::Relaxed));
+                    let dl = length_of(lengths, doc);
                     post.push_from(doc, positions.iter().map(|x| x.load(Ordering::Relaxed)), dl);
                 });
                 w.add_term(key, &post);
@@ -317,6 +317,12 @@ impl ImageBuilder {
     }
 }
 
+/// Document `doc`'s length in a text field whose per-document lengths are `lengths`
+/// ([`FreshSegment::lengths`]; 0 where the field has no column).
+fn length_of(lengths: &[AtomicU32], doc: u32) -> u32 {
+    lengths.get(doc as usize).map_or(0, |l| l.load(Ordering::Relaxed))
+}
+
 /// The biwords of text field `field` over the first `n` documents of `fresh` ([`super::biword`]): the
 /// field's common words' occurrences gathered over ranges of documents, then handed to the builder
 /// document by document. Its scratch holds a range's occurrences, 16 bytes each (the builder itself keeps
@@ -373,7 +379,7 @@ fn fresh_biwords(fresh: &FreshSegment, field: u16, n: u32) -> Option<BiwordLists
             if w[1] > w[0] {
                 let doc = from + at as u32;
                 b.entries(&by_doc[w[0] as usize..w[1] as usize]);
-                b.end_doc(doc, lengths.get(doc as usize).map_or(0, |l| l.load(Ordering::Relaxed)));
+                b.end_doc(doc, length_of(lengths, doc));
             }
         }
         from = to;
