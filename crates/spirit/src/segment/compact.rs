@@ -185,8 +185,7 @@ fn merge_terms(
         }
         if post.docs.is_empty() {
             // Every posting purged: the last one stays (see the module doc).
-            if let Some((doc, tf, dl)) = purged.last {
-                debug_assert_eq!(purged.positions.len(), tf as usize);
+            if let Some((doc, dl)) = purged.last {
                 post.push(doc, &purged.positions, dl);
             }
         }
@@ -197,10 +196,10 @@ fn merge_terms(
     Ok(())
 }
 
-/// The last purged posting of the term being merged: (doc, tf, field length) and its positions.
+/// The last purged posting of the term being merged: (doc, field length) and its positions.
 #[derive(Default)]
 struct Purged {
-    last: Option<(u32, u32, u32)>,
+    last: Option<(u32, u32)>,
     positions: Vec<u32>,
 }
 
@@ -244,7 +243,7 @@ fn append_postings_purging(
         }
         let dl = norms.map_or(0, |col| decode_norm(norm_at(col, d)));
         if in_set(set, d) {
-            purged.last = Some((offset + d, tf, dl));
+            purged.last = Some((offset + d, dl));
             std::mem::swap(&mut purged.positions, &mut positions);
         } else {
             out.push(offset + d, &positions, dl);

@@ -92,6 +92,8 @@ const FLUSH_AHEAD: usize = 16;
 /// Documents whose common words [`fresh_biwords`] gathers together (for enwiki-sized documents ~60k
 /// occurrences, in cache); a handful in tests, so that their documents span many ranges.
 const BIWORD_DOCS: u32 = if cfg!(test) { 7 } else { 1024 };
+// A document's place in its range goes above an occurrence's 40 bits in one u64.
+const _: () = assert!((BIWORD_DOCS as u64) < 1 << 24);
 
 /// Builds images.
 pub struct ImageBuilder;
@@ -1571,7 +1573,7 @@ mod tests {
         /// indexed terms' positions: random texts over common words, stop words and other words, in a field
         /// with the simple analyzer and a multi-valued one with the English one (stop words leave gaps, values
         /// are POSITION_GAP apart), with each posting's field length. Each text is indexed `copies` times in a
-        /// row; the documents span several of the flush's ranges (`BIWORD_DOCS`, a handful in tests).
+        /// row; the documents often span several of the flush's ranges (`BIWORD_DOCS`, a handful in tests).
         #[test]
         fn flushed_biwords_are_the_adjacent_common_words(docs in proptest::collection::vec(
             (proptest::collection::vec(0usize..9, 0..40), proptest::collection::vec(proptest::collection::vec(0usize..9, 0..8), 0..3)),
