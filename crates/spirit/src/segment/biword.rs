@@ -180,21 +180,43 @@ impl BiwordBuilder {
         // A stable counting sort by pair keeps each pair's occurrences in (doc, position) order. It sorts
         // the occurrences' indices (4 bytes each), not the occurrences: a sorted copy of them was the
         // largest buffer of a flush after the fresh segment itself, in pages the kernel zeroes on first touch.
-        let mut starts = vec![0u32; N * N + 1];
-        for &p in &self.pairs {
-            starts[p as usize + 1] += 1;
-        }
-        for i in 1..starts.len() {
-            starts[i] += starts[i - 1];
-        }
-        let mut next = starts.clone();
-        let mut order = vec![0u32; self.pairs.len()];
-        for (i, &p) in self.pairs.iter().enumerate() {
-            order[next[p as usize] as usize] = i as u32;
-            next[p as usize] += 1;
-        }
+        let (mut starts, mut order) = (vec![], vec![]);
+        let pairs = &self.pairs;
+        group_stably(pairs.len(), N * N, |i| pairs[i] as usize, |i| i as u32, &mut starts, &mut order);
         BiwordLists { field: self.field, starts, order, at: self.at, dls: self.dls }
     }
+}
+
+/// A stable counting sort of items `0..len` by `key(i)` (below `n_keys`): `out` holds each item's
+/// `value(i)`, grouped by key in item order within a key, and `starts` where each key's group begins in
+/// it (and, last, the end).
+pub(crate) fn group_stably<T: Copy + Default>(
+    len: usize,
+    n_keys: usize,
+    key: impl Fn(usize) -> usize,
+    value: impl Fn(usize) -> T,
+    starts: &mut Vec<u32>,
+    out: &mut Vec<T>,
+) {
+    assert!(len <= u32::MAX as usize, "places fit 32 bits");
+    starts.clear();
+    starts.resize(n_keys + 1, 0);
+    for i in 0..len {
+        starts[key(i) + 1] += 1;
+    }
+    for k in 1..starts.len() {
+        starts[k] += starts[k - 1];
+    }
+    out.clear();
+    out.resize(len, T::default());
+    for i in 0..len {
+        let k = key(i);
+        out[starts[k] as usize] = value(i);
+        starts[k] += 1;
+    }
+    // Each key's start moved up by its count, to the next key's start: one place back.
+    starts.copy_within(..n_keys, 1);
+    starts[0] = 0;
 }
 
 /// One text field's biword occurrences grouped by pair ([`BiwordBuilder::finish`]).

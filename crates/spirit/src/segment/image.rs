@@ -32,7 +32,9 @@
 //! No pointer inside is absolute, so engraving is one bulk copy and the persistent copy is read with the same
 //! code as the DRAM copy. The body checksum is verified by `spirit check` and on demand.
 
-use super::biword::{word_entry, BiwordBuilder, BiwordLists, BIWORDS_VERSION, BIWORD_MARK, COMMON_WORDS};
+use super::biword::{
+    group_stably, word_entry, BiwordBuilder, BiwordLists, BIWORDS_VERSION, BIWORD_MARK, COMMON_WORDS,
+};
 use super::{FieldStats, FreshSegment, SegmentError};
 use crate::codec::{
     encode_norm, encode_postings_encoded, read_vbyte, write_positions, write_vbyte, FieldCodecs,
@@ -344,7 +346,7 @@ fn fresh_biwords(fresh: &FreshSegment, field: u16, n: u32) -> Option<BiwordLists
     }
     let lengths = fresh.lengths(field);
     let mut b = BiwordBuilder::new(field);
-    let (mut p, mut got, mut starts, mut fill, mut by_doc) = (vec![], vec![], vec![], vec![], vec![]);
+    let (mut p, mut got, mut starts, mut by_doc) = (vec![], vec![], vec![], vec![]);
     // Documents in ranges of BIWORD_DOCS: each word's occurrences in a range are gathered word by word (a
     // cursor walk per word and range, where a look at every word for every document was most of the
     // work), then grouped by document with a counting sort, which keeps each document's in word order and
@@ -361,22 +363,9 @@ fn fresh_biwords(fresh: &FreshSegment, field: u16, n: u32) -> Option<BiwordLists
                 c.next();
             }
         }
-        starts.clear();
-        starts.resize((to - from) as usize + 1, 0u32);
         // An occurrence: its document's place in the range above bit 40, its entry (below 2^40) under it.
-        let (at_of, entry_of) = (|g: u64| (g >> 40) as usize, |g: u64| g & ((1 << 40) - 1));
-        for &g in &got {
-            starts[at_of(g) + 1] += 1;
-        }
-        for i in 1..starts.len() {
-            starts[i] += starts[i - 1];
-        }
-        fill.clone_from(&starts);
-        by_doc.resize(got.len(), 0u64);
-        for &g in &got {
-            by_doc[fill[at_of(g)] as usize] = entry_of(g);
-            fill[at_of(g)] += 1;
-        }
+        let (at_of, entry_of) = (|i: usize| (got[i] >> 40) as usize, |i: usize| got[i] & ((1 << 40) - 1));
+        group_stably(got.len(), (to - from) as usize, at_of, entry_of, &mut starts, &mut by_doc);
         for (at, w) in starts.windows(2).enumerate() {
             if w[1] > w[0] {
                 let doc = from + at as u32;
