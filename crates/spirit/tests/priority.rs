@@ -10,8 +10,18 @@
 use spirit::formats::Format;
 use spirit::{bulk_load, BulkOptions, Index, ShardConfig};
 
+/// The tests of this binary run one at a time: they run in one process, and one reads the policies of every
+/// thread with a pipeline thread's name, the other's (just spawned, not yet at `SCHED_IDLE`) included.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds the binary's tests apart (a failed one does not stop the other).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn pipeline_threads_do_not_make_the_rayon_pool_idle() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     // Bulk arenas of 16 MiB (a quarter of the budget): each holds the whole load, whose 6,000 distinct terms
     // are above the count from which the flusher splits a segment's terms over the pool.
@@ -78,6 +88,7 @@ fn seal_rounds(index: &Index, rounds: usize) -> (u64, u64) {
 /// never with a ring of four when each flush is awaited before the next seal.
 #[test]
 fn flushes_the_writer_waits_for_run_at_normal_priority() {
+    let _serial = serial();
     for (arena, urgent) in [(16 << 20, true), (1 << 20, false)] {
         let dir = tempfile::tempdir().unwrap();
         let cfg =
