@@ -171,6 +171,7 @@ pub fn update(st: &ServerState, actions: &[AliasAction]) -> ApiResult<()> {
             if let Some(i) = st.engine.index(index) {
                 let schema = i.schema();
                 crate::dsl::Translator::new(&schema, st.limits.max_clauses, st.limits.max_depth)
+                    .on_index(i.settings())
                     .query(f)
                     .map_err(|mut e| {
                         e.reason = format!("failed to parse filter for alias [{alias}]: {}", e.reason);

@@ -195,7 +195,8 @@ pub fn delete_by_query(
     let query = obj.get("query").cloned().unwrap_or_else(|| json!({"match_all": {}}));
     let index = &target.index;
     let schema = index.schema();
-    let mut tr = crate::dsl::Translator::new(&schema, limits.max_clauses, limits.max_depth);
+    let mut tr =
+        crate::dsl::Translator::new(&schema, limits.max_clauses, limits.max_depth).on_index(index.settings());
     let q = crate::search::filtered(tr.query(&query)?, target.filter.as_ref(), &mut tr)?;
     let mut versions = index.matching_versions(&q)?;
     if let Some(m) = max_docs {

@@ -7,7 +7,9 @@
 //! `regexp` (Lucene's syntax; `flags`, `case_insensitive`; complement, intersection and intervals refused),
 //! `match_bool_prefix` (the last token a prefix), `match_phrase_prefix` (`max_expansions`, `slop`), `bool` (`must`, `should`, `must_not`, `filter`,
 //! `minimum_should_match`: a count, negative count, percentage, negative percentage or conditions, on `bool` and on
-//! `match`) and `query_string` (spirit's Lucene-style syntax, `^` boosts included), each
+//! `match`) and `query_string` (spirit's Lucene-style syntax, `^` boosts included) — the `match` family,
+//! `multi_match` and `query_string` with `analyzer` (a built-in one, or one the index defines: see
+//! [`Translator::on_index`]), which becomes a [`Query::Analyzed`] around the clause — each
 //! with Elasticsearch's `boost` parameter (and `multi_match`'s per-field `"title^3"`): the clause's score
 //! times the boost ([`Query::Boost`]); a negative or non-numeric boost is a 400. Anything else — another
 //! clause, fuzziness — is refused with a 400 that names it, never ignored, so an answer is never
@@ -19,6 +21,7 @@
 
 use crate::error::{ApiError, ApiResult};
 use serde_json::{Map, Value};
+use spirit::analysis::AnalyzerConfig;
 use spirit::query::{FuzzyOptions, RegexpFlags, MAX_PREFIX_EXPANSION as MAX_EXPANSIONS};
 use spirit::schema::{FieldType, Schema};
 use spirit::Query;
@@ -27,14 +30,48 @@ use std::ops::Bound;
 /// Translates one query object.
 pub struct Translator<'a> {
     schema: &'a Schema,
+    /// The index's settings, for the analyzers it defines (a query's `analyzer` may name one).
+    settings: Option<&'a spirit::IndexSettings>,
     max_clauses: usize,
     max_depth: usize,
     clauses: usize,
+    /// The analyzer the clause being translated asks for (its `analyzer` parameter), if any.
+    over: Option<AnalyzerConfig>,
 }
 
 impl<'a> Translator<'a> {
     pub fn new(schema: &'a Schema, max_clauses: usize, max_depth: usize) -> Translator<'a> {
-        Translator { schema, max_clauses, max_depth, clauses: 0 }
+        Translator { schema, settings: None, max_clauses, max_depth, clauses: 0, over: None }
+    }
+
+    /// The translator of queries on the index of `settings`, whose analyzers a query's `analyzer` may name.
+    pub fn on_index(mut self, settings: &'a spirit::IndexSettings) -> Translator<'a> {
+        self.settings = Some(settings);
+        self
+    }
+
+    /// `build`'s query with its text analyzed by the analyzer a clause of kind `kind` names in its
+    /// `analyzer` parameter ([`Query::Analyzed`]), if it names one; `build` sees it in `self.over` (the
+    /// places that analyze text while translating read it there).
+    fn analyzed_by(
+        &mut self,
+        kind: &str,
+        params: &Map<String, Value>,
+        build: impl FnOnce(&mut Self) -> ApiResult<Query>,
+    ) -> ApiResult<Query> {
+        let over = match params.get("analyzer") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(name)) => Some(crate::indices::analyzer_in(self.settings, name)?),
+            Some(_) => return Err(ApiError::parsing(format!("[{kind}] [analyzer] must be a string"))),
+        };
+        let outer = self.over;
+        self.over = over.or(outer);
+        let q = build(self);
+        self.over = outer;
+        Ok(match over {
+            Some(analyzer) => Query::Analyzed { analyzer, query: Box::new(q?) },
+            None => q?,
+        })
     }
 
     /// How deep a request may nest (queries, and aggregations).
@@ -102,16 +139,17 @@ impl<'a> Translator<'a> {
                         "fuzzy_transpositions",
                     ],
                 )?;
-                if params.get("analyzer").is_some() {
-                    return Err(ApiError::unsupported("[match] with an [analyzer] other than the field's"));
-                }
                 let text = scalar_text(kind, params.get("query"))?;
                 let and = operator_is_and(kind, &params)?;
-                let q = match fuzzy_options(kind, &params, "fuzzy_transpositions")? {
-                    Some(options) => self.fuzzy_match(Some(field), &text, and, options)?,
-                    None => self.match_field(Some(field), &text, and)?,
-                };
-                boosted(with_minimum_should_match(q, params.get("minimum_should_match"))?, &params)
+                let fuzzy = fuzzy_options(kind, &params, "fuzzy_transpositions")?;
+                let q = self.analyzed_by(kind, &params, |tr| {
+                    let q = match fuzzy {
+                        Some(options) => tr.fuzzy_match(Some(field), &text, and, options)?,
+                        None => tr.match_field(Some(field), &text, and)?,
+                    };
+                    with_minimum_should_match(q, params.get("minimum_should_match"))
+                })?;
+                boosted(q, &params)
             }
             "match_bool_prefix" => {
                 let (field, params) = single_field(kind, body, "query")?;
@@ -120,42 +158,35 @@ impl<'a> Translator<'a> {
                     &params,
                     &["query", "operator", "boost", "analyzer", "minimum_should_match"],
                 )?;
-                if params.get("analyzer").is_some() {
-                    return Err(ApiError::unsupported(
-                        "[match_bool_prefix] with an [analyzer] other than the field's",
-                    ));
-                }
                 let text = scalar_text(kind, params.get("query"))?;
                 let and = operator_is_and(kind, &params)?;
-                let q = self.bool_prefix(field, &text, and)?;
-                boosted(with_minimum_should_match(q, params.get("minimum_should_match"))?, &params)
+                let q = self.analyzed_by(kind, &params, |tr| {
+                    let q = tr.bool_prefix(field, &text, and)?;
+                    with_minimum_should_match(q, params.get("minimum_should_match"))
+                })?;
+                boosted(q, &params)
             }
             "match_phrase" => {
                 let (field, params) = single_field(kind, body, "query")?;
                 check_keys(kind, &params, &["query", "slop", "boost", "analyzer"])?;
                 let slop = slop(kind, "slop", params.get("slop"))?;
-                if params.get("analyzer").is_some() {
-                    return Err(ApiError::unsupported(
-                        "[match_phrase] with an [analyzer] other than the field's",
-                    ));
-                }
                 self.leaf()?;
                 let text = scalar_text(kind, params.get("query"))?;
-                boosted(Query::Phrase { field: Some(field), text, slop }, &params)
+                let q = self
+                    .analyzed_by(kind, &params, |_| Ok(Query::Phrase { field: Some(field), text, slop }))?;
+                boosted(q, &params)
             }
             "match_phrase_prefix" => {
                 let (field, params) = single_field(kind, body, "query")?;
                 check_keys(kind, &params, &["query", "slop", "max_expansions", "boost", "analyzer"])?;
                 let slop = slop(kind, "slop", params.get("slop"))?;
-                if params.get("analyzer").is_some() {
-                    return Err(ApiError::unsupported(
-                        "[match_phrase_prefix] with an [analyzer] other than the field's",
-                    ));
-                }
                 let max_expansions = prefix_expansions(kind, params.get("max_expansions"))?;
                 self.leaf()?;
                 let text = scalar_text(kind, params.get("query"))?;
-                boosted(Query::PhrasePrefix { field: Some(field), text, max_expansions, slop }, &params)
+                let q = self.analyzed_by(kind, &params, |_| {
+                    Ok(Query::PhrasePrefix { field: Some(field), text, max_expansions, slop })
+                })?;
+                boosted(q, &params)
             }
             "multi_match" => self.multi_match(body),
             "term" => {
@@ -324,7 +355,15 @@ impl<'a> Translator<'a> {
                 check_keys(
                     kind,
                     body,
-                    &["query", "default_field", "fields", "default_operator", "boost", "phrase_slop"],
+                    &[
+                        "query",
+                        "default_field",
+                        "fields",
+                        "default_operator",
+                        "boost",
+                        "phrase_slop",
+                        "analyzer",
+                    ],
                 )?;
                 let opts = spirit::query::ParseOptions {
                     phrase_slop: slop(kind, "phrase_slop", params.get("phrase_slop"))?,
@@ -363,6 +402,7 @@ impl<'a> Translator<'a> {
                     set_default_field(&mut q, &f);
                 }
                 self.count_leaves(&q)?;
+                let q = self.analyzed_by(kind, params, |_| Ok(q))?;
                 boosted(q, body)
             }
             other => Err(ApiError::parsing(format!("unknown query [{other}]"))),
@@ -377,7 +417,9 @@ impl<'a> Translator<'a> {
                 }
                 Ok(())
             }
-            Query::Boost { query, .. } | Query::ConstantScore { query, .. } => self.count_leaves(query),
+            Query::Boost { query, .. }
+            | Query::ConstantScore { query, .. }
+            | Query::Analyzed { query, .. } => self.count_leaves(query),
             Query::AtLeast { of, .. } | Query::DisMax { of, .. } => {
                 of.iter().try_for_each(|c| self.count_leaves(c))
             }
@@ -388,8 +430,9 @@ impl<'a> Translator<'a> {
     /// `match` on one field (or the default fields when `None`).
     fn match_field(&mut self, field: Option<String>, text: &str, and: bool) -> ApiResult<Query> {
         if let Some(ty) = field.as_deref().and_then(|f| self.field_type(f)) {
-            if ty != FieldType::Text {
-                // Keyword and numeric fields match the whole value, as in Elasticsearch.
+            // Keyword and numeric fields match the whole value, as in Elasticsearch — unless the query names
+            // an analyzer, which then replaces a keyword field's too: its tokens are the terms.
+            if ty != FieldType::Text && !(ty == FieldType::Keyword && self.over.is_some()) {
                 return self.term(field.expect("typed field"), &Value::String(text.to_string()));
             }
         }
@@ -419,9 +462,11 @@ impl<'a> Translator<'a> {
         let mut raw = vec![];
         spirit::analysis::tokenize(text, &mut |t| raw.push(t.to_string()));
         // The last token analysis keeps, analyzed (one token in, at most one term out).
-        let analyzed = |t: &str| match id {
-            Some(id) => self.schema.analyzer(id).analyze_to_vec(t).into_iter().next().map(|x| x.0),
-            None => Some(t.to_string()),
+        let over = self.over.map(spirit::analysis::Analyzer::new);
+        let analyzed = |t: &str| match (&over, id) {
+            (Some(a), _) => a.analyze_to_vec(t).into_iter().next().map(|x| x.0),
+            (None, Some(id)) => self.schema.analyzer(id).analyze_to_vec(t).into_iter().next().map(|x| x.0),
+            (None, None) => Some(t.to_string()),
         };
         let last = raw.iter().enumerate().rev().find_map(|(i, t)| analyzed(t).map(|p| (i, p)));
         let mut clauses = vec![];
@@ -449,7 +494,9 @@ impl<'a> Translator<'a> {
         and: bool,
         options: FuzzyOptions,
     ) -> ApiResult<Query> {
-        let keyword = field.as_deref().and_then(|f| self.field_type(f)) == Some(FieldType::Keyword);
+        // A keyword field's whole value is one term, unless the query names an analyzer (see `match_field`).
+        let keyword = field.as_deref().and_then(|f| self.field_type(f)) == Some(FieldType::Keyword)
+            && self.over.is_none();
         let mut tokens = vec![];
         if keyword {
             tokens.push(text.to_string());
@@ -484,9 +531,16 @@ impl<'a> Translator<'a> {
                 "prefix_length",
                 "max_expansions",
                 "fuzzy_transpositions",
+                "analyzer",
             ],
         )?;
         let obj = body.as_object().ok_or_else(|| ApiError::parsing("[multi_match] needs an object"))?;
+        self.analyzed_by(kind, obj, |tr| tr.multi_match_fields(body, obj))
+    }
+
+    /// [`Self::multi_match`] but for its `analyzer`.
+    fn multi_match_fields(&mut self, body: &Value, obj: &Map<String, Value>) -> ApiResult<Query> {
+        let kind = "multi_match";
         let fuzzy = fuzzy_options(kind, obj, "fuzzy_transpositions")?;
         let text = scalar_text(kind, body.get("query"))?;
         let and = operator_is_and(kind, body)?;
@@ -671,7 +725,9 @@ fn set_default_field(q: &mut Query, field: &str) {
                 set_default_field(c, field);
             }
         }
-        Query::Boost { query, .. } | Query::ConstantScore { query, .. } => set_default_field(query, field),
+        Query::Boost { query, .. } | Query::ConstantScore { query, .. } | Query::Analyzed { query, .. } => {
+            set_default_field(query, field)
+        }
         Query::AtLeast { of, .. } | Query::DisMax { of, .. } => {
             of.iter_mut().for_each(|c| set_default_field(c, field))
         }
@@ -900,20 +956,26 @@ fn scalar_text(kind: &str, v: Option<&Value>) -> ApiResult<String> {
 }
 
 /// What a query looks for, per field (`None`: the default fields), for highlighting: analyzed terms and
-/// prefixes of the positive clauses (never those under `must_not`).
-pub fn positive_leaves<'q>(q: &'q Query, out: &mut Vec<&'q Query>) {
+/// prefixes of the positive clauses (never those under `must_not`), each with the analyzer a
+/// [`Query::Analyzed`] around it names (`None`: its fields' own; the innermost wins).
+pub fn positive_leaves<'q>(
+    q: &'q Query,
+    over: Option<AnalyzerConfig>,
+    out: &mut Vec<(&'q Query, Option<AnalyzerConfig>)>,
+) {
     match q {
         Query::Bool { must, should, filter, .. } => {
             for c in must.iter().chain(should).chain(filter) {
-                positive_leaves(c, out);
+                positive_leaves(c, over, out);
             }
         }
-        Query::Boost { query, .. } | Query::ConstantScore { query, .. } => positive_leaves(query, out),
+        Query::Boost { query, .. } | Query::ConstantScore { query, .. } => positive_leaves(query, over, out),
+        Query::Analyzed { analyzer, query } => positive_leaves(query, Some(*analyzer), out),
         Query::AtLeast { of, .. } | Query::DisMax { of, .. } => {
-            of.iter().for_each(|c| positive_leaves(c, out))
+            of.iter().for_each(|c| positive_leaves(c, over, out))
         }
         Query::MatchAll | Query::Range { .. } | Query::Ids { .. } => {}
-        leaf => out.push(leaf),
+        leaf => out.push((leaf, over)),
     }
 }
 
@@ -935,6 +997,65 @@ mod tests {
 
     fn term(f: &str, t: &str) -> Query {
         Query::Term { field: Some(f.into()), text: t.into() }
+    }
+
+    /// A clause's `analyzer` wraps what it translates to in [`Query::Analyzed`] (built-in names, and the
+    /// index's own through its settings); a keyword field then matches the analyzer's tokens; a
+    /// `match_bool_prefix`'s prefix is the analyzer's form of its last token; an unknown name is a 400.
+    #[test]
+    fn a_clause_analyzer_wraps_its_query() {
+        let with = |analyzer, q| Query::Analyzed { analyzer, query: Box::new(q) };
+        let (standard, english) = (AnalyzerConfig::simple(), AnalyzerConfig::english());
+        let should = |c| Query::Bool { must: vec![], should: c, must_not: vec![], filter: vec![] };
+        assert_eq!(
+            tr(json!({"match": {"body": {"query": "Running dogs", "analyzer": "english"}}})).unwrap(),
+            with(english, should(vec![term("body", "running"), term("body", "dogs")]))
+        );
+        // A keyword field: the whole value without an analyzer, its tokens with one.
+        assert_eq!(tr(json!({"match": {"tag": "Big Red"}})).unwrap(), term("tag", "Big Red"));
+        assert_eq!(
+            tr(json!({"match": {"tag": {"query": "Big Red", "analyzer": "standard"}}})).unwrap(),
+            with(standard, should(vec![term("tag", "big"), term("tag", "red")]))
+        );
+        let fuzzy = tr(json!({"match": {"tag": {"query": "Big", "analyzer": "standard", "fuzziness": 1}}}));
+        assert!(
+            matches!(fuzzy.as_ref().unwrap(), Query::Analyzed { query, .. }
+                if matches!(**query, Query::Fuzzy { analyzed: true, .. })),
+            "{fuzzy:?}"
+        );
+        // The prefix is the analyzer's form of the last token: english stems it, the field's would not.
+        let pre = |t: &str| Query::Prefix { field: Some("body".into()), prefix: t.into() };
+        assert_eq!(
+            tr(json!({"match_bool_prefix": {"body": {"query": "running", "analyzer": "english"}}})).unwrap(),
+            with(english, pre("run"))
+        );
+        assert_eq!(tr(json!({"match_bool_prefix": {"body": "running"}})).unwrap(), pre("running"));
+        let phrase = Query::Phrase { field: Some("body".into()), text: "a b".into(), slop: 0 };
+        assert_eq!(
+            tr(json!({"match_phrase": {"body": {"query": "a b", "analyzer": "stop", "boost": 2}}})).unwrap(),
+            Query::Boost {
+                query: Box::new(with(AnalyzerConfig { stop_words: true, stemming: false }, phrase)),
+                boost: 2.0
+            }
+        );
+        assert!(matches!(
+            tr(json!({"query_string": {"query": "a b", "analyzer": "english"}})).unwrap(),
+            Query::Analyzed { analyzer, .. } if analyzer == english
+        ));
+        assert!(matches!(
+            tr(json!({"multi_match": {"query": "a", "fields": ["body", "tag"], "analyzer": "english"}})).unwrap(),
+            Query::Analyzed { analyzer, query } if analyzer == english && matches!(*query, Query::Bool { .. })
+        ));
+        let e = tr(json!({"match": {"body": {"query": "x", "analyzer": "plain"}}})).unwrap_err();
+        assert!(e.reason.contains("failed to find analyzer [plain]"), "{}", e.reason);
+        // The index's own analyzers, through its settings.
+        let mut settings = spirit::IndexSettings::default();
+        settings.analyzers.insert("plain".into(), json!({"type": "english"}));
+        let q = Translator::new(&schema(), 1024, 20)
+            .on_index(&settings)
+            .query(&json!({"match": {"body": {"query": "x", "analyzer": "plain"}}}))
+            .unwrap();
+        assert_eq!(q, with(english, term("body", "x")));
     }
 
     #[test]
@@ -996,8 +1117,10 @@ mod tests {
     fn query_string_takes_a_default_field() {
         let q = tr(json!({"query_string": {"query": "a +b", "default_field": "body"}})).unwrap();
         let mut leaves = vec![];
-        positive_leaves(&q, &mut leaves);
-        assert!(leaves.iter().all(|l| matches!(l, Query::Term { field: Some(f), .. } if f == "body")));
+        positive_leaves(&q, None, &mut leaves);
+        assert!(leaves
+            .iter()
+            .all(|l| matches!(l, (Query::Term { field: Some(f), .. }, None) if f == "body")));
         assert_eq!(
             tr(json!({"query_string": {"query": "\"abc"}})).unwrap_err().kind,
             "query_shard_exception"
@@ -1089,7 +1212,8 @@ mod tests {
         assert_eq!(tr(json!({"match_bool_prefix": {"body": "!!"}})).unwrap(), should(vec![]));
         for bad in [
             json!({"match_bool_prefix": {"body": {"query": "a", "fuzziness": "AUTO"}}}),
-            json!({"match_bool_prefix": {"body": {"query": "a", "analyzer": "standard"}}}),
+            json!({"match_bool_prefix": {"body": {"query": "a", "analyzer": "nope"}}}),
+            json!({"match_bool_prefix": {"body": {"query": "a", "analyzer": 3}}}),
             json!({"match_bool_prefix": {"body": {"query": "a", "operator": "xor"}}}),
         ] {
             assert!(tr(bad.clone()).is_err(), "{bad}");

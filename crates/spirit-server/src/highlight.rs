@@ -135,13 +135,18 @@ impl<'a> Highlighter<'a> {
             }
         }
         let mut leaves = vec![];
-        positive_leaves(query, &mut leaves);
+        positive_leaves(query, None, &mut leaves);
         let mut wanted: HashMap<u16, Wanted> = HashMap::new();
-        for leaf in leaves {
+        for (leaf, over) in leaves {
+            // The leaf's text as the planner analyzes it: by the analyzer the query names, else the field's.
+            let over = over.map(spirit::analysis::Analyzer::new);
+            let analyzer_of = |id: u16| -> &spirit::analysis::Analyzer {
+                over.as_ref().unwrap_or_else(|| schema.analyzer(id))
+            };
             if let Query::Wildcard { field, pattern, .. } = leaf {
                 for id in leaf_fields(schema, field).into_iter().filter(|&id| text_field(id)) {
                     // Text fields' terms are lowercase: so is the pattern, as the planner reads it.
-                    let lowered = schema.analyzer(id).normalize_prefix(pattern);
+                    let lowered = analyzer_of(id).normalize_prefix(pattern);
                     if let Ok(p) = spirit::query::Pattern::parse(&lowered) {
                         wanted.entry(id).or_default().patterns.push(p);
                     }
@@ -153,7 +158,7 @@ impl<'a> Highlighter<'a> {
                 for id in leaf_fields(schema, field).into_iter().filter(|&id| text_field(id)) {
                     let w = wanted.entry(id).or_default();
                     let mut toks = vec![];
-                    schema.analyzer(id).analyze(text, &mut |t, _| toks.push(t.to_string()));
+                    analyzer_of(id).analyze(text, &mut |t, _| toks.push(t.to_string()));
                     if let Some(last) = toks.pop() {
                         w.prefixes.push(last);
                     }
@@ -164,7 +169,7 @@ impl<'a> Highlighter<'a> {
             if let Query::Fuzzy { field, text, options, analyzed } = leaf {
                 // The terms the planner makes fuzzy: the analyzed tokens, or the lowercased text.
                 for id in leaf_fields(schema, field).into_iter().filter(|&id| text_field(id)) {
-                    let analyzer = schema.analyzer(id);
+                    let analyzer = analyzer_of(id);
                     let terms = if *analyzed {
                         analyzer.analyze_to_vec(text).into_iter().map(|(t, _)| t).collect()
                     } else {
@@ -191,7 +196,7 @@ impl<'a> Highlighter<'a> {
             };
             for id in leaf_fields(schema, field).into_iter().filter(|&id| text_field(id)) {
                 let w = wanted.entry(id).or_default();
-                let analyzer = schema.analyzer(id);
+                let analyzer = analyzer_of(id);
                 if prefix {
                     w.prefixes.push(analyzer.normalize_prefix(text));
                 } else {

@@ -129,9 +129,17 @@ pub(crate) fn analyzer_named(
     index: Option<&spirit::Index>,
     name: &str,
 ) -> ApiResult<spirit::analysis::AnalyzerConfig> {
+    analyzer_in(index.map(|i| i.settings()), name)
+}
+
+/// [`analyzer_named`] for the index of `settings` (a query's `analyzer`).
+pub(crate) fn analyzer_in(
+    settings: Option<&spirit::IndexSettings>,
+    name: &str,
+) -> ApiResult<spirit::analysis::AnalyzerConfig> {
     // Only the definition named is resolved.
-    let custom = index
-        .and_then(|i| i.settings().analyzers.get(name).cloned())
+    let custom = settings
+        .and_then(|s| s.analyzers.get(name).cloned())
         .and_then(|def| resolve_analyzer(name, def.as_object()?).ok());
     let builtin = custom.as_deref().unwrap_or(name);
     spirit::schema::analyzer_config(builtin).map_err(|_| {

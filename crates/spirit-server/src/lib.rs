@@ -1052,7 +1052,8 @@ async fn explain_doc(
         .pool
         .run(move || {
             let schema = i.schema();
-            let mut tr = dsl::Translator::new(&schema, limits.max_clauses, limits.max_depth);
+            let mut tr =
+                dsl::Translator::new(&schema, limits.max_clauses, limits.max_depth).on_index(i.settings());
             let q = tr.query(&query)?;
             let q = search::filtered(q, filter.as_ref(), &mut tr)?;
             Ok(i.explain(&q, &id2)?)

@@ -101,7 +101,8 @@ pub fn reindex(st: &State, body: &Value, params: &HashMap<String, String>) -> Ap
     let mut failures: Vec<Value> = vec![];
     'sources: for t in &targets {
         let schema = t.index.schema();
-        let mut tr = crate::dsl::Translator::new(&schema, st.limits.max_clauses, st.limits.max_depth);
+        let mut tr = crate::dsl::Translator::new(&schema, st.limits.max_clauses, st.limits.max_depth)
+            .on_index(t.index.settings());
         let q = crate::search::filtered(tr.query(&query)?, t.filter.as_ref(), &mut tr)?;
         let mut versions = t.index.matching_versions(&q)?;
         versions.truncate(left.min(usize::MAX as u64) as usize);

@@ -676,7 +676,7 @@ impl SearchRequest {
         if targets.is_empty() {
             // No index matched: every aggregation over no documents (empty buckets, null metrics).
             let empty = Schema::default();
-            let t = self.translate(&empty, None, limits)?;
+            let t = self.translate(&empty, None, None, limits)?;
             let aggs = t.aggs.expect("the request has aggregations");
             let target = spirit::query::aggs::AggTarget {
                 schema: &empty,
@@ -691,7 +691,7 @@ impl SearchRequest {
             .iter()
             .map(|t| {
                 let schema = t.index.schema();
-                let t = self.translate(&schema, t.filter.as_ref(), limits)?;
+                let t = self.translate(&schema, Some(t.index.settings()), t.filter.as_ref(), limits)?;
                 Ok((schema, t.matches, t.aggs.expect("the request has aggregations")))
             })
             .collect::<ApiResult<Vec<_>>>()?;
@@ -744,13 +744,24 @@ impl SearchRequest {
 
     /// The query the hits of `target`'s index come from (filtered by its alias filter and `post_filter`).
     pub(crate) fn query_on(&self, target: &Target, limits: &Limits) -> ApiResult<Query> {
-        Ok(self.translate(&target.index.schema(), target.filter.as_ref(), limits)?.hits)
+        Ok(self
+            .translate(&target.index.schema(), Some(target.index.settings()), target.filter.as_ref(), limits)?
+            .hits)
     }
 
     /// The request's queries and aggregations on an index of `schema` reached through an alias with
     /// `filter` (their filters are queries on the schema).
-    fn translate(&self, schema: &Schema, filter: Option<&Value>, limits: &Limits) -> ApiResult<Translated> {
+    fn translate(
+        &self,
+        schema: &Schema,
+        settings: Option<&spirit::IndexSettings>,
+        filter: Option<&Value>,
+        limits: &Limits,
+    ) -> ApiResult<Translated> {
         let mut tr = Translator::new(schema, limits.max_clauses, limits.max_depth);
+        if let Some(settings) = settings {
+            tr = tr.on_index(settings);
+        }
         let query: Query = tr.query(&self.query)?;
         let matches = filtered(query.clone(), filter, &mut tr)?;
         let hits = filtered(matches.clone(), self.post_filter.as_ref(), &mut tr)?;
@@ -772,7 +783,8 @@ impl SearchRequest {
     ) -> ApiResult<Value> {
         let t0 = std::time::Instant::now();
         let schema = index.schema();
-        let Translated { hits: q, query, matches, aggs } = self.translate(&schema, filter, limits)?;
+        let Translated { hits: q, query, matches, aggs } =
+            self.translate(&schema, Some(index.settings()), filter, limits)?;
         let aggs = aggs.filter(|_| aggregate);
         let fetch = size > 0;
         // A keyword field sorts through the several-keys path (the engine's pruned top-k reads numbers).

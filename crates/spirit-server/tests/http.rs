@@ -2236,7 +2236,7 @@ fn match_phrase_prefix_makes_the_last_position_a_prefix() {
         (r#"{"match_phrase_prefix": {"body": {"query": "a b", "slop": -1}}}"#, 400),
         (r#"{"match_phrase_prefix": {"body": {"query": "a b", "max_expansions": 0}}}"#, 400),
         (r#"{"match_phrase_prefix": {"body": {"query": "a b", "max_expansions": 5000}}}"#, 400),
-        (r#"{"match_phrase_prefix": {"body": {"query": "a b", "analyzer": "simple"}}}"#, 400),
+        (r#"{"match_phrase_prefix": {"body": {"query": "a b", "analyzer": "nope"}}}"#, 400),
         (r#"{"match_phrase_prefix": {"tag": "t"}}"#, 400),
     ] {
         let r = s.call("POST", "/pp/_search", Some(&format!(r#"{{"query": {q}}}"#)));
@@ -2367,6 +2367,59 @@ fn match_bool_prefix_makes_the_last_token_a_prefix() {
             _ => assert_eq!(score, 1.0, "a fo* term alone: {v}"),
         }
     }
+    s.stop();
+}
+
+/// A query's `analyzer` (`match`, `match_phrase`, `multi_match`, `query_string`...): the query text is
+/// analyzed by it instead of the field's analyzer — a built-in one, or one the index defines — on text and
+/// keyword fields; highlighting looks for the same terms; an unknown name is a 400.
+#[test]
+fn a_query_analyzer_replaces_the_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let m = r#"{"settings": {"analysis": {"analyzer": {"stemmed": {"type": "custom", "tokenizer": "standard",
+        "filter": ["lowercase", "porter_stem"]}}}},
+        "mappings": {"properties": {"body": {"type": "text"}, "en": {"type": "text", "analyzer": "english"},
+        "tag": {"type": "keyword"}}}}"#;
+    assert_eq!(s.call("PUT", "/qa", Some(m)).0, 200);
+    let docs = [("1", "running dogs", "Running dogs", "big"), ("2", "the run", "a run", "red")];
+    put_docs(
+        &s,
+        "qa",
+        docs.map(|(id, b, e, t)| (id, format!(r#"{{"body": "{b}", "en": "{e}", "tag": "{t}"}}"#))),
+    );
+    let ids = |q: &str| hit_ids(&s, "qa", &format!(r#"{{"query": {q}}}"#));
+    // The english field stems "running" to "run", which both documents hold there.
+    assert_eq!(ids(r#"{"match": {"en": "running"}}"#), ["1", "2"]);
+    // The standard analyzer keeps "running", which no document holds in the stemmed field.
+    assert!(ids(r#"{"match": {"en": {"query": "running", "analyzer": "standard"}}}"#).is_empty());
+    // The body field is not stemmed: "running" is only document 1's; stemmed by the index's own analyzer
+    // (or english), the query looks for "run", only document 2's.
+    assert_eq!(ids(r#"{"match": {"body": "running"}}"#), ["1"]);
+    assert_eq!(ids(r#"{"match": {"body": {"query": "running", "analyzer": "stemmed"}}}"#), ["2"]);
+    assert_eq!(ids(r#"{"match_phrase": {"body": {"query": "the running", "analyzer": "english"}}}"#), ["2"]);
+    assert_eq!(
+        ids(r#"{"multi_match": {"query": "runs", "fields": ["body"], "analyzer": "english"}}"#),
+        ["2"]
+    );
+    assert_eq!(ids(r#"{"query_string": {"query": "body:runs", "analyzer": "english"}}"#), ["2"]);
+    // A keyword field: its whole value without an analyzer, the analyzer's tokens with one.
+    assert!(ids(r#"{"match": {"tag": "BIG"}}"#).is_empty());
+    assert_eq!(ids(r#"{"match": {"tag": {"query": "BIG Red", "analyzer": "standard"}}}"#), ["1", "2"]);
+    // Highlighting looks for the terms the query's analyzer made.
+    let (_, v) = s.call(
+        "POST",
+        "/qa/_search",
+        Some(r#"{"query": {"match": {"body": {"query": "runs", "analyzer": "english"}}}, "highlight": {"fields": {"body": {}}}}"#),
+    );
+    assert_eq!(v["hits"]["hits"][0]["highlight"]["body"][0], json!("the <em>run</em>"), "{v}");
+    let r = s.call(
+        "POST",
+        "/qa/_search",
+        Some(r#"{"query": {"match": {"body": {"query": "x", "analyzer": "nope"}}}}"#),
+    );
+    assert_eq!(r.0, 400, "{}", r.1);
+    assert!(r.1["error"]["reason"].as_str().unwrap().contains("failed to find analyzer [nope]"), "{}", r.1);
     s.stop();
 }
 

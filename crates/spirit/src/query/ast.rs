@@ -80,6 +80,14 @@ pub enum Query {
     /// Documents whose `_id` is one of `values`, each scoring 1 (Elasticsearch's `ids` query): each segment
     /// looks the ids up in its id table, so the cost is per id, not per document.
     Ids { values: Vec<String> },
+    /// `query` with the text of its clauses analyzed by `analyzer` instead of each field's own analyzer
+    /// (Elasticsearch's `analyzer` parameter of `match`, `match_phrase`, `match_phrase_prefix`,
+    /// `match_bool_prefix`, `multi_match` and `query_string`): a term's, a phrase's, a phrase prefix's and an
+    /// analyzed fuzzy term's tokens are `analyzer`'s, on text fields and — as in Elasticsearch, where the
+    /// analyzer asked for replaces a keyword field's too — on keyword fields, whose terms are then its
+    /// tokens, each matched whole. Prefixes, wildcards and un-analyzed fuzzy terms are only lowercased on text
+    /// fields, which every analyzer does alike. Nested, the innermost analyzer wins.
+    Analyzed { analyzer: crate::analysis::AnalyzerConfig, query: Box<Query> },
 }
 
 /// How far a fuzzy term reaches ([`Query::Fuzzy`]), with Elasticsearch's defaults.

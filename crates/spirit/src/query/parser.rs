@@ -1545,7 +1545,8 @@ mod tests {
             | Query::DisMax { .. }
             | Query::Ids { .. }
             | Query::Fuzzy { .. }
-            | Query::PhrasePrefix { .. } => {
+            | Query::PhrasePrefix { .. }
+            | Query::Analyzed { .. } => {
                 unreachable!("the generator makes only what the query string can express")
             }
         }
@@ -1663,7 +1664,8 @@ mod tests {
             | Query::DisMax { .. }
             | Query::Ids { .. }
             | Query::Fuzzy { .. }
-            | Query::PhrasePrefix { .. } => {
+            | Query::PhrasePrefix { .. }
+            | Query::Analyzed { .. } => {
                 unreachable!("the query string cannot express these")
             }
         }

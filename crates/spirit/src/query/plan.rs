@@ -4,6 +4,7 @@
 use super::ast::{FuzzyOptions, Query, MAX_SLOP};
 use super::regexp::Regexp;
 use super::wildcard::Pattern;
+use crate::analysis::Analyzer;
 use crate::error::{Error, Result};
 use crate::gdt::{SegData, Snapshot};
 use crate::schema::{parse_date_millis, term_key, FieldType, Schema};
@@ -89,7 +90,7 @@ pub fn plan(q: &Query, schema: &Schema, snap: &Snapshot) -> Result<Node> {
 /// Plans `q` for a sharded index: prefixes expand over the segments of every shard's snapshot, so every
 /// shard evaluates the same plan.
 pub fn plan_shards(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
-    Ok(match plan_inner(q, schema, snaps)? {
+    Ok(match plan_inner(q, schema, snaps, None)? {
         Node::Dropped => Node::Nothing,
         n => n,
     })
@@ -152,7 +153,10 @@ fn parse_number(schema: &Schema, field: u16, s: &str) -> Result<f64> {
     })
 }
 
-fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
+/// [`plan_shards`] of `q`, its text analyzed by `over` where a [`Query::Analyzed`] around it says so, else by
+/// each field's analyzer.
+fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot], over: Option<&Analyzer>) -> Result<Node> {
+    let analyzer = |fid: u16| -> &Analyzer { over.unwrap_or_else(|| schema.analyzer(fid)) };
     Ok(match q {
         Query::MatchAll => Node::All,
         Query::Ids { values } => {
@@ -178,13 +182,33 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
             per_field(field, schema, |fid| {
                 let def = schema.field(fid);
                 Ok(match def.ty {
-                    FieldType::Keyword => {
-                        let mut key = vec![];
-                        term_key(fid, text, &mut key);
-                        Node::Term { field: fid, key }
-                    }
+                    FieldType::Keyword => match over {
+                        // The analyzer asked for replaces the keyword field's (the whole value) too: each
+                        // of its tokens is a whole value the document must have.
+                        Some(a) => {
+                            let mut must: Vec<Node> = a
+                                .analyze_to_vec(text)
+                                .into_iter()
+                                .map(|(t, _)| {
+                                    let mut key = vec![];
+                                    term_key(fid, &t, &mut key);
+                                    Node::Term { field: fid, key }
+                                })
+                                .collect();
+                            match must.len() {
+                                0 => Node::Dropped,
+                                1 => must.pop().expect("one term"),
+                                _ => Node::Bool { must, should: vec![], must_not: vec![], filter: vec![] },
+                            }
+                        }
+                        None => {
+                            let mut key = vec![];
+                            term_key(fid, text, &mut key);
+                            Node::Term { field: fid, key }
+                        }
+                    },
                     FieldType::Text => {
-                        let toks = schema.analyzer(fid).analyze_to_vec(text);
+                        let toks = analyzer(fid).analyze_to_vec(text);
                         match toks.len() {
                             0 => Node::Dropped,
                             1 => {
@@ -225,11 +249,14 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
             per_field(field, schema, |fid| {
                 let def = schema.field(fid);
                 let terms: Vec<String> = match def.ty {
+                    FieldType::Keyword if *analyzed && over.is_some() => {
+                        analyzer(fid).analyze_to_vec(text).into_iter().map(|(t, _)| t).collect()
+                    }
                     FieldType::Keyword => vec![text.clone()],
                     FieldType::Text if *analyzed => {
-                        schema.analyzer(fid).analyze_to_vec(text).into_iter().map(|(t, _)| t).collect()
+                        analyzer(fid).analyze_to_vec(text).into_iter().map(|(t, _)| t).collect()
                     }
-                    FieldType::Text => vec![schema.analyzer(fid).normalize_prefix(text)],
+                    FieldType::Text => vec![analyzer(fid).normalize_prefix(text)],
                     _ => {
                         return Err(Error::InvalidArgument(format!(
                             "fuzzy queries are not supported on {} field [{}]",
@@ -267,7 +294,7 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
                     "max_expansions must be from 1 to {MAX_PREFIX_EXPANSION}, got {max_expansions}"
                 )));
             }
-            let toks = schema.analyzer(fid).analyze_to_vec(text);
+            let toks = analyzer(fid).analyze_to_vec(text);
             let Some(((prefix, _), _)) = toks.split_last() else { return Ok(Node::Dropped) };
             let key = |t: &str| {
                 let mut k = vec![];
@@ -301,7 +328,7 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
                 )));
             }
             let norm = if def.ty == FieldType::Text {
-                schema.analyzer(fid).normalize_prefix(prefix)
+                analyzer(fid).normalize_prefix(prefix)
             } else {
                 prefix.clone()
             };
@@ -323,7 +350,7 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
             // A keyword field matched whatever the case: both sides lowercased, and no literal prefix
             // narrows the scan (the terms keep their case).
             let fold = !text && *case_insensitive;
-            let lower = |s: &str| schema.analyzer(fid).normalize_prefix(s);
+            let lower = |s: &str| analyzer(fid).normalize_prefix(s);
             let pat = Pattern::parse(&if text || fold { lower(pattern) } else { pattern.clone() })
                 .map_err(Error::InvalidArgument)?;
             if pat.matches_everything() {
@@ -373,7 +400,7 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
             let list = |qs: &[Query]| -> Result<Vec<Node>> {
                 let mut out = vec![];
                 for q in qs {
-                    match plan_inner(q, schema, snaps)? {
+                    match plan_inner(q, schema, snaps, over)? {
                         Node::Dropped => {}
                         n => out.push(n),
                     }
@@ -399,10 +426,10 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
             // every document, with score 0.)
             Node::Bool { must, should, must_not, filter }
         }
-        Query::AtLeast { min, of } => plan_at_least(*min, of, schema, snaps)?,
+        Query::AtLeast { min, of } => plan_at_least(*min, of, schema, snaps, over)?,
         Query::ConstantScore { query, score } => {
             check_factor("a constant score", *score)?;
-            match plan_inner(query, schema, snaps)? {
+            match plan_inner(query, schema, snaps, over)? {
                 n @ (Node::Nothing | Node::Dropped) => n,
                 n => Node::Constant(Box::new(n), *score),
             }
@@ -413,11 +440,17 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
                     "[dis_max] tie_breaker must be from 0 to 1, got {tie_breaker}"
                 )));
             }
-            dis_max(of.iter().map(|q| plan_inner(q, schema, snaps)).collect::<Result<_>>()?, *tie_breaker)
+            dis_max(
+                of.iter().map(|q| plan_inner(q, schema, snaps, over)).collect::<Result<_>>()?,
+                *tie_breaker,
+            )
+        }
+        Query::Analyzed { analyzer, query } => {
+            plan_inner(query, schema, snaps, Some(&Analyzer::new(*analyzer)))?
         }
         Query::Boost { query, boost } => {
             check_factor("boost", *boost)?;
-            match plan_inner(query, schema, snaps)? {
+            match plan_inner(query, schema, snaps, over)? {
                 n @ (Node::Nothing | Node::Dropped) => n,
                 Node::Boost(n, inner) => boosted(*n, inner * boost),
                 n => boosted(n, *boost),
@@ -428,13 +461,19 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
 
 /// [`Query::AtLeast`] planned: clauses that can match nothing (a stop word, an unknown field) cannot help
 /// reach `min` and are left out; what remains is nothing, an OR, an AND or a real `AtLeast`.
-fn plan_at_least(min: usize, of: &[Query], schema: &Schema, snaps: &[&Snapshot]) -> Result<Node> {
+fn plan_at_least(
+    min: usize,
+    of: &[Query],
+    schema: &Schema,
+    snaps: &[&Snapshot],
+    over: Option<&Analyzer>,
+) -> Result<Node> {
     if min == 0 {
         return Err(Error::InvalidArgument("at-least queries need a minimum of 1 or more".into()));
     }
     let mut clauses = vec![];
     for q in of {
-        match plan_inner(q, schema, snaps)? {
+        match plan_inner(q, schema, snaps, over)? {
             Node::Nothing | Node::Dropped => {}
             n => clauses.push(n),
         }
@@ -673,7 +712,72 @@ pub(crate) fn keys_with_prefix(
 #[cfg(test)]
 mod tests {
     use super::edit_distance;
+    use crate::analysis::AnalyzerConfig;
+    use crate::query::{Query, SearchOptions};
+    use crate::{Index, ShardConfig};
     use proptest::prelude::*;
+    use serde_json::json;
+
+    /// A query's text goes through the analyzer a [`Query::Analyzed`] names, on text and keyword fields,
+    /// instead of each field's own; the innermost wins, and clauses outside keep their fields' analyzers.
+    #[test]
+    fn an_analyzed_query_uses_its_analyzer() {
+        let dir = tempfile::tempdir().unwrap();
+        let mappings = json!({"properties": {
+            "en": {"type": "text", "analyzer": "english"},
+            "std": {"type": "text"},
+            "tag": {"type": "keyword"}}});
+        let c = ShardConfig { dram_budget: 8 << 20, ..Default::default() };
+        let index = Index::open("a", dir.path(), c, Some(&mappings), None).unwrap();
+        index.add(json!({"_id": "1", "en": "Running dogs", "std": "the runs", "tag": "big"})).unwrap();
+        index.add(json!({"_id": "2", "en": "a run", "std": "running", "tag": "red"})).unwrap();
+        let ids = |q: &Query| {
+            let opts = SearchOptions { limit: 10, ..Default::default() };
+            let mut ids: Vec<String> =
+                index.search_query(q, &opts).unwrap().hits.into_iter().map(|h| h.id).collect();
+            ids.sort();
+            ids
+        };
+        let term = |f: &str, t: &str| Query::Term { field: Some(f.into()), text: t.into() };
+        let with =
+            |config: AnalyzerConfig, q: Query| Query::Analyzed { analyzer: config, query: Box::new(q) };
+        let (standard, english) = (AnalyzerConfig::simple(), AnalyzerConfig::english());
+        // The field's english analyzer stems "running" to "run", held by both documents.
+        assert_eq!(ids(&term("en", "running")), ["1", "2"]);
+        // The standard analyzer keeps "running": no document of the english field holds it.
+        assert!(ids(&with(standard, term("en", "running"))).is_empty());
+        // The english analyzer on a standard field: "running" becomes "run", which no document holds there,
+        // and "runs" becomes "run" too.
+        assert!(ids(&with(english, term("std", "running"))).is_empty());
+        assert_eq!(ids(&term("std", "running")), ["2"]);
+        // A phrase's tokens are the analyzer's: stop words dropped, as english drops them.
+        let phrase = Query::Phrase { field: Some("std".into()), text: "the runs".into(), slop: 0 };
+        assert_eq!(ids(&phrase), ["1"]);
+        assert!(ids(&with(english, phrase.clone())).is_empty());
+        // Keyword fields: the analyzer asked for replaces the whole-value match, so "BIG" is lowercased.
+        assert!(ids(&term("tag", "BIG")).is_empty());
+        assert_eq!(ids(&with(standard, term("tag", "BIG"))), ["1"]);
+        // Several tokens of one keyword clause must all be whole values of the document.
+        assert!(ids(&with(standard, term("tag", "big red"))).is_empty());
+        // The innermost analyzer wins; clauses outside keep their fields' analyzers.
+        assert!(ids(&with(english, with(standard, term("en", "running")))).is_empty());
+        let both = Query::Bool {
+            must: vec![with(standard, term("std", "running"))],
+            should: vec![],
+            must_not: vec![],
+            filter: vec![term("en", "running")],
+        };
+        assert_eq!(ids(&both), ["2"]);
+        // An analyzed fuzzy term on a keyword field takes the analyzer's tokens too.
+        let fuzzy = Query::Fuzzy {
+            field: Some("tag".into()),
+            text: "BIGG".into(),
+            options: Default::default(),
+            analyzed: true,
+        };
+        assert!(ids(&fuzzy).is_empty());
+        assert_eq!(ids(&with(standard, fuzzy)), ["1"]);
+    }
 
     /// The optimal string alignment distance by its definition: the full table, no cutoff.
     fn osa(a: &[char], b: &[char], transpositions: bool) -> usize {

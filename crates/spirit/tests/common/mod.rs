@@ -331,6 +331,7 @@ impl Reference {
             // Its expansions depend on the terms segments still hold for deleted documents: checked
             // against Lucene (`tests/lucene_parity.rs`) instead.
             Query::Fuzzy { .. } => unreachable!("the generator makes no fuzzy queries"),
+            Query::Analyzed { .. } => unreachable!("the generator makes no analyzer overrides"),
             Query::AtLeast { min, of } => {
                 let scores: Vec<f64> = of.iter().filter_map(|c| self.eval(c, d)).collect();
                 (scores.len() >= *min).then(|| scores.iter().sum())
