@@ -452,10 +452,12 @@ impl<'a> Translator<'a> {
 
     /// `match_bool_prefix`: the text's tokens as `match` takes them, but the last one analysis keeps becomes a
     /// prefix query of its analyzed form (Elasticsearch analyzes the text and makes its last token the
-    /// prefix: stemmed, and stop words after it dropped); a keyword field's whole value is one prefix.
+    /// prefix: stemmed, and stop words after it dropped); a keyword field's whole value is one prefix, unless
+    /// the query names an analyzer, whose tokens it then takes (as `match_field`).
     fn bool_prefix(&mut self, field: String, text: &str, and: bool) -> ApiResult<Query> {
         let id = self.schema.field_id(&field);
-        if id.is_some_and(|id| self.schema.field(id).ty != FieldType::Text) {
+        let ty = id.map(|id| self.schema.field(id).ty);
+        if ty.is_some_and(|ty| ty != FieldType::Text && !(ty == FieldType::Keyword && self.over.is_some())) {
             self.leaf()?;
             return Ok(Query::Prefix { field: Some(field), prefix: text.to_string() });
         }
@@ -465,7 +467,9 @@ impl<'a> Translator<'a> {
         let over = self.over.map(spirit::analysis::Analyzer::new);
         let analyzed = |t: &str| match (&over, id) {
             (Some(a), _) => a.analyze_to_vec(t).into_iter().next().map(|x| x.0),
-            (None, Some(id)) => self.schema.analyzer(id).analyze_to_vec(t).into_iter().next().map(|x| x.0),
+            (None, Some(id)) => {
+                self.schema.search_analyzer(id).analyze_to_vec(t).into_iter().next().map(|x| x.0)
+            }
             (None, None) => Some(t.to_string()),
         };
         let last = raw.iter().enumerate().rev().find_map(|(i, t)| analyzed(t).map(|p| (i, p)));
@@ -1046,6 +1050,18 @@ mod tests {
             tr(json!({"multi_match": {"query": "a", "fields": ["body", "tag"], "analyzer": "english"}})).unwrap(),
             Query::Analyzed { analyzer, query } if analyzer == english && matches!(*query, Query::Bool { .. })
         ));
+        // A keyword field's prefix is the analyzer's form of its last token too.
+        assert_eq!(
+            tr(json!({"match_bool_prefix": {"tag": {"query": "BI", "analyzer": "standard"}}})).unwrap(),
+            with(standard, Query::Prefix { field: Some("tag".into()), prefix: "bi".into() })
+        );
+        // A clause's analyzer is its own: the next clause translates as if there were none.
+        assert_eq!(
+            tr(json!({"bool": {"should": [
+                {"match": {"tag": {"query": "Big", "analyzer": "standard"}}}, {"match": {"tag": "Big Red"}}]}}))
+            .unwrap(),
+            should(vec![with(standard, term("tag", "big")), term("tag", "Big Red")])
+        );
         let e = tr(json!({"match": {"body": {"query": "x", "analyzer": "plain"}}})).unwrap_err();
         assert!(e.reason.contains("failed to find analyzer [plain]"), "{}", e.reason);
         // The index's own analyzers, through its settings.

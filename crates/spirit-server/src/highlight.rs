@@ -141,7 +141,7 @@ impl<'a> Highlighter<'a> {
             // The leaf's text as the planner analyzes it: by the analyzer the query names, else the field's.
             let over = over.map(spirit::analysis::Analyzer::new);
             let analyzer_of = |id: u16| -> &spirit::analysis::Analyzer {
-                over.as_ref().unwrap_or_else(|| schema.analyzer(id))
+                over.as_ref().unwrap_or_else(|| schema.search_analyzer(id))
             };
             if let Query::Wildcard { field, pattern, .. } = leaf {
                 for id in leaf_fields(schema, field).into_iter().filter(|&id| text_field(id)) {

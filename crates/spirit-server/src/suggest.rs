@@ -192,7 +192,7 @@ pub fn run(suggestions: &[TermSuggestion], targets: &[Target]) -> ApiResult<Valu
                     let f = schema.field_id(&s.field)?;
                     Some(match schema.field(f).ty {
                         FieldType::Keyword => Cut::Whole,
-                        _ => Cut::Text(Analyzer::new(schema.analyzer(f).config())),
+                        _ => Cut::Text(Analyzer::new(schema.search_analyzer(f).config())),
                     })
                 })
                 .unwrap_or_else(|| Cut::Text(Analyzer::new(Default::default()))),

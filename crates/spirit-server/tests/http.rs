@@ -2398,6 +2398,12 @@ fn a_query_analyzer_replaces_the_fields() {
     assert_eq!(ids(r#"{"match": {"body": "running"}}"#), ["1"]);
     assert_eq!(ids(r#"{"match": {"body": {"query": "running", "analyzer": "stemmed"}}}"#), ["2"]);
     assert_eq!(ids(r#"{"match_phrase": {"body": {"query": "the running", "analyzer": "english"}}}"#), ["2"]);
+    // A phrase of two tokens: with the field's english analyzer "run dog" matches document 1's "Running
+    // dogs"; the standard analyzer keeps "running dogs", which the stemmed field does not hold.
+    assert_eq!(ids(r#"{"match_phrase": {"en": "running dogs"}}"#), ["1"]);
+    assert!(ids(r#"{"match_phrase": {"en": {"query": "running dogs", "analyzer": "standard"}}}"#).is_empty());
+    // On a keyword field through a query string.
+    assert_eq!(ids(r#"{"query_string": {"query": "tag:BIG", "analyzer": "standard"}}"#), ["1"]);
     assert_eq!(
         ids(r#"{"multi_match": {"query": "runs", "fields": ["body"], "analyzer": "english"}}"#),
         ["2"]
@@ -2413,6 +2419,22 @@ fn a_query_analyzer_replaces_the_fields() {
         Some(r#"{"query": {"match": {"body": {"query": "runs", "analyzer": "english"}}}, "highlight": {"fields": {"body": {}}}}"#),
     );
     assert_eq!(v["hits"]["hits"][0]["highlight"]["body"][0], json!("the <em>run</em>"), "{v}");
+    // A field's `search_analyzer` (the index's own "stemmed", kept as the built-in "stemming" it equals)
+    // analyzes its queries, its `analyzer` its values: the query "running" looks for "run". Multi-fields are
+    // refused by name.
+    let m =
+        r#"{"properties": {"sa": {"type": "text", "analyzer": "standard", "search_analyzer": "stemmed"}}}"#;
+    assert_eq!(s.call("PUT", "/qa/_mapping", Some(m)).0, 200);
+    assert_eq!(s.call("PUT", "/qa/_doc/3?refresh=true", Some(r#"{"sa": "run running"}"#)).0, 201);
+    assert_eq!(ids(r#"{"match": {"sa": "running"}}"#), ["3"]);
+    assert!(ids(r#"{"match_phrase": {"sa": "run running"}}"#).is_empty());
+    assert_eq!(ids(r#"{"match_phrase": {"sa": {"query": "run running", "analyzer": "standard"}}}"#), ["3"]);
+    let (_, v) = s.call("GET", "/qa/_mapping", None);
+    assert_eq!(v["qa"]["mappings"]["properties"]["sa"]["search_analyzer"], json!("stemming"), "{v}");
+    let multi = r#"{"properties": {"m": {"type": "text", "fields": {"raw": {"type": "keyword"}}}}}"#;
+    let r = s.call("PUT", "/qa/_mapping", Some(multi));
+    assert_eq!(r.0, 400, "{}", r.1);
+    assert!(r.1["error"]["reason"].as_str().unwrap().contains("multi-fields are not supported"), "{}", r.1);
     let r = s.call(
         "POST",
         "/qa/_search",

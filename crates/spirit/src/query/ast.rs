@@ -1,6 +1,7 @@
 //! The query AST: what every front end (the Lucene-style query string, the Elasticsearch DSL) produces and
-//! the evaluator consumes. Text in the AST is *raw*: the evaluator runs it through the field's analyzer, so
-//! `Term { text: "Running" }` on an English-stemmed field looks up `run`.
+//! the evaluator consumes. Text in the AST is *raw*: the evaluator runs it through the field's search
+//! analyzer (its mapping's `search_analyzer`, else its `analyzer`) or the one a [`Query::Analyzed`] around it
+//! names, so `Term { text: "Running" }` on an English-stemmed field looks up `run`.
 
 use std::ops::Bound;
 

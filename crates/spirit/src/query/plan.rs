@@ -156,7 +156,7 @@ fn parse_number(schema: &Schema, field: u16, s: &str) -> Result<f64> {
 /// [`plan_shards`] of `q`, its text analyzed by `over` where a [`Query::Analyzed`] around it says so, else by
 /// each field's analyzer.
 fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot], over: Option<&Analyzer>) -> Result<Node> {
-    let analyzer = |fid: u16| -> &Analyzer { over.unwrap_or_else(|| schema.analyzer(fid)) };
+    let analyzer = |fid: u16| -> &Analyzer { over.unwrap_or_else(|| schema.search_analyzer(fid)) };
     Ok(match q {
         Query::MatchAll => Node::All,
         Query::Ids { values } => {
@@ -198,6 +198,14 @@ fn plan_inner(q: &Query, schema: &Schema, snaps: &[&Snapshot], over: Option<&Ana
                             match must.len() {
                                 0 => Node::Dropped,
                                 1 => must.pop().expect("one term"),
+                                // Elasticsearch's answer too: a keyword field has no positions.
+                                _ if phrase => {
+                                    return Err(Error::InvalidArgument(format!(
+                                        "field [{}] of type [keyword] does not support phrase queries \
+                                         (its analyzer made several tokens of [{text}])",
+                                        def.name
+                                    )))
+                                }
                                 _ => Node::Bool { must, should: vec![], must_not: vec![], filter: vec![] },
                             }
                         }
@@ -726,11 +734,14 @@ mod tests {
         let mappings = json!({"properties": {
             "en": {"type": "text", "analyzer": "english"},
             "std": {"type": "text"},
-            "tag": {"type": "keyword"}}});
+            "tag": {"type": "keyword"},
+            "sa": {"type": "text", "analyzer": "english", "search_analyzer": "standard"}}});
         let c = ShardConfig { dram_budget: 8 << 20, ..Default::default() };
         let index = Index::open("a", dir.path(), c, Some(&mappings), None).unwrap();
-        index.add(json!({"_id": "1", "en": "Running dogs", "std": "the runs", "tag": "big"})).unwrap();
-        index.add(json!({"_id": "2", "en": "a run", "std": "running", "tag": "red"})).unwrap();
+        index
+            .add(json!({"_id": "1", "en": "Running dogs", "std": "the runs", "tag": "big", "sa": "running"}))
+            .unwrap();
+        index.add(json!({"_id": "2", "en": "a run", "std": "running", "tag": "red", "sa": "walks"})).unwrap();
         let ids = |q: &Query| {
             let opts = SearchOptions { limit: 10, ..Default::default() };
             let mut ids: Vec<String> =
@@ -757,8 +768,30 @@ mod tests {
         // Keyword fields: the analyzer asked for replaces the whole-value match, so "BIG" is lowercased.
         assert!(ids(&term("tag", "BIG")).is_empty());
         assert_eq!(ids(&with(standard, term("tag", "BIG"))), ["1"]);
-        // Several tokens of one keyword clause must all be whole values of the document.
+        // Several tokens of one keyword clause must all be whole values of the document; a phrase of them
+        // is refused (a keyword field has no positions), one of a single token is a term.
         assert!(ids(&with(standard, term("tag", "big red"))).is_empty());
+        let tag_phrase = |t: &str| Query::Phrase { field: Some("tag".into()), text: t.into(), slop: 0 };
+        let opts = SearchOptions { limit: 10, ..Default::default() };
+        let e = index.search_query(&with(standard, tag_phrase("big red")), &opts).unwrap_err();
+        assert!(e.to_string().contains("does not support phrase queries"), "{e}");
+        assert_eq!(ids(&with(standard, tag_phrase("BIG"))), ["1"]);
+        // A stop word alone leaves a keyword clause nothing to match.
+        assert!(ids(&with(english, term("tag", "the"))).is_empty());
+        // A phrase prefix's tokens are the analyzer's too.
+        let pp = |t: &str| Query::PhrasePrefix {
+            field: Some("en".into()),
+            text: t.into(),
+            max_expansions: 50,
+            slop: 0,
+        };
+        assert_eq!(ids(&pp("running d")), ["1"]);
+        assert!(ids(&with(standard, pp("running d"))).is_empty());
+        // A field's search analyzer analyzes its queries: "running" was indexed as "run" (english), which
+        // the standard search analyzer reaches from "run" but not from "running"; a query's own wins.
+        assert_eq!(ids(&term("sa", "run")), ["1"]);
+        assert!(ids(&term("sa", "running")).is_empty());
+        assert_eq!(ids(&with(english, term("sa", "running"))), ["1"]);
         // The innermost analyzer wins; clauses outside keep their fields' analyzers.
         assert!(ids(&with(english, with(standard, term("en", "running")))).is_empty());
         let both = Query::Bool {

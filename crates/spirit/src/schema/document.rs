@@ -420,6 +420,7 @@ pub fn new_fields(schema: &Schema, doc: &Value) -> Vec<FieldDef> {
             name: name.into_owned(),
             ty,
             analyzer: schema.default_analyzer().into(),
+            search_analyzer: None,
             postings_codec: DocCodec::default(),
         });
     }

@@ -76,6 +76,9 @@ pub struct FieldDef {
     /// Snowball stemming).
     #[serde(default = "standard")]
     pub analyzer: String,
+    /// The analyzer of query text on a text field (mapping `search_analyzer`), when not `analyzer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_analyzer: Option<String>,
     /// How the full posting blocks of a text or keyword field code their doc ids (mapping
     /// `postings_codec`: `bitpacked`, the default, `raw`, `vbyte`, `streamvbyte` or `pfor`).
     #[serde(default, skip_serializing_if = "is_default_codec")]
@@ -126,6 +129,9 @@ pub struct Schema {
     by_name: FxHashMap<String, u16>,
     #[serde(skip)]
     analyzers: Vec<Arc<Analyzer>>,
+    /// Each field's query analyzer ([`FieldDef::search_analyzer`], else its `analyzer`).
+    #[serde(skip)]
+    search_analyzers: Vec<Arc<Analyzer>>,
 }
 
 fn yes() -> bool {
@@ -142,6 +148,7 @@ impl Default for Schema {
             source: SourceFilter::default(),
             by_name: FxHashMap::default(),
             analyzers: vec![],
+            search_analyzers: vec![],
         }
     }
 }
@@ -179,8 +186,14 @@ impl Schema {
         &self.fields[id as usize]
     }
 
+    /// The analyzer field `id`'s values are indexed with.
     pub fn analyzer(&self, id: u16) -> &Arc<Analyzer> {
         &self.analyzers[id as usize]
+    }
+
+    /// The analyzer of query text on field `id` (its `search_analyzer`, else [`analyzer`](Self::analyzer)).
+    pub fn search_analyzer(&self, id: u16) -> &Arc<Analyzer> {
+        &self.search_analyzers[id as usize]
     }
 
     /// Adds a field; an existing field of the same name and type is fine, another type is an error.
@@ -197,6 +210,20 @@ impl Schema {
                     old.ty.es_name(),
                     def.ty.es_name()
                 )));
+            }
+            for (what, was, now) in [
+                ("analyzer", Some(&old.analyzer), Some(&def.analyzer)),
+                ("search_analyzer", old.search_analyzer.as_ref(), def.search_analyzer.as_ref()),
+            ] {
+                // Elasticsearch refuses the change too; keeping the old one silently would surprise.
+                if old.ty == FieldType::Text && was != now {
+                    return Err(Error::InvalidArgument(format!(
+                        "mapper [{}] cannot change [{what}] from [{}] to [{}]",
+                        def.name,
+                        was.map_or("none", |s| s.as_str()),
+                        now.map_or("none", |s| s.as_str())
+                    )));
+                }
             }
             if old.postings_codec != def.postings_codec {
                 return Err(Error::InvalidArgument(format!(
@@ -230,6 +257,7 @@ impl Schema {
             name: name.into(),
             ty: FieldType::Long,
             analyzer: standard(),
+            search_analyzer: None,
             postings_codec: DocCodec::default(),
         })
     }
@@ -258,9 +286,11 @@ impl Schema {
         }
         assert!(self.fields.len() < MAX_FIELDS, "at most two hidden columns beside the user fields");
         let cfg = analyzer_config(&def.analyzer)?;
+        let search_cfg = def.search_analyzer.as_deref().map(analyzer_config).transpose()?.unwrap_or(cfg);
         let id = self.fields.len() as u16;
         self.by_name.insert(def.name.clone(), id);
         self.analyzers.push(Arc::new(Analyzer::new(cfg)));
+        self.search_analyzers.push(Arc::new(Analyzer::new(search_cfg)));
         self.fields.push(def);
         Ok(id)
     }
@@ -297,8 +327,45 @@ impl Schema {
                         "no handler for type [{ty_name}] declared on field [{full}]"
                     )));
                 };
-                let analyzer =
-                    def.get("analyzer").and_then(|a| a.as_str()).unwrap_or(s.default_analyzer()).to_string();
+                // Parameters that would change what a field matches, refused by name rather than ignored.
+                for (key, what) in [
+                    ("fields", "multi-fields"),
+                    ("copy_to", "[copy_to]"),
+                    ("null_value", "[null_value]"),
+                    ("normalizer", "normalizers"),
+                    ("search_quote_analyzer", "[search_quote_analyzer]"),
+                ] {
+                    if def.get(key).is_some() {
+                        return Err(Error::InvalidArgument(format!(
+                            "{what} are not supported (field [{full}]): map each field on its own"
+                        )));
+                    }
+                }
+                if def.get("index").and_then(|v| v.as_bool().or(v.as_str().map(|s| s == "true")))
+                    == Some(false)
+                {
+                    return Err(Error::InvalidArgument(format!(
+                        "[index: false] is not supported (field [{full}]): every mapped field is indexed"
+                    )));
+                }
+                let name_of = |key: &str| -> Result<Option<String>> {
+                    match def.get(key) {
+                        None | Some(serde_json::Value::Null) => Ok(None),
+                        Some(serde_json::Value::String(a)) => Ok(Some(a.clone())),
+                        Some(other) => Err(Error::InvalidArgument(format!(
+                            "[{key}] of field [{full}] must be an analyzer's name, got {other}"
+                        ))),
+                    }
+                };
+                let search_analyzer = name_of("search_analyzer")?;
+                let analyzer = name_of("analyzer")?;
+                if search_analyzer.is_some() && (ty != FieldType::Text || analyzer.is_none()) {
+                    return Err(Error::InvalidArgument(format!(
+                        "[search_analyzer] of field [{full}] needs a text field with an [analyzer], as in \
+                         Elasticsearch"
+                    )));
+                }
+                let analyzer = analyzer.unwrap_or_else(|| s.default_analyzer().to_string());
                 let postings_codec = match def.get("postings_codec") {
                     None => DocCodec::default(),
                     Some(c) => {
@@ -318,7 +385,7 @@ impl Schema {
                         codec
                     }
                 };
-                s.add_field(FieldDef { name: full, ty, analyzer, postings_codec })?;
+                s.add_field(FieldDef { name: full, ty, analyzer, search_analyzer, postings_codec })?;
             }
             Ok(())
         }
@@ -338,8 +405,11 @@ impl Schema {
         let mut props = serde_json::Map::new();
         for (_, f) in self.user_fields() {
             let mut def = serde_json::json!({ "type": f.ty.es_name() });
-            if f.ty == FieldType::Text && f.analyzer != "standard" {
+            if f.ty == FieldType::Text && (f.analyzer != "standard" || f.search_analyzer.is_some()) {
                 def["analyzer"] = f.analyzer.clone().into();
+            }
+            if let Some(a) = &f.search_analyzer {
+                def["search_analyzer"] = a.clone().into();
             }
             if f.postings_codec != DocCodec::default() {
                 def["postings_codec"] = f.postings_codec.name().into();
@@ -436,6 +506,7 @@ mod tests {
                 name: "n".into(),
                 ty: FieldType::Text,
                 analyzer: standard(),
+                search_analyzer: None,
                 postings_codec: DocCodec::default(),
             })
             .unwrap_err();
@@ -446,5 +517,71 @@ mod tests {
         let json = serde_json::to_string(&s).unwrap();
         let back: Schema = serde_json::from_str::<Schema>(&json).unwrap().rebuild().unwrap();
         assert_eq!(back.field_id("title"), s.field_id("title"));
+    }
+
+    /// `search_analyzer` sets a text field's query analyzer apart from its index one (needing an `analyzer`,
+    /// as in Elasticsearch), survives the mappings' and the schema's round trips, and neither analyzer of a
+    /// field changes once mapped; parameters that would change what a field matches are refused by name.
+    #[test]
+    fn search_analyzers_and_refused_mapping_parameters() {
+        let m = serde_json::json!({"properties": {
+            "s": {"type": "text", "analyzer": "english", "search_analyzer": "standard"},
+            "t": {"type": "text", "analyzer": "english"}}});
+        let s = Schema::from_mappings(&m).unwrap();
+        let (sf, tf) = (s.field_id("s").unwrap(), s.field_id("t").unwrap());
+        assert_eq!(s.analyzer(sf).config(), AnalyzerConfig::english());
+        assert_eq!(s.search_analyzer(sf).config(), AnalyzerConfig::simple());
+        assert_eq!(s.search_analyzer(tf).config(), AnalyzerConfig::english());
+        assert_eq!(s.to_mappings()["properties"]["s"], m["properties"]["s"]);
+        let again = Schema::from_mappings(&s.to_mappings()).unwrap();
+        assert_eq!(again.fields(), s.fields());
+        let json = serde_json::to_string(&s).unwrap();
+        let back: Schema = serde_json::from_str::<Schema>(&json).unwrap().rebuild().unwrap();
+        assert_eq!(back.search_analyzer(sf).config(), AnalyzerConfig::simple());
+        let err = |m: serde_json::Value| Schema::from_mappings(&m).unwrap_err().to_string();
+        assert!(err(
+            serde_json::json!({"properties": {"x": {"type": "text", "search_analyzer": "english"}}})
+        )
+        .contains("needs a text field with an [analyzer]"));
+        assert!(err(serde_json::json!({"properties": {"x": {"type": "keyword", "analyzer": "standard",
+            "search_analyzer": "english"}}}))
+        .contains("needs a text field"));
+        assert!(err(serde_json::json!({"properties": {"x": {"type": "text", "analyzer": 3}}}))
+            .contains("[analyzer]"));
+        for (def, what) in [
+            (serde_json::json!({"type": "text", "fields": {"raw": {"type": "keyword"}}}), "multi-fields"),
+            (serde_json::json!({"type": "text", "copy_to": "all"}), "copy_to"),
+            (serde_json::json!({"type": "keyword", "null_value": "NULL"}), "null_value"),
+            (serde_json::json!({"type": "keyword", "normalizer": "lower"}), "normalizers"),
+            (
+                serde_json::json!({"type": "text", "search_quote_analyzer": "standard"}),
+                "search_quote_analyzer",
+            ),
+            (serde_json::json!({"type": "long", "index": false}), "[index: false]"),
+        ] {
+            let e = err(serde_json::json!({"properties": {"x": def}}));
+            assert!(e.contains(what) && e.contains("[x]"), "{e}");
+        }
+        // `index: true` changes nothing.
+        assert!(Schema::from_mappings(
+            &serde_json::json!({"properties": {"x": {"type": "long", "index": true}}})
+        )
+        .is_ok());
+        // Either analyzer of a mapped text field stays.
+        let mut s = s;
+        for (a, sa) in [("standard", Some("standard")), ("english", None), ("english", Some("english"))] {
+            let e = s
+                .add_field(FieldDef {
+                    name: "s".into(),
+                    ty: FieldType::Text,
+                    analyzer: a.into(),
+                    search_analyzer: sa.map(Into::into),
+                    postings_codec: DocCodec::default(),
+                })
+                .unwrap_err();
+            assert!(e.to_string().contains("cannot change ["), "{e}");
+        }
+        let same = s.field(sf).clone();
+        assert_eq!(s.add_field(same).unwrap(), sf);
     }
 }
