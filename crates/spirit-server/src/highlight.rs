@@ -215,7 +215,8 @@ impl<'a> Highlighter<'a> {
         for (name, id, opts) in &self.fields {
             let Some(w) = self.wanted.get(id) else { continue };
             let mut values = vec![];
-            collect_strings(lookup(source, name), &mut values);
+            // A multi-field's text is its parent's.
+            collect_strings(lookup(source, self.schema.source_path(*id)), &mut values);
             let analyzer = self.schema.analyzer(*id);
             let mut fragments: Vec<(usize, String)> = vec![];
             for text in values {

@@ -2445,6 +2445,63 @@ fn a_query_analyzer_replaces_the_fields() {
     s.stop();
 }
 
+/// Multi-fields (mapping `fields`): `title.raw` and `title.en` index every `title` value as a keyword and as
+/// english text, each a field of its own to queries, sorts, aggregations, highlighting and `_field_caps`;
+/// `_mapping` nests them under their parent.
+#[test]
+fn multi_fields_index_their_parents_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), ServerConfig::default());
+    let m = r#"{"mappings": {"properties": {"title": {"type": "text", "fields": {
+        "raw": {"type": "keyword"}, "en": {"type": "text", "analyzer": "english"}}}}}}"#;
+    assert_eq!(s.call("PUT", "/mf", Some(m)).0, 200);
+    let docs = [("1", "Running Dogs"), ("2", "a dog runs"), ("3", "Running Dogs")];
+    put_docs(&s, "mf", docs.map(|(id, t)| (id, format!(r#"{{"title": "{t}"}}"#))));
+    let ids = |q: &str| hit_ids(&s, "mf", &format!(r#"{{"query": {q}}}"#));
+    assert_eq!(ids(r#"{"match": {"title": "running"}}"#), ["1", "3"]);
+    assert_eq!(ids(r#"{"match": {"title.en": "running"}}"#), ["1", "2", "3"]);
+    assert_eq!(ids(r#"{"term": {"title.raw": "Running Dogs"}}"#), ["1", "3"]);
+    assert!(ids(r#"{"term": {"title.raw": "running"}}"#).is_empty());
+    // A terms aggregation and a sort on the keyword multi-field.
+    let (status, v) = s.call(
+        "POST",
+        "/mf/_search",
+        Some(r#"{"size": 3, "sort": [{"title.raw": "asc"}, {"_doc": "asc"}], "aggs": {"t": {"terms": {"field": "title.raw"}}}}"#),
+    );
+    assert_eq!(status, 200, "{v}");
+    let order: Vec<&str> =
+        v["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].as_str().unwrap()).collect();
+    assert_eq!(order, ["1", "3", "2"], "{v}");
+    assert_eq!(
+        v["aggregations"]["t"]["buckets"],
+        json!([{"key": "Running Dogs", "doc_count": 2}, {"key": "a dog runs", "doc_count": 1}]),
+        "{v}"
+    );
+    // Highlighting a multi-field reads its parent's text.
+    let (_, v) = s.call(
+        "POST",
+        "/mf/_search",
+        Some(r#"{"query": {"match": {"title.en": "run"}}, "highlight": {"fields": {"title.en": {}}}}"#),
+    );
+    let hl: Vec<&str> = v["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["highlight"]["title.en"][0].as_str().unwrap())
+        .collect();
+    assert!(hl.contains(&"a dog <em>runs</em>") && hl.contains(&"<em>Running</em> Dogs"), "{hl:?}");
+    let (_, v) = s.call("GET", "/mf/_mapping", None);
+    assert_eq!(
+        v["mf"]["mappings"]["properties"]["title"],
+        json!({"type": "text", "fields": {"raw": {"type": "keyword"}, "en": {"type": "text", "analyzer": "english"}}}),
+        "{v}"
+    );
+    let (_, v) = s.call("GET", "/mf/_field_caps?fields=title*", None);
+    assert_eq!(v["fields"]["title.raw"]["keyword"]["aggregatable"], json!(true), "{v}");
+    assert_eq!(v["fields"]["title"]["text"]["searchable"], json!(true), "{v}");
+    s.stop();
+}
+
 /// `_reindex`: every document (or those a query matches, through an alias's filter too) copied under its
 /// `_id`; the destination created when missing or reached through an alias's write index; `op_type: create`
 /// conflicts abort with a 409 or are counted with `conflicts=proceed`; `max_docs`; refusals.

@@ -422,6 +422,7 @@ pub fn new_fields(schema: &Schema, doc: &Value) -> Vec<FieldDef> {
             analyzer: schema.default_analyzer().into(),
             search_analyzer: None,
             postings_codec: DocCodec::default(),
+            of: None,
         });
     }
     out
@@ -469,69 +470,12 @@ fn analyze_with(
     let mut numerics: Vec<(u16, f64)> = vec![];
     for (name, v) in leaves {
         let Some(fid) = schema.field_id(&name) else { continue };
-        let def = schema.field(fid);
-        let bad = || {
-            Error::BadDocument(format!("failed to parse field [{name}] of type [{}]: {v}", def.ty.es_name()))
-        };
-        match def.ty {
-            FieldType::Text | FieldType::Keyword => {
-                let owned;
-                let text: &str = match v {
-                    Value::String(s) => s,
-                    other => {
-                        owned = other.to_string();
-                        &owned
-                    }
-                };
-                let at = match lens.iter().position(|l| l.0 == fid) {
-                    Some(at) => at,
-                    None => {
-                        lens.push((fid, 0, 0));
-                        lens.len() - 1
-                    }
-                };
-                let entry = &mut lens[at];
-                let start = if entry.2 == 0 { 0 } else { entry.2 + POSITION_GAP };
-                if def.ty == FieldType::Keyword {
-                    terms.add(fid, text.as_bytes(), start);
-                    entry.1 += 1;
-                    entry.2 = start + 1;
-                } else {
-                    let mut count = 0;
-                    let used = schema.analyzer(fid).analyze(text, &mut |tok, pos| {
-                        terms.add(fid, tok.as_bytes(), start + pos);
-                        count += 1;
-                    });
-                    entry.1 += count;
-                    entry.2 = start + used;
-                }
-            }
-            FieldType::Long | FieldType::Double => {
-                let x = match v {
-                    Value::Number(n) => n.as_f64().ok_or_else(bad)?,
-                    Value::String(s) => s.trim().parse::<f64>().map_err(|_| bad())?,
-                    _ => return Err(bad()),
-                };
-                if !x.is_finite() {
-                    return Err(bad());
-                }
-                // A long has no negative zero (`-0`, `-0.5` are 0, as Elasticsearch coerces them); a double
-                // keeps it.
-                let x = if def.ty == FieldType::Long { x.trunc() + 0.0 } else { x };
-                if !numerics.iter().any(|(f, _)| *f == fid) {
-                    numerics.push((fid, x));
-                }
-            }
-            FieldType::Date => {
-                let x = match v {
-                    Value::Number(n) => n.as_f64().ok_or_else(bad)? + 0.0,
-                    Value::String(s) => parse_date_millis(s).ok_or_else(bad)? as f64,
-                    _ => return Err(bad()),
-                };
-                if !numerics.iter().any(|(f, _)| *f == fid) {
-                    numerics.push((fid, x));
-                }
-            }
+        // A multi-field takes its parent's values, never a leaf of its own name.
+        if schema.field(fid).of.is_some() {
+            continue;
+        }
+        for &f in std::iter::once(&fid).chain(schema.multi_fields(fid)) {
+            index_value(schema, f, v, terms, &mut lens, &mut numerics)?;
         }
     }
     let ((keys, terms, positions), held) = match &terms.block {
@@ -542,6 +486,87 @@ fn analyze_with(
     lens.sort_unstable();
     numerics.sort_unstable_by_key(|x| x.0);
     Ok(AnalyzedDoc { id, source, whole, keys, terms, positions, lens, numerics, held })
+}
+
+/// Indexes value `v` of a document into field `fid`: its terms into `terms`, its length into `lens`
+/// ((field, tokens, next position)), a number into `numerics`.
+fn index_value(
+    schema: &Schema,
+    fid: u16,
+    v: &Value,
+    terms: &mut TermCollector,
+    lens: &mut Vec<(u16, u32, u32)>,
+    numerics: &mut Vec<(u16, f64)>,
+) -> Result<()> {
+    let def = schema.field(fid);
+    let bad = || {
+        Error::BadDocument(format!(
+            "failed to parse field [{}] of type [{}]: {v}",
+            def.name,
+            def.ty.es_name()
+        ))
+    };
+    match def.ty {
+        FieldType::Text | FieldType::Keyword => {
+            let owned;
+            let text: &str = match v {
+                Value::String(s) => s,
+                other => {
+                    owned = other.to_string();
+                    &owned
+                }
+            };
+            let at = match lens.iter().position(|l| l.0 == fid) {
+                Some(at) => at,
+                None => {
+                    lens.push((fid, 0, 0));
+                    lens.len() - 1
+                }
+            };
+            let entry = &mut lens[at];
+            let start = if entry.2 == 0 { 0 } else { entry.2 + POSITION_GAP };
+            if def.ty == FieldType::Keyword {
+                terms.add(fid, text.as_bytes(), start);
+                entry.1 += 1;
+                entry.2 = start + 1;
+            } else {
+                let mut count = 0;
+                let used = schema.analyzer(fid).analyze(text, &mut |tok, pos| {
+                    terms.add(fid, tok.as_bytes(), start + pos);
+                    count += 1;
+                });
+                entry.1 += count;
+                entry.2 = start + used;
+            }
+        }
+        FieldType::Long | FieldType::Double => {
+            let x = match v {
+                Value::Number(n) => n.as_f64().ok_or_else(bad)?,
+                Value::String(s) => s.trim().parse::<f64>().map_err(|_| bad())?,
+                _ => return Err(bad()),
+            };
+            if !x.is_finite() {
+                return Err(bad());
+            }
+            // A long has no negative zero (`-0`, `-0.5` are 0, as Elasticsearch coerces them); a double
+            // keeps it.
+            let x = if def.ty == FieldType::Long { x.trunc() + 0.0 } else { x };
+            if !numerics.iter().any(|(f, _)| *f == fid) {
+                numerics.push((fid, x));
+            }
+        }
+        FieldType::Date => {
+            let x = match v {
+                Value::Number(n) => n.as_f64().ok_or_else(bad)? + 0.0,
+                Value::String(s) => parse_date_millis(s).ok_or_else(bad)? as f64,
+                _ => return Err(bad()),
+            };
+            if !numerics.iter().any(|(f, _)| *f == fid) {
+                numerics.push((fid, x));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The terms of a block of documents analyzed into one table ([`analyze_document_into`]): each distinct
@@ -679,6 +704,44 @@ mod tests {
                 assert!(!same_bytes(&x, &y), "byte {i} of {len}");
             }
         }
+    }
+
+    /// A multi-field indexes its parent's values as its own type and analyzer says; a leaf named like a
+    /// multi-field (an object under a text field) is not indexed into it.
+    #[test]
+    fn multi_fields_index_the_parents_values() {
+        let s = Schema::from_mappings(&json!({"properties": {"t": {"type": "text", "fields": {
+            "raw": {"type": "keyword"}, "en": {"type": "text", "analyzer": "english"}}}}}))
+        .unwrap();
+        let id = |n: &str| s.field_id(n).unwrap();
+        let doc = analyze_document(&s, "1".into(), &json!({"t": ["Running Dogs", "7"]})).unwrap();
+        let mut got: Vec<(u16, Vec<u8>, Vec<u32>)> =
+            doc.terms().map(|(k, p)| (crate::schema::key_field(k), k[2..].to_vec(), p.to_vec())).collect();
+        got.sort();
+        let want = |f: &str, t: &str, p: &[u32]| (id(f), t.as_bytes().to_vec(), p.to_vec());
+        let mut expected = vec![
+            want("t", "running", &[0]),
+            want("t", "dogs", &[1]),
+            want("t", "7", &[2 + POSITION_GAP]),
+            want("t.raw", "Running Dogs", &[0]),
+            want("t.raw", "7", &[1 + POSITION_GAP]),
+            want("t.en", "run", &[0]),
+            want("t.en", "dog", &[1]),
+            want("t.en", "7", &[2 + POSITION_GAP]),
+        ];
+        expected.sort();
+        assert_eq!(got, expected);
+        // A long multi-field takes a number, and rejects the document otherwise, as Elasticsearch does.
+        let s2 = Schema::from_mappings(&json!({"properties": {"t": {"type": "keyword", "fields": {
+            "n": {"type": "long"}}}}}))
+        .unwrap();
+        let doc = analyze_document(&s2, "1".into(), &json!({"t": "7"})).unwrap();
+        assert_eq!(doc.numeric(s2.field_id("t.n").unwrap()), Some(7.0));
+        let e = analyze_document(&s2, "1".into(), &json!({"t": "x"})).unwrap_err();
+        assert!(e.to_string().contains("failed to parse field [t.n] of type [long]"), "{e}");
+        // An object under the text field: its `raw` leaf is not the multi-field's value.
+        let doc = analyze_document(&s, "1".into(), &json!({"t": {"raw": "x"}})).unwrap();
+        assert_eq!(doc.term_count(), 0);
     }
 
     #[test]

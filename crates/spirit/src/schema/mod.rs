@@ -83,6 +83,9 @@ pub struct FieldDef {
     /// `postings_codec`: `bitpacked`, the default, `raw`, `vbyte`, `streamvbyte` or `pfor`).
     #[serde(default, skip_serializing_if = "is_default_codec")]
     pub postings_codec: DocCodec,
+    /// A multi-field's parent (mapping `fields`): the field whose values this one indexes too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of: Option<String>,
 }
 
 fn is_default_codec(c: &DocCodec) -> bool {
@@ -132,6 +135,9 @@ pub struct Schema {
     /// Each field's query analyzer ([`FieldDef::search_analyzer`], else its `analyzer`).
     #[serde(skip)]
     search_analyzers: Vec<Arc<Analyzer>>,
+    /// Each field's multi-fields ([`FieldDef::of`]), by id.
+    #[serde(skip)]
+    multi_fields: Vec<Vec<u16>>,
 }
 
 fn yes() -> bool {
@@ -149,6 +155,7 @@ impl Default for Schema {
             by_name: FxHashMap::default(),
             analyzers: vec![],
             search_analyzers: vec![],
+            multi_fields: vec![],
         }
     }
 }
@@ -196,6 +203,17 @@ impl Schema {
         &self.search_analyzers[id as usize]
     }
 
+    /// The multi-fields of field `id` (mapping `fields`), which index its values too.
+    pub fn multi_fields(&self, id: u16) -> &[u16] {
+        &self.multi_fields[id as usize]
+    }
+
+    /// Where field `id`'s values lie in a document: its own name, or a multi-field's parent's.
+    pub fn source_path(&self, id: u16) -> &str {
+        let f = &self.fields[id as usize];
+        f.of.as_deref().unwrap_or(&f.name)
+    }
+
     /// Adds a field; an existing field of the same name and type is fine, another type is an error.
     pub fn add_field(&mut self, def: FieldDef) -> Result<u16> {
         if def.name.is_empty() || def.name.starts_with('_') {
@@ -224,6 +242,15 @@ impl Schema {
                         now.map_or("none", |s| s.as_str())
                     )));
                 }
+            }
+            if old.of != def.of {
+                let of = |o: &Option<String>| o.as_ref().map_or("none".to_string(), |p| format!("[{p}]"));
+                return Err(Error::InvalidArgument(format!(
+                    "mapper [{}] cannot change from a multi-field of {} to one of {}",
+                    def.name,
+                    of(&old.of),
+                    of(&def.of)
+                )));
             }
             if old.postings_codec != def.postings_codec {
                 return Err(Error::InvalidArgument(format!(
@@ -259,6 +286,7 @@ impl Schema {
             analyzer: standard(),
             search_analyzer: None,
             postings_codec: DocCodec::default(),
+            of: None,
         })
     }
 
@@ -287,10 +315,20 @@ impl Schema {
         assert!(self.fields.len() < MAX_FIELDS, "at most two hidden columns beside the user fields");
         let cfg = analyzer_config(&def.analyzer)?;
         let search_cfg = def.search_analyzer.as_deref().map(analyzer_config).transpose()?.unwrap_or(cfg);
+        let parent = match &def.of {
+            None => None,
+            Some(p) => Some(*self.by_name.get(p).ok_or_else(|| {
+                Error::InvalidArgument(format!("multi-field [{}] of unknown field [{p}]", def.name))
+            })?),
+        };
         let id = self.fields.len() as u16;
         self.by_name.insert(def.name.clone(), id);
         self.analyzers.push(Arc::new(Analyzer::new(cfg)));
         self.search_analyzers.push(Arc::new(Analyzer::new(search_cfg)));
+        self.multi_fields.push(vec![]);
+        if let Some(p) = parent {
+            self.multi_fields[p as usize].push(id);
+        }
         self.fields.push(def);
         Ok(id)
     }
@@ -321,73 +359,108 @@ impl Schema {
                     walk(s, &full, p)?;
                     continue;
                 }
-                let ty_name = def.get("type").and_then(|t| t.as_str()).unwrap_or("object");
-                let Some(ty) = FieldType::from_es(ty_name) else {
-                    return Err(Error::InvalidArgument(format!(
-                        "no handler for type [{ty_name}] declared on field [{full}]"
-                    )));
-                };
-                // Parameters that would change what a field matches, refused by name rather than ignored.
-                for (key, what) in [
-                    ("fields", "multi-fields"),
-                    ("copy_to", "[copy_to]"),
-                    ("null_value", "[null_value]"),
-                    ("normalizer", "normalizers"),
-                    ("search_quote_analyzer", "[search_quote_analyzer]"),
-                ] {
-                    if def.get(key).is_some() {
-                        return Err(Error::InvalidArgument(format!(
-                            "{what} are not supported (field [{full}]): map each field on its own"
-                        )));
-                    }
-                }
-                if def.get("index").and_then(|v| v.as_bool().or(v.as_str().map(|s| s == "true")))
-                    == Some(false)
-                {
-                    return Err(Error::InvalidArgument(format!(
-                        "[index: false] is not supported (field [{full}]): every mapped field is indexed"
-                    )));
-                }
-                let name_of = |key: &str| -> Result<Option<String>> {
-                    match def.get(key) {
-                        None | Some(serde_json::Value::Null) => Ok(None),
-                        Some(serde_json::Value::String(a)) => Ok(Some(a.clone())),
-                        Some(other) => Err(Error::InvalidArgument(format!(
-                            "[{key}] of field [{full}] must be an analyzer's name, got {other}"
-                        ))),
-                    }
-                };
-                let search_analyzer = name_of("search_analyzer")?;
-                let analyzer = name_of("analyzer")?;
-                if search_analyzer.is_some() && (ty != FieldType::Text || analyzer.is_none()) {
-                    return Err(Error::InvalidArgument(format!(
-                        "[search_analyzer] of field [{full}] needs a text field with an [analyzer], as in \
-                         Elasticsearch"
-                    )));
-                }
-                let analyzer = analyzer.unwrap_or_else(|| s.default_analyzer().to_string());
-                let postings_codec = match def.get("postings_codec") {
-                    None => DocCodec::default(),
-                    Some(c) => {
-                        let codec = c.as_str().and_then(DocCodec::from_name).ok_or_else(|| {
-                            let names: Vec<&str> = DocCodec::ALL.iter().map(|c| c.name()).collect();
-                            Error::InvalidArgument(format!(
-                                "unknown [postings_codec] {c} on field [{full}]; use one of {}",
-                                names.join(", ")
-                            ))
-                        })?;
-                        if !ty.is_indexed_terms() {
-                            return Err(Error::InvalidArgument(format!(
-                                "[postings_codec] applies to text and keyword fields, not [{}] field [{full}]",
-                                ty.es_name()
-                            )));
+                let field = parse_field(s, &full, def, None)?;
+                s.add_field(field)?;
+                // Multi-fields: `full.sub`, indexing the values of `full` (each its own field to queries,
+                // sorts and aggregations), added after it.
+                match def.get("fields") {
+                    None => {}
+                    Some(serde_json::Value::Object(subs)) => {
+                        for (sub, sub_def) in subs {
+                            if sub_def.get("fields").is_some() || sub_def.get("properties").is_some() {
+                                return Err(Error::InvalidArgument(format!(
+                                    "multi-field [{full}.{sub}] cannot have [fields] or [properties] of its own"
+                                )));
+                            }
+                            let field = parse_field(s, &format!("{full}.{sub}"), sub_def, Some(&full))?;
+                            s.add_field(field)?;
                         }
-                        codec
                     }
-                };
-                s.add_field(FieldDef { name: full, ty, analyzer, search_analyzer, postings_codec })?;
+                    Some(other) => {
+                        return Err(Error::InvalidArgument(format!(
+                            "[fields] of field [{full}] must be an object of multi-fields, got {other}"
+                        )))
+                    }
+                }
             }
             Ok(())
+        }
+        /// The field `full` (a multi-field of `of`, if given) as mapping `def` declares it.
+        fn parse_field(
+            s: &Schema,
+            full: &str,
+            def: &serde_json::Value,
+            of: Option<&str>,
+        ) -> Result<FieldDef> {
+            let ty_name = def.get("type").and_then(|t| t.as_str()).unwrap_or("object");
+            let Some(ty) = FieldType::from_es(ty_name) else {
+                return Err(Error::InvalidArgument(format!(
+                    "no handler for type [{ty_name}] declared on field [{full}]"
+                )));
+            };
+            // Parameters that would change what a field matches, refused by name rather than ignored.
+            for (key, what) in [
+                ("copy_to", "[copy_to]"),
+                ("null_value", "[null_value]"),
+                ("normalizer", "normalizers"),
+                ("search_quote_analyzer", "[search_quote_analyzer]"),
+            ] {
+                if def.get(key).is_some() {
+                    return Err(Error::InvalidArgument(format!(
+                        "{what} are not supported (field [{full}]): map each field on its own"
+                    )));
+                }
+            }
+            if def.get("index").and_then(|v| v.as_bool().or(v.as_str().map(|s| s == "true"))) == Some(false) {
+                return Err(Error::InvalidArgument(format!(
+                    "[index: false] is not supported (field [{full}]): every mapped field is indexed"
+                )));
+            }
+            let name_of = |key: &str| -> Result<Option<String>> {
+                match def.get(key) {
+                    None | Some(serde_json::Value::Null) => Ok(None),
+                    Some(serde_json::Value::String(a)) => Ok(Some(a.clone())),
+                    Some(other) => Err(Error::InvalidArgument(format!(
+                        "[{key}] of field [{full}] must be an analyzer's name, got {other}"
+                    ))),
+                }
+            };
+            let search_analyzer = name_of("search_analyzer")?;
+            let analyzer = name_of("analyzer")?;
+            if search_analyzer.is_some() && (ty != FieldType::Text || analyzer.is_none()) {
+                return Err(Error::InvalidArgument(format!(
+                    "[search_analyzer] of field [{full}] needs a text field with an [analyzer], as in \
+                     Elasticsearch"
+                )));
+            }
+            let analyzer = analyzer.unwrap_or_else(|| s.default_analyzer().to_string());
+            let postings_codec = match def.get("postings_codec") {
+                None => DocCodec::default(),
+                Some(c) => {
+                    let codec = c.as_str().and_then(DocCodec::from_name).ok_or_else(|| {
+                        let names: Vec<&str> = DocCodec::ALL.iter().map(|c| c.name()).collect();
+                        Error::InvalidArgument(format!(
+                            "unknown [postings_codec] {c} on field [{full}]; use one of {}",
+                            names.join(", ")
+                        ))
+                    })?;
+                    if !ty.is_indexed_terms() {
+                        return Err(Error::InvalidArgument(format!(
+                            "[postings_codec] applies to text and keyword fields, not [{}] field [{full}]",
+                            ty.es_name()
+                        )));
+                    }
+                    codec
+                }
+            };
+            Ok(FieldDef {
+                name: full.to_string(),
+                ty,
+                analyzer,
+                search_analyzer,
+                postings_codec,
+                of: of.map(str::to_string),
+            })
         }
         if let Some(props) = mappings.get("properties") {
             walk(self, "", props)?;
@@ -403,7 +476,7 @@ impl Schema {
     /// The mappings in Elasticsearch form.
     pub fn to_mappings(&self) -> serde_json::Value {
         let mut props = serde_json::Map::new();
-        for (_, f) in self.user_fields() {
+        let def_of = |f: &FieldDef| {
             let mut def = serde_json::json!({ "type": f.ty.es_name() });
             if f.ty == FieldType::Text && (f.analyzer != "standard" || f.search_analyzer.is_some()) {
                 def["analyzer"] = f.analyzer.clone().into();
@@ -413,6 +486,15 @@ impl Schema {
             }
             if f.postings_codec != DocCodec::default() {
                 def["postings_codec"] = f.postings_codec.name().into();
+            }
+            def
+        };
+        for (id, f) in self.user_fields().filter(|(_, f)| f.of.is_none()) {
+            let mut def = def_of(f);
+            for &m in self.multi_fields(id) {
+                let sub = &self.fields[m as usize];
+                let name = sub.name.strip_prefix(&format!("{}.", f.name)).unwrap_or(&sub.name).to_string();
+                def["fields"][name] = def_of(sub);
             }
             props.insert(f.name.clone(), def);
         }
@@ -508,6 +590,7 @@ mod tests {
                 analyzer: standard(),
                 search_analyzer: None,
                 postings_codec: DocCodec::default(),
+                of: None,
             })
             .unwrap_err();
         assert!(err.to_string().contains("cannot be changed"), "{err}");
@@ -549,7 +632,6 @@ mod tests {
         assert!(err(serde_json::json!({"properties": {"x": {"type": "text", "analyzer": 3}}}))
             .contains("[analyzer]"));
         for (def, what) in [
-            (serde_json::json!({"type": "text", "fields": {"raw": {"type": "keyword"}}}), "multi-fields"),
             (serde_json::json!({"type": "text", "copy_to": "all"}), "copy_to"),
             (serde_json::json!({"type": "keyword", "null_value": "NULL"}), "null_value"),
             (serde_json::json!({"type": "keyword", "normalizer": "lower"}), "normalizers"),
@@ -577,11 +659,50 @@ mod tests {
                     analyzer: a.into(),
                     search_analyzer: sa.map(Into::into),
                     postings_codec: DocCodec::default(),
+                    of: None,
                 })
                 .unwrap_err();
             assert!(e.to_string().contains("cannot change ["), "{e}");
         }
         let same = s.field(sf).clone();
         assert_eq!(s.add_field(same).unwrap(), sf);
+    }
+
+    /// Multi-fields (mapping `fields`) are fields of their own, named `parent.sub`, indexing the parent's
+    /// values; the mappings nest them back under their parent, and both round trips keep them.
+    #[test]
+    fn multi_fields_map_and_round_trip() {
+        let m = serde_json::json!({"properties": {
+            "title": {"type": "text", "fields": {
+                "raw": {"type": "keyword"}, "en": {"type": "text", "analyzer": "english"}}},
+            "meta": {"properties": {"n": {"type": "long", "fields": {"s": {"type": "keyword"}}}}}}});
+        let s = Schema::from_mappings(&m).unwrap();
+        let id = |n: &str| s.field_id(n).unwrap();
+        // In name order (as the mapping object lists them).
+        assert_eq!(s.multi_fields(id("title")), [id("title.en"), id("title.raw")]);
+        assert_eq!(s.multi_fields(id("meta.n")), [id("meta.n.s")]);
+        assert_eq!((s.source_path(id("title.en")), s.source_path(id("title"))), ("title", "title"));
+        assert_eq!(s.field(id("title.raw")).ty, FieldType::Keyword);
+        assert_eq!(s.analyzer(id("title.en")).config(), AnalyzerConfig::english());
+        let out = s.to_mappings();
+        assert_eq!(out["properties"]["title"], m["properties"]["title"]);
+        assert_eq!(out["properties"]["meta.n"]["fields"]["s"], serde_json::json!({"type": "keyword"}));
+        assert!(out["properties"].get("title.raw").is_none(), "{out}");
+        let again = Schema::from_mappings(&out).unwrap();
+        assert_eq!(again.fields(), s.fields());
+        let json = serde_json::to_string(&s).unwrap();
+        let back: Schema = serde_json::from_str::<Schema>(&json).unwrap().rebuild().unwrap();
+        assert_eq!(back.multi_fields(id("title")), s.multi_fields(id("title")));
+        let err = |m: serde_json::Value| Schema::from_mappings(&m).unwrap_err().to_string();
+        let deep = serde_json::json!({"properties": {"t": {"type": "text", "fields": {
+            "a": {"type": "text", "fields": {"b": {"type": "keyword"}}}}}}});
+        assert!(err(deep).contains("cannot have [fields]"));
+        assert!(
+            err(serde_json::json!({"properties": {"t": {"type": "text", "fields": 3}}})).contains("[fields]")
+        );
+        // A field stays what it was mapped as: a multi-field or not.
+        let mut s = s;
+        let e = s.apply_mappings(&serde_json::json!({"properties": {"title.raw": {"type": "keyword"}}}));
+        assert!(e.unwrap_err().to_string().contains("multi-field"));
     }
 }
