@@ -2420,7 +2420,7 @@ fn a_query_analyzer_replaces_the_fields() {
     );
     assert_eq!(v["hits"]["hits"][0]["highlight"]["body"][0], json!("the <em>run</em>"), "{v}");
     // A field's `search_analyzer` (the index's own "stemmed", kept as the built-in "stemming" it equals)
-    // analyzes its queries, its `analyzer` its values: the query "running" looks for "run". Multi-fields are
+    // analyzes its queries, its `analyzer` its values: the query "running" looks for "run". `copy_to` is
     // refused by name.
     let m =
         r#"{"properties": {"sa": {"type": "text", "analyzer": "standard", "search_analyzer": "stemmed"}}}"#;
@@ -2431,10 +2431,10 @@ fn a_query_analyzer_replaces_the_fields() {
     assert_eq!(ids(r#"{"match_phrase": {"sa": {"query": "run running", "analyzer": "standard"}}}"#), ["3"]);
     let (_, v) = s.call("GET", "/qa/_mapping", None);
     assert_eq!(v["qa"]["mappings"]["properties"]["sa"]["search_analyzer"], json!("stemming"), "{v}");
-    let multi = r#"{"properties": {"m": {"type": "text", "fields": {"raw": {"type": "keyword"}}}}}"#;
-    let r = s.call("PUT", "/qa/_mapping", Some(multi));
+    let copy = r#"{"properties": {"m": {"type": "text", "copy_to": "all"}}}"#;
+    let r = s.call("PUT", "/qa/_mapping", Some(copy));
     assert_eq!(r.0, 400, "{}", r.1);
-    assert!(r.1["error"]["reason"].as_str().unwrap().contains("multi-fields are not supported"), "{}", r.1);
+    assert!(r.1["error"]["reason"].as_str().unwrap().contains("[copy_to] is not supported"), "{}", r.1);
     let r = s.call(
         "POST",
         "/qa/_search",

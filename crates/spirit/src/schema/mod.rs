@@ -402,12 +402,12 @@ impl Schema {
             for (key, what) in [
                 ("copy_to", "[copy_to]"),
                 ("null_value", "[null_value]"),
-                ("normalizer", "normalizers"),
+                ("normalizer", "[normalizer]"),
                 ("search_quote_analyzer", "[search_quote_analyzer]"),
             ] {
                 if def.get(key).is_some() {
                     return Err(Error::InvalidArgument(format!(
-                        "{what} are not supported (field [{full}]): map each field on its own"
+                        "{what} is not supported (field [{full}]): map each field on its own"
                     )));
                 }
             }
@@ -634,7 +634,7 @@ mod tests {
         for (def, what) in [
             (serde_json::json!({"type": "text", "copy_to": "all"}), "copy_to"),
             (serde_json::json!({"type": "keyword", "null_value": "NULL"}), "null_value"),
-            (serde_json::json!({"type": "keyword", "normalizer": "lower"}), "normalizers"),
+            (serde_json::json!({"type": "keyword", "normalizer": "lower"}), "[normalizer]"),
             (
                 serde_json::json!({"type": "text", "search_quote_analyzer": "standard"}),
                 "search_quote_analyzer",
