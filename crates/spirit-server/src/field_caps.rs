@@ -107,10 +107,10 @@ pub fn field_caps(indices: &[Arc<Index>], fields: &[String], include_unmapped: b
                 continue;
             }
             found.entry(name).or_default().entry(*c).or_default().insert(index);
-            // Its parents too, whatever the patterns say.
+            // Its parent objects too, whatever the patterns say (not a multi-field's parent field).
             let mut parent = name.as_str();
             while let Some((p, _)) = parent.rsplit_once('.') {
-                if let Some((p, pc)) = caps.get_key_value(p) {
+                if let Some((p, pc)) = caps.get_key_value(p).filter(|(_, pc)| pc.ty == "object") {
                     found.entry(p).or_default().entry(*pc).or_default().insert(index);
                 }
                 parent = p;

@@ -2499,6 +2499,25 @@ fn multi_fields_index_their_parents_values() {
     let (_, v) = s.call("GET", "/mf/_field_caps?fields=title*", None);
     assert_eq!(v["fields"]["title.raw"]["keyword"]["aggregatable"], json!(true), "{v}");
     assert_eq!(v["fields"]["title"]["text"]["searchable"], json!(true), "{v}");
+    // A multi-field's parent is a field, not an object: asked alone, the multi-field comes alone.
+    let (_, v) = s.call("GET", "/mf/_field_caps?fields=title.raw", None);
+    assert_eq!(v["fields"].as_object().unwrap().keys().collect::<Vec<_>>(), ["title.raw"], "{v}");
+    // A multi-field added to a mapped field indexes the documents written after it (as in Elasticsearch:
+    // the earlier ones need a `_reindex`).
+    let m = r#"{"properties": {"title": {"type": "text", "fields": {"low": {"type": "keyword", "ignore_above": 8}}}}}"#;
+    assert_eq!(s.call("PUT", "/mf/_mapping", Some(m)).0, 200);
+    put_docs(
+        &s,
+        "mf",
+        [("4", r#"{"title": "short"}"#.to_string()), ("5", r#"{"title": "Running Dogs"}"#.to_string())],
+    );
+    assert_eq!(ids(r#"{"exists": {"field": "title.low"}}"#), ["4"]);
+    assert_eq!(ids(r#"{"term": {"title.raw": "Running Dogs"}}"#), ["1", "3", "5"]);
+    // A mapping refused part-way changes nothing: `a1` comes before the refused `b1`.
+    let m = r#"{"properties": {"a1": {"type": "text"}, "b1": {"type": "text", "copy_to": "x"}}}"#;
+    assert_eq!(s.call("PUT", "/mf/_mapping", Some(m)).0, 400);
+    let (_, v) = s.call("GET", "/mf/_mapping", None);
+    assert!(v["mf"]["mappings"]["properties"].get("a1").is_none(), "{v}");
     s.stop();
 }
 

@@ -869,10 +869,14 @@ impl Index {
     }
 
     /// Adds fields from Elasticsearch `mappings`.
+    /// All or nothing: a mapping refused part-way changes nothing.
     pub fn put_mappings(&self, mappings: &serde_json::Value) -> Result<()> {
         let mut s = self.schema.write();
-        s.apply_mappings(mappings)?;
-        self.log_meta_with(&s)
+        let mut next = s.clone();
+        next.apply_mappings(mappings)?;
+        self.log_meta_with(&next)?;
+        *s = next;
+        Ok(())
     }
 
     fn next_id(&self) -> String {
@@ -1030,8 +1034,11 @@ impl Index {
             drop(s);
             if !new.is_empty() {
                 let mut w = self.schema.write();
+                // A field mapped meanwhile (a mapping update between the two locks) stays as mapped.
                 for f in new {
-                    w.add_field(f)?;
+                    if w.field_id(&f.name).is_none() {
+                        w.add_field(f)?;
+                    }
                 }
                 self.log_meta_with(&w)?;
             }

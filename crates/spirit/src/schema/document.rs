@@ -423,6 +423,7 @@ pub fn new_fields(schema: &Schema, doc: &Value) -> Vec<FieldDef> {
             search_analyzer: None,
             postings_codec: DocCodec::default(),
             of: None,
+            ignore_above: None,
         });
     }
     out
@@ -516,6 +517,10 @@ fn index_value(
                     &owned
                 }
             };
+            // A keyword value past `ignore_above` characters is not indexed (as if absent), as in Elasticsearch.
+            if def.ignore_above.is_some_and(|n| text.chars().count() > n as usize) {
+                return Ok(());
+            }
             let at = match lens.iter().position(|l| l.0 == fid) {
                 Some(at) => at,
                 None => {
@@ -742,6 +747,17 @@ mod tests {
         // An object under the text field: its `raw` leaf is not the multi-field's value.
         let doc = analyze_document(&s, "1".into(), &json!({"t": {"raw": "x"}})).unwrap();
         assert_eq!(doc.term_count(), 0);
+        // A keyword multi-field with `ignore_above` leaves out the longer values (counted in characters),
+        // the parent keeps them.
+        let s3 = Schema::from_mappings(&json!({"properties": {"t": {"type": "text", "fields": {
+            "raw": {"type": "keyword", "ignore_above": 4}}}}}))
+        .unwrap();
+        let doc = analyze_document(&s3, "1".into(), &json!({"t": ["éééé", "abcde"]})).unwrap();
+        let raw = s3.field_id("t.raw").unwrap();
+        let kept: Vec<&[u8]> =
+            doc.terms().filter(|(k, _)| crate::schema::key_field(k) == raw).map(|(k, _)| &k[2..]).collect();
+        assert_eq!(kept, ["éééé".as_bytes()]);
+        assert_eq!(doc.terms().filter(|(k, _)| crate::schema::key_field(k) != raw).count(), 2);
     }
 
     #[test]

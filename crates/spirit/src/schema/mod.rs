@@ -86,6 +86,10 @@ pub struct FieldDef {
     /// A multi-field's parent (mapping `fields`): the field whose values this one indexes too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub of: Option<String>,
+    /// A keyword field's values longer than this many characters are not indexed (mapping `ignore_above`;
+    /// `_source` keeps them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_above: Option<u32>,
 }
 
 fn is_default_codec(c: &DocCodec) -> bool {
@@ -214,7 +218,9 @@ impl Schema {
         f.of.as_deref().unwrap_or(&f.name)
     }
 
-    /// Adds a field; an existing field of the same name and type is fine, another type is an error.
+    /// Adds a field; an existing field of the same name and type is fine, another type is an error. An
+    /// existing field's `search_analyzer` and `ignore_above` take the new mapping's (Elasticsearch updates
+    /// them; they only change later queries and later documents); its other parameters must be unchanged.
     pub fn add_field(&mut self, def: FieldDef) -> Result<u16> {
         if def.name.is_empty() || def.name.starts_with('_') {
             return Err(Error::InvalidArgument(format!("field name [{}] is empty or reserved", def.name)));
@@ -229,19 +235,14 @@ impl Schema {
                     def.ty.es_name()
                 )));
             }
-            for (what, was, now) in [
-                ("analyzer", Some(&old.analyzer), Some(&def.analyzer)),
-                ("search_analyzer", old.search_analyzer.as_ref(), def.search_analyzer.as_ref()),
-            ] {
-                // Elasticsearch refuses the change too; keeping the old one silently would surprise.
-                if old.ty == FieldType::Text && was != now {
-                    return Err(Error::InvalidArgument(format!(
-                        "mapper [{}] cannot change [{what}] from [{}] to [{}]",
-                        def.name,
-                        was.map_or("none", |s| s.as_str()),
-                        now.map_or("none", |s| s.as_str())
-                    )));
-                }
+            // Elasticsearch refuses the change too; keeping the old one silently would surprise. Names of one
+            // analyzer (`standard`, `default`) are the same.
+            if old.ty == FieldType::Text && analyzer_config(&old.analyzer)? != analyzer_config(&def.analyzer)?
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "mapper [{}] cannot change [analyzer] from [{}] to [{}]",
+                    def.name, old.analyzer, def.analyzer
+                )));
             }
             if old.of != def.of {
                 let of = |o: &Option<String>| o.as_ref().map_or("none".to_string(), |p| format!("[{p}]"));
@@ -260,6 +261,11 @@ impl Schema {
                     def.postings_codec.name()
                 )));
             }
+            let search_cfg = def.search_analyzer.as_deref().map(analyzer_config).transpose()?;
+            let search_cfg = search_cfg.unwrap_or(analyzer_config(&def.analyzer)?);
+            self.search_analyzers[id as usize] = Arc::new(Analyzer::new(search_cfg));
+            let f = &mut self.fields[id as usize];
+            (f.search_analyzer, f.ignore_above) = (def.search_analyzer, def.ignore_above);
             return Ok(id);
         }
         self.insert_field(def)
@@ -287,6 +293,7 @@ impl Schema {
             search_analyzer: None,
             postings_codec: DocCodec::default(),
             of: None,
+            ignore_above: None,
         })
     }
 
@@ -356,6 +363,11 @@ impl Schema {
             for (name, def) in obj {
                 let full = if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
                 if let Some(p) = def.get("properties") {
+                    if def.get("fields").is_some() {
+                        return Err(Error::InvalidArgument(format!(
+                            "object [{full}] cannot have multi-fields ([fields])"
+                        )));
+                    }
                     walk(s, &full, p)?;
                     continue;
                 }
@@ -411,9 +423,23 @@ impl Schema {
                     )));
                 }
             }
-            if def.get("index").and_then(|v| v.as_bool().or(v.as_str().map(|s| s == "true"))) == Some(false) {
+            let flag = |key: &str| def.get(key).and_then(|v| v.as_bool().or(v.as_str().map(|s| s == "true")));
+            if flag("index") == Some(false) {
                 return Err(Error::InvalidArgument(format!(
                     "[index: false] is not supported (field [{full}]): every mapped field is indexed"
+                )));
+            }
+            // Scoring keeps field lengths and term frequencies: a mapping without them would score otherwise.
+            if ty == FieldType::Text && flag("norms") == Some(false) {
+                return Err(Error::InvalidArgument(format!(
+                    "[norms: false] is not supported (field [{full}]): text fields are scored with their lengths"
+                )));
+            }
+            if let Some(o) =
+                def.get("index_options").filter(|o| !matches!(o.as_str(), Some("positions" | "offsets")))
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "[index_options] {o} is not supported (field [{full}]): text fields index positions"
                 )));
             }
             let name_of = |key: &str| -> Result<Option<String>> {
@@ -434,6 +460,22 @@ impl Schema {
                 )));
             }
             let analyzer = analyzer.unwrap_or_else(|| s.default_analyzer().to_string());
+            let ignore_above = match def.get("ignore_above") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(n) if ty == FieldType::Keyword => {
+                    Some(n.as_u64().filter(|&n| n <= u32::MAX as u64).ok_or_else(|| {
+                        Error::InvalidArgument(format!(
+                            "[ignore_above] of field [{full}] must be a whole number of characters, got {n}"
+                        ))
+                    })? as u32)
+                }
+                Some(_) => {
+                    return Err(Error::InvalidArgument(format!(
+                        "[ignore_above] applies to keyword fields, not [{}] field [{full}]",
+                        ty.es_name()
+                    )))
+                }
+            };
             let postings_codec = match def.get("postings_codec") {
                 None => DocCodec::default(),
                 Some(c) => {
@@ -460,6 +502,7 @@ impl Schema {
                 search_analyzer,
                 postings_codec,
                 of: of.map(str::to_string),
+                ignore_above,
             })
         }
         if let Some(props) = mappings.get("properties") {
@@ -478,8 +521,14 @@ impl Schema {
         let mut props = serde_json::Map::new();
         let def_of = |f: &FieldDef| {
             let mut def = serde_json::json!({ "type": f.ty.es_name() });
-            if f.ty == FieldType::Text && (f.analyzer != "standard" || f.search_analyzer.is_some()) {
+            // Unless it is `standard` in an index whose default is too: a mapping without it would read
+            // otherwise where the index has a default of its own.
+            let implied = f.analyzer == "standard" && self.default_analyzer() == "standard";
+            if f.ty == FieldType::Text && (!implied || f.search_analyzer.is_some()) {
                 def["analyzer"] = f.analyzer.clone().into();
+            }
+            if let Some(n) = f.ignore_above {
+                def["ignore_above"] = n.into();
             }
             if let Some(a) = &f.search_analyzer {
                 def["search_analyzer"] = a.clone().into();
@@ -591,6 +640,7 @@ mod tests {
                 search_analyzer: None,
                 postings_codec: DocCodec::default(),
                 of: None,
+                ignore_above: None,
             })
             .unwrap_err();
         assert!(err.to_string().contains("cannot be changed"), "{err}");
@@ -640,6 +690,8 @@ mod tests {
                 "search_quote_analyzer",
             ),
             (serde_json::json!({"type": "long", "index": false}), "[index: false]"),
+            (serde_json::json!({"type": "text", "norms": false}), "[norms: false]"),
+            (serde_json::json!({"type": "text", "index_options": "docs"}), "[index_options]"),
         ] {
             let e = err(serde_json::json!({"properties": {"x": def}}));
             assert!(e.contains(what) && e.contains("[x]"), "{e}");
@@ -649,23 +701,55 @@ mod tests {
             &serde_json::json!({"properties": {"x": {"type": "long", "index": true}}})
         )
         .is_ok());
-        // Either analyzer of a mapped text field stays.
+        // A mapped text field's analyzer stays; its search analyzer takes the new mapping's (none: the
+        // analyzer), as Elasticsearch updates it.
         let mut s = s;
-        for (a, sa) in [("standard", Some("standard")), ("english", None), ("english", Some("english"))] {
-            let e = s
-                .add_field(FieldDef {
-                    name: "s".into(),
-                    ty: FieldType::Text,
-                    analyzer: a.into(),
-                    search_analyzer: sa.map(Into::into),
-                    postings_codec: DocCodec::default(),
-                    of: None,
-                })
-                .unwrap_err();
-            assert!(e.to_string().contains("cannot change ["), "{e}");
-        }
-        let same = s.field(sf).clone();
-        assert_eq!(s.add_field(same).unwrap(), sf);
+        let def = |a: &str, sa: Option<&str>| FieldDef {
+            name: "s".into(),
+            ty: FieldType::Text,
+            analyzer: a.into(),
+            search_analyzer: sa.map(Into::into),
+            postings_codec: DocCodec::default(),
+            of: None,
+            ignore_above: None,
+        };
+        let e = s.add_field(def("standard", Some("standard"))).unwrap_err();
+        assert!(e.to_string().contains("cannot change [analyzer] from [english] to [standard]"), "{e}");
+        assert_eq!(s.add_field(def("english", None)).unwrap(), sf);
+        assert_eq!(s.search_analyzer(sf).config(), AnalyzerConfig::english());
+        assert_eq!(s.add_field(def("english", Some("stop"))).unwrap(), sf);
+        assert_eq!(s.search_analyzer(sf).config(), AnalyzerConfig { stop_words: true, stemming: false });
+        assert_eq!(s.to_mappings()["properties"]["s"]["search_analyzer"], "stop");
+        // Names of one analyzer are one analyzer.
+        let mut d =
+            Schema::from_mappings(&serde_json::json!({"properties": {"x": {"type": "text"}}})).unwrap();
+        d.apply_mappings(&serde_json::json!({"properties": {"x": {"type": "text", "analyzer": "default"}}}))
+            .unwrap();
+        // An index whose default analyzer is english: a field mapped standard says so in its mapping (and
+        // one mapped by default, english), which then maps back to the same schema.
+        let mut e = Schema { default_analyzer: Some("english".into()), ..Schema::default() };
+        e.apply_mappings(&serde_json::json!({"properties": {"p": {"type": "text", "analyzer": "standard"},
+            "q": {"type": "text"}}}))
+            .unwrap();
+        let out = e.to_mappings();
+        assert_eq!(
+            (&out["properties"]["p"]["analyzer"], &out["properties"]["q"]["analyzer"]),
+            (&serde_json::json!("standard"), &serde_json::json!("english"))
+        );
+        e.apply_mappings(&out).unwrap();
+        // ignore_above: keyword fields only, a whole number, shown by the mapping, updatable.
+        let k = Schema::from_mappings(
+            &serde_json::json!({"properties": {"k": {"type": "keyword", "ignore_above": 3}}}),
+        )
+        .unwrap();
+        assert_eq!(k.to_mappings()["properties"]["k"]["ignore_above"], 3);
+        let err = |m: serde_json::Value| Schema::from_mappings(&m).unwrap_err().to_string();
+        assert!(err(serde_json::json!({"properties": {"k": {"type": "text", "ignore_above": 3}}}))
+            .contains("keyword"));
+        assert!(err(serde_json::json!({"properties": {"k": {"type": "keyword", "ignore_above": -1}}}))
+            .contains("whole"));
+        assert!(err(serde_json::json!({"properties": {"o": {"properties": {}, "fields": {}}}}))
+            .contains("multi-fields"));
     }
 
     /// Multi-fields (mapping `fields`) are fields of their own, named `parent.sub`, indexing the parent's
