@@ -2513,6 +2513,11 @@ fn multi_fields_index_their_parents_values() {
     );
     assert_eq!(ids(r#"{"exists": {"field": "title.low"}}"#), ["4"]);
     assert_eq!(ids(r#"{"term": {"title.raw": "Running Dogs"}}"#), ["1", "3", "5"]);
+    // An object where a mapped field's values go is refused, and maps nothing from its leaves.
+    let r = s.call("PUT", "/mf/_doc/9", Some(r#"{"title": {"sub": "x"}}"#));
+    assert_eq!(r.0, 400, "{}", r.1);
+    let (_, v) = s.call("GET", "/mf/_mapping", None);
+    assert!(v["mf"]["mappings"]["properties"].get("title.sub").is_none(), "{v}");
     // A mapping refused part-way changes nothing: `a1` comes before the refused `b1`.
     let m = r#"{"properties": {"a1": {"type": "text"}, "b1": {"type": "text", "copy_to": "x"}}}"#;
     assert_eq!(s.call("PUT", "/mf/_mapping", Some(m)).0, 400);

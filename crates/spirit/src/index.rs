@@ -1030,6 +1030,8 @@ impl Index {
         }
         {
             let s = self.schema.read();
+            // Before any field is mapped from it.
+            crate::schema::document::check_objects(&s, body)?;
             let new = new_fields(&s, body);
             drop(s);
             if !new.is_empty() {

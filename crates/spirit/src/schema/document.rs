@@ -366,6 +366,35 @@ fn walk_named<'a>(name: Cow<'a, str>, v: &'a Value, out: &mut Vec<(Cow<'a, str>,
     }
 }
 
+/// Refuses a document with an object where a mapped field's values go (`{"title": {"raw": "x"}}` when
+/// `title` is a field), as Elasticsearch does: its leaves would otherwise be dropped, or mapped as new fields.
+pub fn check_objects(schema: &Schema, doc: &Value) -> Result<()> {
+    fn find(schema: &Schema, path: &str, v: &Value) -> Option<String> {
+        match v {
+            Value::Object(map) => {
+                if !path.is_empty() && schema.field_id(path).is_some() {
+                    return Some(path.to_string());
+                }
+                // Only objects and arrays go deeper (no name built for a scalar leaf).
+                map.iter().filter(|(_, c)| c.is_object() || c.is_array()).find_map(|(k, c)| {
+                    find(schema, &if path.is_empty() { k.clone() } else { format!("{path}.{k}") }, c)
+                })
+            }
+            Value::Array(items) => items.iter().find_map(|i| find(schema, path, i)),
+            _ => None,
+        }
+    }
+    match find(schema, "", doc) {
+        None => Ok(()),
+        Some(p) => {
+            let ty = schema.field(schema.field_id(&p).expect("found by its id")).ty.es_name();
+            Err(Error::BadDocument(format!(
+                "failed to parse field [{p}] of type [{ty}]: an object where a value goes"
+            )))
+        }
+    }
+}
+
 /// Splits `_id` off a document object; returns the id (if present) and the remaining object.
 pub fn take_id(mut doc: Value) -> Result<(Option<String>, Value)> {
     let Value::Object(map) = &mut doc else {
@@ -465,13 +494,14 @@ fn analyze_with(
         true => Some(serde_json::to_vec(doc).map_err(bad_json)?),
         false => None,
     };
+    check_objects(schema, doc)?;
     let mut leaves = vec![];
     walk("", doc, &mut leaves);
     let mut lens: Vec<(u16, u32, u32)> = vec![]; // (field, tokens, next position), few fields per document
     let mut numerics: Vec<(u16, f64)> = vec![];
     for (name, v) in leaves {
         let Some(fid) = schema.field_id(&name) else { continue };
-        // A multi-field takes its parent's values, never a leaf of its own name.
+        // A multi-field takes its parent's values, never a leaf of its own name (a dotted key).
         if schema.field(fid).of.is_some() {
             continue;
         }
@@ -744,9 +774,15 @@ mod tests {
         assert_eq!(doc.numeric(s2.field_id("t.n").unwrap()), Some(7.0));
         let e = analyze_document(&s2, "1".into(), &json!({"t": "x"})).unwrap_err();
         assert!(e.to_string().contains("failed to parse field [t.n] of type [long]"), "{e}");
-        // An object under the text field: its `raw` leaf is not the multi-field's value.
-        let doc = analyze_document(&s, "1".into(), &json!({"t": {"raw": "x"}})).unwrap();
+        // A dotted key naming the multi-field is not its value; an object under the text field is refused.
+        let doc = analyze_document(&s, "1".into(), &json!({"t.raw": "x"})).unwrap();
         assert_eq!(doc.term_count(), 0);
+        for bad in [json!({"t": {"raw": "x"}}), json!({"t": ["a", {"raw": "x"}]})] {
+            let e = analyze_document(&s, "1".into(), &bad).unwrap_err().to_string();
+            assert!(e.contains("failed to parse field [t] of type [text]: an object"), "{e}");
+        }
+        // Objects elsewhere are fine (`o.t` is no field).
+        assert!(analyze_document(&s, "1".into(), &json!({"o": [{"t": 1}], "t": "a"})).is_ok());
         // A keyword multi-field with `ignore_above` leaves out the longer values (counted in characters),
         // the parent keeps them.
         let s3 = Schema::from_mappings(&json!({"properties": {"t": {"type": "text", "fields": {
