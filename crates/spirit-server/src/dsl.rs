@@ -427,12 +427,17 @@ impl<'a> Translator<'a> {
         }
     }
 
+    /// Whether a field of type `ty` matches a `match`-like clause's whole text as one value: keyword and
+    /// numeric fields do, as in Elasticsearch — unless the clause names an analyzer, which then replaces a
+    /// keyword field's too, whose terms are its tokens.
+    fn whole_value(&self, ty: FieldType) -> bool {
+        ty != FieldType::Text && !(ty == FieldType::Keyword && self.over.is_some())
+    }
+
     /// `match` on one field (or the default fields when `None`).
     fn match_field(&mut self, field: Option<String>, text: &str, and: bool) -> ApiResult<Query> {
         if let Some(ty) = field.as_deref().and_then(|f| self.field_type(f)) {
-            // Keyword and numeric fields match the whole value, as in Elasticsearch — unless the query names
-            // an analyzer, which then replaces a keyword field's too: its tokens are the terms.
-            if ty != FieldType::Text && !(ty == FieldType::Keyword && self.over.is_some()) {
+            if self.whole_value(ty) {
                 return self.term(field.expect("typed field"), &Value::String(text.to_string()));
             }
         }
@@ -457,7 +462,7 @@ impl<'a> Translator<'a> {
     fn bool_prefix(&mut self, field: String, text: &str, and: bool) -> ApiResult<Query> {
         let id = self.schema.field_id(&field);
         let ty = id.map(|id| self.schema.field(id).ty);
-        if ty.is_some_and(|ty| ty != FieldType::Text && !(ty == FieldType::Keyword && self.over.is_some())) {
+        if ty.is_some_and(|ty| self.whole_value(ty)) {
             self.leaf()?;
             return Ok(Query::Prefix { field: Some(field), prefix: text.to_string() });
         }
@@ -498,9 +503,9 @@ impl<'a> Translator<'a> {
         and: bool,
         options: FuzzyOptions,
     ) -> ApiResult<Query> {
-        // A keyword field's whole value is one term, unless the query names an analyzer (see `match_field`).
+        // A keyword field's whole value is one term, unless the query names an analyzer (`whole_value`).
         let keyword = field.as_deref().and_then(|f| self.field_type(f)) == Some(FieldType::Keyword)
-            && self.over.is_none();
+            && self.whole_value(FieldType::Keyword);
         let mut tokens = vec![];
         if keyword {
             tokens.push(text.to_string());

@@ -115,6 +115,11 @@ pub fn analyzer_config(name: &str) -> Result<AnalyzerConfig> {
     })
 }
 
+/// The configuration of a field's query analyzer: its `search_analyzer`, else its `analyzer`.
+fn search_config(def: &FieldDef) -> Result<AnalyzerConfig> {
+    analyzer_config(def.search_analyzer.as_deref().unwrap_or(&def.analyzer))
+}
+
 /// The schema of an index. Field ids are positions in `fields` and never change.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Schema {
@@ -261,9 +266,7 @@ impl Schema {
                     def.postings_codec.name()
                 )));
             }
-            let search_cfg = def.search_analyzer.as_deref().map(analyzer_config).transpose()?;
-            let search_cfg = search_cfg.unwrap_or(analyzer_config(&def.analyzer)?);
-            self.search_analyzers[id as usize] = Arc::new(Analyzer::new(search_cfg));
+            self.search_analyzers[id as usize] = Arc::new(Analyzer::new(search_config(&def)?));
             let f = &mut self.fields[id as usize];
             (f.search_analyzer, f.ignore_above) = (def.search_analyzer, def.ignore_above);
             return Ok(id);
@@ -321,7 +324,7 @@ impl Schema {
         }
         assert!(self.fields.len() < MAX_FIELDS, "at most two hidden columns beside the user fields");
         let cfg = analyzer_config(&def.analyzer)?;
-        let search_cfg = def.search_analyzer.as_deref().map(analyzer_config).transpose()?.unwrap_or(cfg);
+        let search_cfg = search_config(&def)?;
         let parent = match &def.of {
             None => None,
             Some(p) => Some(*self.by_name.get(p).ok_or_else(|| {
